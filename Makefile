@@ -1,0 +1,47 @@
+# The two commands a newcomer runs are `make demo` and `make test`; both work on a fresh clone.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip --disable-pip-version-check -q
+GPUPLAN := $(VENV)/bin/gpuplan
+# The demo keeps its database and run folders inside the checkout so it never touches a user's real books.
+DEMO_HOME := $(CURDIR)/.demo
+DEMO_ENV := GPUPLAN_DB=sqlite:///$(DEMO_HOME)/gpuplan.db GPUPLAN_HOME=$(DEMO_HOME)
+
+.PHONY: install install-test demo test bench lint clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --upgrade pip setuptools wheel
+
+# torch==2.13.0 is pinned: on these machines it is a CPU build on local disk; a looser pin pulls CUDA (GBs).
+# The demo trains a tiny GPT, so `install` takes the bench extra; the core CLI never imports torch at start-up.
+$(VENV)/.installed: $(PY) pyproject.toml
+	$(PIP) install -e '.[bench,postgres,plot]' 'torch==2.13.0' numpy
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed
+	$(PIP) install -e '.[bench,test,postgres,plot]' 'torch==2.13.0' numpy
+	touch $@
+
+install: $(VENV)/.installed
+
+install-test: $(VENV)/.installed-test
+
+demo: install
+	@mkdir -p $(DEMO_HOME)
+	$(DEMO_ENV) bash scripts/demo.sh $(GPUPLAN)
+
+test: install-test
+	bash scripts/test-services.sh
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+bench: install-test
+	$(PY) bench/run_all.py
+
+lint: install-test
+	$(VENV)/bin/ruff check .
+
+clean:
+	rm -rf $(VENV) .demo build *.egg-info .pytest_cache

@@ -1,0 +1,135 @@
+"""Open the database, upgrade it to the current schema, and hand out sessions.
+
+SQLite (the default, a file in the XDG data dir) is opened in WAL mode with a busy timeout and foreign keys on,
+so a `gpuplan watch` loop and a `gpuplan status` can share it. Any SQLAlchemy URL works; PostgreSQL is tested.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event, inspect, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
+from sqlalchemy.orm import Session, sessionmaker
+
+from gpuplan.errors import GpuplanError, UserError
+from gpuplan.paths import default_db_url
+from gpuplan.store import migrate
+
+log = logging.getLogger(__name__)
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+
+def normalise_url(url: str | None) -> str:
+    """Resolve the default and pick the psycopg (v3) driver for bare `postgresql://` URLs.
+
+    SQLAlchemy maps `postgresql://` to psycopg2, which gpuplan does not install; users copy URLs from
+    elsewhere, so accept the bare form rather than fail on a missing module.
+    """
+    url = url or default_db_url()
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise UserError(f"not a database URL: {url!r} (expected e.g. sqlite:///path/gpuplan.db)") from exc
+    if parsed.drivername in ("postgresql", "postgres"):
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    return parsed.render_as_string(hide_password=False)
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()
+
+
+def make_engine(url: str) -> Engine:
+    """An engine for `url`; for SQLite files, creates the parent folder and sets the pragmas."""
+    parsed = make_url(url)
+    kwargs: dict[str, Any] = {"future": True}
+    if parsed.get_backend_name() == "sqlite":
+        database = parsed.database
+        if database and database != ":memory:" and not database.startswith("file:"):
+            Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        kwargs["connect_args"] = {"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}
+    else:
+        kwargs["pool_pre_ping"] = True
+    try:
+        engine = create_engine(url, **kwargs)
+    except (NoSuchModuleError, ModuleNotFoundError) as exc:
+        raise UserError(f"no database driver for {parsed.drivername!r}: {exc}") from exc
+    if parsed.get_backend_name() == "sqlite":
+        event.listen(engine, "connect", _sqlite_pragmas)
+    return engine
+
+
+@dataclass
+class Store:
+    """The opened database: an engine plus a session factory."""
+
+    url: str
+    engine: Engine
+    session_factory: sessionmaker[Session]
+
+    @classmethod
+    def open(cls, url: str | None = None, *, upgrade: bool = True) -> Store:
+        """Open the database at `url` (default: the XDG SQLite file) and bring its schema to head."""
+        url = normalise_url(url)
+        engine = make_engine(url)
+        store = cls(url=url, engine=engine, session_factory=sessionmaker(engine, expire_on_commit=False))
+        if upgrade:
+            store.ensure_schema()
+        return store
+
+    def ensure_schema(self) -> None:
+        """Upgrade to head unless already there; the at-head check costs one query, not an Alembic import."""
+        try:
+            current = self.current_revision()
+        except OperationalError as exc:
+            raise GpuplanError(f"cannot open the database {self.safe_url}: {exc.orig}") from exc
+        if current == migrate.HEAD_REVISION:
+            return
+        if current is not None and current not in migrate.known_revisions():
+            raise GpuplanError(
+                f"the database {self.safe_url} is at revision {current}, which this gpuplan does not know "
+                "(written by a newer version?); upgrade gpuplan"
+            )
+        log.info("upgrading database %s from %s to %s", self.safe_url, current, migrate.HEAD_REVISION)
+        migrate.upgrade(self.engine, "head")
+
+    def current_revision(self) -> str | None:
+        """The Alembic revision stamped in the database, or None for an empty database."""
+        with self.engine.connect() as conn:
+            if not inspect(conn).has_table("alembic_version"):
+                return None
+            return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+
+    @property
+    def safe_url(self) -> str:
+        """The URL with any password masked, for messages and logs."""
+        return make_url(self.url).render_as_string(hide_password=True)
+
+    @contextlib.contextmanager
+    def session(self) -> Iterator[Session]:
+        """A unit of work: commits when the block succeeds, rolls back when it raises."""
+        session = self.session_factory()
+        try:
+            yield session
+            session.commit()
+        except BaseException:
+            session.rollback()
+            raise
+        finally:
+            session.close()
+
+    def close(self) -> None:
+        self.engine.dispose()

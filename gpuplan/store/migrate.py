@@ -1,0 +1,72 @@
+"""Alembic plumbing: the migration scripts ship inside the package (gpuplan.migrations).
+
+HEAD_REVISION is kept here as a constant so that opening an up-to-date database does not import Alembic
+(~0.5 s); tests/test_store_migrations.py fails if it ever disagrees with the scripts' real head.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+    from sqlalchemy import Engine
+
+HEAD_REVISION = "0001"
+
+
+def script_location() -> str:
+    import gpuplan.migrations
+
+    return str(Path(gpuplan.migrations.__file__).parent)
+
+
+def alembic_config(engine: Engine | None = None) -> Config:
+    """An Alembic Config for the packaged scripts; with `engine`, migrations run on that engine."""
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", script_location())
+    if engine is not None:
+        cfg.set_main_option("sqlalchemy.url", engine.url.render_as_string(hide_password=False))
+        cfg.attributes["engine"] = engine
+    return cfg
+
+
+def upgrade(engine: Engine, revision: str = "head") -> None:
+    from alembic import command
+
+    cfg = alembic_config(engine)
+    with engine.begin() as connection:
+        cfg.attributes["connection"] = connection
+        command.upgrade(cfg, revision)
+
+
+def known_revisions() -> set[str]:
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory.from_config(alembic_config())
+    return {rev.revision for rev in script.walk_revisions()}
+
+
+def history() -> list[tuple[str, str | None, str]]:
+    """(revision, down_revision, message) from newest to oldest."""
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory.from_config(alembic_config())
+    rows = []
+    for rev in script.walk_revisions():
+        down = rev.down_revision if isinstance(rev.down_revision, str) or rev.down_revision is None else ",".join(
+            rev.down_revision
+        )
+        rows.append((rev.revision, down, rev.doc or ""))
+    return rows
+
+
+def script_head() -> str:
+    from alembic.script import ScriptDirectory
+
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    assert head is not None
+    return head

@@ -1,0 +1,56 @@
+"""Column types shared by the models: UTC-aware datetimes and exact money."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+from typing import Any
+
+from sqlalchemy import DateTime, Numeric
+from sqlalchemy.types import TypeDecorator
+
+# Money: 6 decimal places covers sub-cent spot prices (AWS quotes spot to 4-6 places); 16 digits is
+# plenty for any bill.
+Money = Numeric(16, 6, asdecimal=True)
+
+
+def utcnow() -> dt.datetime:
+    """The current time as an aware UTC datetime (the only kind the store accepts)."""
+    return dt.datetime.now(dt.timezone.utc)
+
+
+class UTCDateTime(TypeDecorator[dt.datetime]):
+    """Store aware datetimes as UTC; always hand back aware UTC datetimes.
+
+    SQLite has no time zones and drops tzinfo; PostgreSQL's `timestamptz` keeps it. Normalising at this one
+    boundary means no code ever compares a naive datetime with an aware one.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: dt.datetime | None, dialect: Any) -> dt.datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"naive datetime {value!r} given to the store; use an aware UTC datetime")
+        value = value.astimezone(dt.timezone.utc)
+        if dialect.name == "sqlite":
+            return value.replace(tzinfo=None)
+        return value
+
+    def process_result_value(self, value: dt.datetime | None, dialect: Any) -> dt.datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=dt.timezone.utc)
+        return value.astimezone(dt.timezone.utc)
+
+
+def to_money(value: float | int | str | Decimal | None) -> Decimal | None:
+    """Convert a price to Decimal through its string form, so 0.1 stays 0.1 and not 0.1000000000000000055."""
+    if value is None:
+        return None
+    if isinstance(value, Decimal):
+        return value
+    return Decimal(str(value))

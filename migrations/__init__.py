@@ -1,0 +1,1 @@
+"""Alembic migration scripts, shipped inside the wheel as gpuplan.migrations."""

@@ -1,0 +1,208 @@
+"""The provider contract: launch, describe, terminate and list gpuplan's machines on one backend.
+
+Every provider (local, aws, gcp, slurm, or a third party's) implements `Provider` and is registered under the
+entry-point group `gpuplan.providers`, so a package can add one without touching gpuplan. Providers never
+import the CLI or the store; orchestration (gpuplan.launch) records what they return.
+
+Errors are typed so orchestration can decide: `CapacityError` -> try the next zone/region/offer,
+`QuotaError` -> the next region or offer, `AuthError` -> stop and tell the user, `ProviderError` -> anything else.
+"""
+
+from __future__ import annotations
+
+import abc
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any, ClassVar
+
+# Tags (AWS) / labels (GCP: lower-case, `-` instead of `:`) on every resource gpuplan creates.
+TAG_RUN_ID = "gpuplan:run-id"
+TAG_NAME = "gpuplan:name"
+TAG_PROJECT = "gpuplan:project"
+TAG_CREATED_BY = "gpuplan:created-by"
+CREATED_BY = "gpuplan"
+
+
+class ProviderError(Exception):
+    """A provider could not do what was asked; the message is safe to show (no secrets)."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, *, code: str | None = None, zone: str | None = None,
+                 region: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.zone = zone
+        self.region = region
+
+
+class CapacityError(ProviderError):
+    """No capacity for this type here now (InsufficientInstanceCapacity, ZONE_RESOURCE_POOL_EXHAUSTED, ...)."""
+
+
+class QuotaError(ProviderError):
+    """An account limit stops the launch (InstanceLimitExceeded, QUOTA_EXCEEDED, ...)."""
+
+
+class AuthError(ProviderError):
+    """Credentials are missing or not allowed to do this; retrying elsewhere will not help."""
+
+    exit_code = 2
+
+
+class InstanceState:
+    """Provider-neutral instance states."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    SUCCEEDED = "succeeded"  # the job on it exited 0 (local/slurm know this; clouds learn it from the job)
+    FAILED = "failed"
+    TERMINATED = "terminated"
+    PREEMPTED = "preempted"  # spot interruption / GCP preemption
+    UNKNOWN = "unknown"
+
+    GONE = frozenset({SUCCEEDED, FAILED, TERMINATED, PREEMPTED})
+
+
+@dataclass(frozen=True)
+class LaunchRequest:
+    """Everything a provider needs to start a run's machines; built by gpuplan.launch from the job spec.
+
+    `secrets` holds values read from the caller's environment at launch time: providers hand them to the
+    machine and must never log them or put them in tags, labels or errors.
+    """
+
+    run_id: str
+    name: str
+    command: str
+    run_dir: str
+    project: str | None = None
+    instance_type: str | None = None
+    region: str | None = None
+    zones: tuple[str, ...] = ()
+    gpu: str | None = None
+    gpus_per_node: float = 0
+    nodes: int = 1
+    spot: bool = False
+    price_per_hour: Decimal | None = None
+    max_hours: float | None = None
+    image: str | None = None
+    runtime: str | None = None
+    workdir: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    secrets: Mapping[str, str] = field(default_factory=dict, repr=False)
+    boot_script: str | None = field(default=None, repr=False)
+    labels: Mapping[str, str] = field(default_factory=dict)
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def tags(self) -> dict[str, str]:
+        """The tags every resource of this run carries."""
+        tags = {TAG_RUN_ID: self.run_id, TAG_NAME: self.name, TAG_CREATED_BY: CREATED_BY}
+        if self.project:
+            tags[TAG_PROJECT] = self.project
+        return tags
+
+
+@dataclass
+class Instance:
+    """A machine (or process group, or batch job) as a provider sees it."""
+
+    provider: str
+    instance_id: str
+    state: str
+    run_id: str | None = None
+    cloud: str | None = None
+    region: str | None = None
+    zone: str | None = None
+    instance_type: str | None = None
+    gpu: str | None = None
+    gpu_count: float = 0
+    spot: bool = False
+    node_rank: int = 0
+    price_per_hour: Decimal | None = None
+    launched_at: dt.datetime | None = None
+    ended_at: dt.datetime | None = None
+    exit_code: int | None = None
+    state_reason: str | None = None
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+class Provider(abc.ABC):
+    """One backend that can run a job's machines."""
+
+    name: ClassVar[str]
+    cloud: ClassVar[str]
+    # Billing rule used to derive cost from instance rows: AWS Linux and GCP bill per second with a 60 s minimum.
+    min_billed_seconds: ClassVar[int] = 0
+
+    @abc.abstractmethod
+    def launch(self, request: LaunchRequest) -> list[Instance]:
+        """Start the run's machines. Idempotent per run id: if machines tagged with it exist, return them."""
+
+    @abc.abstractmethod
+    def describe(self, instance_ids: Sequence[str]) -> list[Instance]:
+        """Current state of these machines; a machine the backend no longer knows comes back TERMINATED."""
+
+    @abc.abstractmethod
+    def terminate(self, instance_ids: Sequence[str]) -> None:
+        """End these machines (idempotent: ending an ended machine is not an error)."""
+
+    @abc.abstractmethod
+    def list_tagged(self, run_id: str | None = None) -> list[Instance]:
+        """Every live machine carrying gpuplan's tag (optionally of one run): what reconcile compares."""
+
+    def logs(self, instance: Instance, run_dir: str) -> str | None:
+        """Where this machine's job log can be read locally, if the provider knows (default: run_dir/job.log)."""
+        return None
+
+    def offers(self) -> list[Any]:
+        """Live offers where the backend has a price API (default: none; the shipped catalog is used)."""
+        return []
+
+
+BUILTIN_PROVIDERS: dict[str, str] = {
+    "local": "gpuplan.providers.local:LocalProvider",
+    "aws": "gpuplan.providers.aws:AwsProvider",
+    "gcp": "gpuplan.providers.gcp:GcpProvider",
+    "slurm": "gpuplan.providers.slurm:SlurmProvider",
+}
+
+
+def provider_names() -> list[str]:
+    """Names of every registered provider: the built-ins plus the `gpuplan.providers` entry points."""
+    from importlib.metadata import entry_points
+
+    names = set(BUILTIN_PROVIDERS)
+    names.update(ep.name for ep in entry_points(group="gpuplan.providers"))
+    return sorted(names)
+
+
+def load_provider_class(name: str) -> type[Provider]:
+    """The Provider class registered as `name`; an unknown name is a ProviderError listing the known ones."""
+    import importlib
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group="gpuplan.providers"):
+        if ep.name == name:
+            return ep.load()  # type: ignore[no-any-return]
+    target = BUILTIN_PROVIDERS.get(name)
+    if target is None:
+        raise UnknownProviderError(f"unknown provider {name!r}; known: {', '.join(provider_names())}")
+    module_name, attr = target.split(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise UnknownProviderError(f"provider {name!r} is not available in this gpuplan: {exc}") from exc
+    return getattr(module, attr)  # type: ignore[no-any-return]
+
+
+def get_provider(name: str, **config: Any) -> Provider:
+    """An instance of the provider registered as `name`, configured with `config`."""
+    return load_provider_class(name)(**config)
+
+
+class UnknownProviderError(ProviderError):
+    exit_code = 2

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The main job end to end on the embedded defaults (local provider, shipped price catalog, SQLite).
+# `make demo` runs it with GPUPLAN_HOME/GPUPLAN_DB pointing inside the checkout (.demo/).
+set -euo pipefail
+GPUPLAN=${1:-gpuplan}
+
+step() { printf '\n\033[1m$ gpuplan %s\033[0m\n' "$*"; "$GPUPLAN" "$@"; }
+
+step --version
+step db upgrade
+step db current

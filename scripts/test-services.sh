@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Install the Debian packages the test suite talks to, where they are missing (CI starts from a fresh machine).
+# PostgreSQL is started by the pytest session fixture itself (tests/conftest.py); moto and the fake GCP
+# server run inside the tests. Add a package here when a test needs a real service from Debian.
+set -euo pipefail
+
+PACKAGES=(
+)
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+    echo "test-services: cannot install ${missing[*]} (need root and apt-get); the tests that need them skip" >&2
+    exit 0
+  fi
+  echo "test-services: installing ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

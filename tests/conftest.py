@@ -1,0 +1,100 @@
+"""Shared fixtures: an isolated gpuplan home per test, SQLite and a throwaway PostgreSQL server.
+
+No test may reach a real cloud: the guard below points every SDK at a dead loopback port and fake
+credentials unless a test sets its own local endpoint.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PG_BIN = Path("/usr/lib/postgresql/15/bin")
+
+
+@pytest.fixture(autouse=True)
+def _isolated_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test gets its own gpuplan home and database, and no route to a real cloud."""
+    home = tmp_path / "gpuplan-home"
+    monkeypatch.setenv("GPUPLAN_HOME", str(home))
+    monkeypatch.setenv("GPUPLAN_DB", f"sqlite:///{home / 'gpuplan.db'}")
+    for var in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "GOOGLE_APPLICATION_CREDENTIALS"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
+    # Anything that forgets to set its own endpoint fails fast on a closed loopback port, not on AWS.
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE", "http://127.0.0.1:9/compute/v1/")
+    monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "gpuplan-test")
+    monkeypatch.delenv("GPUPLAN_DEBUG", raising=False)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A throwaway PostgreSQL 15 cluster on a loopback port (skipped only where PostgreSQL is absent)."""
+    if not (PG_BIN / "initdb").exists():
+        pytest.skip("PostgreSQL 15 is not installed here")
+    if os.environ.get("GPUPLAN_TEST_PG_URL"):
+        yield os.environ["GPUPLAN_TEST_PG_URL"]
+        return
+    folder = Path(tempfile.mkdtemp(prefix="gpuplan-pg-"))
+    as_postgres: list[str] = []
+    if os.geteuid() == 0:
+        shutil.chown(folder, "postgres", "postgres")
+        as_postgres = ["runuser", "-u", "postgres", "--"]
+    port = free_port()
+    data = folder / "data"
+    subprocess.run([*as_postgres, str(PG_BIN / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust",
+                    "-E", "UTF8", "--no-sync"], check=True, capture_output=True)
+    options = (f"-c listen_addresses=127.0.0.1 -p {port} -k {folder} -c fsync=off "
+               "-c synchronous_commit=off -c full_page_writes=off")
+    subprocess.run([*as_postgres, str(PG_BIN / "pg_ctl"), "-D", str(data), "-l", str(folder / "log"), "-w",
+                    "-o", options, "start"], check=True, capture_output=True)
+    try:
+        yield f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres"
+    finally:
+        subprocess.run([*as_postgres, str(PG_BIN / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
+                       capture_output=True)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def fresh_postgres_db(postgres_url: str) -> Iterator[str]:
+    """A new, empty database on the session's PostgreSQL server, dropped afterwards."""
+    from sqlalchemy import create_engine, text
+
+    name = f"t_{os.getpid()}_{int(time.monotonic_ns() % 10**9)}"
+    admin = create_engine(postgres_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield postgres_url.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Run a store test on SQLite and on PostgreSQL."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'store.db'}"
+    return request.getfixturevalue("fresh_postgres_db")
