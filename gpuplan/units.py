@@ -1,0 +1,55 @@
+"""Parse the sizes and durations users type: `7B`, `1.3e9`, `2T`, `125M`, `48h`, `30m`.
+
+Shared by the CLI flags, the job spec and the planner so `7B` means the same everywhere.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+_SIZE_SUFFIX = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "G": 10**9, "T": 10**12}
+_SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([KMBGT]?)\s*$", re.IGNORECASE)
+_DURATION_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(s|m|min|h|d|w)?\s*$", re.IGNORECASE)
+_DURATION_SECONDS = {"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_size(text: str | int | float, *, what: str = "size") -> int:
+    """`7B` -> 7_000_000_000. Accepts K/M/B(G)/T suffixes and scientific notation; must be > 0.
+
+    Raises ValueError with a message fit to show the user.
+    """
+    if isinstance(text, bool):
+        raise ValueError(f"{what} must be a number like 7B, 1.3e9 or 125M, not {text!r}")
+    if isinstance(text, (int, float)):
+        value = float(text)
+    else:
+        match = _SIZE_RE.match(str(text).replace("_", "").replace(",", ""))
+        if not match:
+            raise ValueError(f"{what} must be a number like 7B, 1.3e9 or 125M, not {text!r}")
+        value = float(match.group(1)) * _SIZE_SUFFIX[match.group(2).upper()]
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{what} must be greater than zero, not {text!r}")
+    return round(value)
+
+
+def format_size(value: float) -> str:
+    """7_000_000_000 -> `7B`; 1_300_000_000 -> `1.3B` (3 significant digits)."""
+    for suffix, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g}{suffix}"
+    return f"{value:.3g}"
+
+
+def parse_duration_hours(text: str | int | float, *, what: str = "duration") -> float:
+    """`48h` -> 48.0, `90m` -> 1.5, `2d` -> 48.0; a bare number is hours. Must be > 0."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        hours = float(text)
+    else:
+        match = _DURATION_RE.match(str(text))
+        if not match:
+            raise ValueError(f"{what} must look like 48h, 90m or 2d, not {text!r}")
+        hours = float(match.group(1)) * _DURATION_SECONDS[(match.group(2) or "h").lower()] / 3600
+    if not math.isfinite(hours) or hours <= 0:
+        raise ValueError(f"{what} must be greater than zero, not {text!r}")
+    return hours

@@ -1,0 +1,38 @@
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gpuplan.units import format_size, parse_duration_hours, parse_size
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [("7B", 7 * 10**9), ("125M", 125 * 10**6), ("1.3e9", 1_300_000_000), ("2T", 2 * 10**12),
+     ("1.5t", 1_500_000_000_000), ("300", 300), ("70b", 70 * 10**9), (" 8 B ", 8 * 10**9), (1e6, 10**6)],
+)
+def test_parse_size(text, value) -> None:
+    assert parse_size(text) == value
+
+
+@pytest.mark.parametrize("text", ["", "B", "-7B", "0", "7X", "seven", "nan", "1e999", True])
+def test_parse_size_rejects(text) -> None:
+    with pytest.raises(ValueError):
+        parse_size(text)
+
+
+@given(st.integers(min_value=1, max_value=10**15))
+def test_format_then_parse_is_close(value: int) -> None:
+    assert abs(parse_size(format_size(value)) - value) <= value * 0.005 + 1
+
+
+def test_durations() -> None:
+    assert parse_duration_hours("48h") == 48
+    assert parse_duration_hours("90m") == 1.5
+    assert parse_duration_hours("2d") == 48
+    assert parse_duration_hours("3") == 3
+    with pytest.raises(ValueError):
+        parse_duration_hours("-1h")
+    with pytest.raises(ValueError):
+        parse_duration_hours("soon")
