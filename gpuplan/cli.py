@@ -21,6 +21,8 @@ from gpuplan.context import AppContext
 # name -> ("module:attribute", one-line help shown by `gpuplan --help` without importing the module).
 COMMANDS: dict[str, tuple[str, str]] = {
     "db": ("gpuplan.commands.db:db", "Inspect and upgrade the gpuplan database."),
+    "bench": ("gpuplan.commands.bench:bench", "Measure training throughput with real PyTorch steps; list benches."),
+    "calibrate": ("gpuplan.commands.calibrate:calibrate", "Show the MFU learned from finished runs."),
 }
 
 
