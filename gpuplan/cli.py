@@ -21,6 +21,8 @@ from gpuplan.context import AppContext
 # name -> ("module:attribute", one-line help shown by `gpuplan --help` without importing the module).
 COMMANDS: dict[str, tuple[str, str]] = {
     "db": ("gpuplan.commands.db:db", "Inspect and upgrade the gpuplan database."),
+    "schedule": ("gpuplan.commands.schedule:schedule", "Run a job spec on a cron schedule."),
+    "scheduler": ("gpuplan.commands.scheduler:scheduler", "Fire due schedules: the loop (run) or one tick."),
 }
 
 
