@@ -21,6 +21,8 @@ from gpuplan.context import AppContext
 # name -> ("module:attribute", one-line help shown by `gpuplan --help` without importing the module).
 COMMANDS: dict[str, tuple[str, str]] = {
     "db": ("gpuplan.commands.db:db", "Inspect and upgrade the gpuplan database."),
+    "prices": ("gpuplan.commands.prices:prices", "Compare GPU offers across clouds and regions."),
+    "catalog": ("gpuplan.commands.catalog:catalog", "Refresh the GPU price catalog from the clouds' price APIs."),
 }
 
 
