@@ -61,7 +61,10 @@ def sqlite_file(db_url: str) -> Path | None:
     return Path(path).expanduser()
 
 
-def read_newest(db_url: str | None, clouds: Iterable[str] | None = None) -> dict[str, tuple[StoredSnapshot, list[Offer]]]:
+Newest = dict[str, tuple[StoredSnapshot, list[Offer]]]
+
+
+def read_newest(db_url: str | None, clouds: Iterable[str] | None = None) -> Newest:
     """The newest complete snapshot per cloud and its offers (empty when nothing was ever refreshed)."""
     url = resolve_db_url(db_url)
     wanted = set(clouds) if clouds is not None else None
