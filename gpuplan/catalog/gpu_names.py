@@ -186,3 +186,10 @@ def compile_region_patterns(text: str) -> tuple[str, ...]:
                 f"malformed region pattern {pattern!r}: use letters, digits, '-', '*' and '?' (e.g. 'us-*')"
             )
     return patterns
+
+# Memory per GPU (GB as marketed) of GCP accelerator types: neither the billing SKUs nor acceleratorTypes say it.
+GCP_ACCELERATOR_MEMORY_GB: dict[str, float] = {
+    "nvidia-tesla-t4": 16, "nvidia-tesla-v100": 16, "nvidia-tesla-p100": 16, "nvidia-tesla-p4": 8,
+    "nvidia-tesla-a100": 40, "nvidia-a100-80gb": 80, "nvidia-h100-80gb": 80, "nvidia-h100-mega-80gb": 80,
+    "nvidia-h200-141gb": 141, "nvidia-b200": 180, "nvidia-l4": 24,
+}
