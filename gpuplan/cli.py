@@ -27,6 +27,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "logs": ("gpuplan.commands.logs:logs", "Print (or follow) a run's job log."),
     "stop": ("gpuplan.commands.stop:stop", "Stop a run and terminate its machines."),
     "watch": ("gpuplan.commands.watch:watch", "Enforce caps and settle detached runs (loop or --once)."),
+    "prices": ("gpuplan.commands.prices:prices", "Compare GPU offers across clouds and regions."),
+    "catalog": ("gpuplan.commands.catalog:catalog", "Refresh the GPU price catalog from the clouds' price APIs."),
 }
 
 
