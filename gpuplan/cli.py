@@ -21,6 +21,8 @@ from gpuplan.context import AppContext
 # name -> ("module:attribute", one-line help shown by `gpuplan --help` without importing the module).
 COMMANDS: dict[str, tuple[str, str]] = {
     "db": ("gpuplan.commands.db:db", "Inspect and upgrade the gpuplan database."),
+    "report": ("gpuplan.commands.report:report", "Spend by period/project/cloud/GPU, estimate vs actual, plots."),
+    "budget": ("gpuplan.commands.budget:budget", "Spending caps per month/week/total that launch and watch enforce."),
 }
 
 

@@ -72,3 +72,10 @@ def budget_window(period: str, now: dt.datetime) -> tuple[dt.datetime | None, dt
         return None, None
     start = floor(now, period)
     return start, next_start(start, period)
+
+
+def resolve_now(text: str | None) -> dt.datetime:
+    """The report clock: the real time, or a fixed one from the hidden `--now` option / GPUPLAN_NOW (tests)."""
+    if text:
+        return parse_when(text, "--now")
+    return dt.datetime.now(UTC)
