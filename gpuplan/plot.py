@@ -54,7 +54,7 @@ def plot_spend(path: Path, buckets: list[dt.datetime], series: dict[str, list[fl
         bottom = [0.0] * len(buckets)
         for name, values in series.items():
             ax.bar(x, values, bottom=bottom, label=name, width=0.8)
-            bottom = [b + v for b, v in zip(bottom, values)]
+            bottom = [b + v for b, v in zip(bottom, values, strict=True)]
         for line in budgets:
             if line.period == "total":
                 cumulative, running = [], 0.0
@@ -109,5 +109,5 @@ def _fold(series: dict[str, list[float]]) -> dict[str, list[float]]:
     ranked = sorted(series, key=lambda k: -sum(series[k]))
     keep = {k: series[k] for k in ranked[: MAX_SERIES - 1]}
     rest = [series[k] for k in ranked[MAX_SERIES - 1:]]
-    keep["other"] = [sum(vals) for vals in zip(*rest)]
+    keep["other"] = [sum(vals) for vals in zip(*rest, strict=True)]
     return keep
