@@ -75,16 +75,14 @@ def _check_gates(plan: Any, gates: Gates) -> None:
 
 def _check_budgets(store: Any, plan: Any, now: dt.datetime) -> None:
     """Skip (recorded with the reason) when the estimate exceeds what a budget has left."""
-    try:
-        from gpuplan.budgets import check_launch
-    except ImportError:  # the budget module ships with the books; until then there is nothing to check
-        return
+    from gpuplan.budgets import check_launch
+
     est = plan.estimate
     cost = est.cost_usd if est is not None else None
     with store.session() as session:
         violations = check_launch(session, plan.spec.project, plan.offer.cloud, cost, now)
     if violations:
-        raise SkipFire("; ".join(str(v) for v in violations))
+        raise SkipFire("; ".join(v.message for v in violations))
 
 
 def watch_scheduled_runs(store: Any, now: dt.datetime) -> None:

@@ -30,7 +30,7 @@ from gpuplan.store.models import Event, Schedule, ScheduleFire
 log = logging.getLogger(__name__)
 
 
-class SkipFire(Exception):  # noqa: N818 - it is an outcome, not an error
+class SkipFire(Exception):
     """Raised by a launcher when a gate says not now (budget, price, window); the reason is recorded."""
 
 
@@ -129,7 +129,11 @@ def set_paused(session: Session, name: str, paused: bool, now: dt.datetime) -> S
 
 
 def next_fire_of(schedule: Schedule, now: dt.datetime) -> dt.datetime | None:
-    return None if schedule.paused else next_fire(schedule.cron, schedule.tz, now)
+    """The next slot that will fire: after now and after the last fired slot (a tick may run ahead of now)."""
+    if schedule.paused:
+        return None
+    after = max(now, schedule.last_fire_at) if schedule.last_fire_at else now
+    return next_fire(schedule.cron, schedule.tz, after)
 
 
 def tick(store: Store, at: dt.datetime, launcher: Launcher, gates_of: GatesOf) -> list[FireResult]:
@@ -166,7 +170,7 @@ def _fire_if_due(store: Store, schedule_id: int, at: dt.datetime, launcher: Laun
         run_id = launcher(FireRequest(schedule_id, name, spec_text, slot, at, gates))
     except SkipFire as exc:
         outcome, reason = "skipped", str(exc)
-    except Exception as exc:  # noqa: BLE001 - a failed fire is recorded, the scheduler keeps going
+    except Exception as exc:
         log.exception("schedule %s: fire at %s failed", name, slot)
         outcome, reason = "failed", f"{type(exc).__name__}: {exc}"
     with store.session() as session:

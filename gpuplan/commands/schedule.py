@@ -71,7 +71,7 @@ def add(app: AppContext, spec: Path, cron: str, tz: str, name: str | None, as_js
     if as_json:
         emit_json(row)
     else:
-        click.echo(f"scheduled {row['name']}: {row['cron']} ({row['tz']}), next fire {row['next_fire_at']:%Y-%m-%d %H:%M %Z}")
+        click.echo(f"scheduled {row['name']}: {row['cron']} ({row['tz']}), next fire {_fmt(row['next_fire_at'])} UTC")
 
 
 @schedule.command("list")
