@@ -34,6 +34,9 @@ BUCKETS: tuple[tuple[str, float], ...] = (
     (">=100B", float("inf")),
 )
 DEFAULT_PRECISION = "bf16"
+# Runs whose job really ran to an end: succeeded, or stopped/capped while training. A failed or lost run's
+# throughput may come from a job that crashed in its first minute, so it teaches nothing.
+LEARNABLE_STATES = frozenset({"succeeded", "stopped", "capped"})
 MFU_RANGE = (0.005, 1.0)  # outside this a measurement is broken (units mix-up, idle GPUs), not informative
 
 
@@ -70,9 +73,7 @@ def run_mfu(run: Run) -> RunMfu | None:
     `Run.tokens_per_s` is the whole run's throughput (all GPUs); FLOPs per token come from the estimate made at
     launch (flops / tokens, attention included) when recorded, else 6·N.
     """
-    from gpuplan.store.models import RunState
-
-    if run.state not in RunState.FINAL or not run.gpu:
+    if run.state not in LEARNABLE_STATES or not run.gpu:
         return None
     if run.measured_mfu:
         return RunMfu(float(run.measured_mfu), "measured_mfu")
@@ -123,11 +124,11 @@ def learn_from_finished_runs(session: Session) -> list[Calibration]:
     """Record every finished run with measured throughput that has not been learned from yet (oldest first)."""
     from sqlalchemy import or_, select
 
-    from gpuplan.store.models import Calibration, Run, RunState
+    from gpuplan.store.models import Calibration, Run
 
     learned = select(Calibration.run_id).where(Calibration.run_id.is_not(None))
     runs = session.scalars(
-        select(Run).where(Run.state.in_(sorted(RunState.FINAL)), Run.id.not_in(learned),
+        select(Run).where(Run.state.in_(sorted(LEARNABLE_STATES)), Run.id.not_in(learned),
                           or_(Run.measured_mfu.is_not(None), Run.tokens_per_s.is_not(None)))
         .order_by(Run.ended_at, Run.created_at)
     )

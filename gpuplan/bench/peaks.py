@@ -46,7 +46,7 @@ def canonical_gpu(name: str | None) -> str | None:
     for candidate in dict.fromkeys(c for c in (name, gpu_alias_from_device_name(name)) if c):
         try:
             return resolve_gpu(candidate).name
-        except Exception:  # resolve_gpu raises a UserError for unknown names; any failure means "unknown"
+        except ValueError:  # resolve_gpu: unknown name
             continue
     return None
 
@@ -59,6 +59,6 @@ def peak_tflops(gpu: str | None, precision: str) -> float | None:
 
     try:
         value = resolve_gpu(gpu).peak_tflops(precision)
-    except Exception:  # unknown GPU or a precision the table has no figure for
+    except ValueError:  # unknown GPU or precision
         return None
     return float(value) if value else None

@@ -22,12 +22,13 @@ class BenchMatch:
     """The bench record an estimate uses, and how well it matches.
 
     `transferred`: measured on another GPU type (its MFU is applied to the target GPU's peak), or in another
-    precision or sequence length; `proxy_layers`: the bench ran only that many of the model's layers.
+    precision or sequence length; `proxy_layers`: the bench ran only that many of the model's layers (its MFU,
+    not its tokens/s, carries over to the full model).
     `note` says all of that in words, for the estimate's output.
     """
 
     bench_id: int
-    mfu: float
+    mfu: float | None  # None only for an exact match on a GPU whose peak the table lacks (tokens/s still apply)
     tokens_per_s: float
     gpu: str
     precision: str
@@ -85,51 +86,87 @@ def list_benchmarks(session: Session, limit: int | None = None) -> list[Benchmar
     return list(session.scalars(query))
 
 
-def find_matching_bench(session: Session, *, gpu: str, signature: str, precision: str,
-                        seq_len: int | None) -> BenchMatch | None:
-    """The best bench with a measured MFU for this model on `gpu`, else on another GPU (transferred).
+# The columns a lookup needs, as one SELECT that both SQLAlchemy and the stdlib sqlite3 reader of
+# gpuplan.throughput (estimate's fast path, no SQLAlchemy import) can run; rows go through `candidate_from_row`.
+CANDIDATE_SQL = (
+    "SELECT id, gpu, precision, seq_len, layers, mfu, tokens_per_s, created_at, config_json FROM benchmarks "
+    "WHERE model_signature = ? AND gpu IS NOT NULL AND (mfu > 0 OR tokens_per_s > 0)"
+)
 
-    Only GPU benches with an MFU (measured against a known peak) qualify; a CPU bench's MFU says nothing about
-    a GPU. Ranking: same GPU type, then same precision, then same sequence length (closest), then the full
-    model over a shallow proxy, then the newest. Anything short of a full match is labelled `transferred`.
-    """
-    from sqlalchemy import select
 
-    from gpuplan.store.models import Benchmark
+@dataclass(frozen=True)
+class BenchCandidate:
+    """One stored GPU bench of the model in question, as the ranking needs it."""
 
-    rows = list(session.scalars(
-        select(Benchmark).where(Benchmark.model_signature == signature, Benchmark.gpu.is_not(None),
-                                Benchmark.mfu.is_not(None), Benchmark.mfu > 0)
-    ))
-    if not rows:
+    id: int
+    gpu: str
+    precision: str
+    seq_len: int
+    layers: int | None
+    full_layers: int | None
+    mfu: float | None
+    tokens_per_s: float
+    created_at: str  # ISO text: sortable, and what both database paths can give
+
+    @property
+    def proxy_layers(self) -> int | None:
+        """The layers run when the bench was a shallow proxy of the model, else None."""
+        if self.layers is not None and self.full_layers is not None and self.layers < self.full_layers:
+            return self.layers
         return None
 
-    def full_layers(row: Benchmark) -> int | None:
-        return json.loads(row.config_json).get("full_layers") if row.config_json else None
 
-    def proxy(row: Benchmark) -> int | None:
-        full = full_layers(row)
-        return row.layers if full is not None and row.layers is not None and row.layers < full else None
+def candidate_from_row(row: tuple[Any, ...] | Any) -> BenchCandidate:
+    """A row of CANDIDATE_SQL -> BenchCandidate."""
+    bench_id, gpu, precision, seq_len, layers, mfu, tokens_per_s, created_at, config_json = tuple(row)
+    try:
+        full_layers = json.loads(config_json).get("full_layers") if config_json else None
+    except (ValueError, AttributeError):
+        full_layers = None
+    return BenchCandidate(int(bench_id), str(gpu), str(precision), int(seq_len),
+                          None if layers is None else int(layers), full_layers,
+                          float(mfu) if mfu else None, float(tokens_per_s or 0), str(created_at))
 
-    def rank(row: Benchmark) -> tuple[Any, ...]:
-        seq_gap = abs(row.seq_len - seq_len) if seq_len else 0
-        return (row.gpu == gpu, row.precision == precision, -seq_gap, proxy(row) is None, row.created_at, row.id)
 
-    best = max(rows, key=rank)
-    same_gpu, same_precision = best.gpu == gpu, best.precision == precision
+def best_bench(candidates: list[BenchCandidate], *, gpu: str, precision: str,
+               seq_len: int | None) -> BenchMatch | None:
+    """The best stored bench for an estimate on `gpu`, or None.
+
+    Ranking: same GPU type, then same precision, then the closest sequence length, then the full model over a
+    shallow proxy, then the newest. A bench on the same GPU, precision and sequence length is a match; anything
+    else is `transferred` (its MFU applied to the target GPU's peak) and only usable if it has an MFU.
+    """
+    usable = [c for c in candidates if c.mfu or (c.gpu == gpu and c.precision == precision
+                                                  and (not seq_len or c.seq_len == seq_len))]
+    if not usable:
+        return None
+
+    def rank(c: BenchCandidate) -> tuple[Any, ...]:
+        seq_gap = abs(c.seq_len - seq_len) if seq_len else 0
+        return (c.gpu == gpu, c.precision == precision, -seq_gap, c.proxy_layers is None, c.created_at, c.id)
+
+    best = max(usable, key=rank)
     same_seq = not seq_len or best.seq_len == seq_len
     differences = []
-    if not same_gpu:
-        differences.append(f"on {best.gpu}, MFU applied to {gpu}'s peak")
-    if not same_precision:
-        differences.append(f"in {best.precision}")
+    if best.gpu != gpu:
+        differences.append(f"measured on {best.gpu}, MFU transferred to {gpu}'s peak")
+    if best.precision != precision:
+        differences.append(f"measured in {best.precision}")
     if not same_seq:
-        differences.append(f"at seq-len {best.seq_len}")
-    proxy_layers = proxy(best)
-    if proxy_layers is not None:
-        differences.append(f"{proxy_layers} of {full_layers(best)} layers")
-    transferred = not (same_gpu and same_precision and same_seq)
+        differences.append(f"measured at seq-len {best.seq_len}")
+    if best.proxy_layers is not None:
+        differences.append(f"{best.proxy_layers}-of-{best.full_layers}-layer proxy")
+    transferred = not (best.gpu == gpu and best.precision == precision and same_seq)
     note = f"bench #{best.id}" + (f" ({'; '.join(differences)})" if differences else "")
-    return BenchMatch(bench_id=best.id, mfu=float(best.mfu or 0), tokens_per_s=best.tokens_per_s,
-                      gpu=str(best.gpu), precision=best.precision, seq_len=best.seq_len, transferred=transferred,
-                      proxy_layers=proxy_layers, note=note)
+    return BenchMatch(bench_id=best.id, mfu=best.mfu, tokens_per_s=best.tokens_per_s, gpu=best.gpu,
+                      precision=best.precision, seq_len=best.seq_len, transferred=transferred,
+                      proxy_layers=best.proxy_layers, note=note)
+
+
+def find_matching_bench(session: Session, *, gpu: str, signature: str, precision: str,
+                        seq_len: int | None) -> BenchMatch | None:
+    """`best_bench` over the store's benches of the model with this signature (SQLAlchemy session)."""
+    from sqlalchemy import text
+
+    rows = session.execute(text(CANDIDATE_SQL.replace("?", ":signature")), {"signature": signature})
+    return best_bench([candidate_from_row(r) for r in rows], gpu=gpu, precision=precision, seq_len=seq_len)
