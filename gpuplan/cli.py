@@ -84,7 +84,10 @@ class LazyGroup(click.Group):
             sys.exit(exc.exit_code)
         except click.UsageError as exc:
             _fail(_usage_message(exc), 2)
-        except click.Abort:
+        except click.Abort as exc:
+            # Click turns Ctrl-C into Abort (keeping the KeyboardInterrupt as its cause): still exit 130.
+            if isinstance(exc.__cause__, KeyboardInterrupt):
+                _fail("interrupted", 130)
             _fail("aborted", 1)
         except KeyboardInterrupt:
             _fail("interrupted", 130)

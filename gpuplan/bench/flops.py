@@ -62,8 +62,8 @@ def _attention_kind(op: Any) -> str | None:
 class StepFlops:
     """FLOPs of one forward + backward over one micro-batch.
 
-    `counted`: what the flop counter saw (hardware FLOPs: the flash kernels' backward recomputes the scores,
-    which torch counts as 2.5x the forward);
+    `counted`: what the flop counter saw (the flash kernels' backward recomputes the scores, which torch
+    counts as 2.5x the forward); `hardware`: that plus the analytic attention term when it had to be added;
     `model`: the model FLOPs MFU is defined with (PaLM, appendix B): attention backward counted as 2x its
     forward, like every other matmul, so a flash kernel's recomputation does not inflate MFU;
     `attention_model`: the attention part of `model`; `attention_source`: "counted" (the counter saw the kernel),
@@ -71,6 +71,7 @@ class StepFlops:
     """
 
     counted: int
+    hardware: int
     model: int
     attention_model: int
     attention_source: str
@@ -97,8 +98,8 @@ def count_step_flops(step: Callable[[], Any], *, analytic_attention: int | None 
     non_attention = counted - attention_counted
     if attention_counted:
         attention_model = 3 * parts["fwd"] + parts["bmm"]
-        return StepFlops(counted, non_attention + attention_model, attention_model, "counted", by_op)
+        return StepFlops(counted, counted, non_attention + attention_model, attention_model, "counted", by_op)
     if analytic_attention:
         extra = int(analytic_attention)
-        return StepFlops(counted + extra, counted + extra, extra, "analytic", by_op)
-    return StepFlops(counted, counted, 0, "none", by_op)
+        return StepFlops(counted, counted + extra, counted + extra, extra, "analytic", by_op)
+    return StepFlops(counted, counted, counted, 0, "none", by_op)

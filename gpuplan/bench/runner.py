@@ -97,7 +97,13 @@ class BenchResult:
 
 
 @dataclass
-class _Prepared:
+class PreparedBench:
+    """A model built (or loaded) and placed on its device, ready to run: the slow-to-fail part done first."""
+
+    target: BenchTarget
+    settings: BenchSettings
+    info: dev.DeviceInfo
+    precision: str
     model: nn.Module
     params: int
     vocab_size: int
@@ -105,16 +111,43 @@ class _Prepared:
     layers: int | None
 
 
-def run_bench(target: BenchTarget, settings: BenchSettings, observer: StepObserver | None = None) -> BenchResult:
-    """Build the model, count one step's FLOPs, warm up, time `settings.steps` steps, and summarise."""
-    observer = observer or _Silent()
+def prepare_bench(target: BenchTarget, settings: BenchSettings) -> PreparedBench:
+    """Resolve the device and precision, build the GPT or import the user's module, and move it to the device.
+
+    Every bad-input error (no such device, module that does not import, model too big) surfaces here, before
+    any progress bar is drawn.
+    """
     info = dev.resolve_device(settings.device)
     precision = dev.resolve_precision(settings.precision, info)
     seq_len, micro_batch = int(settings.seq_len or 0), settings.micro_batch
-    prepared = _prepare(target, seq_len, micro_batch, info)
-    model = prepared.model.to(info.device)
-    train_step, count_step = make_train_step(model, info, precision, prepared.vocab_size, micro_batch, seq_len,
-                                             compile_model=settings.compile)
+    arch = target.run_arch
+    if arch is not None:
+        _check_memory(arch.param_count(), info, target)
+        try:
+            model = build_gpt(arch, seq_len)
+        except ValueError as exc:
+            raise UserError(str(exc)) from exc
+        attention: int | None = int(attention_flops_per_token(arch, seq_len) * micro_batch * seq_len)
+        vocab, layers = arch.vocab_size, arch.num_layers
+    else:
+        model = load_module(str(target.module))
+        attention, vocab, layers = None, module_vocab_size(model), None
+    params = count_parameters(model)
+    return PreparedBench(target, settings, info, precision, model.to(info.device), params, vocab, attention, layers)
+
+
+def run_bench(target: BenchTarget, settings: BenchSettings, observer: StepObserver | None = None) -> BenchResult:
+    """Prepare and run (see `run_prepared`)."""
+    return run_prepared(prepare_bench(target, settings), observer)
+
+
+def run_prepared(prepared: PreparedBench, observer: StepObserver | None = None) -> BenchResult:
+    """Count one step's FLOPs, warm up, time `settings.steps` steps, and summarise."""
+    observer = observer or _Silent()
+    target, settings, info, precision = prepared.target, prepared.settings, prepared.info, prepared.precision
+    seq_len, micro_batch = int(settings.seq_len or 0), settings.micro_batch
+    train_step, count_step = make_train_step(prepared.model, info, precision, prepared.vocab_size, micro_batch,
+                                             seq_len, compile_model=settings.compile)
 
     flops = count_step_flops(count_step, analytic_attention=prepared.arch_attention)
     observer.phase("warm-up", settings.warmup)
@@ -142,7 +175,7 @@ def run_bench(target: BenchTarget, settings: BenchSettings, observer: StepObserv
         compiled=settings.compile, tokens_per_s=tokens_per_s, samples_per_s=tokens_per_s / seq_len,
         step_time_p50_s=statistics.median(times), step_time_p90_s=_percentile(times, 0.9),
         step_time_mean_s=total_time / len(times), flops_per_step=flops.model,
-        hardware_flops_per_step=flops.counted, attention_flops_per_step=flops.attention_model,
+        hardware_flops_per_step=flops.hardware, attention_flops_per_step=flops.attention_model,
         attention_flops_source=flops.attention_source, achieved_tflops=achieved, peak_tflops=peak,
         peak_tflops_source=peak_source, mfu=achieved / peak if peak else None, peak_memory_gb=memory_gb,
         peak_memory_kind=memory_kind, final_loss=final_loss, torch_version=torch.__version__,
@@ -230,20 +263,6 @@ def lm_loss(output: Any, targets: torch.Tensor) -> torch.Tensor:
         raise UserError(f"the module returned shape {tuple(output.shape)}; expected logits "
                         f"({targets.shape[0]}, {targets.shape[1]}, vocab)")
     return F.cross_entropy(output.float().flatten(0, 1), targets.flatten())
-
-
-def _prepare(target: BenchTarget, seq_len: int, micro_batch: int, info: dev.DeviceInfo) -> _Prepared:
-    arch = target.run_arch
-    if arch is not None:
-        _check_memory(arch.param_count(), info, target)
-        try:
-            model = build_gpt(arch, seq_len)
-        except ValueError as exc:
-            raise UserError(str(exc)) from exc
-        attention = int(attention_flops_per_token(arch, seq_len) * micro_batch * seq_len)
-        return _Prepared(model, count_parameters(model), arch.vocab_size, attention, arch.num_layers)
-    model = load_module(str(target.module))
-    return _Prepared(model, count_parameters(model), module_vocab_size(model), None, None)
 
 
 def load_module(spec: str) -> nn.Module:

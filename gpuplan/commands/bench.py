@@ -84,7 +84,7 @@ def bench(ctx: click.Context, model: str | None, model_config: str | None, modul
 
 def _run_with_progress(target: Any, settings: Any) -> BenchResult:
     try:
-        from gpuplan.bench.runner import quiet_warnings, run_bench
+        from gpuplan.bench.runner import prepare_bench, quiet_warnings, run_prepared
     except ImportError as exc:
         if "torch" not in str(exc):
             raise
@@ -92,11 +92,13 @@ def _run_with_progress(target: Any, settings: Any) -> BenchResult:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    note(f"bench {target.name}" + (f" ({settings.seq_len} tokens x {settings.micro_batch})"))
-    console = Console(stderr=True)
-    with Progress(TextColumn("{task.description:>8}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, transient=False) as progress, quiet_warnings():
-        return run_bench(target, settings, _ProgressObserver(progress))
+    with quiet_warnings():
+        prepared = prepare_bench(target, settings)
+        note(f"bench {target.name}: {prepared.params:,} parameters, {settings.micro_batch} x {settings.seq_len} "
+             f"tokens per step, {prepared.precision} on {prepared.info.name}")
+        with Progress(TextColumn("{task.description:>8}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=Console(stderr=True)) as progress:
+            return run_prepared(prepared, _ProgressObserver(progress))
 
 
 class _ProgressObserver:
