@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
-    from gpuplan.bench.runner import BenchResult
+    from gpuplan.bench.result import BenchResult
     from gpuplan.store.models import Benchmark
 
 

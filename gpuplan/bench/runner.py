@@ -33,6 +33,7 @@ from gpuplan.bench import device as dev
 from gpuplan.bench.flops import count_step_flops
 from gpuplan.bench.model import attention_flops_per_token, build_gpt, count_parameters
 from gpuplan.bench.peaks import canonical_gpu, peak_tflops
+from gpuplan.bench.result import BenchResult
 from gpuplan.bench.spec import BenchSettings, BenchTarget
 from gpuplan.errors import UserError
 
@@ -55,45 +56,6 @@ class _Silent:
 
     def step(self) -> None:
         pass
-
-
-@dataclass(frozen=True)
-class BenchResult:
-    """Everything one bench measured; `gpuplan bench --json` prints these keys."""
-
-    model_name: str
-    model_kind: str
-    model_signature: str
-    params: int
-    layers: int | None
-    full_layers: int | None
-    device: str
-    device_name: str
-    gpu: str | None
-    host: str
-    precision: str
-    seq_len: int
-    micro_batch: int
-    steps: int
-    warmup: int
-    compiled: bool
-    tokens_per_s: float
-    samples_per_s: float
-    step_time_p50_s: float
-    step_time_p90_s: float
-    step_time_mean_s: float
-    flops_per_step: int
-    hardware_flops_per_step: int
-    attention_flops_per_step: int
-    attention_flops_source: str
-    achieved_tflops: float
-    peak_tflops: float | None
-    peak_tflops_source: str | None
-    mfu: float | None
-    peak_memory_gb: float
-    peak_memory_kind: str
-    final_loss: float
-    torch_version: str
 
 
 @dataclass

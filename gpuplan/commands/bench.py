@@ -17,7 +17,7 @@ from gpuplan.errors import UserError
 from gpuplan.output import emit_json, note, print_table
 
 if TYPE_CHECKING:
-    from gpuplan.bench.runner import BenchResult
+    from gpuplan.bench.result import BenchResult
 
 RUN_OPTIONS = ("model", "model_config", "module", "layers", "device", "precision", "seq_len", "micro_batch",
                "steps", "warmup", "compile", "peak_tflops")
