@@ -90,18 +90,25 @@ def _run_with_progress(target: Any, settings: Any) -> BenchResult:
             raise
         raise UserError("gpuplan bench needs PyTorch: pip install 'gpuplan[bench]'") from exc
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     with quiet_warnings():
         prepared = prepare_bench(target, settings)
         note(f"bench {target.name}: {prepared.params:,} parameters, {settings.micro_batch} x {settings.seq_len} "
              f"tokens per step, {prepared.precision} on {prepared.info.name}")
-        with Progress(TextColumn("{task.description:>8}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=Console(stderr=True)) as progress:
-            return run_prepared(prepared, _ProgressObserver(progress))
+        with progress_bar(Console(stderr=True)) as progress:
+            return run_prepared(prepared, ProgressObserver(progress))
 
 
-class _ProgressObserver:
+def progress_bar(console: Any) -> Any:
+    """The bench's rich progress bar; 4 refreshes a second so drawing it takes next to no CPU from the steps
+    (bench/bench_overhead.py measures the whole loop, bar included)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(TextColumn("{task.description:>8}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=console, refresh_per_second=4)
+
+
+class ProgressObserver:
     """Feeds the bench's phases to a rich progress bar (one task per phase)."""
 
     def __init__(self, progress: Any) -> None:
