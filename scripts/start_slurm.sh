@@ -112,16 +112,23 @@ StoragePass=slurmpw
 StorageLoc=slurm_acct_db
 CONF
   chmod 600 "$D/slurmdbd.conf"
-  # slurmdbd reads slurmdbd.conf from the folder of SLURM_CONF.
+  # slurmdbd reads slurmdbd.conf from the folder of SLURM_CONF. slurmctld refuses to start on a fresh state
+  # folder before slurmdbd answers; it then registers the cluster itself.
   /usr/sbin/slurmdbd
-  for _ in $(seq 1 100); do sacctmgr -n list cluster >/dev/null 2>&1 && break; sleep 0.1; done
-  sacctmgr -i add cluster gpuplan >/dev/null 2>&1 || true
+  deadline=$((SECONDS + 30))
+  until timeout 2 sacctmgr -n list cluster >/dev/null 2>&1; do
+    [ $SECONDS -lt $deadline ] || { echo "slurmdbd did not start" >&2; tail -n 20 "$D/log/slurmdbd.log" >&2; exit 1; }
+    sleep 0.1
+  done
 fi
 
 /usr/sbin/slurmctld -f "$D/slurm.conf"
 /usr/sbin/slurmd -f "$D/slurm.conf"
-for _ in $(seq 1 100); do
-  if sinfo -h -o %T 2>/dev/null | grep -q '^idle'; then echo "SLURM_CONF=$D/slurm.conf"; exit 0; fi
+deadline=$((SECONDS + 30))
+until timeout 2 sinfo -h -o %T 2>/dev/null | grep -q '^idle'; do
+  if [ $SECONDS -ge $deadline ]; then
+    echo "slurm did not become idle" >&2; timeout 2 sinfo >&2 || true; tail -n 20 "$D"/log/*.log >&2 || true; exit 1
+  fi
   sleep 0.1
 done
-echo "slurm did not become idle" >&2; sinfo >&2 || true; tail -n 20 "$D"/log/*.log >&2 || true; exit 1
+echo "SLURM_CONF=$D/slurm.conf"
