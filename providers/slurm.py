@@ -27,6 +27,7 @@ import datetime as dt
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -59,7 +60,6 @@ from gpuplan.providers.slurm_script import (
     CONTAINER_RUNTIMES,
     DEFAULT_MASTER_PORT,
     JOB_NAME_PREFIX,
-    LOG_NAME,
     RUNTIME_APPTAINER,
     RUNTIME_NONE,
     RUNTIME_PYXIS,
@@ -68,6 +68,7 @@ from gpuplan.providers.slurm_script import (
     JobShape,
     ScriptError,
     job_name_for,
+    node_log,
     render_script,
     run_id_from_job_name,
     sbatch_args,
@@ -176,7 +177,7 @@ class SlurmProvider(Provider):
         return ProviderError(f"slurm: {tool} failed (exit {proc.returncode}): {message}", code="SlurmError")
 
     # ---- pricing -----------------------------------------------------------------------------------------
-    def price_per_hour(self, gpus_per_node: float, nodes: int) -> Decimal:
+    def charge_per_hour(self, gpus_per_node: float, nodes: int) -> Decimal:
         """The internal charge-back rate of an allocation: GPUs x rate, or nodes x node rate without GPUs."""
         gpus = Decimal(str(gpus_per_node)) * nodes
         if gpus > 0:
@@ -225,7 +226,9 @@ class SlurmProvider(Provider):
             run_id=request.run_id, name=request.name, command=request.command, run_dir=request.run_dir,
             nodes=int(request.nodes or 1), tasks_per_node=int(options.get("tasks_per_node") or 1),
             gpus_per_node=int(gpus), max_hours=request.max_hours, image=request.image, runtime=runtime,
-            workdir=request.workdir, env=dict(request.env), secret_names=sorted(request.secrets),
+            workdir=request.workdir, source_dir=request.options.get("source_dir"),
+            checkpoint_dir=request.options.get("checkpoint_dir"), env=dict(request.env),
+            secret_names=sorted(request.secrets),
             master_port=int(options.get("master_port") or DEFAULT_MASTER_PORT),
             partition=options.get("partition") or self.partition, account=options.get("account") or self.account,
             qos=options.get("qos") or self.qos, constraint=options.get("constraint"),
@@ -244,7 +247,7 @@ class SlurmProvider(Provider):
         except ScriptError as exc:
             raise ProviderError(f"slurm: {exc}", code="BadRequest") from exc
         run_dir = Path(request.run_dir)
-        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "node-0").mkdir(parents=True, exist_ok=True)  # sbatch opens node-0/job.log before the script runs
         script_path = run_dir / SCRIPT_NAME
         script_path.write_text(script)
         script_path.chmod(0o700)
@@ -252,7 +255,12 @@ class SlurmProvider(Provider):
             args = sbatch_args(shape, str(script_path))
         except ScriptError as exc:
             raise ProviderError(f"slurm: {exc}", code="BadRequest") from exc
-        proc = self._run("sbatch", args, env_extra=dict(request.secrets), secrets=list(request.secrets.values()))
+        # Secrets ride in sbatch's environment (exported to the job by --export=ALL), never in a file or argv.
+        # gpuplan's interpreter comes first on PATH, so `python train.py` uses the environment gpuplan runs in,
+        # as with the local provider.
+        path = os.pathsep.join([str(Path(sys.executable).parent), self._env().get("PATH", os.defpath)])
+        proc = self._run("sbatch", args, env_extra={**dict(request.secrets), "PATH": path},
+                         secrets=list(request.secrets.values()))
         try:
             job_id = parse_sbatch_job_id(proc.stdout)
         except ValueError as exc:
@@ -369,8 +377,8 @@ class SlurmProvider(Provider):
         return result
 
     def logs(self, instance: Instance, run_dir: str) -> str | None:
-        """sbatch writes the job's stdout and stderr (every task's) to run_dir/job.log."""
-        return str(Path(run_dir) / LOG_NAME)
+        """The first node's log (RUN_DIR/node-0/job.log): the batch script's lines and rank 0's output."""
+        return node_log(run_dir, instance.node_rank)
 
     # ---- records -> instances ----------------------------------------------------------------------------
     def _instance(self, record: JobRecord, run_id: str | None, request: LaunchRequest | None) -> Instance:
@@ -382,13 +390,18 @@ class SlurmProvider(Provider):
         if request:
             tags[TAG_NAME] = request.name
         reason = record.reason if record.reason and record.reason != "None" else None
-        if record.slurm_state.split()[0].rstrip("+").upper() == "TIMEOUT":
-            reason = "TIMEOUT: the job reached its time limit (max_hours)"
+        base_state = record.slurm_state.split()[0].rstrip("+").upper() if record.slurm_state.strip() else ""
+        # The reasons gpuplan.watch understands, as the local provider reports them: Slurm's time limit is the
+        # max_hours fail-safe (the run ends capped); a cancel gpuplan did not ask for is a stop.
+        if base_state in ("TIMEOUT", "DEADLINE"):
+            reason = "max_hours"
+        elif base_state == "CANCELLED":
+            reason = "stopped"
         return Instance(
             provider=self.name, instance_id=record.job_id, state=record.state, run_id=run_id, cloud=self.cloud,
             region=None, zone=record.partition, instance_type=f"slurm:{nodes}x{record.partition or 'default'}",
             gpu=request.gpu if request else None, gpu_count=gpus_per_node * nodes,
-            price_per_hour=self.price_per_hour(gpus_per_node, nodes),
+            price_per_hour=self.charge_per_hour(gpus_per_node, nodes),
             launched_at=record.start, ended_at=record.end, exit_code=record.exit_code,
             state_reason=reason or (record.slurm_state if record.finished else None), tags=tags,
         )

@@ -9,15 +9,22 @@ Secret *values* never appear here: they travel in the environment of the `sbatch
 
 The environment a task sees (the same contract as the local and cloud providers, plus Slurm's own):
 
-- GPUPLAN_RUN_ID, GPUPLAN_NAME, GPUPLAN_RUN_DIR, GPUPLAN_METRICS (metrics JSON lines), GPUPLAN_PROVIDER=slurm,
-  GPUPLAN_SLURM_JOB_ID;
+- GPUPLAN_RUN_ID, GPUPLAN_JOB_NAME, GPUPLAN_RUN_DIR, GPUPLAN_METRICS (metrics JSON lines),
+  GPUPLAN_CHECKPOINT_DIR (when the spec has one), GPUPLAN_PROVIDER=slurm, GPUPLAN_SLURM_JOB_ID;
 - torchrun's rendezvous variables: MASTER_ADDR (first host of SLURM_JOB_NODELIST via `scontrol show hostnames`),
-  MASTER_PORT, NNODES, NODE_RANK (= SLURM_NODEID), NPROC_PER_NODE, and per task RANK (= SLURM_PROCID),
-  LOCAL_RANK (= SLURM_LOCALID), WORLD_SIZE (= SLURM_NTASKS), LOCAL_WORLD_SIZE; each also as GPUPLAN_<NAME>.
+  MASTER_PORT, NNODES, NODE_RANK (= SLURM_NODEID), NPROC_PER_NODE, WORLD_SIZE (= NNODES x NPROC_PER_NODE), each
+  also as GPUPLAN_<NAME>; and, when each Slurm task is one rank, RANK (= SLURM_PROCID), LOCAL_RANK
+  (= SLURM_LOCALID) and LOCAL_WORLD_SIZE (also as GPUPLAN_RANK, GPUPLAN_LOCAL_RANK).
 
-By default Slurm starts one task per node (the command typically runs `torchrun --nproc-per-node
-$NPROC_PER_NODE ...`, NPROC_PER_NODE being the GPUs per node). With the option `tasks_per_node: N` Slurm starts
-N tasks per node itself (one per GPU, no torchrun needed) and NPROC_PER_NODE is N.
+By default Slurm starts one task per node, as the local and cloud providers start one process per node: with
+GPUs, the command typically runs `torchrun --nproc-per-node $NPROC_PER_NODE ...` (NPROC_PER_NODE = GPUs per
+node), which sets RANK itself; without GPUs (or with one) the task *is* the rank and gets RANK/LOCAL_RANK. With
+the option `tasks_per_node: N` Slurm starts N tasks per node itself (one per GPU, no torchrun needed),
+NPROC_PER_NODE is N and every task gets its RANK/LOCAL_RANK.
+
+Logs: like every provider, node N's output is RUN_DIR/node-N/job.log (the batch script's own lines go to
+node-0's); with several tasks per node srun prefixes each line with the task number. RUN_DIR must be on a
+filesystem the compute nodes share with the submitting machine, as on any Slurm cluster.
 """
 
 from __future__ import annotations
@@ -53,6 +60,13 @@ class ScriptError(ValueError):
     """The request cannot be turned into a safe batch script (bad variable name, impossible shape)."""
 
 
+def node_log(run_dir: str, node_rank: int | str) -> str:
+    """RUN_DIR/node-N/job.log: where node N's output lands (the layout `gpuplan logs --node N` reads)."""
+    # `%` starts a Slurm filename pattern (`%n` = node number): a literal one in the folder is written `%%`.
+    folder = run_dir.rstrip("/").replace("%", "%%")
+    return f"{folder}/node-{node_rank}/{LOG_NAME}"
+
+
 @dataclass(frozen=True)
 class JobShape:
     """What the run asks of the cluster, already resolved from the request and the provider's options."""
@@ -68,6 +82,8 @@ class JobShape:
     image: str | None = None
     runtime: str = RUNTIME_NONE  # the container runtime actually used (RUNTIME_NONE: the command directly)
     workdir: str | None = None
+    source_dir: str | None = None  # the spec's folder: where a plain command starts, and what workdir is under
+    checkpoint_dir: str | None = None
     env: Mapping[str, str] = field(default_factory=dict)
     secret_names: Sequence[str] = ()
     master_port: int = DEFAULT_MASTER_PORT
@@ -87,6 +103,27 @@ class JobShape:
     @property
     def nproc_per_node(self) -> int:
         return self.tasks_per_node if self.tasks_per_node > 1 else max(self.gpus_per_node, 1)
+
+    @property
+    def task_is_rank(self) -> bool:
+        """Each Slurm task is one rank (no torchrun in between): it gets RANK and LOCAL_RANK."""
+        return self.tasks_per_node > 1 or self.nproc_per_node <= 1
+
+    @property
+    def start_dir(self) -> str:
+        """Where a plain-process job starts: workdir (under the spec's folder when relative), else that folder."""
+        base = self.source_dir or self.run_dir
+        if self.workdir:
+            return self.workdir if self.workdir.startswith("/") else f"{base.rstrip('/')}/{self.workdir}"
+        return base
+
+    @property
+    def checkpoint_path(self) -> str | None:
+        if not self.checkpoint_dir:
+            return None
+        if self.checkpoint_dir.startswith("/"):
+            return self.checkpoint_dir
+        return f"{self.run_dir.rstrip('/')}/{self.checkpoint_dir}"
 
 
 def job_name_for(run_id: str) -> str:
@@ -126,7 +163,7 @@ def sbatch_args(shape: JobShape, script_path: str) -> list[str]:
         f"--comment={shape.run_id}",
         f"--nodes={shape.nodes}",
         f"--ntasks-per-node={shape.tasks_per_node}",
-        f"--output={shape.run_dir.rstrip('/')}/{LOG_NAME}",
+        f"--output={node_log(shape.run_dir, 0)}",
         "--open-mode=append",
         # The caller's environment, plus the secrets gpuplan put into the sbatch process's environment.
         "--export=ALL",
@@ -158,13 +195,15 @@ def _container_image_ref(image: str, runtime: str) -> str:
 
 def _task_command(shape: JobShape) -> tuple[list[str], str]:
     """(srun options, the shell text each task runs): per-task rank variables, then the job's command."""
-    per_task = (
-        'export RANK="$SLURM_PROCID" LOCAL_RANK="$SLURM_LOCALID" NODE_RANK="$SLURM_NODEID"\n'
-        'export GPUPLAN_RANK="$RANK" GPUPLAN_LOCAL_RANK="$LOCAL_RANK" GPUPLAN_NODE_RANK="$NODE_RANK"\n'
-    )
+    per_task = 'export NODE_RANK="$SLURM_NODEID" GPUPLAN_NODE_RANK="$SLURM_NODEID"\n'
+    if shape.task_is_rank:
+        per_task += ('export RANK="$SLURM_PROCID" LOCAL_RANK="$SLURM_LOCALID" GPUPLAN_RANK="$SLURM_PROCID"'
+                     ' GPUPLAN_LOCAL_RANK="$SLURM_LOCALID"\n')
     srun_opts: list[str] = []
     if shape.runtime in (RUNTIME_APPTAINER, RUNTIME_SINGULARITY) and shape.image:
         runner = [shape.runtime, "exec", "--bind", shape.run_dir]
+        if shape.source_dir:
+            runner += ["--bind", f"{shape.source_dir}:{shape.source_dir}:ro"]
         if shape.gpus_per_node > 0:
             runner.append("--nv")
         if shape.workdir:
@@ -177,8 +216,7 @@ def _task_command(shape: JobShape) -> tuple[list[str], str]:
             srun_opts.append(f"--container-workdir={shape.workdir}")
         body = "exec /bin/sh -c " + shlex.quote(shape.command)
     else:
-        cd = f"cd {shlex.quote(shape.workdir)} || exit 1\n" if shape.workdir else ""
-        body = cd + "exec bash -c " + shlex.quote(shape.command)
+        body = f"cd {shlex.quote(shape.start_dir)} || exit 1\nexec /bin/sh -c {shlex.quote(shape.command)}"
     return srun_opts, per_task + body
 
 
@@ -194,12 +232,15 @@ def render_script(shape: JobShape) -> str:
         "# Secrets are not in this file: they reach the job through sbatch's environment.",
         "set -u",
         f"export GPUPLAN_RUN_ID={q(shape.run_id)}",
-        f"export GPUPLAN_NAME={q(shape.name)}",
+        f"export GPUPLAN_JOB_NAME={q(shape.name)}",
         f"export GPUPLAN_RUN_DIR={q(run_dir)}",
         f"export GPUPLAN_METRICS={q(run_dir + '/' + METRICS_NAME)}",
         "export GPUPLAN_PROVIDER=slurm",
         'export GPUPLAN_SLURM_JOB_ID="$SLURM_JOB_ID"',
+        "export PYTHONUNBUFFERED=1",
     ]
+    if shape.checkpoint_path:
+        lines.append(f"export GPUPLAN_CHECKPOINT_DIR={q(shape.checkpoint_path)}")
     if shape.secret_names:
         # Names only, so a job can check what it was given; the values stay in the environment.
         lines.append(f"export GPUPLAN_SECRET_NAMES={q(','.join(shape.secret_names))}")
@@ -212,17 +253,20 @@ def render_script(shape: JobShape) -> str:
         f"export MASTER_PORT={int(shape.master_port)}",
         'export NNODES="$SLURM_JOB_NUM_NODES"',
         f"export NPROC_PER_NODE={shape.nproc_per_node}",
-        'export WORLD_SIZE="${SLURM_NTASKS:-$SLURM_JOB_NUM_NODES}"',
-        f"export LOCAL_WORLD_SIZE={shape.tasks_per_node}",
+        'export WORLD_SIZE=$((NNODES * NPROC_PER_NODE))',
         'export GPUPLAN_MASTER_ADDR="$MASTER_ADDR" GPUPLAN_MASTER_PORT="$MASTER_PORT" GPUPLAN_NNODES="$NNODES"',
         'export GPUPLAN_NPROC_PER_NODE="$NPROC_PER_NODE" GPUPLAN_WORLD_SIZE="$WORLD_SIZE"',
+        "# Every node writes its own log, RUN_DIR/node-N/job.log, as with every gpuplan provider.",
+        'i=0; while [ "$i" -lt "$NNODES" ]; do mkdir -p "$GPUPLAN_RUN_DIR/node-$i"; i=$((i + 1)); done',
         'echo "gpuplan: run $GPUPLAN_RUN_ID, Slurm job $SLURM_JOB_ID on $SLURM_JOB_NODELIST'
         ' (master $MASTER_ADDR:$MASTER_PORT, $WORLD_SIZE tasks)" >&2',
     ]
     if shape.runtime_note:
         lines.append(f"echo {q('gpuplan: ' + shape.runtime_note)} >&2")
     srun_opts, task_text = _task_command(shape)
-    srun = ["srun", "--kill-on-bad-exit=1"]
+    if shape.task_is_rank:
+        lines.append(f"export LOCAL_WORLD_SIZE={shape.tasks_per_node}")
+    srun = ["srun", "--kill-on-bad-exit=1", "--open-mode=append", f"--output={node_log(run_dir, '%n')}"]
     if shape.nodes * shape.tasks_per_node > 1:
         srun.append("--label")  # prefix each line with its task number when several tasks share job.log
     srun += srun_opts

@@ -58,7 +58,7 @@ def finish(provider: SlurmProvider, job_id: str, timeout: float = 40) -> tuple[I
 
 def test_cpu_job_end_to_end(provider: SlurmProvider, tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
-    req = request("r-e2e0000001", 'echo "hello from $GPUPLAN_RUN_ID rank $RANK"; sleep 2; echo done',
+    req = request("r-e2e0000001", 'echo "hello from $GPUPLAN_RUN_ID rank $RANK of $WORLD_SIZE"; sleep 2; echo done',
                   run_dir, max_hours=0.5, nodes=1)
     [inst] = provider.launch(req)
     assert inst.state == InstanceState.PENDING and inst.instance_id.isdigit()
@@ -81,9 +81,9 @@ def test_cpu_job_end_to_end(provider: SlurmProvider, tmp_path: Path) -> None:
     assert final.exit_code == 0
     assert final.launched_at is not None and final.ended_at is not None and final.ended_at >= final.launched_at
     log = Path(provider.logs(final, str(run_dir)) or "")
-    assert log == run_dir / "job.log"
+    assert log == run_dir / "node-0" / "job.log"
     text = log.read_text()
-    assert "hello from r-e2e0000001 rank 0" in text and "done" in text
+    assert "hello from r-e2e0000001 rank 0 of 1" in text and "done" in text
     assert provider.list_tagged("r-e2e0000001") == []  # finished: nothing left for reconcile
 
 
@@ -101,7 +101,7 @@ def batch(cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory) -> di
         "hostile": request(
             "r-hostile001",
             # The command runs as written: its own quoting survives, and hostile env values stay literal.
-            "printf '%s\\n' \"it's\" 'a \"b\"' \"$HOSTILE\" \"$GPUPLAN_NAME\" > out.txt; "
+            "printf '%s\\n' \"it's\" 'a \"b\"' \"$HOSTILE\" \"$GPUPLAN_JOB_NAME\" > out.txt; "
             "echo `echo backticks run` $(echo dollar-parens run) >> out.txt",
             base / "hostile", name=HOSTILE_NAME, env={"HOSTILE": HOSTILE_VALUE}, workdir=str(base / "hostile"),
         ),
@@ -123,8 +123,8 @@ def test_failing_job_reports_its_exit_code(provider: SlurmProvider, batch: dict[
     [inst] = provider.describe([job_id])
     assert inst.state == InstanceState.FAILED
     assert inst.exit_code == 3
-    assert "about to fail" in (run_dir / "job.log").read_text()
-    assert "gpuplan: job exited with status 3" in (run_dir / "job.log").read_text()
+    assert "about to fail" in (run_dir / "node-0" / "job.log").read_text()
+    assert "gpuplan: job exited with status 3" in (run_dir / "node-0" / "job.log").read_text()
 
 
 def test_parsable_squeue_and_scontrol_give_the_same_answer(cluster: SlurmCluster,
@@ -164,7 +164,7 @@ def test_two_tasks_see_the_torchrun_variables(provider: SlurmProvider,
                                               batch: dict[str, tuple[Path, str]]) -> None:
     run_dir, job_id = batch["ranks"]
     [inst] = provider.describe([job_id])
-    assert inst.state == InstanceState.SUCCEEDED, (run_dir / "job.log").read_text()
+    assert inst.state == InstanceState.SUCCEEDED, (run_dir / "node-0" / "job.log").read_text()
     assert inst.gpu_count == 2 and inst.price_per_hour == Decimal("5.00")  # 2 GPUs x 2.50
     envs = [json.loads((run_dir / f"env-{rank}.json").read_text()) for rank in (0, 1)]
     host = subprocess.run(["hostname", "-s"], capture_output=True, text=True).stdout.strip()
@@ -188,7 +188,7 @@ def test_hostile_name_env_and_command_stay_inert(provider: SlurmProvider,
                                                  batch: dict[str, tuple[Path, str]]) -> None:
     run_dir, job_id = batch["hostile"]
     [inst] = provider.describe([job_id])
-    assert inst.state == InstanceState.SUCCEEDED, (run_dir / "job.log").read_text()
+    assert inst.state == InstanceState.SUCCEEDED, (run_dir / "node-0" / "job.log").read_text()
     lines = (run_dir / "out.txt").read_text().split("\n")
     name_lines = HOSTILE_NAME.split("\n")
     assert lines[:3] == ["it's", 'a "b"', HOSTILE_VALUE]
@@ -203,7 +203,7 @@ def test_secret_reaches_the_job_but_no_file(provider: SlurmProvider, batch: dict
     run_dir, job_id = batch["secret"]
     [inst] = provider.describe([job_id])
     assert inst.state == InstanceState.SUCCEEDED
-    log = (run_dir / "job.log").read_text()
+    log = (run_dir / "node-0" / "job.log").read_text()
     assert hashlib.sha256(SECRET.encode()).hexdigest() in log
     assert "names=API_TOKEN" in log
     for path in run_dir.rglob("*"):
@@ -227,7 +227,7 @@ def test_cancel_and_list_tagged(cluster: SlurmCluster, provider: SlurmProvider, 
         started = time.monotonic()
         provider.terminate([inst.instance_id])
         final, _ = finish(provider, inst.instance_id, timeout=20)
-        assert final.state == InstanceState.TERMINATED
+        assert final.state == InstanceState.TERMINATED and final.state_reason == "stopped"
         assert time.monotonic() - started < 15
         provider.terminate([inst.instance_id])  # idempotent
         provider.terminate(["999999"])  # a job Slurm never had: not an error either
