@@ -23,6 +23,7 @@ tasks_per_node, cpus_per_task, gres_type, master_port, sbatch_args, container_ru
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import shutil
@@ -268,8 +269,10 @@ class SlurmProvider(Provider):
         now = dt.datetime.now(dt.timezone.utc)
         record = JobRecord(job_id=job_id, name=shape.job_name, slurm_state="PENDING", partition=shape.partition,
                            nodes=shape.nodes, comment=request.run_id)
+        with contextlib.suppress(ProviderError):  # one look back, for the partition the cluster chose
+            record = next((r for r in self._squeue([job_id])), record)
         instance = self._instance(record, request.run_id, request)
-        instance.launched_at = now
+        instance.launched_at = instance.launched_at or now
         return [instance]
 
     # ---- status ------------------------------------------------------------------------------------------

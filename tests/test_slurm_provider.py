@@ -10,14 +10,13 @@ import hashlib
 import json
 import subprocess
 import time
-from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 
 import pytest
 from gpuplan.providers.base import TAG_RUN_ID, Instance, InstanceState, LaunchRequest, ProviderError
 from gpuplan.providers.slurm import SlurmProvider
-from slurmhelp import SlurmCluster, slurm_cluster, wait_for, why_unavailable
+from slurmhelp import SlurmCluster, wait_for
 
 SECRET = "s3cr3t-'$(touch /tmp/gpuplan-pwned)'-value"
 HOSTILE_NAME = 'it\'s "$(touch PWNED)" `touch PWNED2`\nrm -rf / ; echo'
@@ -25,12 +24,8 @@ HOSTILE_VALUE = "a'b\"c $(touch PWNED3) `touch PWNED4` $HOME \\n; exit 9"
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[SlurmCluster]:
-    reason = why_unavailable()
-    if reason:
-        pytest.skip(reason)
-    with slurm_cluster() as c:
-        yield c
+def cluster(slurm: SlurmCluster) -> SlurmCluster:
+    return slurm
 
 
 @pytest.fixture
@@ -249,7 +244,8 @@ def test_unreachable_controller_is_a_clear_error(cluster: SlurmCluster, tmp_path
 
     from slurmhelp import _free_port
 
-    dead.write_text(re.sub(r"SlurmctldPort=\d+", f"SlurmctldPort={_free_port()}", conf))
+    conf = re.sub(r"SlurmctldPort=\d+", f"SlurmctldPort={_free_port()}", conf)
+    dead.write_text(re.sub(r"MessageTimeout=\d+", "MessageTimeout=1", conf))  # fail fast
     provider = SlurmProvider(slurm_conf=str(dead), command_timeout=30)
     started = time.monotonic()
     with pytest.raises(ProviderError, match="cannot reach the Slurm controller") as err:
