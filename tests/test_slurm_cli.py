@@ -41,7 +41,8 @@ def test_launch_follows_a_slurm_job_to_the_end(env: dict[str, str], tmp_path: Pa
     spec = write_spec(tmp_path, "slurm-hello", (
         "runtime: process\n"
         "command: echo \"hello rank $RANK of $WORLD_SIZE via $GPUPLAN_PROVIDER\"; "
-        "python -c 'from gpuplan.jobs import metrics; metrics.log_metrics(step=1, tokens=500, loss=3.0); metrics.log_metrics(step=2, tokens=1000, loss=2.5)'; sleep 1\n"
+        "python -c 'from gpuplan.jobs import metrics as m; m.log_metrics(step=1, tokens=500, loss=3.0); "
+        "m.log_metrics(step=2, tokens=1000, loss=2.5)'; sleep 1\n"
         "limits:\n  max_hours: 0.5\n"
     ))
     result = run_cli("launch", str(spec), "--provider", "slurm", "-y", "--json", "--interval", "0.3")
