@@ -260,8 +260,8 @@ def render_script(shape: JobShape) -> str:
         'export GPUPLAN_NPROC_PER_NODE="$NPROC_PER_NODE" GPUPLAN_WORLD_SIZE="$WORLD_SIZE"',
         "# Every node writes its own log, RUN_DIR/node-N/job.log, as with every gpuplan provider.",
         'i=0; while [ "$i" -lt "$NNODES" ]; do mkdir -p "$GPUPLAN_RUN_DIR/node-$i"; i=$((i + 1)); done',
-        'echo "gpuplan: run $GPUPLAN_RUN_ID, Slurm job $SLURM_JOB_ID on $SLURM_JOB_NODELIST'
-        ' (master $MASTER_ADDR:$MASTER_PORT, $WORLD_SIZE tasks)" >&2',
+        'echo "gpuplan: run $GPUPLAN_RUN_ID, Slurm job $SLURM_JOB_ID on $SLURM_JOB_NODELIST: $NNODES node(s) x'
+        ' $NPROC_PER_NODE process(es), master $MASTER_ADDR:$MASTER_PORT" >&2',
     ]
     if shape.runtime_note:
         lines.append(f"echo {q('gpuplan: ' + shape.runtime_note)} >&2")
