@@ -162,9 +162,11 @@ def resolve_gpus(text: str) -> frozenset[str]:
 def resolve_clouds(text: str) -> frozenset[str]:
     """`aws,gcp` -> {"aws", "gcp"}; an unknown cloud is a UserError."""
     clouds = {c.strip().lower() for c in text.split(",") if c.strip()}
+    if not clouds:
+        raise UserError(f"--cloud needs a cloud name; known: {', '.join(KNOWN_CLOUDS)}")
     unknown = sorted(clouds - set(KNOWN_CLOUDS))
-    if unknown or not clouds:
-        raise UserError(f"unknown cloud {', '.join(unknown) or text!r}; known: {', '.join(KNOWN_CLOUDS)}")
+    if unknown:
+        raise UserError(f"unknown cloud {', '.join(map(repr, unknown))}; known: {', '.join(KNOWN_CLOUDS)}")
     return frozenset(clouds)
 
 
