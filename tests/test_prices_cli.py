@@ -56,10 +56,29 @@ def test_sorting_is_ascending_by_the_chosen_price(sort: str) -> None:
     key = {"price": "price", "price-per-gpu": "price_per_gpu", "price-per-tflop": "price_per_tflop"}[sort]
     values = [r[key] for r in rows if r[key] is not None]
     assert values == sorted(values) and len(values) > 10
-    if sort == "price-per-tflop":  # GPUs without a TFLOP figure (A10G, V100 in gpus.csv) go last
-        known = [r[key] is not None for r in rows]
-        assert known == sorted(known, reverse=True)
-        assert not all(known)
+    if sort == "price-per-tflop":
+        row = next(r for r in rows if r["instance_type"] == "p5.48xlarge")
+        assert row["peak_tflops_per_gpu"] == 989.5  # from the estimator's GPU table (gpuplan.gpus)
+        assert row["price_per_tflop"] == pytest.approx(row["price"] / (8 * 989.5), abs=1e-6)
+
+
+def test_rows_without_a_tflop_figure_sort_last() -> None:
+    from gpuplan.catalog import Catalog
+    from gpuplan.catalog.view import cheapest_per_region, sort_rows
+
+    offers = Catalog.load().select(gpus={"L4", "H100"}, clouds={"aws"})
+    rows = sort_rows(cheapest_per_region(offers, spot=False, peak_tflops={"H100": 989.5}), "price-per-tflop")
+    known = [r.price_per_tflop is not None for r in rows]
+    assert known == sorted(known, reverse=True) and True in known and False in known
+    unknown = [r.price_per_gpu for r in rows if r.price_per_tflop is None]
+    assert unknown == sorted(unknown)  # the rest by price per GPU
+
+
+def test_catalog_gpu_names_are_the_estimators_names() -> None:
+    from gpuplan.catalog import CANONICAL_GPUS
+    from gpuplan.gpus import all_gpus
+
+    assert set(CANONICAL_GPUS) <= {spec.name for spec in all_gpus()}
 
 
 def test_filters_combine() -> None:
