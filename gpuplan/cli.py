@@ -21,6 +21,7 @@ from gpuplan.context import AppContext
 # name -> ("module:attribute", one-line help shown by `gpuplan --help` without importing the module).
 COMMANDS: dict[str, tuple[str, str]] = {
     "db": ("gpuplan.commands.db:db", "Inspect and upgrade the gpuplan database."),
+    "estimate": ("gpuplan.commands.estimate:estimate_command", "Estimate FLOPs, memory, hours of a training job."),
 }
 
 

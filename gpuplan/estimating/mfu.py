@@ -64,7 +64,7 @@ class MfuPrior:
     cluster: float
 
     def detail(self) -> str:
-        return (f"default prior: base {self.base:.2f} x size {self.size:.2f} x precision {self.precision:.2f}"
+        return (f"base {self.base:.2f} x size {self.size:.2f} x precision {self.precision:.2f}"
                 f" x recompute {self.recompute:.2f} x cluster {self.cluster:.2f}")
 
 
