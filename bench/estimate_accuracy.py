@@ -49,7 +49,7 @@ def workload_of(row: dict[str, str]) -> tuple[Workload, Hardware]:
     global_batch = max(1, round(float(row["global_batch_tokens"]) / seq))
     workload = Workload(params=round(float(row["params"])), tokens=round(float(row["tokens"])), architecture=arch,
                         seq_len=seq, global_batch=global_batch, micro_batch=max(1, min(4, global_batch // gpus)),
-                        precision="bf16", sharding="zero1")
+                        precision="bf16", sharding="zero1")  # Megatron distributed optimizer / ZeRO-1
     network = float(row["network_gbps"]) if row["network_gbps"] else None
     hardware = Hardware(resolve_gpu(row["gpu"]), gpus=gpus, gpus_per_node=min(8, gpus), network_gbps=network)
     return workload, hardware
@@ -98,21 +98,22 @@ def naive(rows: list[dict[str, str]]) -> float:
 def fit(rows: list[dict[str, str]]) -> None:
     """Grid search of the prior's constants on `rows` (the tune split), minimising mean |log error|."""
     grid = {
-        "ampere": [0.42, 0.45, 0.48, 0.50, 0.52, 0.55],
-        "hopper": [0.30, 0.33, 0.36, 0.40, 0.44],
-        "n0": [5e7, 1e8, 2e8, 4e8],
-        "alpha": [0.3, 0.5, 0.7, 1.0],
-        "c": [0.0, 0.02, 0.04, 0.06],
+        "ampere": [0.50, 0.55, 0.60, 0.65],
+        "hopper": [0.40, 0.45, 0.50, 0.55, 0.60],
+        "n0": [1e8, 3e8, 5e8, 1e9],
+        "alpha": [0.2, 0.3, 0.4, 0.5],
+        "parallel": [0.0, 0.1, 0.15, 0.2],
     }
-    best = None
-    for ampere, hopper, n0, alpha, c in itertools.product(*grid.values()):
+    results = []
+    for ampere, hopper, n0, alpha, parallel in itertools.product(*grid.values()):
         mfu_module.BASE_MFU["ampere"], mfu_module.BASE_MFU["hopper"] = ampere, hopper
-        mfu_module.SIZE_N0, mfu_module.SIZE_ALPHA, mfu_module.CLUSTER_C = n0, alpha, c
+        mfu_module.SIZE_N0, mfu_module.SIZE_ALPHA, mfu_module.PARALLEL_PENALTY = n0, alpha, parallel
         loss = statistics.fmean(abs(math.log(predict(r) / float(r["reported_gpu_hours"]))) for r in rows)
-        if best is None or loss < best[0]:
-            best = (loss, ampere, hopper, n0, alpha, c)
-    assert best is not None
-    print("best mean |log error| %.3f: ampere %.2f hopper %.2f N0 %.0e alpha %.1f c %.2f" % best)
+        results.append((loss, ampere, hopper, n0, alpha, parallel))
+    results.sort()
+    for best in results[:5]:
+        print("mean |log error| {:.3f}: ampere {:.2f} hopper {:.2f} N0 {:.0e} alpha {:.1f} parallel {:.2f}"
+              .format(*best))
 
 
 def main() -> int:

@@ -8,6 +8,7 @@ The formulas live in gpuplan.estimating (flops, memory, mfu, comms), each citing
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -325,10 +326,14 @@ def estimate(workload: Workload, hardware: Hardware, throughput: Throughput | No
     if shape.inferred:
         assumptions.append(f"shape inferred from N: {shape.layers} layers x hidden {shape.hidden}")
 
-    # Per-GPU compute rate on one node.
+    global_batch = workload.global_batch or default_global_batch(workload.params, workload.seq_len)
+    if workload.global_batch is None:
+        assumptions.append(f"global batch {global_batch} sequences (typical for the size; set --global-batch)")
+
+    # Per-GPU compute rate.
     if throughput is None:
-        prior = mfu_prior(gpu, matmul_params=shape.matmul_params, precision=workload.precision,
-                          nodes=hardware.node_count, recompute_ratio=fpt.model / fpt.hardware)
+        prior = mfu_prior(gpu, matmul_params=shape.matmul_params, precision=workload.precision, gpus=gpus,
+                          global_batch=global_batch, recompute_ratio=fpt.model / fpt.hardware)
         mfu, source, detail = prior.mfu, "default", prior.detail()
         tps = mfu * peak * 1e12 / fpt.model
     elif throughput.tokens_per_s_per_gpu is not None:
@@ -339,18 +344,16 @@ def estimate(workload: Workload, hardware: Hardware, throughput: Throughput | No
         mfu, source, detail = throughput.mfu, throughput.source, throughput.detail
         tps = mfu * peak * 1e12 / fpt.model
 
-    global_batch = workload.global_batch or default_global_batch(workload.params, workload.seq_len)
-    global_batch = max(global_batch, gpus * workload.micro_batch)
-    if workload.global_batch is None:
-        assumptions.append(f"global batch {global_batch} sequences (typical for the size; set --global-batch)")
     step_tokens_per_gpu = global_batch * workload.seq_len / gpus
-    micro_tokens = workload.micro_batch * workload.seq_len
+    # With fewer sequences per step than GPUs, GPUs share a sequence (model parallel): a micro-step is the step.
+    micro_tokens = min(workload.micro_batch * workload.seq_len, step_tokens_per_gpu)
     grad_bytes = trainable * memory.weight_bytes(workload.precision)
+    model_parallel = max(1, math.ceil(gpus / global_batch))  # GPUs sharing one sequence
     network = hardware.network_gbps or comms.default_network_gbps(gpu)
     comm = comms.scaling_efficiency(
         gpu=gpu, gpus_per_node=hardware.per_node, nodes=hardware.node_count, network_gbps=network,
         grad_bytes=grad_bytes, step_compute_s=step_tokens_per_gpu / tps, microbatch_compute_s=micro_tokens / tps,
-        full_shard=workload.sharding in ("zero3", "fsdp"),
+        full_shard=workload.sharding in ("zero3", "fsdp"), model_parallel=model_parallel,
     )
     effective_tps = tps * comm.efficiency
     wall_s = workload.tokens / (effective_tps * gpus)

@@ -1,9 +1,10 @@
 """The GPU table: memory, bandwidth, peak tensor throughput per precision, and the names people use for each GPU.
 
 Read from the package's `data/gpus.csv` (every row cites its vendor datasheet) through the package loader
-(pkgutil.get_data, the loader API importlib.resources is built on) so it works from a wheel or a zip. The canonical `name` of each GPU (H100, A100-40GB, ...) is the one the price catalog uses;
-`resolve_gpu` also accepts the clouds' and vendors' spellings (`A100` = the 40 GB part, as AWS and GCP call it;
-`H100-MEGA` = GCP's a3-megagpu H100; `T4g`), ignoring case, spaces, dashes and underscores.
+(pkgutil.get_data, the loader API importlib.resources is built on), so it works from a wheel or a zip. The
+canonical `name` of each GPU (H100, A100-40GB, ...) is the one the price catalog uses; `resolve_gpu` also
+accepts the clouds' and vendors' spellings (`A100` = the 40 GB part, as AWS and GCP call it; `H100-MEGA` =
+GCP's a3-megagpu H100; `T4g`), ignoring case, spaces, dashes and underscores.
 """
 
 from __future__ import annotations
