@@ -286,22 +286,28 @@ def min_gpus(workload: Workload, gpu: GpuSpec, *, gpus_per_node: int = 8, max_gp
 
 
 def _fit_hint(workload: Workload, hardware: Hardware) -> str:
-    """What would fit: more GPUs with this sharding, ZeRO-3 across M, checkpointing, or a bigger GPU."""
+    """What would fit: more GPUs with these settings, ZeRO-3 across M, and checkpointing if that is needed too."""
     gpu, per_node = hardware.gpu, hardware.per_node
     options = []
     needed = min_gpus(workload, gpu, gpus_per_node=per_node)
     if needed is not None and needed > hardware.gpus:
         options.append(f"needs at least {needed} x {gpu.name}")
-    if workload.mode == "train" and workload.sharding not in ("zero3", "fsdp"):
-        z3 = min_gpus(workload, gpu, gpus_per_node=per_node, sharding="zero3")
-        if z3 is not None:
-            options.append(f"zero3 across {z3} x {gpu.name}")
-    if workload.mode == "train" and not workload.activation_checkpointing:
+    if workload.mode == "train":
         shape = shape_of(workload.params, workload.architecture)
-        if _memory(workload, shape, hardware.gpus, checkpointing=True).total <= gpu.memory_gb:
-            options.append("--activation-checkpointing")
+        if not workload.activation_checkpointing and \
+                _memory(workload, shape, hardware.gpus, checkpointing=True).total <= gpu.memory_gb:
+            options.append(f"--activation-checkpointing on {hardware.gpus} x {gpu.name}")
+        if workload.sharding not in ("zero3", "fsdp"):
+            z3 = min_gpus(workload, gpu, gpus_per_node=per_node, sharding="zero3")
+            if z3 is not None:
+                options.append(f"zero3 across {z3} x {gpu.name}")
+        if not options and not workload.activation_checkpointing:
+            both = min_gpus(replace(workload, sharding="zero3", activation_checkpointing=True), gpu,
+                            gpus_per_node=per_node)
+            if both is not None:
+                options.append(f"zero3 with --activation-checkpointing across {both} x {gpu.name}")
     if not options:
-        return f"does not fit on any number of {gpu.name} with these settings"
+        return f"does not fit on any number of {gpu.name} with these settings; try a GPU with more memory"
     return "does not fit: " + ", or ".join(options)
 
 
