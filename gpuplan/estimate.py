@@ -429,3 +429,40 @@ def with_gpus(hardware: Hardware, gpus: int) -> Hardware:
     """The same hardware with a different GPU count (nodes recomputed); used to answer the minimum setup."""
     per_node = min(gpus, hardware.per_node)
     return replace(hardware, gpus=gpus, nodes=None, gpus_per_node=per_node)
+
+
+def estimate_for_job(job_workload: Any, *, gpu: str, gpus_per_node: int, nodes: int,
+                     throughput: Throughput | None = None) -> Estimate:
+    """The estimate for a job spec's `workload` section on `nodes` x `gpus_per_node` GPUs of type `gpu`.
+
+    The adapter `gpuplan.launch` calls (duck-typed on gpuplan.jobs.spec.Workload, so this module does not import
+    the job spec). The workload's own `throughput` / `mfu` are the user's numbers; otherwise `throughput`, else
+    the default prior. Reads the model's config.json when the spec names one (the only I/O here); raises
+    ValueError when the workload says nothing about the model or the tokens.
+    """
+    from gpuplan.architecture import load_hf_config, preset
+    from gpuplan.gpus import resolve_gpu
+
+    arch: Architecture | None = None
+    if getattr(job_workload, "model", None):
+        arch = preset(job_workload.model)
+    elif getattr(job_workload, "model_config_path", None):
+        arch = load_hf_config(job_workload.model_config_path)
+    params = arch.param_count() if arch is not None else getattr(job_workload, "params", None)
+    tokens = getattr(job_workload, "total_tokens", None)
+    if not params or not tokens:
+        raise ValueError("the workload needs a model (params, model or model_config) and tokens")
+    seq_len = job_workload.seq_len or (min(arch.max_seq_len, 4096) if arch else 2048)
+    workload = Workload(
+        params=int(params), tokens=int(tokens), architecture=arch, seq_len=seq_len,
+        global_batch=job_workload.global_batch, micro_batch=job_workload.micro_batch or 1,
+        precision=job_workload.precision, optimizer=job_workload.optimizer, sharding=job_workload.sharding,
+        activation_checkpointing=job_workload.activation_checkpointing, lora_rank=job_workload.lora,
+    )
+    if getattr(job_workload, "throughput", None):
+        throughput = Throughput(tokens_per_s_per_gpu=job_workload.throughput, source="user",
+                                detail="workload.throughput")
+    elif getattr(job_workload, "mfu", None):
+        throughput = Throughput(mfu=job_workload.mfu, source="user", detail="workload.mfu")
+    hardware = Hardware(resolve_gpu(gpu), gpus=gpus_per_node * nodes, nodes=nodes, gpus_per_node=gpus_per_node)
+    return estimate(workload, hardware, throughput)

@@ -173,9 +173,18 @@ def run_estimate(app: AppContext, options: dict[str, Any], lookups: list[Any] | 
         hardware = Hardware(gpu, gpus=needed or 1, gpus_per_node=min(needed or 1, per_node),
                             network_gbps=options["network_gbps"])
     result = estimate(workload, hardware, throughput)
-    if hardware.gpus != (options["gpus"] or hardware.gpus):  # pragma: no cover - defensive
-        result = replace(result, gpus=hardware.gpus)
-    return result
+    return replace(result, cost=_cost(app, result))
+
+
+def _cost(app: AppContext, result: Estimate) -> list[dict[str, Any]]:
+    """The cheapest catalog offers for this setup (the shipped snapshot, or a newer stored refresh)."""
+    from gpuplan.catalog import CANONICAL_GPUS, Catalog
+    from gpuplan.estimate_cost import cheapest_offers
+
+    if result.mode != "train" or not result.fits or result.gpu not in CANONICAL_GPUS:
+        return []  # consumer cards and MI300X are not sold by the clouds in the catalog
+    catalog = Catalog.load(app.db_url)
+    return cheapest_offers(result, catalog.select(gpus={result.gpu}))
 
 
 def _fmt_hours(hours: float) -> str:
@@ -214,9 +223,12 @@ def render(result: Estimate) -> None:
     echo(f"  speed      {result.tokens_per_s_per_gpu:,.0f} tokens/s per GPU, MFU {result.mfu:.1%}"
          f" ({result.mfu_source}: {result.mfu_detail}), scaling efficiency {result.scaling_efficiency:.1%}")
     echo(f"  time       {_fmt_hours(result.wall_hours)} wall, {result.gpu_hours:,.0f} GPU-hours")
-    if result.cost:
-        echo("  cost       " + ", ".join(f"{c['cloud']} {c['instance_type']} {c['region']}: ${c['total_usd']:,.0f}"
-                                          for c in result.cost[:3]))
+    for i, c in enumerate(result.cost[:3]):
+        market = "spot" if c["spot"] else "on-demand"
+        plural = "s" if c["gpus_per_node"] > 1 else ""
+        echo(f"  {'cost' if i == 0 else '':10} ${c['total_usd']:,.0f}: {c['nodes']} x {c['cloud']} "
+             f"{c['instance_type']} ({c['gpus_per_node']} GPU{plural}) {market} in {c['region']} at "
+             f"${c['price_per_hour']:,.2f}/h")
     for note in result.assumptions:
         echo(f"  assumed    {note}")
 
