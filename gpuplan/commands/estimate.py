@@ -213,9 +213,13 @@ def render(result: Estimate) -> None:
     else:
         echo(f"  work       {format_size(result.tokens)} tokens generated, batch {result.global_batch},"
              f" context {result.seq_len}")
-    echo(f"  memory/GPU {m.total:.1f} GB of {result.gpu_memory_gb:g} GB: weights {m.weights:.1f}, gradients "
-         f"{m.gradients:.1f}, optimizer {m.optimizer:.1f}, activations {m.activations:.1f}, overhead {m.overhead:.1f}"
-         f" (sharding {result.sharding})")
+    if result.mode == "train":
+        echo(f"  memory/GPU {m.total:.1f} GB of {result.gpu_memory_gb:g} GB: weights {m.weights:.1f}, gradients "
+             f"{m.gradients:.1f}, optimizer {m.optimizer:.1f}, activations {m.activations:.1f}, overhead "
+             f"{m.overhead:.1f} (sharding {result.sharding})")
+    else:
+        echo(f"  memory/GPU {m.total:.1f} GB of {result.gpu_memory_gb:g} GB: weights {m.weights:.1f}, KV cache and "
+             f"activations {m.activations:.1f}, overhead {m.overhead:.1f} (split over {result.gpus} GPUs)")
     if result.fits:
         echo(f"  fits       yes (smallest that fits: {result.min_gpus} x {result.gpu})")
     else:
