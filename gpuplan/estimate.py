@@ -107,7 +107,8 @@ class Hardware:
         if nodes is not None and per_node is not None and nodes * per_node != self.gpus:
             raise ValueError(f"{self.gpus} GPUs do not split into {nodes} nodes x {per_node} GPUs")
         if nodes is None and per_node is None:
-            per_node = min(self.gpus, 8)
+            # The largest node of up to 8 GPUs that the count splits into (12 -> 2 x 6): clouds sell 1-8 per node.
+            per_node = max(d for d in range(1, 9) if self.gpus % d == 0)
         if per_node is None:
             assert nodes is not None
             if self.gpus % nodes:

@@ -175,6 +175,8 @@ def test_bad_values_raise() -> None:
         Workload(params=0, tokens=1)
     with pytest.raises(ValueError, match="precision"):
         Workload(params=1, tokens=1, precision="int3")
+    assert (Hardware(H100, gpus=12).nodes, Hardware(H100, gpus=12).gpus_per_node) == (2, 6)
+    assert (Hardware(H100, gpus=64).nodes, Hardware(H100, gpus=7).gpus_per_node) == (8, 7)
     with pytest.raises(ValueError, match="do not split"):
         Hardware(H100, gpus=12, nodes=5)
     with pytest.raises(ValueError, match="do not split"):

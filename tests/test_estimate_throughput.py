@@ -109,3 +109,12 @@ def test_params_bucket_and_sqlite_path(tmp_path: Path) -> None:
     assert sqlite_path(f"sqlite:///{tmp_path}/x.db") == tmp_path / "x.db"
     assert sqlite_path("postgresql://u@h/db") is None
     assert sqlite_path("sqlite:///:memory:") is None
+
+
+def test_inference_ignores_training_measurements(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'i.db'}"
+    _seed(url, bench=99_999.0, calibrated=0.5)
+    result = run_cli("--db", url, "estimate", "--model", "gpt2", "--mode", "inference", "--tokens", "1M",
+                     "--gpu", "A100-80GB", "--json")
+    assert result.exit_code == 0, result.stderr
+    assert result.json()["mfu_source"] == "default"

@@ -159,8 +159,10 @@ def run_estimate(app: AppContext, options: dict[str, Any], lookups: list[Any] | 
         _positive(options["throughput"], "--throughput")
         key = LookupKey(gpu=gpu.name, params=params, precision=workload.precision, seq_len=seq_len,
                         architecture=arch)
+        if lookups is None:  # bench records and calibrations measure training, not serving
+            lookups = store_lookups(app.db_url) if mode == "train" else []
         throughput = resolve_throughput(tokens_per_s=options["throughput"], mfu=options["mfu"], key=key,
-                                        lookups=store_lookups(app.db_url) if lookups is None else lookups)
+                                        lookups=lookups)
         if gpu.peak_tflops(workload.precision) is None:
             supported = [p for p in PRECISIONS if gpu.peak_tflops(p)]
             raise ValueError(f"{gpu.name} cannot run {workload.precision}; it supports {', '.join(supported)}")
