@@ -1,20 +1,21 @@
-"""Peak dense BF16/FP16 tensor TFLOP/s per GPU, for the price-per-TFLOP sort.
+"""Peak dense BF16 tensor TFLOP/s per GPU, for the price-per-TFLOP sort.
 
-The estimator's GPU table (gpuplan/gpus.py, read from gpuplan/data/gpus.csv) owns these specs and already uses
-the catalog's canonical names; this module only picks the 16-bit tensor figure (BF16, else FP16 for GPUs
-without BF16 such as V100 and T4). GPUs without a 16-bit tensor figure (P4) have no entry.
+Taken from the estimator's GPU table (gpuplan.gpus, parsed from data/gpus.csv with the csv module: cheap enough
+for the `prices` fast path). The catalog's canonical names are that table's names, so the lookup is direct.
+GPUs without a BF16 tensor mode (T4, V100, P100, P4: no BF16) fall back to their FP16 tensor figure, which is
+what mixed-precision training uses on them.
 """
 
 from __future__ import annotations
 
-from gpuplan.gpus import all_gpus
-
 
 def peak_tflops_table() -> dict[str, float]:
     """Canonical GPU name -> peak dense BF16 (else FP16) TFLOP/s, for the GPUs that have the figure."""
+    from gpuplan.gpus import all_gpus
+
     table: dict[str, float] = {}
-    for gpu in all_gpus():
-        value = gpu.bf16_tflops or gpu.fp16_tflops
+    for spec in all_gpus():
+        value = spec.peak_tflops("bf16") or spec.peak_tflops("fp16")
         if value:
-            table[gpu.name] = value
+            table[spec.name] = value
     return table
