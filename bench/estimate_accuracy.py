@@ -116,6 +116,33 @@ def fit(rows: list[dict[str, str]]) -> None:
               .format(*best))
 
 
+def memory_table() -> str:
+    """Memory formulas against published figures (the ZeRO paper, Korthikanti et al., the fp32/fp16 floor)."""
+    from gpuplan.estimating import memory
+    from gpuplan.estimating.shape import shape_of
+
+    def states(sharding: str) -> float:
+        parts = memory.training_memory(shape_of(7_500_000_000, None), params=7_500_000_000,
+                                       trainable_params=7_500_000_000, precision="bf16", optimizer="adamw",
+                                       sharding=sharding, dp=64, micro_batch=1, seq_len=1024, checkpointing=False)
+        return parts.weights + parts.gradients + parts.optimizer
+
+    gpt = shape_of(0, Architecture("gpt", 2048, 24, 16, 16, 8192, 50257, 2048))
+    rows = [("ZeRO paper Fig. 1: 7.5B, Adam mixed precision, 64 GPUs, no sharding (GB/GPU)", 120.0, states("none")),
+            ("same, ZeRO-1 (optimizer states sharded)", 31.4, states("zero1")),
+            ("same, ZeRO-2 (+ gradients)", 16.6, states("zero2")),
+            ("same, ZeRO-3 (+ parameters)", 1.9, states("zero3")),
+            ("Korthikanti et al. Table 2: activations per layer, 34·s·b·h bytes (s=2048, b=1, h=2048), MB",
+             34 * 2048 * 2048 / 1e6, memory.layer_activation_bytes(gpt, 2048, "bf16", dropout=True) / 1e6)]
+    for precision, floor in (("fp32", 28.0), ("fp16", 14.0)):
+        est = estimate(Workload(params=7 * 10**9, tokens=1, mode="inference", precision=precision),
+                       Hardware(resolve_gpu("A100-80GB")))
+        rows.append((f"7B weights for inference in {precision} (GB)", floor, est.memory_gb_per_gpu.weights))
+    lines = ["| figure | published | gpuplan |", "| --- | ---: | ---: |"]
+    lines += [f"| {name} | {pub:g} | {ours:.3g} |" for name, pub, ours in rows]
+    return "\n".join(lines)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--fit", action="store_true", help="grid-search the prior on the tune split")
@@ -133,6 +160,8 @@ def main() -> int:
         print(f"{name}: {s['runs']} runs, median |error| {s['median_abs_error']:.1%}, "
               f"mean |error| {s['mean_abs_error']:.1%}, within 10%: {s['within_10pct']:.0%}")
     print(f"naive 6·N·D at 40% MFU, all runs: median |error| {naive(rows):.1%}")
+    print()
+    print(memory_table())
     return 0
 
 
