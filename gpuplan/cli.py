@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "db": ("gpuplan.commands.db:db", "Inspect and upgrade the gpuplan database."),
     "bench": ("gpuplan.commands.bench:bench", "Measure training throughput with real PyTorch steps; list benches."),
     "calibrate": ("gpuplan.commands.calibrate:calibrate", "Show the MFU learned from finished runs."),
+    "estimate": ("gpuplan.commands.estimate:estimate_command", "Estimate FLOPs, memory, hours of a training job."),
     "launch": ("gpuplan.commands.launch:launch", "Launch a job spec and follow it to the end."),
     "logs": ("gpuplan.commands.logs:logs", "Print (or follow) a run's job log."),
     "prices": ("gpuplan.commands.prices:prices", "Compare GPU offers across clouds and regions."),
