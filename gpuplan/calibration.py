@@ -70,8 +70,10 @@ def params_bucket(params: float) -> str:
 def run_mfu(run: Run) -> RunMfu | None:
     """The MFU a finished run achieved: its measured MFU, or its measured tokens/s against the GPU's peak.
 
-    `Run.tokens_per_s` is the whole run's throughput (all GPUs); FLOPs per token come from the estimate made at
-    launch (flops / tokens, attention included) when recorded, else 6·N.
+    `Run.tokens_per_s` is the whole run's throughput (all GPUs, as gpuplan.progress measures it from the job's
+    metrics). FLOPs per token are the estimator's own (gpuplan.estimating.flops, PaLM's 6N + attention, from the
+    job spec's workload: model preset, sequence length, precision), so an MFU learned here turns back into the
+    same tokens/s when `estimate` applies it.
     """
     if run.state not in LEARNABLE_STATES or not run.gpu:
         return None
@@ -79,18 +81,37 @@ def run_mfu(run: Run) -> RunMfu | None:
         return RunMfu(float(run.measured_mfu), "measured_mfu")
     if not run.tokens_per_s or not run.params:
         return None
-    gpus = max(1.0, float(run.gpus_per_node or 1) * max(1, run.nodes or 1))
-    estimate = _json(run.estimate_json)
-    precision = str(estimate.get("precision") or _spec_precision(run.spec_text) or DEFAULT_PRECISION)
     from gpuplan.bench.peaks import peak_tflops
 
+    workload = _spec_workload(run.spec_text)
+    precision = str(workload.get("precision") or DEFAULT_PRECISION)
     peak = peak_tflops(run.gpu, precision)
     if not peak:
         return None
-    flops, tokens = estimate.get("flops"), estimate.get("tokens")
-    flops_per_token = float(flops) / float(tokens) if flops and tokens else 6.0 * run.params
+    gpus = max(1.0, float(run.gpus_per_node or 1) * max(1, run.nodes or 1))
+    flops_per_token = _flops_per_token(run.params, workload)
     mfu = run.tokens_per_s / gpus * flops_per_token / (peak * 1e12)
     return RunMfu(mfu, f"{run.tokens_per_s:.4g} tokens/s on {gpus:g} x {run.gpu} at {peak:g} TFLOP/s {precision}")
+
+
+def _flops_per_token(params: int, workload: dict[str, Any]) -> float:
+    """Model FLOPs per token as `estimate` counts them, for the spec's architecture when it names a preset."""
+    from gpuplan.architecture import preset
+    from gpuplan.estimating.flops import training_flops_per_token
+    from gpuplan.estimating.shape import shape_of
+
+    arch = None
+    if isinstance(workload.get("model"), str):
+        try:
+            arch = preset(workload["model"])
+        except ValueError:
+            arch = None
+    seq_len = workload.get("seq_len")
+    if not isinstance(seq_len, int) or seq_len <= 0:
+        seq_len = min(arch.max_seq_len, 4096) if arch else 2048  # estimate's defaults
+    lora = workload.get("lora")
+    return training_flops_per_token(shape_of(params, arch), seq_len, recompute=False, lora=bool(lora),
+                                    trainable_params=0).model
 
 
 def record_run(session: Session, run: Run) -> Calibration | None:
@@ -199,19 +220,15 @@ def _json(text: str | None) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _spec_precision(spec_text: str | None) -> str | None:
-    """The precision a job spec asked for (top level, or under workload/training), if any."""
+def _spec_workload(spec_text: str | None) -> dict[str, Any]:
+    """The `workload` section of the job spec the run was launched with ({} when absent or unreadable)."""
     if not spec_text:
-        return None
+        return {}
     import yaml
 
     try:
         spec = yaml.safe_load(spec_text)
     except yaml.YAMLError:
-        return None
-    if not isinstance(spec, dict):
-        return None
-    for section in (spec, spec.get("workload"), spec.get("training")):
-        if isinstance(section, dict) and isinstance(section.get("precision"), str):
-            return str(section["precision"])
-    return None
+        return {}
+    workload = spec.get("workload") if isinstance(spec, dict) else None
+    return workload if isinstance(workload, dict) else {}

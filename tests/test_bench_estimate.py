@@ -100,3 +100,22 @@ def test_a_real_cpu_bench_is_stored_but_never_stands_in_for_a_gpu(tmp_path) -> N
     assert bench.exit_code == 0, bench.stderr
     assert bench.json()["mfu"] > 0
     assert _estimate(url, "H100", "--seq-len", "32")["mfu_source"] == "default"
+
+
+def test_calibrated_mfu_round_trips_to_the_runs_throughput(tmp_path) -> None:
+    """A run measured at X tokens/s on 8 GPUs: estimate on 1 such GPU then predicts X/8 tokens/s."""
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    store = Store.open(url)
+    now = dt.datetime.now(dt.timezone.utc)
+    with store.session() as s:
+        run = Run(name="gpt2-run", provider="aws", state=RunState.STOPPED, gpu="A100-80GB", gpus_per_node=8,
+                  nodes=1, params=GPT2.param_count(), tokens_per_s=8 * 120_000.0, created_at=now, ended_at=now,
+                  spec_text="name: x\nworkload:\n  model: gpt2\n  seq_len: 1024\n  precision: bf16\n",
+                  spec_hash="0" * 64)
+        s.add(run)
+        s.flush()
+        assert record_run(s, run) is not None
+    store.close()
+    data = _estimate(url, "A100-80GB")
+    assert data["mfu_source"] == "calibrated"
+    assert data["tokens_per_s_per_gpu"] == pytest.approx(120_000.0, rel=1e-6)

@@ -20,6 +20,8 @@ from gpuplan.calibration import (
     record_run,
     run_mfu,
 )
+from gpuplan.estimating.flops import training_flops_per_token
+from gpuplan.estimating.shape import shape_of
 from gpuplan.store.db import Store
 from gpuplan.store.models import Benchmark, Calibration, Run, RunState
 
@@ -114,9 +116,13 @@ def _run(**overrides: object) -> Run:
 def test_calibration_from_hand_made_finished_runs(store: Store) -> None:
     with store.session() as s:
         first = _run(measured_mfu=0.40)
-        # 8 x H100 at 989.5 TFLOP/s bf16, 6·N FLOPs per token: 0.5 MFU is this many tokens/s in total.
-        tokens_per_s = 0.5 * 989.5e12 * 8 / (6 * 7e9)
-        second = _run(tokens_per_s=tokens_per_s, spec_text="name: t\nworkload:\n  precision: bf16\n")
+        # 8 x H100 at 989.5 TFLOP/s bf16 with the estimator's FLOPs per token (6N + attention at seq 4096):
+        # 0.5 MFU is this many tokens/s in total.
+        llama = PRESETS["llama-2-7b"]
+        fpt = training_flops_per_token(shape_of(llama.param_count(), llama), 4096, recompute=False, lora=False)
+        tokens_per_s = 0.5 * 989.5e12 * 8 / fpt.model
+        second = _run(tokens_per_s=tokens_per_s, params=llama.param_count(),
+                      spec_text="name: t\nworkload:\n  model: llama-2-7b\n  seq_len: 4096\n  precision: bf16\n")
         failed = _run(state=RunState.FAILED, measured_mfu=0.9)
         live = _run(state=RunState.RUNNING, measured_mfu=0.9)
         small = _run(params=125_000_000, measured_mfu=0.3)
