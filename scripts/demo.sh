@@ -16,3 +16,8 @@ step prices --gpu A100 --spot --sort price-per-tflop --limit 5
 step estimate --model llama-2-7b --tokens 200B --gpu H100 --gpus 16 --sharding zero3 --global-batch 512
 step estimate --params 70B --tokens 1T --gpu A100-80GB --gpus 64
 step estimate --model gpt2 --tokens 10B --gpu A10G --json
+
+# Measured throughput: real training steps of a tiny GPT on this machine's device, recorded; what was learned.
+step bench --model gpt-tiny --steps 10 --warmup 2
+step bench list
+step calibrate --show
