@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from decimal import Decimal
 
 import pytest
@@ -72,7 +73,8 @@ def test_deadline_buys_more_nodes(catalog: Catalog) -> None:
 
 
 def test_impossible_deadline_is_an_answer_with_reasons(catalog: Catalog) -> None:
-    result = plan(llama7b(), catalog.select(gpus={"A10G", "L4"}), constraints=Constraints(deadline_hours=1, max_nodes=4))
+    offers = catalog.select(gpus={"A10G", "L4"})
+    result = plan(llama7b(), offers, constraints=Constraints(deadline_hours=1, max_nodes=4))
     assert result.options == ()
     assert result.rejected and all(o.reason for o in result.rejected)
     assert any("deadline" in (o.reason or "") for o in result.rejected)
@@ -119,7 +121,7 @@ def test_pareto_front_is_cost_time_optimal(catalog: Catalog) -> None:
     result = plan(llama7b(), catalog.select(), constraints=Constraints(spot=False, deadline_hours=500))
     front = result.pareto()
     assert front[0] is result.options[0]
-    for a, b in zip(front, front[1:]):
+    for a, b in itertools.pairwise(front):
         assert b.est_cost_usd >= a.est_cost_usd and b.est_hours < a.est_hours
     assert "fastest" in front[-1].tags
 
