@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "estimate": ("gpuplan.commands.estimate:estimate_command", "Estimate FLOPs, memory, hours of a training job."),
     "launch": ("gpuplan.commands.launch:launch", "Launch a job spec and follow it to the end."),
     "logs": ("gpuplan.commands.logs:logs", "Print (or follow) a run's job log."),
+    "plan": ("gpuplan.commands.plan:plan_command", "Rank GPU offers by what the whole job costs."),
     "prices": ("gpuplan.commands.prices:prices", "Compare GPU offers across clouds and regions."),
     "report": ("gpuplan.commands.report:report", "Spend by period/project/cloud/GPU, estimate vs actual, plots."),
     "runs": ("gpuplan.commands.runs:runs", "List runs with state, duration, cost and throughput."),

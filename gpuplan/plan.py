@@ -224,13 +224,27 @@ def plan(
                 continue
             need, sharding = needed[need_key]  # type: ignore[misc]
             sharded = workload if sharding == workload.sharding else replace(workload, sharding=sharding)
+            # Price node counts from the fewest that fit upwards. Without a deadline the first one that passes is
+            # the cheapest (scaling efficiency < 1: more nodes only cost more). With one, the first that meets it
+            # is the cheapest on time and the larger ones are faster, for the Pareto front. Each offer that never
+            # passes is explained once, by its last attempt (the most nodes tried, or the first limit it broke).
+            last_rejected: Option | None = None
+            passed = False
             for nodes in _node_counts(need, per_node, constraints.max_nodes):
-                option = _priced_option(replace(base, sharding=sharding), offer, gpu, sharded, nodes, per_node,
-                                        spot, estimates, throughput_for, spot_model)
+                option = _priced_option(offer, gpu, sharded, nodes, per_node, spot, estimates, throughput_for,
+                                        spot_model)
                 reason = option.reason or _constraint_violation(option, constraints)
-                (kept if reason is None else rejected).append(replace(option, reason=reason))
-                if reason is None and constraints.deadline_hours is None:
-                    break  # more nodes only cost more (scaling efficiency < 1) when there is no deadline
+                if reason is None:
+                    kept.append(option)
+                    passed = True
+                    if constraints.deadline_hours is None:
+                        break
+                    continue
+                last_rejected = option if option.reason else replace(option, reason=reason)
+                if option.reason is None and "deadline" not in reason:
+                    break  # price and total cost only grow with more nodes
+            if not passed and last_rejected is not None:
+                rejected.append(last_rejected)
 
     kept.sort(key=lambda o: (o.est_cost_usd or Decimal(0), o.est_hours or 0.0, o.cloud, o.region, o.instance_type))
     rejected.sort(key=lambda o: (o.cloud, o.instance_type, o.region, o.spot, o.nodes))
@@ -248,9 +262,10 @@ def _fewest_gpus(workload: Workload, gpu: GpuSpec, per_node: int, max_nodes: int
     return best
 
 
-def _priced_option(base: Option, offer: Offer, gpu: GpuSpec, workload: Workload, nodes: int, per_node: int,
-                   spot: bool, estimates: dict[tuple[str, int, int, str], Estimate | str],
-                   throughput_for: ThroughputFor, spot_model: SpotModel) -> Option:
+def _priced_option(offer: Offer, gpu: GpuSpec, workload: Workload, nodes: int, per_node: int, spot: bool,
+                   estimates: dict[tuple[str, int, int, str], Estimate | str], throughput_for: ThroughputFor,
+                   spot_model: SpotModel) -> Option:
+    """The option for `nodes` of this offer: estimated (once per shape), priced, spot-stretched."""
     key = (gpu.name, per_node, nodes, workload.sharding)
     if key not in estimates:
         try:
@@ -259,23 +274,26 @@ def _priced_option(base: Option, offer: Offer, gpu: GpuSpec, workload: Workload,
         except ValueError as exc:
             estimates[key] = str(exc)
     est = estimates[key]
-    if isinstance(est, str):
-        return replace(base, nodes=nodes, reason=est)
     price = offer.price(spot)
     assert price is not None
+    total_price = price * nodes
+    common = (offer.cloud, offer.region, offer.zone, offer.instance_type, offer.gpu, offer.gpu_count, nodes, spot,
+              total_price)
+    if isinstance(est, str):
+        return Option(*common, None, None, False, reason=est, sharding=workload.sharding)
     hours = est.wall_hours
     stretch = None
+    reason = None if est.fits else (est.fit_hint or "does not fit in GPU memory")
     if spot:
         stretch = spot_model.stretch(offer.cloud, nodes)
         if stretch is None:
-            return replace(base, nodes=nodes, reason=f"spot interruptions on {nodes} nodes leave no progress")
-        hours *= stretch
-    total_price = price * nodes
+            reason = f"spot interruptions on {nodes} nodes leave no progress"
+        else:
+            hours *= stretch
     cost = (total_price * Decimal(str(hours))).quantize(Decimal("0.01"))
-    return replace(base, nodes=nodes, price_per_hour=total_price, est_hours=hours, est_cost_usd=cost,
-                   fits=est.fits, reason=None if est.fits else (est.fit_hint or "does not fit in GPU memory"),
-                   tokens_per_s_per_gpu=est.tokens_per_s_per_gpu, mfu=est.mfu, mfu_source=est.mfu_source,
-                   scaling_efficiency=est.scaling_efficiency, interruption_stretch=stretch)
+    return Option(*common, hours, cost, est.fits, reason=reason, sharding=workload.sharding,
+                  tokens_per_s_per_gpu=est.tokens_per_s_per_gpu, mfu=est.mfu, mfu_source=est.mfu_source,
+                  scaling_efficiency=est.scaling_efficiency, interruption_stretch=stretch)
 
 
 def _constraint_violation(option: Option, constraints: Constraints) -> str | None:

@@ -6,6 +6,8 @@ import itertools
 from decimal import Decimal
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from gpuplan.architecture import preset
 from gpuplan.catalog.catalog import Catalog
@@ -62,12 +64,12 @@ def test_a_model_that_needs_several_nodes(catalog: Catalog) -> None:
     assert result.options[0].nodes > 1
 
 
-def test_deadline_buys_more_nodes(catalog: Catalog) -> None:
+def test_deadline_buys_more_gpus(catalog: Catalog) -> None:
     offers = catalog.select(gpus={"H100"}, clouds={"aws"})
     relaxed = plan(llama7b(), offers, constraints=Constraints(spot=False)).options[0]
     tight = plan(llama7b(), offers, constraints=Constraints(spot=False,
                                                             deadline_hours=relaxed.est_hours / 3)).options[0]
-    assert tight.nodes > relaxed.nodes
+    assert tight.nodes * tight.gpus_per_node > relaxed.nodes * relaxed.gpus_per_node
     assert tight.est_hours <= relaxed.est_hours / 3
     assert tight.est_cost_usd > relaxed.est_cost_usd  # scaling is not free
 
@@ -132,3 +134,13 @@ def test_auto_sharding_picks_the_least_sharding_that_fits_on_fewest_gpus(catalog
     assert plain.options == ()  # 16 B/param for 6.7B params is more than 80 GB: no sharding cannot fit
     auto = plan(llama7b(sharding="none"), offers, constraints=Constraints(spot=False), shardings=AUTO)
     assert auto.options and auto.options[0].sharding in ("zero1", "zero2", "zero3")
+
+
+@given(st.integers(min_value=1, max_value=16), st.integers(min_value=0, max_value=300))
+def test_valid_gpu_counts_without_listing_them(per_node: int, max_gpus: int) -> None:
+    """min_gpus searches the counts a cloud can give (1..per node, then whole nodes) by index, not by a list."""
+    from gpuplan.estimate import _count_of_counts, _valid_count
+
+    expected = list(range(1, min(per_node, max_gpus) + 1))
+    expected += [n * per_node for n in range(2, max_gpus // per_node + 1)]
+    assert [_valid_count(i, per_node) for i in range(_count_of_counts(per_node, max_gpus))] == expected
