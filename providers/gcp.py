@@ -78,6 +78,7 @@ CAPACITY_CODES = frozenset({
 QUOTA_CODES = frozenset({"QUOTA_EXCEEDED", "quotaExceeded", "GPUS_ALL_REGIONS", "limitExceeded"})
 RATE_LIMIT_REASONS = frozenset({"rateLimitExceeded", "userRateLimitExceeded", "RATE_LIMIT_EXCEEDED"})
 PREEMPTED_OPERATION = "compute.instances.preempted"
+MAX_REQUEST_ATTEMPTS = 20
 
 _STATUS_MAP = {
     "PROVISIONING": InstanceState.PENDING,
@@ -161,9 +162,9 @@ def instance_name(run_id: str, rank: int, generation: int = 0) -> str:
     return f"gpuplan-{base}"[: 63 - len(suffix)].rstrip("-") + suffix
 
 
-def request_id(run_id: str, zone: str, generation: int, rank: int) -> str:
-    """GCE's idempotency key for one insert: the same run, zone, generation and rank always give the same UUID."""
-    return str(uuid.uuid5(REQUEST_ID_NAMESPACE, f"{run_id}/{zone}/{generation}/{rank}"))
+def request_id(run_id: str, zone: str, generation: int, rank: int, attempt: int = 0) -> str:
+    """GCE's idempotency key for one insert: the same run, zone, generation, rank and attempt give the same UUID."""
+    return str(uuid.uuid5(REQUEST_ID_NAMESPACE, f"{run_id}/{zone}/{generation}/{rank}/{attempt}"))
 
 
 def region_of(zone: str) -> str:
@@ -462,7 +463,8 @@ class GcpProvider(Provider):
             for rank in range(request.nodes):
                 name = instance_name(request.run_id, rank, generation)
                 body = self._instance_body(request, zone, name, machine_type, gpus, rank)
-                started.append((name, self._insert(zone, body, request_id(request.run_id, zone, generation, rank))))
+                req_id = self._unspent_request_id(zone, request.run_id, generation, rank)
+                started.append((name, self._insert(zone, body, req_id)))
             for _, operation in started:
                 self._wait(zone, operation)
         except ProviderError:
@@ -585,6 +587,29 @@ class GcpProvider(Provider):
             scheduling.max_run_duration = compute_v1.Duration(seconds=max(int(request.max_hours * 3600), 30))
             scheduling.instance_termination_action = "DELETE"
         return scheduling
+
+    def _unspent_request_id(self, zone: str, run_id: str, generation: int, rank: int) -> str:
+        """The requestId for this insert: attempt 0's, unless GCE already finished an insert with that id.
+
+        GCE answers a reused requestId with the first operation, so after a definite failure (no capacity an hour
+        ago) or a VM since deleted, the same id would replay the old outcome. Operations carry the requestId as
+        `clientOperationId`; an id whose operation is DONE (and whose VM the label lookup did not find) is spent,
+        and the next attempt number is used. An id whose operation still runs is reused: that is the retry case.
+        """
+        from google.cloud import compute_v1
+
+        ops = self.client("ZoneOperationsClient")
+        for attempt in range(MAX_REQUEST_ATTEMPTS):
+            req_id = request_id(run_id, zone, generation, rank, attempt)
+            listing = compute_v1.ListZoneOperationsRequest(project=self.project, zone=zone,
+                                                           filter=f'(clientOperationId = "{req_id}")')
+            previous = list(self._call(ops.list, request=listing))
+            if not any(_is_done(op) for op in previous):
+                return req_id
+            log.info("requestId attempt %d of %s in %s was used already; taking the next", attempt, run_id, zone)
+        raise ProviderError(f"{MAX_REQUEST_ATTEMPTS} launches of run {run_id} in {zone} already finished; start a "
+                            "new run instead of relaunching this one", code="TooManyAttempts", zone=zone,
+                            region=region_of(zone))
 
     def _insert(self, zone: str, body: Any, req_id: str) -> Any:
         from google.api_core import exceptions as gexc

@@ -96,6 +96,8 @@ class InsertFailure:
     message: str
     http_status: int = 0  # 0: the insert is accepted and its operation fails; else the HTTP call fails
     times: int | None = 1  # None: every insert until cleared
+    skip: int = 0  # let this many inserts through first (e.g. fail only the second node of a run)
+    after_create: bool = False  # the VM IS created, then the HTTP response is lost (the client sees the error)
 
 
 @dataclass
@@ -118,13 +120,13 @@ class FakeCompute:
     # ---- fault injection (called by tests) ----------------------------------------------------------------
 
     def fail_insert(self, zone: str, code: str = "ZONE_RESOURCE_POOL_EXHAUSTED", message: str | None = None,
-                    times: int | None = 1) -> None:
+                    times: int | None = 1, skip: int = 0) -> None:
         """The next `times` inserts in `zone` (None: all) are accepted, then their operation fails with `code`."""
         message = message or (f"The zone 'projects/{self.project}/zones/{zone}' does not have enough resources "
                               "available to fulfill the request. Try a different zone, or try again later."
                               if "EXHAUSTED" in code else f"{code} in {zone}")
         with self._lock:
-            self.failures.setdefault(zone, []).append(InsertFailure(code, message, 0, times))
+            self.failures.setdefault(zone, []).append(InsertFailure(code, message, 0, times, skip))
 
     def fail_http(self, zone: str, status: int, reason: str, message: str | None = None,
                   times: int | None = 1) -> None:
@@ -132,6 +134,16 @@ class FakeCompute:
         with self._lock:
             self.failures.setdefault(zone, []).append(
                 InsertFailure(reason, message or f"{reason} ({status})", status, times))
+
+    def lose_insert_response(self, zone: str, times: int = 1) -> None:
+        """The next insert(s) in `zone` create the VM, but the client gets a 503 instead of the operation.
+
+        A client that retries with the same requestId must get the first operation back, not a second VM.
+        """
+        with self._lock:
+            self.failures.setdefault(zone, []).append(
+                InsertFailure("backendError", "The service is currently unavailable.", 503, times,
+                              after_create=True))
 
     def preempt(self, zone: str, name: str) -> None:
         """Preempt a spot VM as GCE does: a system operation, then delete or stop per its termination action."""
@@ -168,7 +180,8 @@ class FakeCompute:
         if zone not in self.zones:
             raise ApiError(404, f"The resource 'projects/{self.project}/zones/{zone}' was not found", "notFound")
 
-    def _new_operation(self, zone: str, kind: str, inst: dict[str, Any], status: str = "RUNNING") -> dict[str, Any]:
+    def _new_operation(self, zone: str, kind: str, inst: dict[str, Any], status: str = "RUNNING",
+                       req_id: str | None = None) -> dict[str, Any]:
         name = f"operation-{uuid.uuid4().hex[:20]}"
         op = {
             "kind": "compute#operation", "id": str(next(self._ids)), "name": name,
@@ -179,6 +192,8 @@ class FakeCompute:
         }
         if status == "DONE":
             op["endTime"] = _now()
+        if req_id:
+            op["clientOperationId"] = req_id  # GCE echoes the requestId here
         self.operations[(zone, name)] = op
         return op
 
@@ -204,14 +219,14 @@ class FakeCompute:
                 if previous is not None:
                     return self.operations[(zone, previous)]
             failure = self._take_failure(zone)
-            if failure is not None and failure.http_status:
+            if failure is not None and failure.http_status and not failure.after_create:
                 raise ApiError(failure.http_status, failure.message, failure.code)
             inst = self._validate(zone, body)
             if (zone, inst["name"]) in self.instances:
                 raise ApiError(409, f"The resource '{inst['selfLink'].removeprefix(BASE + '/')}' already exists",
                                "alreadyExists")
-            op = self._new_operation(zone, "insert", inst)
-            if failure is not None:
+            op = self._new_operation(zone, "insert", inst, req_id=req_id)
+            if failure is not None and not failure.after_create:
                 def fail(op: dict[str, Any], failure: InsertFailure = failure) -> None:
                     op["error"] = {"errors": [{"code": failure.code, "message": failure.message}]}
                     op["httpErrorStatusCode"] = 403 if "QUOTA" in failure.code else 503
@@ -227,6 +242,8 @@ class FakeCompute:
                 self._on_done[(zone, op["name"])] = boot
             if req_id:
                 self.request_ids[(zone, req_id)] = op["name"]
+            if failure is not None and failure.after_create:
+                raise ApiError(failure.http_status, failure.message, failure.code)
             return op
 
     def _take_failure(self, zone: str) -> InsertFailure | None:
@@ -234,6 +251,9 @@ class FakeCompute:
         if not queue:
             return None
         failure = queue[0]
+        if failure.skip > 0:
+            failure.skip -= 1
+            return None
         if failure.times is not None:
             failure.times -= 1
             if failure.times <= 0:
@@ -322,7 +342,7 @@ class FakeCompute:
                 return self.operations[(zone, self.request_ids[(zone, req_id)])]
             inst = self.get(zone, name)
             inst["status"] = "STOPPING"
-            op = self._new_operation(zone, "delete", inst)
+            op = self._new_operation(zone, "delete", inst, req_id=req_id)
 
             def remove(op: dict[str, Any], key: tuple[str, str] = (zone, name)) -> None:
                 self.instances.pop(key, None)
@@ -559,7 +579,8 @@ def serve(state: FakeCompute | None = None, host: str = "127.0.0.1") -> Iterator
     """Serve a fake Compute API on a free loopback port in a thread of this process."""
     state = state or FakeCompute()
     server = make_server(host, 0, GceApp(state), threaded=True, request_handler=_QuietHandler)
-    thread = threading.Thread(target=server.serve_forever, name="fake-gce", daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-gce",
+                              daemon=True)
     thread.start()
     try:
         yield RunningFake(state, host, server.server_port)
