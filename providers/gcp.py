@@ -321,8 +321,9 @@ class GcpProvider(Provider):
     `project` (else GOOGLE_CLOUD_PROJECT / CLOUDSDK_CORE_PROJECT / the ADC project), `region` (used when a launch
     names no zone), `regions` (limit list_tagged to these), `endpoint` (else CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE),
     `image` (an explicit VM image URL; per launch `options["vm_image"]`) or `image_project` + `image_family`,
-    `boot_disk_gb`, `boot_disk_type`, `network`, `subnetwork`, `external_ip`, `service_account` (+ `scopes`; default: no service account, least
-    privilege), `wait_timeout` (seconds to wait for an operation), `retry_initial` / `retry_timeout` (throttling).
+    `boot_disk_gb`, `boot_disk_type`, `network`, `subnetwork`, `external_ip`, `service_account` (+ `scopes`;
+    default: no service account, least privilege), `wait_timeout` (seconds to wait for an operation),
+    `retry_initial` / `retry_timeout` (throttling).
     """
 
     name: ClassVar[str] = "gcp"
