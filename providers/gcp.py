@@ -549,7 +549,7 @@ class GcpProvider(Provider):
         if bool(self._option(request, "external_ip", self.external_ip)):
             nic.access_configs = [compute_v1.AccessConfig(name="External NAT", type_="ONE_TO_ONE_NAT")]
         metadata = [
-            compute_v1.Items(key="startup-script", value=request.boot_script or ""),
+            compute_v1.Items(key="startup-script", value=self._startup_script(request, zone, rank)),
             compute_v1.Items(key="install-nvidia-driver", value="True"),
             compute_v1.Items(key="enable-oslogin", value="TRUE"),
             compute_v1.Items(key="block-project-ssh-keys", value="TRUE"),
@@ -572,6 +572,33 @@ class GcpProvider(Provider):
         if account:
             instance.service_accounts = [compute_v1.ServiceAccount(email=account, scopes=self.scopes)]
         return instance
+
+    def _startup_script(self, request: LaunchRequest, zone: str, rank: int) -> str:
+        """The request's boot script, else jobs.bootstrap's for this node (rank 0's zonal DNS name is the master).
+
+        GCE gives every VM the internal DNS name `NAME.ZONE.c.PROJECT.internal`, and the names are deterministic,
+        so every rank knows the master's address before rank 0 has booted.
+        """
+        if request.boot_script is not None:
+            return request.boot_script
+        from gpuplan.jobs.bootstrap import boot_plan_for, render_boot_script
+        from gpuplan.jobs.runner import NodeLaunch
+
+        generation = int(self._option(request, "generation", 0))
+        master = f"{instance_name(request.run_id, 0, generation)}.{zone}.c.{self.project}.internal"
+        node = NodeLaunch(
+            run_id=request.run_id, name=request.name,
+            argv=list(request.options.get("argv") or ["/bin/sh", "-c", request.command]),
+            run_dir=request.run_dir, node_rank=rank, nnodes=request.nodes,
+            nproc_per_node=max(int(request.gpus_per_node or 1), 1), master_addr=master,
+            master_port=int(request.options.get("master_port") or 29500), runtime=request.runtime or "auto",
+            image=request.image, workdir=request.workdir, env=dict(request.env),
+            secret_names=sorted(request.secrets), gpus=int(request.gpus_per_node or 0), max_hours=request.max_hours,
+            checkpoint_dir=request.options.get("checkpoint_dir"),
+        )
+        plan = boot_plan_for(node, secrets=request.secrets, storage_url=request.options.get("storage_url"),
+                             master_addr=master if rank else None)
+        return render_boot_script(plan)
 
     def _scheduling(self, request: LaunchRequest) -> Any:
         """GPUs cannot live-migrate; spot VMs are deleted on preemption; max_hours becomes maxRunDuration."""

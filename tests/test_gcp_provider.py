@@ -343,3 +343,18 @@ def test_missing_project_is_a_clear_error(gce: RunningFake, monkeypatch: pytest.
     monkeypatch.delenv("CLOUDSDK_CORE_PROJECT", raising=False)
     with pytest.raises(ProviderError, match="no GCP project"):
         GcpProvider().zones("us-central1")
+
+
+def test_startup_script_is_rendered_per_node_when_the_request_has_none(provider: GcpProvider,
+                                                                        gce: RunningFake) -> None:
+    provider.launch(req(boot_script=None, nodes=2, command="python train.py --name \"$(reboot)\"",
+                        secrets={"HF_TOKEN": "hf_secret_value"}, max_hours=1))
+    vms = sorted(stored(gce), key=lambda vm: vm["name"])
+    scripts = [{i["key"]: i["value"] for i in vm["metadata"]["items"]}["startup-script"] for vm in vms]
+    master = f"{instance_name(RUN, 0)}.us-central1-a.c.gpuplan-test.internal"
+    assert all(s.startswith("#!") for s in scripts)
+    assert "NODE_RANK_=0" in scripts[0] and "NODE_RANK_=1" in scripts[1]
+    assert f"MASTER_ADDR_={master}" in scripts[1]
+    # User text enters only shell-quoted; the secret rides in the script but never in labels.
+    assert "'python train.py --name \"$(reboot)\"'" in scripts[0]
+    assert all("hf_secret_value" not in v for vm in vms for v in vm["labels"].values())
