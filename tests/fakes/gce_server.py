@@ -26,6 +26,7 @@ import itertools
 import json
 import re
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -107,6 +108,7 @@ class FakeCompute:
     project: str = "gpuplan-test"
     zones: dict[str, tuple[str, ...]] = field(default_factory=lambda: dict(DEFAULT_ZONES))
     polls_to_done: int = 1  # zoneOperations.get calls before an operation reports DONE (wait finishes it at once)
+    hold: threading.Event = field(default_factory=threading.Event)  # set: operations stay RUNNING (slow GCE)
     instances: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     operations: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     request_ids: dict[tuple[str, str], str] = field(default_factory=dict)
@@ -365,6 +367,10 @@ class FakeCompute:
             if (zone, name) not in self.operations:
                 raise ApiError(404, f"The resource 'projects/{self.project}/zones/{zone}/operations/{name}' was "
                                "not found", "notFound")
+            if self.hold.is_set():
+                op = self.operations[(zone, name)]
+                if op["status"] != "DONE":
+                    return op  # like GCE's wait returning at its deadline with the operation still RUNNING
             if wait:
                 return self._finish(zone, name)
             polls = self._polls.get((zone, name), 0) + 1
@@ -499,6 +505,8 @@ class GceApp:
             return _json({"kind": "compute#instanceAggregatedList", "items": items})
         if endpoint == "operations":
             return _json({"kind": "compute#operationList", "items": state.list_operations(zone, flt)})
+        if endpoint == "wait" and state.hold.is_set():
+            time.sleep(0.05)  # a held wait answers RUNNING after a moment; the client keeps waiting
         if endpoint in ("operation", "wait"):
             return _json(state.get_operation(zone, args["name"], wait=endpoint == "wait"))
         if endpoint == "machine_types":
