@@ -89,7 +89,9 @@ _STATUS_MAP = {
     "SUSPENDING": InstanceState.STOPPING,
     "SUSPENDED": InstanceState.STOPPING,
     "PENDING_STOP": InstanceState.STOPPING,
-    "TERMINATED": InstanceState.TERMINATED,  # GCE's word for a stopped VM (its disk lives on until deleted)
+    # GCE's word for a *stopped* VM: its disk (and any reserved address) bills on until it is deleted, so for
+    # gpuplan it is still a machine that costs money. describe() deletes such VMs and reports them TERMINATED.
+    "TERMINATED": InstanceState.STOPPING,
 }
 
 # gpuplan GPU names (the catalog's) -> GCE accelerator type names.
@@ -319,7 +321,9 @@ class GcpProvider(Provider):
 
     Configuration (constructor keywords; most are overridable per launch through `LaunchRequest.options`):
     `project` (else GOOGLE_CLOUD_PROJECT / CLOUDSDK_CORE_PROJECT / the ADC project), `region` (used when a launch
-    names no zone), `regions` (limit list_tagged to these), `endpoint` (else CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE),
+    names no zone), `regions` (accepted for parity with AWS; list_tagged still searches every zone, because one
+    aggregatedList call covers them all and an orphan in a region the books never mention must not be missed),
+    `endpoint` (else CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE), `delete_when_stopped` (default on: see describe),
     `image` (an explicit VM image URL; per launch `options["vm_image"]`) or `image_project` + `image_family`,
     `boot_disk_gb`, `boot_disk_type`, `network`, `subnetwork`, `external_ip`, `service_account` (+ `scopes`;
     default: no service account, least privilege), `wait_timeout` (seconds to wait for an operation),
@@ -347,6 +351,7 @@ class GcpProvider(Provider):
         external_ip: bool = True,
         service_account: str | None = None,
         scopes: Sequence[str] = ("https://www.googleapis.com/auth/cloud-platform",),
+        delete_when_stopped: bool = True,
         wait_timeout: float = 900.0,
         retry_initial: float = 1.0,
         retry_timeout: float = 120.0,
@@ -367,6 +372,7 @@ class GcpProvider(Provider):
         self.external_ip = external_ip
         self.service_account = service_account
         self.scopes = list(scopes)
+        self.delete_when_stopped = delete_when_stopped
         self.wait_timeout = wait_timeout
         self.retry_initial = retry_initial
         self.retry_timeout = retry_timeout
@@ -448,7 +454,8 @@ class GcpProvider(Provider):
 
     def launch(self, request: LaunchRequest) -> list[Instance]:
         """Start the run's nodes in one zone (all or nothing); return the existing ones if the run already has some."""
-        existing = [i for i in self.list_tagged(request.run_id) if i.state not in InstanceState.GONE]
+        existing = [i for i in self.list_tagged(request.run_id)
+                    if i.state not in InstanceState.GONE and i.ended_at is None]  # a stopped VM is not "running"
         if existing:
             log.info("run %s already has %d VM(s) in %s; not launching again", request.run_id, len(existing),
                      existing[0].zone)
@@ -707,6 +714,14 @@ class GcpProvider(Provider):
             except Exception as exc:
                 raise map_api_error(exc, zone=zone) from exc
             inst = self._to_instance(raw)
+            if str(raw.status) == "TERMINATED":
+                inst.state = InstanceState.TERMINATED
+                if self.delete_when_stopped and inst.tags.get(LABEL_CREATED_BY) == "gpuplan":
+                    # The job powered the VM off (its end, or the boot script's max_hours fail-safe). On GCE a
+                    # guest shutdown only stops the VM and its disk keeps billing; AWS would terminate it
+                    # (shutdown behaviour "terminate"). Do what AWS does: delete it (without waiting).
+                    self._delete_nowait(zone, name)
+                    inst.state_reason = "powered off by its job; deleted by gpuplan"
             if inst.spot and inst.state in (InstanceState.STOPPING, InstanceState.TERMINATED):
                 if zone not in preempted:
                     preempted[zone] = self._preempted_names(zone)
@@ -715,6 +730,18 @@ class GcpProvider(Provider):
                     inst.state_reason = "preempted (spot)"
             out.append(inst)
         return out
+
+    def _delete_nowait(self, zone: str, name: str) -> None:
+        from google.api_core import exceptions as gexc
+
+        try:
+            self.client("InstancesClient").delete(project=self.project, zone=zone, instance=name,
+                                                  retry=self._retry())
+        except gexc.NotFound:
+            return
+        except Exception as exc:
+            log.warning("could not delete the stopped VM %s/%s: %s (reconcile will list it)", zone, name,
+                        map_api_error(exc, zone=zone))
 
     def _preempted_names(self, zone: str) -> set[str]:
         """Names of VMs GCE preempted in this zone (system events of type compute.instances.preempted)."""
@@ -742,8 +769,6 @@ class GcpProvider(Provider):
         for _scope, scoped in pager:
             for raw in scoped.instances:
                 inst = self._to_instance(raw)
-                if self.regions and inst.region not in self.regions:
-                    continue
                 found.append(inst)
         return sorted(found, key=lambda i: (i.run_id or "", i.node_rank, i.instance_id))
 
@@ -787,7 +812,7 @@ class GcpProvider(Provider):
             launched_at=_parse_time(raw.creation_timestamp),
             ended_at=_parse_time(raw.last_stop_timestamp) if status == "TERMINATED" else None,
             state_reason=(raw.status_message or None) if status != "TERMINATED"
-            else "stopped (its boot disk is billed until the VM is deleted)",
+            else "stopped; its disk bills until the VM is deleted",
             tags=labels,
         )
 

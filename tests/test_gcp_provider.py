@@ -269,7 +269,7 @@ def test_throttling_is_retried(provider: GcpProvider, gce: RunningFake) -> None:
 @pytest.mark.parametrize(("status", "state"), [
     ("PROVISIONING", InstanceState.PENDING), ("STAGING", InstanceState.PENDING),
     ("RUNNING", InstanceState.RUNNING), ("STOPPING", InstanceState.STOPPING),
-    ("TERMINATED", InstanceState.TERMINATED),
+    ("SUSPENDED", InstanceState.STOPPING), ("TERMINATED", InstanceState.TERMINATED),
 ])
 def test_describe_maps_gce_statuses(provider: GcpProvider, gce: RunningFake, status: str, state: str) -> None:
     [inst] = provider.launch(req())
@@ -306,8 +306,23 @@ def test_list_tagged_finds_every_gpuplan_vm_across_zones(provider: GcpProvider, 
     everything = provider.list_tagged()
     assert {(i.run_id, i.zone) for i in everything} == {(RUN, "us-central1-a"), ("r-elsewhere0", "europe-west4-a")}
     assert [i.run_id for i in provider.list_tagged("r-elsewhere0")] == ["r-elsewhere0"]
-    only_us = GcpProvider(regions=["us-central1"]).list_tagged()
-    assert [i.run_id for i in only_us] == [RUN]
+    # Reconcile hands over the regions it knows of; GCP still searches every zone (one aggregatedList call), so
+    # an orphan in a region the books never mention is not missed.
+    scoped = GcpProvider(regions=["us-central1"]).list_tagged()
+    assert {i.run_id for i in scoped} == {RUN, "r-elsewhere0"}
+
+
+def test_a_powered_off_vm_is_deleted_not_left_billing_its_disk(provider: GcpProvider, gce: RunningFake) -> None:
+    # The boot script powers the VM off when the job ends; on GCE that only stops it (status TERMINATED).
+    [inst] = provider.launch(req())
+    gce.state.set_status("us-central1-a", instance_name(RUN, 0), "TERMINATED")
+    [listed] = provider.list_tagged(RUN)
+    assert listed.state == InstanceState.STOPPING  # still costs money: reconcile must see it
+    [seen] = provider.describe([inst.instance_id])
+    assert seen.state == InstanceState.TERMINATED
+    assert seen.state_reason == "powered off by its job; deleted by gpuplan"
+    gce.state.get_operation("us-central1-a", gce.state.operations_of("delete")[-1], wait=True)
+    assert gce.state.live() == []
 
 
 def test_launch_without_zone_picks_the_regions_first_zone(provider: GcpProvider, gce: RunningFake) -> None:

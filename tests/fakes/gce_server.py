@@ -169,6 +169,11 @@ class FakeCompute:
         with self._lock:
             return [dict(v) for v in self.instances.values()]
 
+    def operations_of(self, kind: str) -> list[str]:
+        """Names of the operations of one type (insert, delete, ...), oldest first."""
+        with self._lock:
+            return [name for (_, name), op in self.operations.items() if op["operationType"] == kind]
+
     def count_calls(self, method: str, path_suffix: str) -> int:
         with self._lock:
             return sum(1 for m, p, _ in self.calls if m == method and p.endswith(path_suffix))
