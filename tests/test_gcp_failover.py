@@ -11,7 +11,6 @@ from decimal import Decimal
 
 import pytest
 from fakes.gce_server import FakeCompute, RunningFake, serve
-
 from gpuplan.providers.base import AuthError, InstanceState, LaunchRequest
 from gpuplan.providers.gcp import GcpProvider
 

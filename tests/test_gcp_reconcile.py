@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 from clihelp import run_subprocess
 from fakes.gce_server import FakeCompute, RunningFake, serve
-
 from gpuplan.providers.base import LaunchRequest
 from gpuplan.providers.gcp import GcpProvider, instance_name
 
