@@ -52,6 +52,8 @@ from gpuplan.providers.base import (
     QuotaError,
 )
 
+from gpuplan.catalog.gpu_names import GCP_ACCELERATOR_GPU
+
 log = logging.getLogger(__name__)
 
 ENDPOINT_ENV = "CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE"
@@ -94,26 +96,20 @@ _STATUS_MAP = {
     "TERMINATED": InstanceState.STOPPING,
 }
 
-# gpuplan GPU names (the catalog's) -> GCE accelerator type names.
-ACCELERATOR_TYPES = {
-    "T4": "nvidia-tesla-t4",
+# GCE accelerator type -> gpuplan's canonical GPU name, shared with the catalog (gpuplan.catalog.gpu_names), and
+# back; the "mega" H100 is the same GPU with more network, so plain "H100" attaches the ordinary one.
+GPU_NAMES: dict[str, str] = dict(GCP_ACCELERATOR_GPU)
+ACCELERATOR_TYPES: dict[str, str] = {
+    **{gpu: acc for acc, gpu in GCP_ACCELERATOR_GPU.items() if "mega" not in acc},
+    "A100": "nvidia-tesla-a100",  # what users type; the catalog says A100-40GB
     "V100": "nvidia-tesla-v100",
-    "P100": "nvidia-tesla-p100",
-    "P4": "nvidia-tesla-p4",
-    "A100": "nvidia-tesla-a100",
-    "A100-80GB": "nvidia-a100-80gb",
-    "L4": "nvidia-l4",
-    "H100": "nvidia-h100-80gb",
     "H100-MEGA": "nvidia-h100-mega-80gb",
-    "H200": "nvidia-h200-141gb",
-    "B200": "nvidia-b200",
 }
-GPU_NAMES = {v: k for k, v in ACCELERATOR_TYPES.items()}
 # Accelerator-optimised families: the GPUs come with the machine type and may not be attached again.
 FIXED_GPU_FAMILIES = ("a2-", "a3-", "a4-", "g2-", "g4-")
 # A default host when the offer names a GPU but no machine type: {gpu: {count: machine type}}.
 DEFAULT_HOSTS = {
-    "A100": {1: "a2-highgpu-1g", 2: "a2-highgpu-2g", 4: "a2-highgpu-4g", 8: "a2-highgpu-8g", 16: "a2-megagpu-16g"},
+    "A100-40GB": {1: "a2-highgpu-1g", 2: "a2-highgpu-2g", 4: "a2-highgpu-4g", 8: "a2-highgpu-8g", 16: "a2-megagpu-16g"},
     "A100-80GB": {1: "a2-ultragpu-1g", 2: "a2-ultragpu-2g", 4: "a2-ultragpu-4g", 8: "a2-ultragpu-8g"},
     "H100": {1: "a3-highgpu-1g", 2: "a3-highgpu-2g", 4: "a3-highgpu-4g", 8: "a3-highgpu-8g"},
     "H100-MEGA": {8: "a3-megagpu-8g"},
@@ -198,7 +194,8 @@ def choose_machine_type(instance_type: str | None, gpu: str | None, gpus_per_nod
         return instance_type
     count = max(int(gpus_per_node or 0), 1 if gpu else 0)
     if gpu:
-        name = GPU_NAMES.get(accelerator_type(gpu), gpu)
+        acc = accelerator_type(gpu)
+        name = "H100-MEGA" if "mega" in acc else GPU_NAMES.get(acc, gpu)
         hosts = DEFAULT_HOSTS.get(name)
         if hosts is not None:
             if count not in hosts:

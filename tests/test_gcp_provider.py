@@ -127,7 +127,7 @@ def test_spot_is_deleted_on_preemption_not_stopped(provider: GcpProvider, gce: R
 
 
 @pytest.mark.parametrize(("machine", "gpu", "count", "expect_gpu", "expect_count"), [
-    ("a2-highgpu-2g", "A100", 2, "A100", 2.0),
+    ("a2-highgpu-2g", "A100", 2, "A100-40GB", 2.0),
     ("a3-highgpu-8g", "H100", 8, "H100", 8.0),
     (None, "L4", 1, "L4", 1.0),  # no machine type in the offer: a g2 host is chosen
     ("g2-standard-48", "L4", 4, "L4", 4.0),
