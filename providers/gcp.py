@@ -453,19 +453,22 @@ class GcpProvider(Provider):
         """Start the run's nodes in one zone (all or nothing); return the existing ones if the run already has some."""
         existing = [i for i in self.list_tagged(request.run_id)
                     if i.state not in InstanceState.GONE and i.ended_at is None]  # a stopped VM is not "running"
-        if existing:
+        have = {i.node_rank for i in existing}
+        missing = [rank for rank in range(request.nodes) if rank not in have]
+        if not missing:
             log.info("run %s already has %d VM(s) in %s; not launching again", request.run_id, len(existing),
                      existing[0].zone)
             for inst in existing:
                 inst.price_per_hour = request.price_per_hour
             return sorted(existing, key=lambda i: i.node_rank)
-        zone = self._zone_for(request)
+        # A multi-node launch cut short (a crash between two inserts) is completed in the zone it started in.
+        zone = (existing[0].zone if existing else None) or self._zone_for(request)
         machine_type = choose_machine_type(request.instance_type, request.gpu, request.gpus_per_node)
         gpus = self._check_offered(zone, machine_type, request)
         generation = int(self._option(request, "generation", 0))
         started: list[tuple[str, Any]] = []  # (name, insert operation)
         try:
-            for rank in range(request.nodes):
+            for rank in missing:
                 name = instance_name(request.run_id, rank, generation)
                 body = self._instance_body(request, zone, name, machine_type, gpus, rank)
                 req_id = self._unspent_request_id(zone, request.run_id, generation, rank)
@@ -475,7 +478,7 @@ class GcpProvider(Provider):
         except ProviderError:
             self._delete_quietly(zone, [name for name, _ in started])
             raise
-        instances = self.describe([f"{zone}/{name}" for name, _ in started])
+        instances = [*existing, *self.describe([f"{zone}/{name}" for name, _ in started])]
         for inst in instances:
             inst.price_per_hour = request.price_per_hour
         return sorted(instances, key=lambda i: i.node_rank)

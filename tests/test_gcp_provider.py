@@ -373,3 +373,13 @@ def test_startup_script_is_rendered_per_node_when_the_request_has_none(provider:
     # User text enters only shell-quoted; the secret rides in the script but never in labels.
     assert "'python train.py --name \"$(reboot)\"'" in scripts[0]
     assert all("hf_secret_value" not in v for vm in vms for v in vm["labels"].values())
+
+
+def test_a_multi_node_launch_cut_short_is_completed_not_doubled(provider: GcpProvider, gce: RunningFake) -> None:
+    # Only rank 0 made it before the launching process died (simulated by launching a one-node request).
+    [rank0] = provider.launch(req(nodes=1, zones=("us-central1-c",)))
+    nodes = provider.launch(req(nodes=3, zones=("us-central1-a",)))
+    assert [(n.node_rank, n.zone) for n in nodes] == [(0, "us-central1-c"), (1, "us-central1-c"),
+                                                      (2, "us-central1-c")]
+    assert nodes[0].instance_id == rank0.instance_id
+    assert len(stored(gce)) == 3
