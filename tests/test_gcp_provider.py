@@ -383,3 +383,17 @@ def test_a_multi_node_launch_cut_short_is_completed_not_doubled(provider: GcpPro
                                                       (2, "us-central1-c")]
     assert nodes[0].instance_id == rank0.instance_id
     assert len(stored(gce)) == 3
+
+
+def test_relaunch_after_preemption_starts_a_fresh_vm(provider: GcpProvider, gce: RunningFake) -> None:
+    [first] = provider.launch(req(spot=True))
+    gce.state.preempt("us-central1-a", instance_name(RUN, 0))
+    assert provider.describe([first.instance_id])[0].state == InstanceState.PREEMPTED
+    # The watch loop relaunches from the checkpoint as the next generation: new names, new requestIds.
+    [second] = provider.launch(req(spot=True, options={"generation": 1}))
+    assert second.instance_id == f"us-central1-a/{instance_name(RUN, 0, generation=1)}"
+    assert second.state == InstanceState.RUNNING
+    # Even without a new generation, the finished insert's requestId is not replayed: a VM really starts.
+    gce.state.preempt("us-central1-a", instance_name(RUN, 0, generation=1))
+    [third] = provider.launch(req(spot=True))
+    assert third.state == InstanceState.RUNNING and len(stored(gce)) == 1
