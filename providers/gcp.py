@@ -581,18 +581,22 @@ class GcpProvider(Provider):
         return instance
 
     def _startup_script(self, request: LaunchRequest, zone: str, rank: int) -> str:
-        """The request's boot script, else jobs.bootstrap's for this node (rank 0's zonal DNS name is the master).
+        """This node's startup script: orchestration's per-node renderer (`options["boot_script_for"]`), else the
+        request's one script, else jobs.bootstrap's for this node; rank 0's zonal DNS name is the master address.
 
         GCE gives every VM the internal DNS name `NAME.ZONE.c.PROJECT.internal`, and the names are deterministic,
         so every rank knows the master's address before rank 0 has booted.
         """
+        generation = int(self._option(request, "generation", 0))
+        master = f"{instance_name(request.run_id, 0, generation)}.{zone}.c.{self.project}.internal"
+        per_node = request.options.get("boot_script_for")
+        if callable(per_node):  # orchestration's renderer: (rank, master address or None on rank 0) -> script
+            return str(per_node(rank, master if rank else None))
         if request.boot_script is not None:
             return request.boot_script
         from gpuplan.jobs.bootstrap import boot_plan_for, render_boot_script
         from gpuplan.jobs.runner import NodeLaunch
 
-        generation = int(self._option(request, "generation", 0))
-        master = f"{instance_name(request.run_id, 0, generation)}.{zone}.c.{self.project}.internal"
         node = NodeLaunch(
             run_id=request.run_id, name=request.name,
             argv=list(request.options.get("argv") or ["/bin/sh", "-c", request.command]),

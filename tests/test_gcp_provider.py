@@ -397,3 +397,16 @@ def test_relaunch_after_preemption_starts_a_fresh_vm(provider: GcpProvider, gce:
     gce.state.preempt("us-central1-a", instance_name(RUN, 0, generation=1))
     [third] = provider.launch(req(spot=True))
     assert third.state == InstanceState.RUNNING and len(stored(gce)) == 1
+
+
+def test_orchestrations_per_node_renderer_wins(provider: GcpProvider, gce: RunningFake) -> None:
+    calls: list[tuple[int, str | None]] = []
+
+    def render(rank: int, master: str | None) -> str:
+        calls.append((rank, master))
+        return f"#!/bin/sh\necho node {rank}\n"
+
+    provider.launch(req(nodes=2, boot_script="#!/bin/sh\necho one for all\n", options={"boot_script_for": render}))
+    assert calls == [(0, None), (1, f"{instance_name(RUN, 0)}.us-central1-a.c.gpuplan-test.internal")]
+    scripts = sorted({i["key"]: i["value"] for i in vm["metadata"]["items"]}["startup-script"] for vm in stored(gce))
+    assert scripts == ["#!/bin/sh\necho node 0\n", "#!/bin/sh\necho node 1\n"]

@@ -68,7 +68,10 @@ MACHINE_TYPES: dict[str, tuple[int, int, str | None, int]] = {
     **{f"a3-highgpu-{g}g": (26 * g, 234 * 1024 * g, "nvidia-h100-80gb", g) for g in (1, 2, 4, 8)},
     "g2-standard-4": (4, 16 * 1024, "nvidia-l4", 1),
     "g2-standard-8": (8, 32 * 1024, "nvidia-l4", 1),
+    "g2-standard-12": (12, 48 * 1024, "nvidia-l4", 1),
+    "g2-standard-16": (16, 64 * 1024, "nvidia-l4", 1),
     "g2-standard-24": (24, 96 * 1024, "nvidia-l4", 2),
+    "g2-standard-32": (32, 128 * 1024, "nvidia-l4", 1),
     "g2-standard-48": (48, 192 * 1024, "nvidia-l4", 4),
     "g2-standard-96": (96, 384 * 1024, "nvidia-l4", 8),
 }
