@@ -19,7 +19,7 @@ JOB = """\
 name: reconcile-me
 command: python train.py
 resources:
-  gpu: T4
+  gpu: L4
   regions: [us-central1]
 limits:
   max_hours: 1
