@@ -144,13 +144,17 @@ LABEL_CREATED_BY = label_key(TAG_CREATED_BY)
 
 
 def labels_for(request: LaunchRequest) -> dict[str, str]:
-    """The run's tags plus the spec's own labels, sanitised to GCE's label rules (gpuplan's own keys win)."""
-    labels: dict[str, str] = {}
+    """The run's tags plus the spec's own labels, sanitised to GCE's label rules.
+
+    gpuplan's own keys win a clash and always fit: GCE allows 64 labels, one is kept for the node rank, and the
+    spec's labels fill what is left.
+    """
+    labels = {label_key(key): label_value(value) for key, value in request.tags().items()}
     for key, value in (request.labels or {}).items():
-        labels[label_key(key)] = label_value(value)
-    for key, value in request.tags().items():
-        labels[label_key(key)] = label_value(value)
-    return dict(list(labels.items())[:64])
+        if len(labels) >= 63:
+            break
+        labels.setdefault(label_key(key), label_value(value))
+    return labels
 
 
 def instance_name(run_id: str, rank: int, generation: int = 0) -> str:

@@ -410,3 +410,9 @@ def test_orchestrations_per_node_renderer_wins(provider: GcpProvider, gce: Runni
     assert calls == [(0, None), (1, f"{instance_name(RUN, 0)}.us-central1-a.c.gpuplan-test.internal")]
     scripts = sorted({i["key"]: i["value"] for i in vm["metadata"]["items"]}["startup-script"] for vm in stored(gce))
     assert scripts == ["#!/bin/sh\necho node 0\n", "#!/bin/sh\necho node 1\n"]
+
+
+def test_gpuplans_labels_always_fit_and_win() -> None:
+    many = {f"team-{i}": "x" for i in range(100)} | {"gpuplan:run-id": "forged"}
+    labels = labels_for(req(labels=many))
+    assert len(labels) == 63 and labels["gpuplan-run-id"] == RUN and labels["gpuplan-created-by"] == "gpuplan"
