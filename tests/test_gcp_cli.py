@@ -50,6 +50,23 @@ def job(tmp_path: Path) -> Path:
     return path
 
 
+def kill_cli_after_insert(gce: RunningFake, job: Path) -> None:
+    """Run `gpuplan launch` and SIGKILL it once GCE holds the VM but before the insert operation finishes."""
+    gce.state.hold.set()
+    proc = subprocess.Popen([sys.executable, "-m", "gpuplan", "launch", str(job), "--provider", "gcp", "-y",
+                             "--detach", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while not gce.state.live() and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.05)
+        assert gce.state.live(), "the CLI never reached the insert"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate()
+        gce.state.hold.clear()
+
+
 def open_store():  # type: ignore[no-untyped-def]
     from gpuplan.store.db import Store
 
@@ -99,19 +116,7 @@ def test_no_capacity_anywhere_fails_cleanly(gce: RunningFake, job: Path) -> None
 def test_crash_between_insert_and_commit_then_retry_does_not_double(gce: RunningFake, job: Path) -> None:
     # GCE is slow to finish the insert; the CLI is killed while it waits, after GCE accepted the VM but before
     # the database learnt of it.
-    gce.state.hold.set()
-    proc = subprocess.Popen([sys.executable, "-m", "gpuplan", "launch", str(job), "--provider", "gcp", "-y",
-                             "--detach", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 60
-        while not gce.state.live() and time.monotonic() < deadline:
-            assert proc.poll() is None, proc.communicate()
-            time.sleep(0.05)
-        assert gce.state.live(), "the CLI never reached the insert"
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-    gce.state.hold.clear()
+    kill_cli_after_insert(gce, job)
 
     from sqlalchemy import select
 

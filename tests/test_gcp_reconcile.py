@@ -66,3 +66,17 @@ def test_reconcile_finds_orphans_and_missing_then_terminates_orphans(gce: Runnin
     assert ended.exit_code == 0, ended.stderr
     assert [r["action"] for r in ended.json() if r["kind"] == "orphan"] == ["terminated"]
     assert gce.state.live() == []
+
+
+def test_an_orphan_left_by_a_killed_launch_is_found_and_ended(gce: RunningFake, tmp_path: Path) -> None:
+    from test_gcp_cli import kill_cli_after_insert
+
+    job = tmp_path / "job.yaml"
+    job.write_text(JOB)
+    kill_cli_after_insert(gce, job)
+    [vm] = gce.state.live()
+    found = run_subprocess("reconcile", "--cloud", "gcp", "--terminate", "-y", "--json")
+    assert found.exit_code == 0, found.stderr
+    [row] = found.json()
+    assert (row["kind"], row["action"], row["run_id"]) == ("orphan", "terminated", vm["labels"]["gpuplan-run-id"])
+    assert gce.state.live() == []
