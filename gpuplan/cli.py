@@ -21,6 +21,7 @@ from gpuplan.context import AppContext
 # name -> ("module:attribute", one-line help shown by `gpuplan --help` without importing the module).
 COMMANDS: dict[str, tuple[str, str]] = {
     "db": ("gpuplan.commands.db:db", "Inspect and upgrade the gpuplan database."),
+    "reconcile": ("gpuplan.commands.reconcile:reconcile_cmd", "Find machines the books do not know about."),
 }
 
 
@@ -77,6 +78,7 @@ class LazyGroup(click.Group):
         except _user_error_types() as exc:
             if verbose:
                 traceback.print_exc()
+            _print_detail(exc)
             _fail(str(exc), getattr(exc, "exit_code", 2))
         except click.ClickException as exc:
             _fail(exc.format_message(), exc.exit_code)
@@ -112,6 +114,13 @@ def _usage_message(exc: click.UsageError) -> str:
 
 def _wants_verbose(argv: list[str]) -> bool:
     return bool(os.environ.get("GPUPLAN_DEBUG")) or any(a in ("-v", "--verbose") for a in argv)
+
+
+def _print_detail(exc: BaseException) -> None:
+    """Some errors carry a multi-line explanation (failover's table of attempts): print it before the one line."""
+    detail = getattr(exc, "detail", None)
+    if isinstance(detail, str) and detail.strip():
+        click.echo(detail.rstrip(), err=True)
 
 
 def _fail(message: str, code: int) -> None:
