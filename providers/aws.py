@@ -20,6 +20,7 @@ import datetime as dt
 import ipaddress
 import logging
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -42,6 +43,7 @@ log = logging.getLogger(__name__)
 DEFAULT_AMI_PARAMETER = "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
 DEFAULT_REGION = "us-east-1"
 SECURITY_GROUP_NAME = "gpuplan"
+TAG_NODE_RANK = "gpuplan:node-rank"
 
 # EC2 error codes -> what failover should do with them.
 CAPACITY_CODES = frozenset({
@@ -159,6 +161,18 @@ def caller_address(timeout: float = 5.0) -> str:
         return str(response.read().decode().strip())
 
 
+_TRANSITION_TIME = re.compile(r"\((\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) (?:GMT|UTC)\)")
+
+
+def ended_at(raw: Mapping[str, Any]) -> dt.datetime:
+    """When an ended instance stopped being billed: EC2 states it in StateTransitionReason, e.g.
+    `User initiated (2024-05-01 12:00:00 GMT)`; when it does not, now (the moment gpuplan saw it gone)."""
+    match = _TRANSITION_TIME.search(str(raw.get("StateTransitionReason") or ""))
+    if match:
+        return dt.datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S").replace(tzinfo=dt.timezone.utc)
+    return dt.datetime.now(dt.timezone.utc)
+
+
 def _tag_list(tags: Mapping[str, str]) -> list[dict[str, str]]:
     return [{"Key": k, "Value": v} for k, v in tags.items()]
 
@@ -224,6 +238,7 @@ class AwsProvider(Provider):
         self._clients: dict[tuple[str, str], Any] = {}
         self._region_of: dict[str, str] = {}
         self._group_of: dict[str, str] = {}
+        self._ip_of: dict[str, str] = {}
 
     # ---- clients -------------------------------------------------------------------------------------------
 
@@ -257,19 +272,53 @@ class AwsProvider(Provider):
     # ---- launch --------------------------------------------------------------------------------------------
 
     def launch(self, request: LaunchRequest) -> list[Instance]:
-        """Start the run's nodes in one zone (all or nothing); return the existing ones if the run already has some."""
+        """Start the run's nodes in one zone, all or nothing; machines the run already has are kept, never doubled.
+
+        With `options["boot_script_for"]` (a callable `(rank, master_addr) -> script`), node 0 starts first and
+        the other nodes get its private address as MASTER_ADDR; without it, one RunInstances call starts every
+        node with `request.boot_script`.
+        """
         region = request.region or self.region
         zone = request.zones[0] if request.zones else None
         self._remember_region(region)
         if not request.instance_type:
             raise ProviderError("an AWS launch needs an instance type", code="NoInstanceType", region=region)
         existing = self._find(region, run_id=request.run_id)
-        if existing:
+        script_for = self._option(request, "boot_script_for", None)
+        if existing and (len(existing) >= request.nodes or script_for is None):
             log.info("run %s already has %d instance(s) in %s; not launching again", request.run_id,
                      len(existing), region)
             return existing
+        if script_for is None:
+            return self._run(request, region, zone, count=request.nodes, user_data=request.boot_script or "")
+        have = {i.node_rank: i for i in existing}
+        zone = existing[0].zone if existing else zone
+        started: list[str] = []
         try:
-            params = self._run_params(request, region, zone)
+            if 0 not in have:
+                [have[0]] = self._run(request, region, zone, count=1, user_data=script_for(0, None), rank=0)
+                started.append(have[0].instance_id)
+                zone = have[0].zone
+            master = self._ip_of.get(have[0].instance_id)
+            for rank in range(1, request.nodes):
+                if rank not in have:
+                    [have[rank]] = self._run(request, region, zone, count=1, user_data=script_for(rank, master),
+                                             rank=rank)
+                    started.append(have[rank].instance_id)
+        except ProviderError:
+            # All or nothing: a run cannot train on some of its nodes, and the next zone needs all of them.
+            partial = [i.instance_id for i in have.values()]
+            if partial:
+                log.warning("run %s: terminating %d node(s) of an incomplete launch", request.run_id, len(partial))
+                self.terminate(partial)
+            raise
+        return [have[r] for r in sorted(have)]
+
+    def _run(self, request: LaunchRequest, region: str, zone: str | None, *, count: int, user_data: str,
+             rank: int | None = None) -> list[Instance]:
+        """One RunInstances call, its errors mapped to the typed ones."""
+        try:
+            params = self._run_params(request, region, zone, count=count, user_data=user_data, rank=rank)
             response = self.client("ec2", region).run_instances(**params)
         except ProviderError:
             raise
@@ -284,20 +333,26 @@ class AwsProvider(Provider):
         value = request.options.get(key) if request.options else None
         return default if value is None else value
 
-    def _run_params(self, request: LaunchRequest, region: str, zone: str | None) -> dict[str, Any]:
+    def _run_params(self, request: LaunchRequest, region: str, zone: str | None, *, count: int, user_data: str,
+                    rank: int | None = None) -> dict[str, Any]:
         """The RunInstances parameters: tags, IMDSv2, terminate on shutdown, SG, spot, placement group."""
         tags = {**request.tags(), "Name": f"gpuplan-{request.name}-{request.run_id}"[:255]}
+        if rank is not None:
+            tags[TAG_NODE_RANK] = str(rank)
         subnet = self._subnet(region, zone, self._option(request, "subnet_id", None))
         zone = zone or subnet["AvailabilityZone"]
         image_id = self._image_id(request, region)
         generation = int(self._option(request, "generation", 0))
+        token = client_token(request.run_id, zone, region, generation)
+        if rank is not None:
+            token = f"{token[:58]}.n{rank}"
         params: dict[str, Any] = {
             "ImageId": image_id,
             "InstanceType": request.instance_type,
-            "MinCount": request.nodes,
-            "MaxCount": request.nodes,
-            "ClientToken": client_token(request.run_id, zone, region, generation),
-            "UserData": request.boot_script or "",
+            "MinCount": count,
+            "MaxCount": count,
+            "ClientToken": token,
+            "UserData": user_data,
             "InstanceInitiatedShutdownBehavior": "terminate",
             "MetadataOptions": {
                 "HttpTokens": "required",
@@ -449,6 +504,9 @@ class AwsProvider(Provider):
         market = (raw.get("InstanceMarketOptions") or {}).get("MarketType")
         spot = raw.get("InstanceLifecycle") == "spot" or market == "spot" or bool(request and request.spot)
         mapped = map_state(state, reason.get("Code"))
+        if raw.get("PrivateIpAddress"):
+            self._ip_of[raw["InstanceId"]] = raw["PrivateIpAddress"]
+        rank = tags.get(TAG_NODE_RANK)
         return Instance(
             provider=self.name,
             instance_id=raw["InstanceId"],
@@ -461,10 +519,10 @@ class AwsProvider(Provider):
             gpu=request.gpu if request else None,
             gpu_count=request.gpus_per_node if request else 0,
             spot=spot,
-            node_rank=int(raw.get("AmiLaunchIndex") or 0),
+            node_rank=int(rank) if rank and rank.isdigit() else int(raw.get("AmiLaunchIndex") or 0),
             price_per_hour=request.price_per_hour if request else None,
             launched_at=raw.get("LaunchTime"),
-            ended_at=dt.datetime.now(dt.timezone.utc) if mapped in InstanceState.GONE else None,
+            ended_at=ended_at(raw) if mapped in InstanceState.GONE else None,
             state_reason=reason.get("Code") or raw.get("StateTransitionReason") or None,
             tags=tags,
         )

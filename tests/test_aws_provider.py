@@ -278,3 +278,57 @@ def test_list_tagged_searches_every_configured_region() -> None:
         (east.instance_id, "us-east-1", "r-eeeeeeeeee"), (west.instance_id, "us-west-2", "r-wwwwwwwwww")}
     assert [i.instance_id for i in fresh.list_tagged("r-wwwwwwwwww")] == [west.instance_id]
     assert [i.region for i in fresh.describe([west.instance_id])] == ["us-west-2"]
+
+
+def test_multi_node_with_per_rank_scripts_gives_the_workers_node_zeros_address() -> None:
+    p = provider()
+    serve(p.client("ec2", "us-east-1"), "CreatePlacementGroup", {"PlacementGroup": {}}, [])
+    seen: list[tuple[int, str | None]] = []
+
+    def script_for(rank: int, master: str | None) -> str:
+        seen.append((rank, master))
+        return f"#!/bin/bash\nNODE_RANK={rank} MASTER_ADDR={master or 'self'}\n"
+
+    nodes = p.launch(request(nodes=3, options={"boot_script_for": script_for}))
+    assert [n.node_rank for n in nodes] == [0, 1, 2]
+    master_ip = raw_instance(nodes[0].instance_id)["PrivateIpAddress"]
+    assert seen == [(0, None), (1, master_ip), (2, master_ip)]
+    for node in nodes:
+        data = ec2().describe_instance_attribute(InstanceId=node.instance_id, Attribute="userData")
+        assert f"NODE_RANK={node.node_rank}" in base64.b64decode(data["UserData"]["Value"]).decode()
+        assert {t["Key"]: t["Value"] for t in raw_instance(node.instance_id)["Tags"]}["gpuplan:node-rank"] == \
+            str(node.node_rank)
+    # Retried (a crash after the launch): the same three come back.
+    assert [n.instance_id for n in provider().launch(request(nodes=3, options={"boot_script_for": script_for}))] \
+        == [n.instance_id for n in nodes]
+
+
+def test_multi_node_is_all_or_nothing() -> None:
+    p = provider()
+    client = p.client("ec2", "us-east-1")
+    serve(client, "CreatePlacementGroup", {"PlacementGroup": {}}, [])
+    calls: list[dict[str, Any]] = []
+    # Node 0 starts; node 1 finds no capacity: node 0 must not be left running.
+    inject(client, "RunInstances", Injector("InsufficientInstanceCapacity", calls=calls,
+                                            when=lambda params: params["ClientToken"].endswith(".n1")),
+           server=False)
+    with pytest.raises(CapacityError):
+        p.launch(request(nodes=2, options={"boot_script_for": lambda rank, master: "#!/bin/sh\n"}))
+    assert len(calls) == 2
+    assert p.list_tagged() == []
+    [node0] = ec2().describe_instances(Filters=[{"Name": f"tag:{TAG_RUN_ID}", "Values": ["r-0123456789"]}])[
+        "Reservations"][0]["Instances"]
+    assert node0["State"]["Name"] == "terminated"
+
+
+def test_ended_instances_carry_the_time_ec2_stopped_them() -> None:
+    from gpuplan.providers.aws import ended_at
+
+    stamp = ended_at({"StateTransitionReason": "User initiated (2024-05-01 12:00:07 GMT)"})
+    assert stamp.isoformat() == "2024-05-01T12:00:07+00:00"
+    p = provider()
+    [inst] = p.launch(request())
+    p.terminate([inst.instance_id])
+    [gone] = p.describe([inst.instance_id])
+    assert gone.ended_at is not None and inst.launched_at is not None
+    assert gone.ended_at >= inst.launched_at.replace(microsecond=0)
