@@ -2,10 +2,11 @@
 
 Provider-agnostic: it only calls `Provider.launch` and reads the typed errors of gpuplan.providers.base, so the
 AWS, GCP and any third-party provider share it. Capacity and quota errors move on to the next placement (a quota
-error skips the rest of that region: the limit is per region); an auth error stops at once (no other zone will
-accept bad credentials); anything else stops too, because retrying an unknown failure elsewhere can multiply
-machines. Every attempt is handed to a callback so orchestration writes it as an Event row, and giving up raises
-`FailoverExhausted` carrying the attempts, which the CLI prints as a table of what was tried and why it failed.
+error also skips the remaining zones of that region for the same instance type and market: limits are per region
+and instance family, not per zone); an auth error stops at once (no other zone accepts bad credentials); anything
+else stops too, because retrying an unknown failure elsewhere can multiply machines. Every attempt is handed to a
+callback so orchestration writes it as an Event row, and giving up raises `FailoverExhausted` carrying the
+attempts, which the CLI prints as a table of what was tried and why it failed.
 
 Idempotency: before the first attempt on a provider, the run's live machines are looked up by tag
 (`list_tagged(run_id)`); if a crashed earlier attempt already started them, they are returned, never doubled.
@@ -185,7 +186,7 @@ def launch_with_failover(
             on_attempt(attempt)
 
     checked: set[str] = set()
-    quota_blocked: set[tuple[str, str | None]] = set()
+    quota_blocked: set[tuple[str, str | None, str | None, bool | None]] = set()
     for placement in placements:
         number = len(attempts) + 1
         provider = get(placement.provider)
@@ -198,8 +199,9 @@ def launch_with_failover(
                 record(Attempt(number, where, "existing", message="the run's machines were already running",
                                instance_ids=[i.instance_id for i in existing]))
                 return FailoverResult(existing, where, attempts, request_for(request, where))
-        if (placement.provider, placement.region) in quota_blocked:
-            record(Attempt(number, placement, "skipped", message="quota exceeded earlier in this region"))
+        quota_key = (placement.provider, placement.region, placement.instance_type, placement.spot)
+        if quota_key in quota_blocked:
+            record(Attempt(number, placement, "skipped", message="quota exceeded for this type in this region"))
             continue
         if max_attempts is not None and sum(a.outcome != "skipped" for a in attempts) >= max_attempts:
             break
@@ -210,7 +212,7 @@ def launch_with_failover(
         except (CapacityError, QuotaError) as exc:
             outcome = "quota" if isinstance(exc, QuotaError) else "capacity"
             if outcome == "quota":
-                quota_blocked.add((placement.provider, placement.region))
+                quota_blocked.add(quota_key)
             record(Attempt(number, placement, outcome, exc.code, str(exc), time.monotonic() - started))
             continue
         except AuthError as exc:
