@@ -142,6 +142,13 @@ def provider_zones(provider: Provider, region: str | None) -> list[str]:
     return list(lister(region))
 
 
+def hint_regions(provider: Provider, regions: Iterable[str | None]) -> None:
+    """Tell a provider which regions a run's machines may be in (AWS searches only the regions it knows)."""
+    include = getattr(provider, "include_regions", None)
+    if include is not None:
+        include([r for r in regions if r])
+
+
 def request_for(request: LaunchRequest, placement: Placement) -> LaunchRequest:
     """The request for one placement: its region and zone, and the offer's type, price and market."""
     changes: dict[str, Any] = {"region": placement.region, "zones": (placement.zone,) if placement.zone else ()}
@@ -185,6 +192,10 @@ def launch_with_failover(
         if on_attempt is not None:
             on_attempt(attempt)
 
+    hint_regions_by_provider: dict[str, set[str]] = {}
+    for p in placements:
+        if p.region:
+            hint_regions_by_provider.setdefault(p.provider, set()).add(p.region)
     checked: set[str] = set()
     quota_blocked: set[tuple[str, str | None, str | None, bool | None]] = set()
     for placement in placements:
@@ -192,6 +203,7 @@ def launch_with_failover(
         provider = get(placement.provider)
         if check_existing and placement.provider not in checked:
             checked.add(placement.provider)
+            hint_regions(provider, sorted(hint_regions_by_provider.get(placement.provider, ())))
             existing = _live(provider.list_tagged(request.run_id))
             if existing:
                 where = dataclasses.replace(placement, region=existing[0].region, zone=existing[0].zone,

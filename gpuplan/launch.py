@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuplan.errors import UserError
+from gpuplan.failover import Attempt, AttemptCallback
 from gpuplan.jobs.spec import JobSpec, spec_hash
 from gpuplan.providers.base import Instance, LaunchRequest, Provider, ProviderError, get_provider
 
@@ -114,8 +115,25 @@ def choose_offer(spec: JobSpec, provider: Provider) -> Offer:
                      gpu=res.gpu, gpus_per_node=res.gpus_per_node or (1 if res.gpu else 0), nodes=res.nodes,
                      spot=False, price_per_hour=Decimal(price) if price is not None else Decimal(0))
     region = next((r for r in res.regions if "*" not in r and "?" not in r), None)
+    gpus_per_node = res.gpus_per_node or (1 if res.gpu else 0)
+    if res.gpu and provider.cloud != "slurm":
+        # The cheapest catalog offer for the GPU within the spec's regions and price cap (gpuplan.cloudlaunch
+        # tries the others, in order, if this one has no capacity).
+        from gpuplan.cloudlaunch import ranked_choices
+
+        choices = ranked_choices(provider.cloud, res.gpu, gpus_per_node, spot=res.spot, regions=res.regions,
+                                 max_price=res.max_price_per_hour)
+        if not choices:
+            raise UserError(f"no {provider.cloud} offer in the catalog for {gpus_per_node} x {res.gpu}"
+                            + (f" in {', '.join(res.regions)}" if res.regions else "")
+                            + (f" under ${res.max_price_per_hour}/h" if res.max_price_per_hour else "")
+                            + " (see `gpuplan prices`)")
+        best = choices[0]
+        return Offer(provider=provider.name, cloud=provider.cloud, instance_type=best.instance_type,
+                     region=best.region, gpu=res.gpu, gpus_per_node=int(best.gpu_count), nodes=res.nodes,
+                     spot=res.spot, price_per_hour=best.price_per_hour)
     return Offer(provider=provider.name, cloud=provider.cloud, region=region, gpu=res.gpu,
-                 gpus_per_node=res.gpus_per_node or (1 if res.gpu else 0), nodes=res.nodes, spot=res.spot,
+                 gpus_per_node=gpus_per_node, nodes=res.nodes, spot=res.spot,
                  price_per_hour=None)
 
 
@@ -261,13 +279,21 @@ def build_request(plan: LaunchPlan, run_id: str, run_dir: str, secrets: Mapping[
         price_per_hour=offer.price_per_hour, max_hours=spec.limits.max_hours, image=spec.image,
         runtime=spec.runtime, workdir=spec.workdir, env=dict(spec.env), secrets=dict(secrets), labels=labels,
         options={"argv": spec.argv, "source_dir": plan.source_dir,
-                 "checkpoint_dir": spec.checkpoint.dir if spec.checkpoint else None},
+                 "checkpoint_dir": spec.checkpoint.dir if spec.checkpoint else None,
+                 "regions": list(spec.resources.regions),
+                 "max_price_per_hour": spec.resources.max_price_per_hour},
     )
 
 
-def start_instances(provider: Provider, request: LaunchRequest) -> list[Instance]:
-    """The one provider call that starts machines. Cloud providers wrap this with zone/region/offer failover."""
-    return provider.launch(request)
+def start_instances(provider: Provider, request: LaunchRequest,
+                    on_attempt: AttemptCallback | None = None) -> list[Instance]:
+    """The one provider call that starts machines: local directly; every other provider through failover over
+    zones, regions and the catalog's next offers (gpuplan.cloudlaunch), each attempt reported to `on_attempt`."""
+    if provider.cloud == "local":
+        return provider.launch(request)
+    from gpuplan.cloudlaunch import start_with_failover
+
+    return start_with_failover(provider, request, on_attempt=on_attempt).instances
 
 
 def launch_recorded_run(store: Any, run_id: str, plan: LaunchPlan, provider: Provider,
@@ -288,8 +314,18 @@ def launch_recorded_run(store: Any, run_id: str, plan: LaunchPlan, provider: Pro
         set_state(session, run, RunState.PROVISIONING)
         record_event(session, run, "launching", f"asking {provider.name} for {plan.offer.nodes} node(s)")
     request = build_request(plan, run_id, run_dir, secrets)
+
+    def on_attempt(attempt: Attempt) -> None:
+        with store.session() as session:
+            run = session.get(Run, run_id)
+            assert run is not None
+            p = attempt.placement
+            record_event(session, run, "launch_attempt",
+                         f"attempt {attempt.number}: {p.provider} {p.where} {p.instance_type or ''}: "
+                         f"{attempt.outcome}" + (f" ({attempt.code})" if attempt.code else ""), **attempt.as_dict())
+
     try:
-        instances = start_instances(provider, request)
+        instances = start_instances(provider, request, on_attempt)
     except ProviderError as exc:
         with store.session() as session:
             run = session.get(Run, run_id)
@@ -312,9 +348,10 @@ def launch_recorded_run(store: Any, run_id: str, plan: LaunchPlan, provider: Pro
                 min_billed_seconds=provider.min_billed_seconds, state=inst.state,
                 launched_at=inst.launched_at or now,
             ))
-        if instances:
-            run.zone = run.zone or instances[0].zone
-            run.instance_type = run.instance_type or instances[0].instance_type
+        if instances:  # failover may have moved the run to another zone, region or instance type
+            run.zone = instances[0].zone or run.zone
+            run.region = instances[0].region or run.region
+            run.instance_type = instances[0].instance_type or run.instance_type
         record_event(session, run, "launched", f"{len(instances)} instance(s) started",
                      instances=[i.instance_id for i in instances])
         set_state(session, run, RunState.RUNNING, at=min((i.launched_at for i in instances if i.launched_at),

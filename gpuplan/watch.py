@@ -20,6 +20,7 @@ from typing import Any
 
 from sqlalchemy import or_, select
 
+from gpuplan.failover import hint_regions
 from gpuplan.progress import METRICS_FILE, Progress, measure
 from gpuplan.providers.base import Instance as ProviderInstance
 from gpuplan.providers.base import InstanceState, Provider, ProviderError
@@ -104,6 +105,7 @@ def adopt_orphans(session: Any, run: Run, provider: Provider, now: dt.datetime) 
         return False
     if now - run.created_at < ORPHAN_AFTER:
         return False
+    hint_regions(provider, [run.region])
     found = provider.list_tagged(run.id)
     if not found:
         return set_state(session, run, RunState.FAILED, "the launch never completed and no machine carries its tag")
@@ -124,6 +126,7 @@ def refresh_run(session: Any, run: Run, provider: Provider, now: dt.datetime) ->
 
     Returns (state changed, progress).
     """
+    hint_regions(provider, [run.region, *(i.region for i in run.instances)])
     adopted = adopt_orphans(session, run, provider, now)
     open_rows = [i for i in run.instances if i.terminated_at is None]
     described: dict[str, ProviderInstance] = {}
@@ -166,6 +169,7 @@ def stop_instances(session: Any, run: Run, provider: Provider, now: dt.datetime)
     open_rows = [i for i in run.instances if i.terminated_at is None]
     if not open_rows:
         return
+    hint_regions(provider, [i.region for i in open_rows])
     provider.terminate([i.provider_instance_id for i in open_rows])
     ended = {i.instance_id: i for i in provider.describe([i.provider_instance_id for i in open_rows])}
     for row in open_rows:

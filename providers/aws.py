@@ -22,6 +22,7 @@ import logging
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from decimal import Decimal
 from typing import Any, ClassVar
 
 from gpuplan.providers.base import (
@@ -44,6 +45,8 @@ DEFAULT_AMI_PARAMETER = "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-dr
 DEFAULT_REGION = "us-east-1"
 SECURITY_GROUP_NAME = "gpuplan"
 TAG_NODE_RANK = "gpuplan:node-rank"
+# The price recorded at launch travels with the machine, so a run adopted after a crash is billed correctly.
+TAG_PRICE = "gpuplan:price-per-hour"
 
 # EC2 error codes -> what failover should do with them.
 CAPACITY_CODES = frozenset({
@@ -173,6 +176,13 @@ def ended_at(raw: Mapping[str, Any]) -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc)
 
 
+def _decimal(text: str | None) -> Decimal | None:
+    try:
+        return Decimal(text) if text else None
+    except ArithmeticError:
+        return None
+
+
 def _tag_list(tags: Mapping[str, str]) -> list[dict[str, str]]:
     return [{"Key": k, "Value": v} for k, v in tags.items()]
 
@@ -265,6 +275,12 @@ class AwsProvider(Provider):
             self._clients[key] = self._boto_session().client(service, region_name=region, config=config)
         return self._clients[key]
 
+    def include_regions(self, regions: Iterable[str | None]) -> None:
+        """Search these regions too (list_tagged, describe): orchestration passes the regions a run may be in."""
+        for region in regions:
+            if region:
+                self._remember_region(region)
+
     def _remember_region(self, region: str) -> None:
         if region not in self.regions:
             self.regions.append(region)
@@ -339,6 +355,8 @@ class AwsProvider(Provider):
         tags = {**request.tags(), "Name": f"gpuplan-{request.name}-{request.run_id}"[:255]}
         if rank is not None:
             tags[TAG_NODE_RANK] = str(rank)
+        if request.price_per_hour is not None:
+            tags[TAG_PRICE] = str(request.price_per_hour)
         subnet = self._subnet(region, zone, self._option(request, "subnet_id", None))
         zone = zone or subnet["AvailabilityZone"]
         image_id = self._image_id(request, region)
@@ -520,7 +538,7 @@ class AwsProvider(Provider):
             gpu_count=request.gpus_per_node if request else 0,
             spot=spot,
             node_rank=int(rank) if rank and rank.isdigit() else int(raw.get("AmiLaunchIndex") or 0),
-            price_per_hour=request.price_per_hour if request else None,
+            price_per_hour=request.price_per_hour if request else _decimal(tags.get(TAG_PRICE)),
             launched_at=raw.get("LaunchTime"),
             ended_at=ended_at(raw) if mapped in InstanceState.GONE else None,
             state_reason=reason.get("Code") or raw.get("StateTransitionReason") or None,
