@@ -322,7 +322,8 @@ def launch_recorded_run(store: Any, run_id: str, plan: LaunchPlan, provider: Pro
             p = attempt.placement
             record_event(session, run, "launch_attempt",
                          f"attempt {attempt.number}: {p.provider} {p.where} {p.instance_type or ''}: "
-                         f"{attempt.outcome}" + (f" ({attempt.code})" if attempt.code else ""), **attempt.as_dict())
+                         f"{attempt.outcome}" + (f" ({attempt.code})" if attempt.code else ""),
+                         **{("why" if k == "message" else k): v for k, v in attempt.as_dict().items()})
 
     try:
         instances = start_instances(provider, request, on_attempt)

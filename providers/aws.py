@@ -421,8 +421,9 @@ class AwsProvider(Provider):
         except Exception as exc:
             error = map_client_error(exc, region=region)
             if error.code == "ParameterNotFound":
-                raise ProviderError(f"the AMI parameter {parameter} does not exist in {region}; pass an image id "
-                                    "or another SSM parameter", code="ParameterNotFound", region=region) from exc
+                raise ProviderError(f"the AMI parameter {parameter} does not exist in {region}; set "
+                                    "GPUPLAN_AWS_IMAGE_ID or GPUPLAN_AWS_AMI_PARAMETER", code="ParameterNotFound",
+                                    region=region) from exc
             raise error from exc
         return str(response["Parameter"]["Value"])
 

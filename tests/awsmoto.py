@@ -175,6 +175,7 @@ def moto_server(moto_server_module: MotoServer, monkeypatch: pytest.MonkeyPatch)
 
     session = boto3.session.Session()
     moto_server_module.amis = {r: register_test_ami(session.client("ec2", region_name=r)) for r in TEST_REGIONS}
+    monkeypatch.setenv("GPUPLAN_AWS_IMAGE_ID", moto_server_module.amis["us-east-1"])
     return moto_server_module
 
 
