@@ -288,7 +288,7 @@ def test_a_retried_launch_of_the_same_run_adopts_the_machines_it_started(moto_se
 
         retried = orchestration.launch_recorded_run(store, run_id, plan, AwsProvider(waiter_delay=0.05), {})
         assert [i.instance_id for i in retried] == [orphan["InstanceId"]]
-        state, rows, events = db_rows(run_id)
+        state, rows, _ = db_rows(run_id)
         assert state == "running" and rows == [(orphan["InstanceId"], None)]
         from sqlalchemy import select
 
