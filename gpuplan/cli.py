@@ -29,6 +29,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "reconcile": ("gpuplan.commands.reconcile:reconcile_cmd", "Find machines the books do not know about."),
     "report": ("gpuplan.commands.report:report", "Spend by period/project/cloud/GPU, estimate vs actual, plots."),
     "runs": ("gpuplan.commands.runs:runs", "List runs with state, duration, cost and throughput."),
+    "schedule": ("gpuplan.commands.schedule:schedule", "Run a job spec on a cron schedule."),
+    "scheduler": ("gpuplan.commands.scheduler:scheduler", "Fire due schedules: the loop (run) or one tick."),
     "status": ("gpuplan.commands.status:status", "Show one run's state, progress, ETA and cost."),
     "stop": ("gpuplan.commands.stop:stop", "Stop a run and terminate its machines."),
     "watch": ("gpuplan.commands.watch:watch", "Enforce caps and settle detached runs (loop or --once)."),

@@ -9,3 +9,5 @@ step() { printf '\n\033[1m$ gpuplan %s\033[0m\n' "$*"; "$GPUPLAN" "$@"; }
 step --version
 step db upgrade
 step db current
+step prices --gpu H100 --min-gpus 8 --limit 5
+step prices --gpu A100 --spot --sort price-per-tflop --limit 5
