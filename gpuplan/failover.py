@@ -106,6 +106,9 @@ def format_attempts(attempts: Iterable[Attempt]) -> str:
     rows = [("#", "provider", "where", "type", "outcome", "code", "why")]
     for a in attempts:
         why = a.message.replace("\n", " ")
+        prefix = f"{a.code} in {a.placement.where}: "
+        if a.code and why.startswith(prefix):  # the code and the place have their own columns
+            why = why[len(prefix):]
         rows.append((str(a.number), a.placement.provider, a.placement.where, a.placement.instance_type or "",
                      a.outcome, a.code or "", why[:100]))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
@@ -240,4 +243,4 @@ def launch_with_failover(
         return FailoverResult(instances, placement, attempts, attempt_request)
     tried = sum(a.outcome in ("capacity", "quota") for a in attempts)
     raise FailoverExhausted(f"no capacity for run {request.run_id}: {tried} placement(s) tried, all refused "
-                            "(see the table below)", attempts)
+                            "(attempts listed above)", attempts)
