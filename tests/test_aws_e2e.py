@@ -143,6 +143,19 @@ def test_launch_status_reconcile_stop_on_a_moto_server(moto_server: MotoServer, 
     assert tags["gpuplan:name"] == "moto-smoke" and tags["gpuplan:project"] == "demo"
     assert tags["gpuplan:created-by"] == "gpuplan" and inst["InstanceType"] == "g5.xlarge"
     assert [i["instance_id"] for i in out["instances"]] == [inst["InstanceId"]]
+    assert inst["MetadataOptions"]["HttpTokens"] == "required"
+    # The on-instance fail-safe: the boot script powers off at max_hours, and shutdown means terminate.
+    import base64
+
+    import boto3
+
+    ec2 = boto3.client("ec2", region_name="us-east-1", endpoint_url=moto_server.endpoint)
+    user_data = base64.b64decode(ec2.describe_instance_attribute(
+        InstanceId=inst["InstanceId"], Attribute="userData")["UserData"]["Value"]).decode()
+    assert "MAX_SECONDS=3600" in user_data and "shutdown -h now" in user_data and "RUN_ID=" + run_id in user_data
+    behaviour = ec2.describe_instance_attribute(InstanceId=inst["InstanceId"],
+                                                Attribute="instanceInitiatedShutdownBehavior")
+    assert behaviour["InstanceInitiatedShutdownBehavior"]["Value"] == "terminate"
 
     state, rows, events = db_rows(run_id)
     assert state == "running" and rows == [(inst["InstanceId"], None)]
@@ -301,3 +314,19 @@ def test_a_retried_launch_of_the_same_run_adopts_the_machines_it_started(moto_se
         assert len(live_tagged(moto_server, run_id)) == 1
     finally:
         store.close()
+
+
+def test_throttling_is_retried_by_botocore(moto_server: MotoServer) -> None:
+    """RequestLimitExceeded twice, then moto answers: the launch succeeds without any retry loop of gpuplan's."""
+    from awsmoto import Injector, inject
+    from gpuplan.providers.aws import AwsProvider
+    from gpuplan.providers.base import LaunchRequest
+
+    aws = AwsProvider(waiter_delay=0.05)
+    injector = inject(aws.client("ec2", "us-east-1"), "RunInstances",
+                      Injector("RequestLimitExceeded", "Request limit exceeded.", status=503,
+                               when=lambda _: len(injector.calls) <= 2), server=True)
+    [inst] = aws.launch(LaunchRequest(run_id="r-throttle01", name="t", command="true", run_dir="/tmp",
+                                      instance_type="g5.xlarge", region="us-east-1", boot_script="#!/bin/sh\n"))
+    assert injector.failed == 2 and len(injector.calls) == 3
+    assert [i["InstanceId"] for i in live_tagged(moto_server, "r-throttle01")] == [inst.instance_id]
