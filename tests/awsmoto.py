@@ -73,7 +73,7 @@ def assert_fake_credentials() -> None:
         raise RuntimeError("refusing to run AWS tests that could reach real AWS: " + "; ".join(problems))
 
 
-def _guard_http(monkeypatch: pytest.MonkeyPatch) -> None:
+def guard_http(monkeypatch: pytest.MonkeyPatch) -> None:
     import botocore.httpsession
 
     original = botocore.httpsession.URLLib3Session.send
@@ -123,7 +123,7 @@ def moto_env(monkeypatch: pytest.MonkeyPatch, aws_clients: Clients) -> Iterator[
     assert_fake_credentials()
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)  # moto intercepts the real (amazonaws.com) endpoints
     _enable_type_validation(monkeypatch)
-    _guard_http(monkeypatch)
+    guard_http(monkeypatch)
     with mock_aws():
         yield {region: register_test_ami(aws_clients("ec2", region)) for region in TEST_REGIONS}
 
@@ -170,7 +170,7 @@ def moto_server(moto_server_module: MotoServer, monkeypatch: pytest.MonkeyPatch)
     moto_server_module.reset()
     for key, value in moto_server_module.env().items():
         monkeypatch.setenv(key, value)
-    _guard_http(monkeypatch)
+    guard_http(monkeypatch)
     import boto3
 
     session = boto3.session.Session()
