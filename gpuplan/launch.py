@@ -116,7 +116,9 @@ def choose_offer(spec: JobSpec, provider: Provider) -> Offer:
                      spot=False, price_per_hour=Decimal(price) if price is not None else Decimal(0))
     region = next((r for r in res.regions if "*" not in r and "?" not in r), None)
     gpus_per_node = res.gpus_per_node or (1 if res.gpu else 0)
-    if res.gpu and provider.cloud != "slurm":
+    from gpuplan.catalog import KNOWN_CLOUDS
+
+    if res.gpu and provider.cloud in KNOWN_CLOUDS:
         # The cheapest catalog offer for the GPU within the spec's regions and price cap (gpuplan.cloudlaunch
         # tries the others, in order, if this one has no capacity).
         from gpuplan.cloudlaunch import ranked_choices
