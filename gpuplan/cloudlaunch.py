@@ -31,6 +31,7 @@ from gpuplan.providers.base import LaunchRequest, Provider
 
 MAX_OFFERS = 4  # distinct (region, instance type) pairs tried after the chosen one
 MAX_ATTEMPTS = 24  # launch calls at most, whatever the number of zones
+BOOTED_CLOUDS = frozenset({"aws", "gcp"})  # machines that run jobs.bootstrap's script at boot (Slurm has its own)
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,8 @@ def with_boot_scripts(request: LaunchRequest) -> LaunchRequest:
 def start_with_failover(provider: Provider, request: LaunchRequest, *,
                         on_attempt: AttemptCallback | None = None, db_url: str | None = None) -> FailoverResult:
     """Launch on the first placement with capacity; FailoverExhausted (with the attempts) when none has."""
-    request = with_boot_scripts(request)
+    if provider.cloud in BOOTED_CLOUDS:
+        request = with_boot_scripts(request)
     patterns = [str(r) for r in request.options.get("regions") or ()]
     max_price = request.options.get("max_price_per_hour")
     try:

@@ -105,8 +105,8 @@ def provider_for(name: str) -> Provider:
 def choose_offer(spec: JobSpec, provider: Provider) -> Offer:
     """The offer for this spec on this provider.
 
-    Local: this machine at its configured price. Clouds: the spec's resources as asked; the planner (the
-    `gpuplan plan` issue) ranks concrete instance types and fills instance_type/region/price here once it lands.
+    Local: this machine at its configured price. AWS/GCP: the cheapest catalog offer for the spec's GPU within its
+    regions and price cap (the start tries the next ones on a capacity error). Others: the spec as asked.
     """
     res = spec.resources
     price = getattr(provider, "price_per_hour", None)
@@ -134,9 +134,11 @@ def choose_offer(spec: JobSpec, provider: Provider) -> Offer:
         return Offer(provider=provider.name, cloud=provider.cloud, instance_type=best.instance_type,
                      region=best.region, gpu=res.gpu, gpus_per_node=int(best.gpu_count), nodes=res.nodes,
                      spot=res.spot, price_per_hour=best.price_per_hour)
+    # Providers with a configured rate rather than a catalog (Slurm's internal charge-back) quote it per node.
+    charge = getattr(provider, "charge_per_hour", None)
     return Offer(provider=provider.name, cloud=provider.cloud, region=region, gpu=res.gpu,
                  gpus_per_node=gpus_per_node, nodes=res.nodes, spot=res.spot,
-                 price_per_hour=None)
+                 price_per_hour=charge(gpus_per_node, 1) if callable(charge) else None)
 
 
 def estimate_run(spec: JobSpec, offer: Offer) -> RunEstimate | None:
