@@ -14,7 +14,7 @@ from fakes.gce_server import FakeCompute, RunningFake, serve
 from gpuplan.providers.base import AuthError, InstanceState, LaunchRequest
 from gpuplan.providers.gcp import GcpProvider
 
-failover = pytest.importorskip("gpuplan.failover", reason="gpuplan.failover (issue 7) is not merged yet")
+from gpuplan import failover
 
 RUN = "r-f0f0f0f0f0"
 

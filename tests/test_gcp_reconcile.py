@@ -13,8 +13,6 @@ from fakes.gce_server import FakeCompute, RunningFake, serve
 from gpuplan.providers.base import LaunchRequest
 from gpuplan.providers.gcp import GcpProvider, instance_name
 
-pytest.importorskip("gpuplan.reconcile", reason="gpuplan.reconcile (issue 7) is not merged yet")
-
 JOB = """\
 name: reconcile-me
 command: python train.py
