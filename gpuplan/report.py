@@ -197,7 +197,8 @@ def plot_data(conn: Any, request: ReportRequest) -> tuple[list[dt.datetime], dic
                        for row in result.rows], columns=["period", "series", "cost"])
     table = df.pivot_table(index="period", columns="series", values="cost", aggfunc="sum", fill_value=0.0)
     table = table.reindex(buckets, fill_value=0.0)
-    series = {str(name): [float(v) for v in table[name]] for name in table.columns}
+    ranked = sorted(table.columns, key=lambda name: -float(table[name].sum()))  # biggest at the bottom
+    series = {str(name): [float(v) for v in table[name]] for name in ranked}
     return buckets, series, unit
 
 

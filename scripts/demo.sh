@@ -9,3 +9,11 @@ step() { printf '\n\033[1m$ gpuplan %s\033[0m\n' "$*"; "$GPUPLAN" "$@"; }
 step --version
 step db upgrade
 step db current
+
+# The books: a monthly budget, what was spent, and a plot (issue 9).
+step budget set demo-month --amount 50 --period month
+step budget status
+step report --by month
+step report --by run --format markdown
+step report --accuracy
+step report --by project --plot "${GPUPLAN_HOME:-.}/spend.png"
