@@ -1,0 +1,82 @@
+"""`gpuplan launch job.yaml`: plan, confirm, record, start, and (unless --detach) follow a run to its end."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from gpuplan.context import AppContext, pass_app
+from gpuplan.output import emit_json, note
+
+
+@click.command("launch")
+@click.argument("spec_path", metavar="JOB.yaml", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--provider", "provider_name", default="local", show_default=True,
+              help="Where to run: local, aws, gcp, slurm or a plugin's name.")
+@click.option("--dry-run", is_flag=True, help="Show the offer and the estimate; record and start nothing.")
+@click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--detach", is_flag=True, help="Start and return; `gpuplan watch` enforces the caps.")
+@click.option("--interval", type=click.FloatRange(min=0.1), default=1.0, show_default=True,
+              help="Seconds between checks while following.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output on stdout (progress on stderr).")
+@pass_app
+def launch(app: AppContext, spec_path: Path, provider_name: str, dry_run: bool, yes: bool, detach: bool,
+           interval: float, as_json: bool) -> None:
+    """Launch the job in JOB.yaml and follow it (logs, progress bar, ETA) until it ends."""
+    from gpuplan import launch as orchestration
+    from gpuplan.jobs.spec import load_spec
+    from gpuplan.rundisplay import duration, money
+
+    spec = load_spec(spec_path)
+    spec_text = spec_path.read_text()
+    provider = orchestration.provider_for(provider_name)
+    plan = orchestration.plan_launch(spec, spec_text, provider=provider,
+                                     source_dir=orchestration.source_dir_of(spec_path))
+    info = plan.as_dict()
+    where = " ".join(str(p) for p in (info["instance_type"], info["region"]) if p) or "(the provider chooses)"
+    gpus = f"{info['nodes']} node(s) x {info['gpus_per_node']} {info['gpu'] or 'GPU'}" if info["gpu"] else \
+        f"{info['nodes']} node(s), CPU"
+    note(f"job {spec.name}: {provider_name} {where}, {gpus}, {money(info['price_per_hour'])}/h")
+    if plan.estimate is not None:
+        note(f"estimate: {duration(plan.estimate.hours)} ({plan.estimate.source}), "
+             f"{money(plan.estimate.cost_usd)}")
+    else:
+        note("estimate: none (add workload tokens and a model or throughput to the spec)")
+    if dry_run:
+        if as_json:
+            emit_json({**info, "dry_run": True})
+        else:
+            click.echo("dry run: nothing recorded, nothing started")
+        return
+    secrets = orchestration.read_secrets(spec)
+    if not yes:
+        click.confirm("start it?", default=True, abort=True, err=True)
+    run_id = orchestration.record_run(app.store, plan)
+    orchestration.launch_recorded_run(app.store, run_id, plan, provider, secrets)
+    note(f"run {run_id} started (logs: gpuplan logs {run_id} -f; stop: gpuplan stop {run_id})")
+    if detach:
+        from gpuplan.watch import watch_run
+
+        _finish(watch_run(app.store, run_id).summary, as_json, exit_on_failure=False)
+        return
+    from gpuplan.follow import follow
+
+    try:
+        result = follow(app.store, run_id, interval=interval)
+    except KeyboardInterrupt:
+        note(f"\nstopped following; run {run_id} keeps going (gpuplan status {run_id}, gpuplan stop {run_id})")
+        sys.exit(130)
+    _finish(result.summary, as_json, exit_on_failure=True)
+
+
+def _finish(summary: dict, as_json: bool, *, exit_on_failure: bool) -> None:
+    from gpuplan.rundisplay import print_summary
+
+    if as_json:
+        emit_json(summary)
+    else:
+        print_summary(summary)
+    if exit_on_failure and summary["state"] != "succeeded":
+        sys.exit(1)

@@ -1,0 +1,41 @@
+"""`gpuplan runs`: the recorded runs, newest first (live ones refreshed from their provider)."""
+
+from __future__ import annotations
+
+import click
+
+from gpuplan.context import AppContext, pass_app
+from gpuplan.output import emit_json, print_table
+
+
+@click.command("runs")
+@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
+@click.option("--state", help="Only runs in this state (running, succeeded, failed, stopped, capped, ...).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@pass_app
+def runs(app: AppContext, limit: int, state: str | None, as_json: bool) -> None:
+    """List runs with their state, duration, cost and measured throughput."""
+    from gpuplan.rundisplay import duration, money, rate
+    from gpuplan.runs import list_runs, summary
+    from gpuplan.store.models import RunState
+    from gpuplan.store.types import utcnow
+    from gpuplan.watch import watch_run
+
+    with app.store.session() as session:
+        live = [r.id for r in list_runs(session, limit, state) if r.state in RunState.LIVE]
+    for run_id in live:
+        watch_run(app.store, run_id)
+    now = utcnow()
+    with app.store.session() as session:
+        rows = [summary(r, now) for r in list_runs(session, limit, state)]
+    if as_json:
+        emit_json(rows)
+        return
+    print_table(
+        ["RUN", "NAME", "PROVIDER", "STATE", "STARTED", "DURATION", "COST", "THROUGHPUT", "EST"],
+        [[s["run_id"], s["name"], s["provider"], s["state"],
+          s["started_at"].strftime("%Y-%m-%d %H:%M") if s["started_at"] else "-",
+          duration(s["elapsed_hours"]), money(s["cost_usd"]), rate(s["tokens_per_s"]),
+          duration(s["est_hours"]) if s["est_hours"] is not None else "-"] for s in rows],
+        justify_right=["DURATION", "COST", "THROUGHPUT", "EST"],
+    )

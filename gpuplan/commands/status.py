@@ -1,0 +1,27 @@
+"""`gpuplan status RUN`: the truth about one run, asked of its provider and its metrics right now."""
+
+from __future__ import annotations
+
+import click
+
+from gpuplan.context import AppContext, pass_app
+from gpuplan.output import emit_json
+
+
+@click.command("status")
+@click.argument("run_ref", metavar="RUN")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@pass_app
+def status(app: AppContext, run_ref: str, as_json: bool) -> None:
+    """Show a run's state, progress, ETA, cost so far and estimate vs actual (caps are enforced, too)."""
+    from gpuplan.rundisplay import print_summary
+    from gpuplan.runs import get_run
+    from gpuplan.watch import watch_run
+
+    with app.store.session() as session:
+        run_id = get_run(session, run_ref).id
+    result = watch_run(app.store, run_id)
+    if as_json:
+        emit_json(result.summary)
+        return
+    print_summary(result.summary)

@@ -1,0 +1,27 @@
+"""`gpuplan stop RUN`: end a run's machines now; the run ends `stopped` with its cost up to this moment."""
+
+from __future__ import annotations
+
+import click
+
+from gpuplan.context import AppContext, pass_app
+from gpuplan.output import emit_json
+
+
+@click.command("stop")
+@click.argument("run_ref", metavar="RUN")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@pass_app
+def stop(app: AppContext, run_ref: str, as_json: bool) -> None:
+    """Stop RUN (its machines are terminated; stopping an ended run only reports it)."""
+    from gpuplan.rundisplay import print_summary
+    from gpuplan.runs import get_run
+    from gpuplan.watch import stop_run
+
+    with app.store.session() as session:
+        run_id = get_run(session, run_ref).id
+    result = stop_run(app.store, run_id)
+    if as_json:
+        emit_json(result.summary)
+        return
+    print_summary(result.summary)

@@ -1,0 +1,334 @@
+"""Orchestration of `gpuplan launch`: spec -> estimate -> offer -> Run row (pending) -> provider.launch -> rows.
+
+The order is the promise of DESIGN.md: the Run row is committed BEFORE any provider call, so a crash between
+the two leaves a recorded run that `gpuplan watch` can reconcile (the run id is the provider's idempotency
+token), never an unknown machine. The single provider call lives in `start_instances`, the one place a cloud
+provider can wrap with zone/region/offer failover.
+
+Secrets: values are read from the caller's environment here and travel only inside the LaunchRequest; the
+Run row stores the spec text, which names secrets but never holds their values.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import getpass
+import json
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from gpuplan.errors import UserError
+from gpuplan.jobs.spec import JobSpec, spec_hash
+from gpuplan.providers.base import Instance, LaunchRequest, Provider, ProviderError, get_provider
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Offer:
+    """Where the run goes: the machine type, place and price chosen for it."""
+
+    provider: str
+    cloud: str
+    instance_type: str | None = None
+    region: str | None = None
+    zone: str | None = None
+    gpu: str | None = None
+    gpus_per_node: int = 0
+    nodes: int = 1
+    spot: bool = False
+    price_per_hour: Decimal | None = None  # per node
+
+    @property
+    def total_price_per_hour(self) -> Decimal | None:
+        return None if self.price_per_hour is None else self.price_per_hour * self.nodes
+
+
+@dataclass(frozen=True)
+class RunEstimate:
+    """The estimate recorded with the run (kept for estimate-vs-actual)."""
+
+    hours: float
+    tokens_per_s: float | None
+    cost_usd: Decimal | None
+    source: str
+    params: int | None = None
+    detail: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """Everything decided before anything is recorded or started; `gpuplan launch --dry-run` prints this."""
+
+    spec: JobSpec
+    spec_text: str
+    source_dir: str | None
+    offer: Offer
+    estimate: RunEstimate | None
+
+    def as_dict(self) -> dict[str, Any]:
+        est = self.estimate
+        return {
+            "name": self.spec.name,
+            "provider": self.offer.provider,
+            "cloud": self.offer.cloud,
+            "instance_type": self.offer.instance_type,
+            "region": self.offer.region,
+            "gpu": self.offer.gpu,
+            "gpus_per_node": self.offer.gpus_per_node,
+            "nodes": self.offer.nodes,
+            "spot": self.offer.spot,
+            "price_per_hour": self.offer.total_price_per_hour,
+            "est_hours": round(est.hours, 6) if est else None,
+            "est_cost_usd": est.cost_usd if est else None,
+            "est_tokens_per_s": est.tokens_per_s if est else None,
+            "estimate_source": est.source if est else None,
+            "max_hours": self.spec.limits.max_hours,
+            "budget_usd": self.spec.limits.budget_usd,
+        }
+
+
+# ---------------------------------------------------------------------------------------------- planning
+
+
+def provider_for(name: str) -> Provider:
+    """The provider registered as `name`, as orchestration uses it (one place to pass configuration)."""
+    return get_provider(name)
+
+
+def choose_offer(spec: JobSpec, provider: Provider) -> Offer:
+    """The offer for this spec on this provider.
+
+    Local: this machine at its configured price. Clouds: the spec's resources as asked; the planner (the
+    `gpuplan plan` issue) ranks concrete instance types and fills instance_type/region/price here once it lands.
+    """
+    res = spec.resources
+    price = getattr(provider, "price_per_hour", None)
+    if provider.name == "local":
+        return Offer(provider="local", cloud="local", instance_type="localhost", region="local",
+                     gpu=res.gpu, gpus_per_node=res.gpus_per_node or (1 if res.gpu else 0), nodes=res.nodes,
+                     spot=False, price_per_hour=Decimal(price) if price is not None else Decimal(0))
+    region = next((r for r in res.regions if "*" not in r and "?" not in r), None)
+    return Offer(provider=provider.name, cloud=provider.cloud, region=region, gpu=res.gpu,
+                 gpus_per_node=res.gpus_per_node or (1 if res.gpu else 0), nodes=res.nodes, spot=res.spot,
+                 price_per_hour=None)
+
+
+def estimate_run(spec: JobSpec, offer: Offer) -> RunEstimate | None:
+    """Estimated wall time and cost, or None when the spec has no workload to estimate from.
+
+    Preference: the workload's own measured `throughput` (tokens/s per GPU, or per node for a CPU job), then
+    the estimator (gpuplan.estimate) when it is installed. Cost = hours x the offer's price for all nodes.
+    """
+    workload = spec.workload
+    if workload is None or workload.total_tokens is None:
+        return None
+    tokens = workload.total_tokens
+    params = _params(spec)
+    result: RunEstimate | None = None
+    if workload.throughput:
+        workers = max(offer.gpus_per_node, 1) * offer.nodes
+        rate = workload.throughput * workers
+        result = RunEstimate(hours=tokens / rate / 3600, tokens_per_s=rate, cost_usd=None,
+                             source="workload.throughput", params=params)
+    else:
+        result = _estimate_with_estimator(spec, offer, params)
+    if result is None:
+        return None
+    total_price = offer.total_price_per_hour
+    cost = None if total_price is None else (total_price * Decimal(str(result.hours))).quantize(Decimal("0.000001"))
+    return RunEstimate(hours=result.hours, tokens_per_s=result.tokens_per_s, cost_usd=cost, source=result.source,
+                       params=result.params or params, detail=result.detail)
+
+
+def _params(spec: JobSpec) -> int | None:
+    workload = spec.workload
+    if workload is None:
+        return None
+    if workload.params:
+        return workload.params
+    try:
+        from gpuplan.architecture import load_hf_config, preset
+
+        if workload.model:
+            return preset(workload.model).param_count()
+        if workload.model_config_path:
+            return load_hf_config(workload.model_config_path).param_count()
+    except ValueError:
+        return None
+    return None
+
+
+def _estimate_with_estimator(spec: JobSpec, offer: Offer, params: int | None) -> RunEstimate | None:
+    """Ask gpuplan.estimate (built in its own issue) when it is present; None when it is not or cannot answer."""
+    try:
+        from gpuplan import estimate as estimator  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    adapter = getattr(estimator, "estimate_for_job", None)
+    if adapter is None or not offer.gpu:
+        return None
+    try:
+        est = adapter(spec.workload, gpu=offer.gpu, gpus_per_node=max(offer.gpus_per_node, 1), nodes=offer.nodes)
+    except (ValueError, UserError) as exc:
+        log.info("no estimate for %s: %s", spec.name, exc)
+        return None
+    hours = float(est.wall_hours)
+    rate = getattr(est, "tokens_per_s_per_gpu", None)
+    total_rate = float(rate) * max(offer.gpus_per_node, 1) * offer.nodes if rate else None
+    return RunEstimate(hours=hours, tokens_per_s=total_rate, cost_usd=None,
+                       source=f"estimate ({getattr(est, 'mfu_source', 'default')})",
+                       params=getattr(est, "params", None) or params, detail={})
+
+
+def plan_launch(spec: JobSpec, spec_text: str, *, provider: Provider, source_dir: str | None = None) -> LaunchPlan:
+    """Decide the offer and the estimate; nothing is recorded or started."""
+    offer = choose_offer(spec, provider)
+    return LaunchPlan(spec=spec, spec_text=spec_text, source_dir=source_dir, offer=offer,
+                      estimate=estimate_run(spec, offer))
+
+
+def read_secrets(spec: JobSpec, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Secret values from the launching environment; a missing one is an error naming it (never a value)."""
+    environ = os.environ if environ is None else environ
+    missing = [name for name in spec.secrets if name not in environ]
+    if missing:
+        raise UserError(f"secret{'s' if len(missing) > 1 else ''} {', '.join(missing)} not set in the environment "
+                        "(secrets are read from the environment at launch)")
+    return {name: environ[name] for name in spec.secrets}
+
+
+# ---------------------------------------------------------------------------------------------- launching
+
+
+def record_run(store: Any, plan: LaunchPlan, *, now: dt.datetime | None = None, schedule_id: int | None = None,
+               run_id: str | None = None) -> str:
+    """Commit the Run row (state pending) and its `created` event; returns the run id. No provider call here."""
+    from gpuplan.paths import runs_dir
+    from gpuplan.runs import record_event
+    from gpuplan.store.models import Run, RunState
+    from gpuplan.store.types import utcnow
+
+    now = now or utcnow()
+    spec, offer, est = plan.spec, plan.offer, plan.estimate
+    deadline_at = spec.limits.deadline_at(now)
+    if deadline_at is not None and deadline_at <= now:
+        raise UserError(f"the deadline {deadline_at.isoformat()} has already passed")
+    kwargs: dict[str, Any] = {"id": run_id} if run_id else {}
+    run = Run(
+        **kwargs, name=spec.name, project=spec.project, user=_user(), provider=offer.provider,
+        state=RunState.PENDING, spec_text=plan.spec_text, spec_hash=spec_hash(plan.spec_text), created_at=now,
+        cloud=offer.cloud, region=offer.region, zone=offer.zone, instance_type=offer.instance_type, gpu=offer.gpu,
+        gpus_per_node=float(offer.gpus_per_node), nodes=offer.nodes, spot=offer.spot,
+        params=est.params if est else _params(spec),
+        total_tokens=spec.workload.total_tokens if spec.workload else None,
+        est_hours=est.hours if est else None, est_cost_usd=est.cost_usd if est else None,
+        est_tokens_per_s=est.tokens_per_s if est else None,
+        estimate_json=json.dumps({"source": est.source, **dict(est.detail)}, default=str) if est else None,
+        budget_usd=spec.limits.budget_usd, max_hours=spec.limits.max_hours, deadline_at=deadline_at,
+        schedule_id=schedule_id,
+    )
+    run.run_dir = str(runs_dir() / run.id)
+    with store.session() as session:
+        session.add(run)
+        session.flush()
+        record_event(session, run, "created", f"launch of {spec.name} on {offer.provider} recorded",
+                     provider=offer.provider, instance_type=offer.instance_type, region=offer.region,
+                     nodes=offer.nodes, est_hours=est.hours if est else None)
+    return run.id
+
+
+def _user() -> str | None:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return None
+
+
+def build_request(plan: LaunchPlan, run_id: str, run_dir: str, secrets: Mapping[str, str]) -> LaunchRequest:
+    """The provider's view of the run (secrets included: it must never be logged or stored)."""
+    spec, offer = plan.spec, plan.offer
+    labels = {str(k): str(v) for k, v in spec.labels.items()}
+    return LaunchRequest(
+        run_id=run_id, name=spec.name, command=spec.shell_script, run_dir=run_dir, project=spec.project,
+        instance_type=offer.instance_type, region=offer.region, zones=(offer.zone,) if offer.zone else (),
+        gpu=offer.gpu, gpus_per_node=offer.gpus_per_node, nodes=offer.nodes, spot=offer.spot,
+        price_per_hour=offer.price_per_hour, max_hours=spec.limits.max_hours, image=spec.image,
+        runtime=spec.runtime, workdir=spec.workdir, env=dict(spec.env), secrets=dict(secrets), labels=labels,
+        options={"argv": spec.argv, "source_dir": plan.source_dir,
+                 "checkpoint_dir": spec.checkpoint.dir if spec.checkpoint else None},
+    )
+
+
+def start_instances(provider: Provider, request: LaunchRequest) -> list[Instance]:
+    """The one provider call that starts machines. Cloud providers wrap this with zone/region/offer failover."""
+    return provider.launch(request)
+
+
+def launch_recorded_run(store: Any, run_id: str, plan: LaunchPlan, provider: Provider,
+                        secrets: Mapping[str, str]) -> list[Instance]:
+    """Start an already recorded run: provisioning -> provider.launch -> instance rows -> running.
+
+    A provider error marks the run failed with the provider's (secret-free) message and is raised again.
+    """
+    from gpuplan.runs import record_event, set_state
+    from gpuplan.store.models import Instance as InstanceRow
+    from gpuplan.store.models import Run, RunState
+    from gpuplan.store.types import utcnow
+
+    with store.session() as session:
+        run = session.get(Run, run_id)
+        assert run is not None, run_id
+        run_dir = run.run_dir or ""
+        set_state(session, run, RunState.PROVISIONING)
+        record_event(session, run, "launching", f"asking {provider.name} for {plan.offer.nodes} node(s)")
+    request = build_request(plan, run_id, run_dir, secrets)
+    try:
+        instances = start_instances(provider, request)
+    except ProviderError as exc:
+        with store.session() as session:
+            run = session.get(Run, run_id)
+            assert run is not None
+            record_event(session, run, "launch_failed", str(exc), error=type(exc).__name__, code=exc.code)
+            set_state(session, run, RunState.FAILED, f"launch failed: {exc}")
+        raise
+    now = utcnow()
+    with store.session() as session:
+        run = session.get(Run, run_id)
+        assert run is not None
+        for inst in instances:
+            session.add(InstanceRow(
+                run_id=run_id, provider=provider.name, provider_instance_id=inst.instance_id,
+                cloud=inst.cloud or provider.cloud, region=inst.region, zone=inst.zone,
+                instance_type=inst.instance_type, gpu=inst.gpu, gpu_count=inst.gpu_count, spot=inst.spot,
+                node_rank=inst.node_rank,
+                price_per_hour=inst.price_per_hour if inst.price_per_hour is not None else (
+                    plan.offer.price_per_hour or Decimal(0)),
+                min_billed_seconds=provider.min_billed_seconds, state=inst.state,
+                launched_at=inst.launched_at or now,
+            ))
+        if instances:
+            run.zone = run.zone or instances[0].zone
+            run.instance_type = run.instance_type or instances[0].instance_type
+        record_event(session, run, "launched", f"{len(instances)} instance(s) started",
+                     instances=[i.instance_id for i in instances])
+        set_state(session, run, RunState.RUNNING, at=min((i.launched_at for i in instances if i.launched_at),
+                                                         default=now))
+    return instances
+
+
+def launch(store: Any, plan: LaunchPlan, provider: Provider, secrets: Mapping[str, str], *,
+           schedule_id: int | None = None) -> str:
+    """Record, then start: the whole non-interactive launch (the scheduler calls this too). Returns the run id."""
+    run_id = record_run(store, plan, schedule_id=schedule_id)
+    launch_recorded_run(store, run_id, plan, provider, secrets)
+    return run_id
+
+
+def source_dir_of(path: str | Path | None) -> str | None:
+    return str(Path(path).resolve().parent) if path else None

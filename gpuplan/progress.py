@@ -1,0 +1,107 @@
+"""Measured progress of a run from the metrics its job writes (gpuplan.jobs.metrics): throughput, ETA.
+
+Pure functions over the JSON lines, so follow, status and watch all agree on what "measured" means.
+Throughput is measured between the first and the last record that carry `tokens` (start-up time — imports,
+data loading — is not counted against the job's speed); progress is tokens over the workload's total tokens,
+or steps over the job's own `total_steps` when it reports one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+METRICS_FILE = "metrics.jsonl"
+TAIL_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What the metrics say so far."""
+
+    records: int
+    step: int | None
+    tokens: int | None
+    loss: float | None
+    last_time: float | None
+    tokens_per_s: float | None
+    fraction: float | None  # 0..1, None when the total is unknown
+    eta_seconds: float | None
+
+
+def _parse(lines: list[str]) -> list[dict[str, Any]]:
+    records = []
+    for line in lines:
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a line being written right now, or junk: never fail a status on it
+        if isinstance(value, dict) and "step" in value:
+            records.append(value)
+    return records
+
+
+def read_records(path: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]], int]:
+    """(first record, the last records, a count) without reading a huge file whole: the head line and the tail."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return None, [], 0
+    with open(path, "rb") as fh:
+        head = _parse([fh.readline().decode(errors="replace")])
+        if size > TAIL_BYTES:
+            fh.seek(size - TAIL_BYTES)
+            fh.readline()  # drop the partial line
+        tail = _parse(fh.read().decode(errors="replace").splitlines())
+    count = len(tail) + (1 if size > TAIL_BYTES else 0)
+    return (head[0] if head else (tail[0] if tail else None)), tail, count
+
+
+def measure(path: str | os.PathLike[str] | None, total_tokens: int | None = None) -> Progress | None:
+    """Progress from a metrics file, or None when there is none yet."""
+    if path is None:
+        return None
+    first, tail, count = read_records(Path(path))
+    if not tail or first is None:
+        return None
+    last = tail[-1]
+    with_tokens = [r for r in ([first, *tail]) if r.get("tokens") is not None and r.get("time") is not None]
+    rate = None
+    if len(with_tokens) >= 2:
+        a, b = with_tokens[0], with_tokens[-1]
+        seconds = float(b["time"]) - float(a["time"])
+        if seconds > 0 and int(b["tokens"]) > int(a["tokens"]):
+            rate = (int(b["tokens"]) - int(a["tokens"])) / seconds
+    tokens = int(last["tokens"]) if last.get("tokens") is not None else None
+    fraction = None
+    eta = None
+    total_steps = last.get("total_steps")
+    if total_tokens and tokens is not None:
+        fraction = min(tokens / total_tokens, 1.0)
+        if rate:
+            eta = max(total_tokens - tokens, 0) / rate
+    elif total_steps and last.get("step") is not None:
+        fraction = min(int(last["step"]) / int(total_steps), 1.0)
+        steps_rate = _steps_rate(with_tokens or [first, last])
+        if steps_rate:
+            eta = max(int(total_steps) - int(last["step"]), 0) / steps_rate
+    loss = last.get("loss")
+    return Progress(records=count, step=int(last["step"]), tokens=tokens,
+                    loss=float(loss) if isinstance(loss, (int, float)) else None,
+                    last_time=float(last["time"]) if last.get("time") is not None else None,
+                    tokens_per_s=rate, fraction=fraction, eta_seconds=eta)
+
+
+def _steps_rate(records: list[dict[str, Any]]) -> float | None:
+    timed = [r for r in records if r.get("time") is not None]
+    if len(timed) < 2:
+        return None
+    a, b = timed[0], timed[-1]
+    seconds = float(b["time"]) - float(a["time"])
+    return (int(b["step"]) - int(a["step"])) / seconds if seconds > 0 and b["step"] > a["step"] else None

@@ -1,0 +1,248 @@
+"""One watch step for a run: ask the provider, read the metrics, settle the state, enforce the caps.
+
+`watch_run` is the unit that `gpuplan launch` (while following), `gpuplan watch` (for detached runs), `status`,
+the scheduler and the budget code all call, so a run is judged the same way whoever looks at it. It is safe to
+call from several processes: a final state is never left, and stopping an ended machine is not an error.
+
+Caps (the run is stopped and ends `capped`, with the reason recorded): `limits.max_hours` of wall time since the
+run started, `limits.budget_usd` of accrued cost (derived from the instance rows), and `limits.deadline`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import or_, select
+
+from gpuplan.progress import METRICS_FILE, Progress, measure
+from gpuplan.providers.base import Instance as ProviderInstance
+from gpuplan.providers.base import InstanceState, Provider, ProviderError
+from gpuplan.runs import close_instance, elapsed_hours, record_event, run_cost, set_state, summary
+from gpuplan.store.models import Instance, Run, RunState
+from gpuplan.store.types import utcnow
+
+log = logging.getLogger(__name__)
+
+ProviderFactory = Callable[[str], Provider]
+
+
+@dataclass
+class WatchResult:
+    """What one watch step saw and did."""
+
+    run_id: str
+    state: str
+    changed: bool
+    capped: str | None
+    progress: Progress | None
+    summary: dict[str, Any]
+
+
+def _default_factory(name: str) -> Provider:
+    from gpuplan.launch import provider_for
+
+    return provider_for(name)
+
+
+def metrics_path(run: Run) -> Path | None:
+    return Path(run.run_dir) / METRICS_FILE if run.run_dir else None
+
+
+def cap_reason(run: Run, now: dt.datetime) -> str | None:
+    """Why the run must be stopped now, or None. Pure: reads the row and its instances."""
+    if run.state not in RunState.LIVE:
+        return None
+    hours = elapsed_hours(run, now)
+    if run.max_hours is not None and hours is not None and hours >= run.max_hours:
+        return f"max_hours: ran {hours:.4g} h, limit {run.max_hours:g} h"
+    if run.budget_usd is not None:
+        cost = run_cost(run, now)
+        if cost >= run.budget_usd:
+            return f"budget: spent ${cost:.4f} of ${Decimal(run.budget_usd):.2f}"
+    if run.deadline_at is not None and now >= run.deadline_at:
+        return f"deadline: {run.deadline_at.isoformat()} has passed"
+    return None
+
+
+def _final_state(described: list[ProviderInstance]) -> tuple[str, str | None, int | None]:
+    """How a run ended, from its machines once all are gone: (state, reason, exit code)."""
+    codes = [(i.node_rank, i.exit_code) for i in described]
+    reasons = {i.state_reason for i in described if i.state_reason}
+    if "max_hours" in reasons:
+        return RunState.CAPPED, "max_hours: the machine's own fail-safe stopped the job", _first_bad(codes)
+    if any(i.state == InstanceState.PREEMPTED for i in described):
+        return RunState.FAILED, "preempted (spot capacity reclaimed)", _first_bad(codes)
+    if "stopped" in reasons:
+        return RunState.STOPPED, "stopped outside gpuplan", _first_bad(codes)
+    if any(code is None for _, code in codes):
+        unknown = next(i for i in described if i.exit_code is None)
+        return RunState.LOST, unknown.state_reason or "the machines ended without reporting an exit code", None
+    bad = [(rank, code) for rank, code in codes if code != 0]
+    if bad:
+        rank, code = bad[0]
+        return RunState.FAILED, f"exit code {code} on node {rank}", code
+    return RunState.SUCCEEDED, None, 0
+
+
+def _first_bad(codes: list[tuple[int, int | None]]) -> int | None:
+    return next((code for _, code in codes if code not in (0, None)), None)
+
+
+ORPHAN_AFTER = dt.timedelta(minutes=10)
+
+
+def adopt_orphans(session: Any, run: Run, provider: Provider, now: dt.datetime) -> bool:
+    """A run recorded but without instance rows (the launching CLI died around the provider call): find its
+    machines by tag and record them, or, after ORPHAN_AFTER with none found, mark it failed."""
+    if run.state not in (RunState.PENDING, RunState.PROVISIONING) or run.instances:
+        return False
+    if now - run.created_at < ORPHAN_AFTER:
+        return False
+    found = provider.list_tagged(run.id)
+    if not found:
+        return set_state(session, run, RunState.FAILED, "the launch never completed and no machine carries its tag")
+    for inst in found:
+        run.instances.append(Instance(
+            provider=provider.name, provider_instance_id=inst.instance_id, cloud=inst.cloud or provider.cloud,
+            region=inst.region, zone=inst.zone, instance_type=inst.instance_type, gpu=inst.gpu,
+            gpu_count=inst.gpu_count, spot=inst.spot, node_rank=inst.node_rank,
+            price_per_hour=inst.price_per_hour or Decimal(0), min_billed_seconds=provider.min_billed_seconds,
+            state=inst.state, launched_at=inst.launched_at or run.created_at))
+    record_event(session, run, "adopted", f"{len(found)} tagged instance(s) found and recorded")
+    return set_state(session, run, RunState.RUNNING, at=min((i.launched_at for i in found if i.launched_at),
+                                                            default=now))
+
+
+def refresh_run(session: Any, run: Run, provider: Provider, now: dt.datetime) -> tuple[bool, Progress | None]:
+    """Update instance rows from the provider and the run's measured progress; settle a run whose machines ended.
+
+    Returns (state changed, progress).
+    """
+    adopted = adopt_orphans(session, run, provider, now)
+    open_rows = [i for i in run.instances if i.terminated_at is None]
+    described: dict[str, ProviderInstance] = {}
+    if open_rows:
+        try:
+            for inst in provider.describe([i.provider_instance_id for i in open_rows]):
+                described[inst.instance_id] = inst
+        except ProviderError as exc:
+            log.warning("cannot describe the machines of %s: %s", run.id, exc)
+            return False, None
+    for row in open_rows:
+        inst = described.get(row.provider_instance_id)
+        if inst is None:
+            continue
+        row.state = inst.state
+        if inst.state in InstanceState.GONE:
+            close_instance(row, inst.state, inst.ended_at or now)
+
+    progress = measure(metrics_path(run), run.total_tokens)
+    if progress is not None:
+        run.tokens_done = progress.tokens
+        if progress.tokens_per_s is not None:
+            run.tokens_per_s = progress.tokens_per_s
+
+    changed = adopted
+    if run.state in RunState.LIVE and run.instances and all(i.terminated_at is not None for i in run.instances):
+        latest = [described.get(i.provider_instance_id) for i in run.instances]
+        if all(latest):
+            state, reason, code = _final_state([i for i in latest if i is not None])
+        else:  # ended in an earlier step whose settling did not finish: look again
+            again = provider.describe([i.provider_instance_id for i in run.instances])
+            state, reason, code = _final_state(again)
+        ended = max(i.terminated_at for i in run.instances if i.terminated_at is not None)
+        changed = set_state(session, run, state, reason, exit_code=code, at=ended)
+    return changed, progress
+
+
+def stop_instances(session: Any, run: Run, provider: Provider, now: dt.datetime) -> None:
+    """Terminate the run's open machines and close their rows at the time they really ended."""
+    open_rows = [i for i in run.instances if i.terminated_at is None]
+    if not open_rows:
+        return
+    provider.terminate([i.provider_instance_id for i in open_rows])
+    ended = {i.instance_id: i for i in provider.describe([i.provider_instance_id for i in open_rows])}
+    for row in open_rows:
+        inst = ended.get(row.provider_instance_id)
+        if inst is None or inst.state in InstanceState.GONE:
+            close_instance(row, inst.state if inst else InstanceState.TERMINATED,
+                           (inst.ended_at if inst else None) or now)
+        else:
+            row.state = inst.state
+    record_event(session, run, "terminated", f"{len(open_rows)} instance(s) terminated",
+                 instances=[i.provider_instance_id for i in open_rows])
+
+
+def watch_run(store: Any, run_id: str, *, provider_factory: ProviderFactory | None = None,
+              now: dt.datetime | None = None) -> WatchResult:
+    """One pass over one run: refresh, enforce caps (stop + `capped`), and report."""
+    factory = provider_factory or _default_factory
+    now = now or utcnow()
+    capped = None
+    with store.session() as session:
+        run = session.get(Run, run_id)
+        if run is None:
+            raise LookupError(run_id)
+        provider = factory(run.provider)
+        changed, progress = refresh_run(session, run, provider, now)
+        reason = cap_reason(run, now)
+        if reason is not None:
+            # Final state first (committed), then stop: a concurrent step that sees the machines end then
+            # cannot mistake the cap for a user stop.
+            set_state(session, run, RunState.CAPPED, reason)
+            record_event(session, run, "cap", reason)
+            session.commit()
+            capped = reason
+            changed = True
+        # A stopped or capped run whose machines are still up (this step's cap, or a stop that did not finish).
+        if run.state in RunState.FINAL and any(i.terminated_at is None for i in run.instances):
+            stop_instances(session, run, provider, utcnow())
+        result_state = run.state
+        data = summary(run, utcnow(), progress)
+    return WatchResult(run_id=run_id, state=result_state, changed=changed, capped=capped, progress=progress,
+                       summary=data)
+
+
+def stop_run(store: Any, run_id: str, *, reason: str = "stopped by the user", state: str = RunState.STOPPED,
+             provider_factory: ProviderFactory | None = None) -> WatchResult:
+    """Stop a run on purpose (`gpuplan stop`, or the budget code with state=capped)."""
+    factory = provider_factory or _default_factory
+    with store.session() as session:
+        run = session.get(Run, run_id)
+        if run is None:
+            raise LookupError(run_id)
+        if run.state in RunState.LIVE:
+            set_state(session, run, state, reason)
+            record_event(session, run, "stop", reason)
+            session.commit()
+        provider = factory(run.provider)
+        stop_instances(session, run, provider, utcnow())
+        progress = measure(metrics_path(run), run.total_tokens)
+        data = summary(run, utcnow(), progress)
+        result_state = run.state
+    return WatchResult(run_id=run_id, state=result_state, changed=True, capped=None, progress=progress, summary=data)
+
+
+def runs_to_watch(store: Any) -> list[str]:
+    """Live runs, and ended runs that still have an open instance row (a stop that did not finish)."""
+    with store.session() as session:
+        open_instance = select(Instance.run_id).where(Instance.terminated_at.is_(None))
+        query = select(Run.id).where(or_(Run.state.in_(RunState.LIVE), Run.id.in_(open_instance)))
+        return list(session.scalars(query.order_by(Run.created_at)))
+
+
+def watch_all(store: Any, *, provider_factory: ProviderFactory | None = None) -> list[WatchResult]:
+    """One pass of `gpuplan watch` over every run that needs looking after; one run's error never stops the rest."""
+    results = []
+    for run_id in runs_to_watch(store):
+        try:
+            results.append(watch_run(store, run_id, provider_factory=provider_factory))
+        except ProviderError as exc:
+            log.warning("watch %s: %s", run_id, exc)
+    return results

@@ -1,0 +1,307 @@
+"""Run one node of a job on this machine — in a container (podman or docker) or as a plain process — and record
+how it ended.
+
+`python -m gpuplan.jobs.runner NODE_DIR` is the small wrapper the local provider starts detached (a new session),
+so the job outlives the CLI that launched it. It reads NODE_DIR/launch.json (written by the provider; it holds
+no secret values: those arrive in this process's environment and are handed on by name), runs the job with its
+output appended to NODE_DIR/job.log, and writes NODE_DIR/exit.json (exit code, end time, reason) atomically
+when the job ends. `gpuplan status` reads that file, so it tells the truth even if the CLI was killed.
+
+Both ways of running get the same environment contract (see `job_environment`): GPUPLAN_RUN_ID,
+GPUPLAN_RUN_DIR, GPUPLAN_METRICS, GPUPLAN_NODE_RANK/NNODES/NPROC_PER_NODE/MASTER_ADDR/MASTER_PORT and the
+torchrun names MASTER_ADDR, MASTER_PORT, NODE_RANK, NNODES, NPROC_PER_NODE (plus RANK, WORLD_SIZE and LOCAL_RANK
+when each node runs one process, so `init_process_group("gloo")` works without torchrun).
+
+The wrapper also enforces `max_hours` on its own, like the power-off timer of a cloud boot script: a fail-safe
+that holds even when no gpuplan process is watching.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+LAUNCH_FILE = "launch.json"
+EXIT_FILE = "exit.json"
+PID_FILE = "wrapper.pid"
+LOG_FILE = "job.log"
+CONTAINER_RUN_DIR = "/gpuplan/run"
+STOP_GRACE_SECONDS = 10.0
+
+
+@dataclass(frozen=True)
+class NodeLaunch:
+    """What the wrapper needs to run one node. Written to launch.json: never put a secret value in here."""
+
+    run_id: str
+    name: str
+    argv: list[str]
+    run_dir: str
+    node_rank: int = 0
+    nnodes: int = 1
+    nproc_per_node: int = 1
+    master_addr: str = "127.0.0.1"
+    master_port: int = 29500
+    runtime: str = "process"  # process | podman | docker | auto
+    image: str | None = None
+    workdir: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    secret_names: list[str] = field(default_factory=list)
+    gpus: int = 0
+    max_hours: float | None = None
+    checkpoint_dir: str | None = None
+    source_dir: str | None = None
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2)
+
+    @classmethod
+    def from_json(cls, text: str) -> NodeLaunch:
+        return cls(**json.loads(text))
+
+
+def job_environment(launch: NodeLaunch, *, run_dir: str) -> dict[str, str]:
+    """The variables every job sees, whatever runs it. `run_dir` is the run folder as the job sees it."""
+    world = launch.nnodes * max(launch.nproc_per_node, 1)
+    env = {
+        "GPUPLAN_RUN_ID": launch.run_id,
+        "GPUPLAN_JOB_NAME": launch.name,
+        "GPUPLAN_RUN_DIR": run_dir,
+        "GPUPLAN_METRICS": f"{run_dir}/metrics.jsonl",
+        "GPUPLAN_NODE_RANK": str(launch.node_rank),
+        "GPUPLAN_NNODES": str(launch.nnodes),
+        "GPUPLAN_NPROC_PER_NODE": str(launch.nproc_per_node),
+        "GPUPLAN_MASTER_ADDR": launch.master_addr,
+        "GPUPLAN_MASTER_PORT": str(launch.master_port),
+        "GPUPLAN_WORLD_SIZE": str(world),
+        "MASTER_ADDR": launch.master_addr,
+        "MASTER_PORT": str(launch.master_port),
+        "NODE_RANK": str(launch.node_rank),
+        "NNODES": str(launch.nnodes),
+        "NPROC_PER_NODE": str(launch.nproc_per_node),
+    }
+    if launch.nproc_per_node <= 1:
+        # One process per node: it *is* the global rank, so plain `init_process_group` works without torchrun.
+        env.update({"RANK": str(launch.node_rank), "WORLD_SIZE": str(world), "LOCAL_RANK": "0"})
+    if launch.checkpoint_dir:
+        # A relative checkpoint dir lives in the run folder, which outlives the job (and is shipped on clouds).
+        ckpt = launch.checkpoint_dir
+        env["GPUPLAN_CHECKPOINT_DIR"] = ckpt if ckpt.startswith("/") else f"{run_dir.rstrip('/')}/{ckpt}"
+    return env
+
+
+# ------------------------------------------------------------------------------------------- runtimes
+
+
+def container_runtime_available(name: str) -> bool:
+    """True when `name` (podman or docker) can actually run containers here, not merely when its CLI exists.
+
+    A docker client without a daemon is common (it is on this machine), so `docker` must answer `version` with
+    a server part; podman needs no daemon and `podman version` suffices.
+    """
+    exe = shutil.which(name)
+    if exe is None:
+        return False
+    probe = [exe, "version", "--format", "{{.Server.Version}}"] if name == "docker" else [exe, "version"]
+    try:
+        proc = subprocess.run(probe, capture_output=True, text=True, timeout=15)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return proc.returncode == 0 and bool(proc.stdout.strip())
+
+
+def resolve_runtime(requested: str, image: str | None) -> str:
+    """Pick how to run: `process` when asked or when there is no image; else podman, else docker, else process."""
+    if requested == "process" or not image:
+        return "process"
+    if requested in ("podman", "docker"):
+        if not container_runtime_available(requested):
+            raise RuntimeError(f"runtime {requested} was requested but does not work on this machine")
+        return requested
+    for candidate in ("podman", "docker"):
+        if container_runtime_available(candidate):
+            return candidate
+    return "process"
+
+
+def container_name(launch: NodeLaunch) -> str:
+    return f"gpuplan-{launch.run_id}-{launch.node_rank}"
+
+
+def container_argv(launch: NodeLaunch, runtime: str, env: Mapping[str, str]) -> list[str]:
+    """`podman run ...` / `docker run ...` for this node. Values of `env` go on the command line; secrets are
+    passed as bare `-e NAME`, so the runtime copies them from its own environment and no value shows in `ps`."""
+    assert launch.image
+    argv = [runtime, "run", "--rm", "--name", container_name(launch), "--network", "host",
+            "--label", f"gpuplan.run-id={launch.run_id}",
+            "-v", f"{launch.run_dir}:{CONTAINER_RUN_DIR}"]
+    if launch.source_dir:
+        argv += ["-v", f"{launch.source_dir}:/gpuplan/src:ro"]
+    if launch.workdir:
+        argv += ["-w", launch.workdir]
+    if launch.gpus:
+        argv += ["--device", "nvidia.com/gpu=all"] if runtime == "podman" else ["--gpus", "all"]
+    for key, value in env.items():
+        argv += ["-e", f"{key}={value}"]
+    for key in launch.secret_names:
+        argv += ["-e", key]
+    return [*argv, launch.image, *launch.argv]
+
+
+def process_environment(launch: NodeLaunch, base: Mapping[str, str]) -> dict[str, str]:
+    """Environment of a plain-process job: ours (secrets included), the spec's env, then the contract.
+
+    The interpreter that runs gpuplan comes first on PATH, so `python train.py` in a spec uses the environment
+    gpuplan is installed in (and can import gpuplan.jobs.metrics).
+    """
+    env = dict(base)
+    env.update(launch.env)
+    env.update(job_environment(launch, run_dir=launch.run_dir))
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", os.defpath)])
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env
+
+
+def process_workdir(launch: NodeLaunch) -> str:
+    """Where a plain-process job starts: `workdir` (relative to the spec's folder), else the spec's folder, so
+    `command: python train.py` next to the spec works as it does in a shell there."""
+    base = launch.source_dir or launch.run_dir
+    if launch.workdir:
+        return str(Path(base) / launch.workdir)
+    return base
+
+
+# ------------------------------------------------------------------------------------------- the wrapper
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat()
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write via a temporary file and rename, so a reader never sees half a file."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def read_exit(node_dir: Path) -> dict[str, Any] | None:
+    """The recorded end of a node (exit_code, ended_at, reason), or None while it has not ended."""
+    try:
+        return json.loads((node_dir / EXIT_FILE).read_text())  # type: ignore[no-any-return]
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+class NodeRunner:
+    """Runs one node's job to completion, forwarding a stop and enforcing max_hours."""
+
+    def __init__(self, node_dir: Path, launch: NodeLaunch) -> None:
+        self.node_dir = node_dir
+        self.launch = launch
+        self.reason: str | None = None
+        self.child: subprocess.Popen[bytes] | None = None
+        self.runtime = "process"
+        self._stopping = threading.Event()
+
+    def log(self, message: str) -> None:
+        with open(self.node_dir / LOG_FILE, "a") as fh:
+            fh.write(f"[gpuplan {_now()}] {message}\n")
+
+    def start(self) -> subprocess.Popen[bytes]:
+        launch = self.launch
+        try:
+            self.runtime = resolve_runtime(launch.runtime, launch.image)
+        except RuntimeError as exc:
+            self.log(str(exc))
+            raise
+        if launch.image and self.runtime == "process":
+            self.log(f"no container runtime works here: running the command as a process, not in {launch.image}")
+        Path(launch.run_dir).mkdir(parents=True, exist_ok=True)
+        log = open(self.node_dir / LOG_FILE, "ab")  # noqa: SIM115 - handed to the child, closed in run()
+        if self.runtime == "process":
+            argv = list(launch.argv)
+            env = process_environment(launch, os.environ)
+            cwd = process_workdir(launch)
+        else:
+            contract = {**launch.env, **job_environment(launch, run_dir=CONTAINER_RUN_DIR)}
+            argv = container_argv(launch, self.runtime, contract)
+            env = dict(os.environ)
+            cwd = launch.run_dir
+        self.log(f"node {launch.node_rank} of {launch.nnodes} starting ({self.runtime})")
+        self.child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                      env=env, cwd=cwd)
+        log.close()
+        (self.node_dir / "job.pid").write_text(str(self.child.pid))
+        return self.child
+
+    def stop(self, reason: str) -> None:
+        """Ask the job to end (SIGTERM; the container runtime forwards it), then force it after a grace period."""
+        if self._stopping.is_set():
+            return
+        self._stopping.set()
+        self.reason = reason
+        self.log(f"stopping: {reason}")
+        threading.Thread(target=self._force_after_grace, daemon=True).start()
+        if self.child is not None and self.child.poll() is None:
+            self.child.terminate()
+
+    def _force_after_grace(self) -> None:
+        deadline = time.monotonic() + STOP_GRACE_SECONDS
+        while time.monotonic() < deadline:
+            if self.child is None or self.child.poll() is not None:
+                return
+            time.sleep(0.1)
+        if self.runtime in ("podman", "docker"):
+            subprocess.run([self.runtime, "rm", "-f", container_name(self.launch)], capture_output=True)
+        if self.child is not None and self.child.poll() is None:
+            self.child.kill()
+
+    def run(self) -> int:
+        """Run the job and record how it ended; returns its exit code."""
+        try:
+            child = self.start()
+        except (OSError, RuntimeError) as exc:
+            self.log(f"could not start the job: {exc}")
+            write_atomic(self.node_dir / EXIT_FILE, json.dumps(
+                {"exit_code": 127, "ended_at": _now(), "reason": f"could not start: {exc}"}))
+            return 127
+        if self.launch.max_hours:
+            timer = threading.Timer(self.launch.max_hours * 3600, self.stop, args=("max_hours",))
+            timer.daemon = True
+            timer.start()
+        code = child.wait()
+        self.log(f"job exited with code {code}")
+        write_atomic(self.node_dir / EXIT_FILE, json.dumps(
+            {"exit_code": code, "ended_at": _now(), "reason": self.reason, "runtime": self.runtime}))
+        return code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the detached wrapper: `python -m gpuplan.jobs.runner NODE_DIR`."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 1:
+        print("usage: python -m gpuplan.jobs.runner NODE_DIR", file=sys.stderr)
+        return 2
+    node_dir = Path(args[0])
+    launch = NodeLaunch.from_json((node_dir / LAUNCH_FILE).read_text())
+    runner = NodeRunner(node_dir, launch)
+    signal.signal(signal.SIGTERM, lambda *_: runner.stop("stopped"))
+    signal.signal(signal.SIGINT, lambda *_: runner.stop("stopped"))
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    return runner.run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,463 @@
+"""The YAML job spec: what to run, on what, within which limits — validated by pydantic, errors name the line.
+
+A spec of just `name`, `runtime: process` and `command` is a valid CPU job for the local provider; everything
+else is optional. Unknown keys are errors (extra="forbid") so a typo like `max_hour:` never silently removes a
+cap. Errors point at the YAML line: the file is composed with PyYAML's node API (which keeps marks), and each
+pydantic error location is walked down that node tree to the line that holds the bad key or value.
+
+Secrets are *names* here; their values are read from the launching environment by gpuplan.launch and handed to
+the provider, never stored in the spec text, the database or a log.
+
+Nothing here imports a provider or the store.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import re
+import shlex
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from gpuplan.errors import UserError
+from gpuplan.units import parse_duration_hours, parse_size
+
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+RESERVED_ENV_PREFIX = "GPUPLAN_"
+RUNTIMES = ("auto", "process", "podman", "docker")
+
+
+class SpecError(UserError):
+    """The job spec is not valid; the message names the file and line of each problem."""
+
+
+# ---------------------------------------------------------------------------------------------- field types
+
+
+def _size(value: Any) -> int:
+    if value is None:
+        raise ValueError("a size is required here (like 7B, 1.3e9 or 125M)")
+    return parse_size(value)
+
+
+def _hours(value: Any) -> float:
+    return parse_duration_hours(value)
+
+
+def _money(value: Any) -> Decimal:
+    """Dollars as an exact Decimal; accepts 12, 12.5, "12.50" and "$12.50"."""
+    if isinstance(value, bool):
+        raise ValueError(f"expected an amount in dollars, not {value!r}")
+    text = str(value).strip().lstrip("$").replace(",", "")
+    try:
+        amount = Decimal(text)
+    except InvalidOperation as exc:
+        raise ValueError(f"expected an amount in dollars like 25 or 0.5, not {value!r}") from exc
+    if not amount.is_finite() or amount <= 0:
+        raise ValueError(f"an amount must be greater than zero, not {value!r}")
+    return amount
+
+
+def _str_list(value: Any) -> Any:
+    """`clouds: aws,gcp` and `clouds: [aws, gcp]` mean the same."""
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
+
+
+def _env_value(value: Any) -> Any:
+    """YAML turns `PORT: 8080` and `DEBUG: true` into int/bool; the environment only has strings."""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, (int, float)):
+        return str(value)
+    return value
+
+
+Size = Annotated[int, BeforeValidator(_size)]
+Hours = Annotated[float, BeforeValidator(_hours)]
+Money = Annotated[Decimal, BeforeValidator(_money)]
+StrList = Annotated[list[str], BeforeValidator(_str_list)]
+EnvValue = Annotated[str, BeforeValidator(_env_value)]
+EnvName = Annotated[str, AfterValidator(lambda key: _check_env_name(key, "env"))]
+SecretName = Annotated[str, AfterValidator(lambda key: _check_env_name(key, "secret"))]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=False)
+
+
+# ---------------------------------------------------------------------------------------------- sections
+
+
+class Resources(_Model):
+    """What machines the job needs. No `gpu` means a CPU job (fine for the local provider)."""
+
+    gpu: str | None = None
+    gpus_per_node: int | None = Field(default=None, ge=0, le=64)
+    nodes: int = Field(default=1, ge=1, le=1024)
+    spot: bool = False
+    clouds: StrList = Field(default_factory=list)
+    regions: StrList = Field(default_factory=list)
+    max_price_per_hour: Money | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _gpu_shorthand(cls, data: Any) -> Any:
+        """`gpu: H100:8` is `gpu: H100` with `gpus_per_node: 8` (the form SkyPilot users type)."""
+        if isinstance(data, dict) and isinstance(data.get("gpu"), str) and ":" in data["gpu"]:
+            name, _, count = data["gpu"].rpartition(":")
+            if count.strip().isdigit() and name.strip():
+                if data.get("gpus_per_node") not in (None, int(count)):
+                    raise ValueError(f"gpu {data['gpu']!r} says {count} per node but gpus_per_node says "
+                                     f"{data['gpus_per_node']}")
+                data = {**data, "gpu": name.strip(), "gpus_per_node": int(count)}
+        return data
+
+    @property
+    def total_gpus(self) -> int:
+        return (self.gpus_per_node or (1 if self.gpu else 0)) * self.nodes
+
+
+class Workload(_Model):
+    """What the job computes, for the estimate: a model (size, preset or config) and how many tokens."""
+
+    params: Size | None = None
+    model: str | None = None
+    model_config_path: str | None = Field(default=None, alias="model_config")
+    tokens: Size | None = None
+    samples: Size | None = None
+    epochs: float | None = Field(default=None, gt=0)
+    seq_len: int | None = Field(default=None, gt=0)
+    micro_batch: int | None = Field(default=None, gt=0)
+    global_batch: int | None = Field(default=None, gt=0)
+    precision: Literal["fp32", "tf32", "bf16", "fp16", "fp8"] = "bf16"
+    optimizer: Literal["adamw", "adam", "sgd", "adafactor", "adam8bit"] = "adamw"
+    sharding: Literal["none", "zero1", "zero2", "zero3", "fsdp"] = "none"
+    activation_checkpointing: bool = False
+    lora: int | None = Field(default=None, gt=0)
+    throughput: float | None = Field(default=None, gt=0, description="measured tokens/s per GPU")
+    mfu: float | None = Field(default=None, gt=0, le=1)
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, protected_namespaces=())
+
+    @field_validator("model")
+    @classmethod
+    def _known_preset(cls, value: str | None) -> str | None:
+        if value is not None:
+            from gpuplan.architecture import preset
+
+            preset(value)  # ValueError lists close matches
+        return value
+
+    @model_validator(mode="after")
+    def _one_model(self) -> Workload:
+        given = [k for k, v in (("params", self.params), ("model", self.model),
+                                ("model_config", self.model_config_path)) if v is not None]
+        if len(given) > 1:
+            raise ValueError(f"give one of params, model or model_config, not {' and '.join(given)}")
+        if self.samples is not None and self.seq_len is None:
+            raise ValueError("samples needs seq_len to turn into tokens")
+        return self
+
+    @property
+    def total_tokens(self) -> int | None:
+        """Tokens to train on: `tokens`, or samples x seq_len x epochs."""
+        if self.tokens is not None:
+            return self.tokens
+        if self.samples is not None and self.seq_len is not None:
+            return round(self.samples * self.seq_len * (self.epochs or 1))
+        return None
+
+
+class Limits(_Model):
+    """Hard caps: the job is stopped (state `capped`) when one is reached."""
+
+    budget_usd: Money | None = None
+    max_hours: Hours | None = None
+    deadline: dt.datetime | Hours | None = None
+
+    @field_validator("deadline", mode="before")
+    @classmethod
+    def _deadline(cls, value: Any) -> Any:
+        """An ISO time (`2025-07-01T12:00Z`) or a duration from launch (`48h`)."""
+        if value is None or isinstance(value, dt.datetime):
+            return value if value is None or value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
+        if isinstance(value, dt.date):
+            return dt.datetime.combine(value, dt.time(), tzinfo=dt.timezone.utc)
+        if isinstance(value, str) and re.match(r"^\d{4}-\d\d-\d\d", value.strip()):
+            parsed = dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+            return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.timezone.utc)
+        return parse_duration_hours(value, what="deadline")
+
+    def deadline_at(self, launched_at: dt.datetime) -> dt.datetime | None:
+        """The absolute deadline of a run launched at `launched_at`."""
+        if self.deadline is None:
+            return None
+        if isinstance(self.deadline, dt.datetime):
+            return self.deadline
+        return launched_at + dt.timedelta(hours=float(self.deadline))
+
+
+class Checkpoint(_Model):
+    """Where the job writes checkpoints and how often (`interval` in hours; `30m` accepted)."""
+
+    dir: str
+    interval: Hours | None = None
+
+
+class Schedule(_Model):
+    """When the scheduler should fire this job (used by `gpuplan schedule`)."""
+
+    cron: str
+    tz: str = "UTC"
+    window: str | None = Field(default=None, description="only start inside HH:MM-HH:MM (local to tz)")
+    max_price_per_hour: Money | None = None
+    spot_only: bool = False
+
+    @field_validator("cron")
+    @classmethod
+    def _cron(cls, value: str) -> str:
+        from croniter import croniter
+
+        if not croniter.is_valid(value):
+            raise ValueError(f"not a cron expression: {value!r} (five fields, like '0 2 * * *')")
+        return value
+
+    @field_validator("tz")
+    @classmethod
+    def _tz(cls, value: str) -> str:
+        import zoneinfo
+
+        try:
+            zoneinfo.ZoneInfo(value)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError) as exc:
+            raise ValueError(f"unknown time zone {value!r} (use an IANA name like Europe/Berlin)") from exc
+        return value
+
+    @field_validator("window")
+    @classmethod
+    def _window(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^([01]\d|2[0-3]):[0-5]\d-([01]\d|2[0-3]):[0-5]\d$", value.strip()):
+            raise ValueError(f"window must look like 22:00-06:00, not {value!r}")
+        return value.strip() if value else value
+
+
+class JobSpec(_Model):
+    """A job: only `name` and `command` (or `run`) are required."""
+
+    name: str = Field(min_length=1, max_length=200)
+    image: str | None = None
+    command: str | list[str] | None = None
+    run: str | None = None
+    runtime: Literal["auto", "process", "podman", "docker"] = "auto"
+    workdir: str | None = None
+    env: dict[EnvName, EnvValue] = Field(default_factory=dict)
+    secrets: list[SecretName] = Field(default_factory=list)
+    resources: Resources = Field(default_factory=Resources)
+    workload: Workload | None = None
+    limits: Limits = Field(default_factory=Limits)
+    checkpoint: Checkpoint | None = None
+    schedule: Schedule | None = None
+    project: str | None = Field(default=None, max_length=200)
+    labels: dict[str, EnvValue] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("name must not be blank")
+        return value
+
+    @field_validator("secrets")
+    @classmethod
+    def _secret_names(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError("a secret is listed twice")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> JobSpec:
+        if (self.command is None) == (self.run is None):
+            raise ValueError("give exactly one of command (one command) or run (a multi-line script)")
+        if isinstance(self.command, list) and not self.command:
+            raise ValueError("command must not be empty")
+        if isinstance(self.command, str) and not self.command.strip():
+            raise ValueError("command must not be empty")
+        if self.run is not None and not self.run.strip():
+            raise ValueError("run must not be empty")
+        if self.runtime in ("podman", "docker") and not self.image:
+            raise ValueError(f"runtime {self.runtime} needs an image")
+        clash = sorted(set(self.env) & set(self.secrets))
+        if clash:
+            raise ValueError(f"{', '.join(clash)} is both in env and in secrets")
+        return self
+
+    # ------------------------------------------------------------------------------------------ derived
+
+    @property
+    def shell_script(self) -> str:
+        """The job as `sh -c` text: a list command is joined with shlex; `run` gets `set -e` first."""
+        if self.run is not None:
+            return "set -e\n" + self.run
+        if isinstance(self.command, list):
+            return shlex.join(self.command)
+        assert self.command is not None
+        return self.command
+
+    @property
+    def argv(self) -> list[str]:
+        """The job as an argument vector: always through /bin/sh so `run` scripts and pipes work alike."""
+        return ["/bin/sh", "-c", self.shell_script]
+
+    def wants_container(self) -> bool:
+        """True when the job should run in a container (podman/docker, or auto with an image)."""
+        return self.runtime in ("podman", "docker") or (self.runtime == "auto" and bool(self.image))
+
+
+def _check_env_name(key: str, what: str) -> str:
+    if not ENV_NAME_RE.match(key):
+        raise ValueError(f"{what} name {key!r} is not a valid environment variable name")
+    if key.upper().startswith(RESERVED_ENV_PREFIX):
+        raise ValueError(f"{what} name {key!r} uses the reserved prefix {RESERVED_ENV_PREFIX} (gpuplan sets those)")
+    return key
+
+
+# ---------------------------------------------------------------------------------------------- loading
+
+
+def spec_hash(text: str) -> str:
+    """sha256 of the spec text as launched (what Run.spec_hash and Schedule.spec_hash hold)."""
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def load_spec(path: str | Path) -> JobSpec:
+    """Read and validate a job spec file; every problem is a SpecError naming `file:line`."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError as exc:
+        raise SpecError(f"job spec {path} does not exist") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(f"cannot read job spec {path}: {exc}") from exc
+    return parse_spec(text, source=str(path))
+
+
+def parse_spec(text: str, source: str = "<spec>") -> JobSpec:
+    """Validate YAML text as a JobSpec. Errors: `source:LINE: field.path: problem`, all on one line."""
+    import yaml
+
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = f":{mark.line + 1}" if mark is not None else ""
+        raise SpecError(f"{source}{line}: not valid YAML: {exc.problem or exc}") from exc
+    except yaml.YAMLError as exc:
+        raise SpecError(f"{source}: not valid YAML: {exc}") from exc
+    if node is None or data is None:
+        raise SpecError(f"{source}: the job spec is empty (needs at least name and command)")
+    if not isinstance(data, dict):
+        raise SpecError(f"{source}:{node.start_mark.line + 1}: a job spec is a mapping of keys (name:, command:, ...)")
+    duplicate = _find_duplicate_key(node)
+    if duplicate is not None:
+        key, line = duplicate
+        raise SpecError(f"{source}:{line}: {key}: key given twice")
+    try:
+        return JobSpec.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError("; ".join(_describe(err, node, source) for err in exc.errors())) from None
+
+
+def _describe(err: Any, root: Any, source: str) -> str:
+    loc = tuple(err.get("loc", ()))
+    line = _line_of(root, loc)
+    path = ".".join(str(p) for p in loc if _is_field(p)) or "spec"
+    kind = err.get("type")
+    if kind == "extra_forbidden":
+        message = f"unknown key {loc[-1]!r}" + _suggest(loc)
+    elif kind == "missing":
+        message = "required but missing"
+    else:
+        message = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+    return f"{source}:{line}: {path}: {message}"
+
+
+def _is_field(part: Any) -> bool:
+    """Pydantic puts union branch tags (`str`, `list[str]`, `function-after[...]`) in locations; skip them."""
+    return isinstance(part, int) or (isinstance(part, str) and not re.search(r"[\[\]]", part)
+                                     and part not in ("str", "int", "float", "bool", "datetime", "decimal"))
+
+
+def _line_of(root: Any, loc: tuple[Any, ...]) -> int:
+    """1-based line of the YAML node that `loc` points at (or the deepest node found on the way)."""
+    import yaml
+
+    node = root
+    for index, part in enumerate(loc):
+        if isinstance(node, yaml.MappingNode):
+            match = next(((k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == str(part)),
+                         None)
+            if match is None:
+                continue  # a union tag or a missing key: stay at this mapping
+            key_node, value_node = match
+            if index == len(loc) - 1:
+                return int(key_node.start_mark.line) + 1
+            node = value_node
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
+            node = node.value[part]
+    return int(node.start_mark.line) + 1
+
+
+def _find_duplicate_key(node: Any) -> tuple[str, int] | None:
+    """PyYAML keeps the last of two equal keys silently; a spec with `max_hours:` twice is a mistake."""
+    import yaml
+
+    if isinstance(node, yaml.MappingNode):
+        seen: set[str] = set()
+        for key, value in node.value:
+            if isinstance(key, yaml.ScalarNode):
+                if key.value in seen:
+                    return key.value, key.start_mark.line + 1
+                seen.add(key.value)
+            found = _find_duplicate_key(value)
+            if found:
+                return found
+    elif isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            found = _find_duplicate_key(item)
+            if found:
+                return found
+    return None
+
+
+def _suggest(loc: tuple[Any, ...]) -> str:
+    """`max_hour` -> did you mean max_hours?"""
+    import difflib
+
+    model: type[BaseModel] = JobSpec
+    for part in loc[:-1]:
+        field = model.model_fields.get(str(part))
+        annotation = getattr(field, "annotation", None) if field else None
+        candidates = [a for a in getattr(annotation, "__args__", (annotation,)) if isinstance(a, type)
+                      and issubclass(a, BaseModel)]
+        if not candidates:
+            return ""
+        model = candidates[0]
+    names = [f.alias or name for name, f in model.model_fields.items()]
+    close = difflib.get_close_matches(str(loc[-1]), names, n=1, cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else f" (known: {', '.join(names)})"

@@ -1,0 +1,258 @@
+"""The embedded default provider: this machine.
+
+Each node of a run is a detached wrapper process (`python -m gpuplan.jobs.runner NODE_DIR`, in a new session)
+that runs the job — in podman/docker when the spec has an image and a runtime works, else as a plain process —
+and writes NODE_DIR/exit.json when the job ends. Because the wrapper is not a child of the CLI's session,
+killing the CLI (even with -9) leaves the job running, and `describe` reads the truth from the node folder.
+
+A run with `nodes: N` starts N wrappers on 127.0.0.1 with the torchrun variables (rank 0 is the master, on a
+free port), so torch.distributed jobs really run multi-node here.
+
+The instance id is the node folder relative to the provider's root (`<run-id>/node-<rank>`), which lets
+`describe` and `terminate` work from ids alone, in a new process, without the database.
+
+Price: configurable (`price_per_hour`, default 0: this machine is already paid for); billed per second with no
+minimum.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from decimal import Decimal
+from pathlib import Path
+from typing import ClassVar
+
+from gpuplan.jobs.runner import LAUNCH_FILE, LOG_FILE, PID_FILE, NodeLaunch, read_exit
+from gpuplan.providers.base import (
+    Instance,
+    InstanceState,
+    LaunchRequest,
+    Provider,
+    ProviderError,
+)
+
+TAGS_FILE = "tags.json"
+STARTED_FILE = "started_at"
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1 for the rank-0 rendezvous (never a fixed port: tests run side by side)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie (our own child not yet reaped) is not alive.
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def _is_our_wrapper(pid: int, node_dir: Path) -> bool:
+    """The pid still belongs to this node's wrapper (pids are reused: check its command line)."""
+    if not _pid_alive(pid):
+        return False
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return True  # no /proc (not Linux): trust the pid
+    return str(node_dir).encode() in cmdline
+
+
+class LocalProvider(Provider):
+    """Runs jobs on this machine as detached processes or containers."""
+
+    name: ClassVar[str] = "local"
+    cloud: ClassVar[str] = "local"
+    min_billed_seconds: ClassVar[int] = 0
+
+    def __init__(self, root: str | Path | None = None, price_per_hour: Decimal | float | str | None = None,
+                 python: str | None = None) -> None:
+        from gpuplan.paths import runs_dir
+
+        self.root = Path(root) if root is not None else runs_dir()
+        env_price = os.environ.get("GPUPLAN_LOCAL_PRICE_PER_HOUR")
+        chosen = price_per_hour if price_per_hour is not None else env_price
+        self.price_per_hour = Decimal(str(chosen)) if chosen not in (None, "") else Decimal(0)
+        self.python = python or sys.executable
+
+    # ------------------------------------------------------------------------------------------ ids
+
+    def node_dir(self, instance_id: str) -> Path:
+        path = Path(instance_id)
+        return path if path.is_absolute() else self.root / path
+
+    def _instance_id(self, node_dir: Path) -> str:
+        try:
+            return str(node_dir.relative_to(self.root))
+        except ValueError:
+            return str(node_dir)
+
+    # ------------------------------------------------------------------------------------------ contract
+
+    def launch(self, request: LaunchRequest) -> list[Instance]:
+        """Start one wrapper per node; idempotent per run id (started nodes are returned, not started again)."""
+        run_dir = Path(request.run_dir)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        existing = {i.node_rank: i for i in self.list_tagged(request.run_id, include_ended=True)}
+        if len(existing) == request.nodes:
+            return [existing[r] for r in sorted(existing)]
+        master_port = int(request.options.get("master_port") or free_port())
+        argv = list(request.options.get("argv") or ["/bin/sh", "-c", request.command])
+        instances = []
+        for rank in range(request.nodes):
+            if rank in existing:
+                instances.append(existing[rank])
+                continue
+            node_dir = run_dir / f"node-{rank}"
+            node_dir.mkdir(parents=True, exist_ok=True)
+            launch = NodeLaunch(
+                run_id=request.run_id, name=request.name, argv=argv, run_dir=str(run_dir), node_rank=rank,
+                nnodes=request.nodes, nproc_per_node=max(int(request.gpus_per_node or 1), 1),
+                master_addr="127.0.0.1", master_port=master_port, runtime=request.runtime or "auto",
+                image=request.image, workdir=request.workdir, env=dict(request.env),
+                secret_names=sorted(request.secrets), gpus=int(request.gpus_per_node or 0),
+                max_hours=request.max_hours, checkpoint_dir=request.options.get("checkpoint_dir"),
+                source_dir=request.options.get("source_dir"),
+            )
+            (node_dir / LAUNCH_FILE).write_text(launch.to_json())
+            (node_dir / TAGS_FILE).write_text(json.dumps(request.tags()))
+            instances.append(self._spawn(node_dir, request, rank))
+        return instances
+
+    def _spawn(self, node_dir: Path, request: LaunchRequest, rank: int) -> Instance:
+        # Secrets travel only in the wrapper's environment; launch.json holds their names.
+        env = {**os.environ, **dict(request.secrets)}
+        started = dt.datetime.now(dt.timezone.utc)
+        try:
+            proc = subprocess.Popen(
+                [self.python, "-m", "gpuplan.jobs.runner", str(node_dir)],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=open(node_dir / "wrapper.err", "ab"),  # noqa: SIM115 - inherited by the child
+                env=env, cwd=str(node_dir), start_new_session=True, close_fds=True,
+            )
+        except OSError as exc:
+            raise ProviderError(f"could not start the local job wrapper: {exc}") from exc
+        (node_dir / PID_FILE).write_text(str(proc.pid))
+        (node_dir / STARTED_FILE).write_text(started.isoformat())
+        return self._instance(node_dir, InstanceState.RUNNING, run_id=request.run_id, rank=rank, launched=started,
+                              gpus=float(request.gpus_per_node or 0), tags=request.tags())
+
+    def _instance(self, node_dir: Path, state: str, *, run_id: str | None, rank: int,
+                  launched: dt.datetime | None, gpus: float = 0, tags: dict[str, str] | None = None,
+                  ended: dt.datetime | None = None, exit_code: int | None = None,
+                  reason: str | None = None) -> Instance:
+        return Instance(provider=self.name, instance_id=self._instance_id(node_dir), state=state, run_id=run_id,
+                        cloud=self.cloud, region="local", zone=socket.gethostname(), instance_type="localhost",
+                        gpu=None, gpu_count=gpus, node_rank=rank, price_per_hour=self.price_per_hour,
+                        launched_at=launched, ended_at=ended, exit_code=exit_code, state_reason=reason,
+                        tags=tags or {})
+
+    def describe(self, instance_ids: Sequence[str]) -> list[Instance]:
+        return [self._describe_one(self.node_dir(i)) for i in instance_ids]
+
+    def _describe_one(self, node_dir: Path) -> Instance:
+        if not (node_dir / LAUNCH_FILE).exists():
+            return self._instance(node_dir, InstanceState.TERMINATED, run_id=None, rank=0, launched=None,
+                                  reason="the node folder is gone")
+        launch = NodeLaunch.from_json((node_dir / LAUNCH_FILE).read_text())
+        tags = json.loads((node_dir / TAGS_FILE).read_text()) if (node_dir / TAGS_FILE).exists() else {}
+        launched = _read_time(node_dir / STARTED_FILE)
+        common = {"run_id": launch.run_id, "rank": launch.node_rank, "launched": launched,
+                  "gpus": float(launch.gpus), "tags": tags}
+        ended = read_exit(node_dir)
+        if ended is not None:
+            code = int(ended["exit_code"])
+            state = InstanceState.SUCCEEDED if code == 0 and not ended.get("reason") else InstanceState.FAILED
+            if ended.get("reason") in ("stopped", "max_hours"):
+                state = InstanceState.TERMINATED
+            return self._instance(node_dir, state, ended=_parse_time(ended.get("ended_at")), exit_code=code,
+                                  reason=ended.get("reason"), **common)  # type: ignore[arg-type]
+        pid = _read_pid(node_dir / PID_FILE)
+        if pid is not None and _is_our_wrapper(pid, node_dir):
+            return self._instance(node_dir, InstanceState.RUNNING, **common)  # type: ignore[arg-type]
+        if pid is None:
+            return self._instance(node_dir, InstanceState.PENDING, **common)  # type: ignore[arg-type]
+        # The wrapper died without recording an exit (killed -9, machine rebooted): the outcome is unknown.
+        return self._instance(node_dir, InstanceState.FAILED, reason="the job wrapper vanished without an exit code",
+                              ended=_mtime(node_dir / LOG_FILE), **common)  # type: ignore[arg-type]
+
+    def terminate(self, instance_ids: Sequence[str], grace_seconds: float = 15.0) -> None:
+        """SIGTERM each node's process group (the wrapper records `stopped`), SIGKILL what outlives the grace."""
+        groups = []
+        for instance_id in instance_ids:
+            node_dir = self.node_dir(instance_id)
+            pid = _read_pid(node_dir / PID_FILE)
+            if pid is None or read_exit(node_dir) is not None or not _is_our_wrapper(pid, node_dir):
+                continue
+            try:
+                os.killpg(pid, signal.SIGTERM)  # the wrapper leads its own session: pgid == pid
+                groups.append((pid, node_dir))
+            except ProcessLookupError:
+                continue
+        deadline = time.monotonic() + grace_seconds
+        while groups and time.monotonic() < deadline:
+            groups = [(pid, d) for pid, d in groups if read_exit(d) is None and _is_our_wrapper(pid, d)]
+            time.sleep(0.1)
+        for pid, _ in groups:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+
+    def list_tagged(self, run_id: str | None = None, *, include_ended: bool = False) -> list[Instance]:
+        """Every node folder under the root (of one run) whose wrapper is still live (or any, if include_ended)."""
+        pattern = f"{run_id}/node-*" if run_id else "*/node-*"
+        found = []
+        for launch_file in sorted(self.root.glob(f"{pattern}/{LAUNCH_FILE}")):
+            instance = self._describe_one(launch_file.parent)
+            if include_ended or instance.state not in InstanceState.GONE:
+                found.append(instance)
+        return found
+
+    def logs(self, instance: Instance, run_dir: str) -> str | None:
+        return str(self.node_dir(instance.instance_id) / LOG_FILE)
+
+
+def _read_pid(path: Path) -> int | None:
+    try:
+        return int(path.read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def _parse_time(text: str | None) -> dt.datetime | None:
+    if not text:
+        return None
+    value = dt.datetime.fromisoformat(text)
+    return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
+
+
+def _read_time(path: Path) -> dt.datetime | None:
+    try:
+        return _parse_time(path.read_text().strip())
+    except FileNotFoundError:
+        return None
+
+
+def _mtime(path: Path) -> dt.datetime | None:
+    try:
+        return dt.datetime.fromtimestamp(path.stat().st_mtime, dt.timezone.utc)
+    except FileNotFoundError:
+        return None

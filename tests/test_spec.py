@@ -1,0 +1,117 @@
+"""The job spec: what is accepted, and that every rejection names the YAML line."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from gpuplan.jobs.spec import JobSpec, SpecError, load_spec, parse_spec
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_minimal_cpu_job() -> None:
+    spec = parse_spec("name: hello\nruntime: process\ncommand: echo hi\n")
+    assert spec.name == "hello"
+    assert spec.argv == ["/bin/sh", "-c", "echo hi"]
+    assert spec.resources.nodes == 1 and spec.resources.gpu is None and spec.resources.total_gpus == 0
+    assert not spec.wants_container()
+
+
+def test_full_spec_with_sizes_durations_and_money() -> None:
+    spec = parse_spec(
+        """
+name: llama
+image: localhost/train:1
+run: |
+  python train.py --lr 3e-4
+  echo done
+env: {PORT: 8080, DEBUG: true, MODE: fast}
+secrets: [HF_TOKEN, WANDB_API_KEY]
+resources:
+  gpu: H100:8
+  nodes: 2
+  spot: true
+  clouds: aws, gcp
+  regions: [us-*]
+  max_price_per_hour: "$40"
+workload:
+  model: llama-2-7b
+  tokens: 2T
+  seq_len: 4096
+  precision: bf16
+limits:
+  budget_usd: 5000
+  max_hours: 90m
+  deadline: 2030-01-01T12:00:00Z
+checkpoint: {dir: /ckpt, interval: 30m}
+schedule: {cron: "0 2 * * *", tz: Europe/Berlin, window: "22:00-06:00", spot_only: true}
+project: research
+labels: {team: nlp}
+"""
+    )
+    assert spec.resources.gpu == "H100" and spec.resources.gpus_per_node == 8 and spec.resources.total_gpus == 16
+    assert spec.resources.clouds == ["aws", "gcp"]
+    assert spec.resources.max_price_per_hour == Decimal("40")
+    assert spec.workload is not None and spec.workload.tokens == 2 * 10**12
+    assert spec.limits.max_hours == 1.5 and spec.limits.budget_usd == Decimal(5000)
+    assert spec.limits.deadline == dt.datetime(2030, 1, 1, 12, tzinfo=dt.timezone.utc)
+    assert spec.checkpoint is not None and spec.checkpoint.interval == 0.5
+    assert spec.env == {"PORT": "8080", "DEBUG": "1", "MODE": "fast"}
+    assert spec.shell_script.startswith("set -e\npython train.py")
+    assert spec.wants_container()
+
+
+@pytest.mark.parametrize(("value", "expected"), [("7B", 7 * 10**9), ("1.3e9", 1_300_000_000), ("125M", 125 * 10**6),
+                                                 (350_000_000, 350_000_000)])
+def test_sizes(value: object, expected: int) -> None:
+    spec = parse_spec(f"name: x\ncommand: a\nworkload:\n  params: {value}\n  tokens: 2T\n")
+    assert spec.workload is not None and spec.workload.params == expected
+
+
+def test_deadline_relative_to_launch() -> None:
+    spec = parse_spec("name: x\ncommand: a\nlimits: {deadline: 48h}\n")
+    start = dt.datetime(2025, 1, 1, tzinfo=dt.timezone.utc)
+    assert spec.limits.deadline_at(start) == start + dt.timedelta(hours=48)
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "fragment"),
+    [
+        ("name: x\ncommand: a\nresources:\n  gpu: A100\n  max_hour: 3\n", 5, "unknown key 'max_hour'"),
+        ("name: x\ncommand: a\nlimts:\n  max_hours: 1\n", 3, "did you mean limits"),
+        ("name: x\ncommand: a\nworkload:\n  params: 7Q\n", 4, "7B, 1.3e9"),
+        ("name: x\ncommand: a\nresources:\n  nodes: 0\n", 4, "greater than or equal to 1"),
+        ("name: x\ncommand: a\nenv:\n  A: 1\n  1B: x\n", 5, "not a valid environment variable"),
+        ("name: x\ncommand: a\nsecrets:\n  - OK\n  - GPUPLAN_X\n", 5, "reserved prefix"),
+        ("name: x\ncommand: a\nname: y\n", 3, "given twice"),
+        ("name: [x\n", 2, "not valid YAML"),
+        ("name: x\ncommand: a\nschedule:\n  cron: nope\n", 4, "cron"),
+        ("name: x\ncommand: a\nworkload: {model: gpt3}\n", 3, "unknown model preset"),
+        ("name: x\ncommand: a\nlimits:\n  budget_usd: -5\n", 4, "greater than zero"),
+        ("name: x\nruntime: podman\ncommand: a\n", 1, "needs an image"),
+        ("name: x\n", 1, "exactly one of command"),
+        ("command: a\n", 1, "name: required"),
+    ],
+)
+def test_errors_name_the_line(text: str, line: int, fragment: str) -> None:
+    with pytest.raises(SpecError) as info:
+        parse_spec(text, source="job.yaml")
+    message = str(info.value)
+    assert message.startswith(f"job.yaml:{line}: "), message
+    assert fragment in message, message
+    assert "\n" not in message
+
+
+def test_missing_file_is_a_user_error(tmp_path: Path) -> None:
+    with pytest.raises(SpecError, match="does not exist"):
+        load_spec(tmp_path / "nope.yaml")
+
+
+def test_examples_are_valid() -> None:
+    examples = sorted((ROOT / "examples").glob("*.yaml"))
+    assert examples, "examples/ holds job specs"
+    for path in examples:
+        assert isinstance(load_spec(path), JobSpec)
