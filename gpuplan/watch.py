@@ -238,7 +238,16 @@ def runs_to_watch(store: Any) -> list[str]:
 
 
 def watch_all(store: Any, *, provider_factory: ProviderFactory | None = None) -> list[WatchResult]:
-    """One pass of `gpuplan watch` over every run that needs looking after; one run's error never stops the rest."""
+    """One pass of `gpuplan watch` over every run that needs looking after; one run's error never stops the rest.
+
+    Budgets first: live runs covered by an exhausted budget become `capped` (committed), and the per-run pass
+    below then stops their machines.
+    """
+    from gpuplan.budgets import enforce
+
+    with store.session() as session:
+        for action in enforce(session, utcnow()):
+            log.info("run %s capped: %s", action.run_id, action.reason)
     results = []
     for run_id in runs_to_watch(store):
         try:
