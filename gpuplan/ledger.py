@@ -91,6 +91,8 @@ def spend(
         chunk = query.chunk_sql()
         for lo, hi in query.chunks(conn):
             for k, micros, billed_us, n in conn.execute(chunk[0], {**chunk[1], "lo": lo, "hi": hi}):
+                if not n:  # an empty slice (a plain aggregate still returns its one row)
+                    continue
                 entry = groups.setdefault((lo if unit else None, _key(key, k)), [Decimal(0), Decimal(0), 0])
                 entry[0] += Decimal(int(micros)) / costing.MICROS
                 entry[1] += Decimal(int(billed_us)) / costing.MICROS
@@ -114,6 +116,16 @@ def _key(key: str | None, value: Any) -> str | None:
     return NO_VALUE if value is None or value == "" else str(value)
 
 
+def _utc(value: Any) -> dt.datetime | None:
+    """A timestamp as the driver returns it (SQLite: SQLAlchemy's 'YYYY-MM-DD HH:MM:SS.ffffff' text in UTC;
+    PostgreSQL: an aware datetime) as an aware UTC datetime, without the generic per-column result processing."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = dt.datetime.fromisoformat(value)
+    return value.replace(tzinfo=periods.UTC) if value.tzinfo is None else value.astimezone(periods.UTC)
+
+
 @dataclass(frozen=True)
 class _Row:
     """An instance row as costing.split_cost wants it."""
@@ -127,8 +139,8 @@ class _Row:
 def _add_slices(groups: dict[tuple[dt.datetime | None, str | None], list[Any]], row: Any, *, now: dt.datetime,
                 since: dt.datetime | None, until: dt.datetime | None, unit: str | None, key: str | None) -> bool:
     """Cut one instance at the window and bucket edges and add its slices inside the window to `groups`."""
-    inst = _Row(Decimal(str(row.price_per_hour)), int(row.min_billed_seconds or 0), row.launched_at,
-                row.terminated_at)
+    inst = _Row(Decimal(str(row.price_per_hour)), int(row.min_billed_seconds or 0), _utc(row.launched_at),
+                _utc(row.terminated_at))
     end = max(inst.terminated_at or now, inst.launched_at)
     lo = inst.launched_at if since is None else max(inst.launched_at, since)
     hi = end if until is None else min(end, until)
@@ -282,7 +294,8 @@ class _Query:
         # The fence (LIMIT/OFFSET) keeps the planner from inlining the subquery, which would recompute the
         # timestamp arithmetic for every use of `us` (several times slower).
         fence = " LIMIT -1 OFFSET 0" if self.dialect == "sqlite" else " OFFSET 0"
-        sql = f"SELECT k, SUM({cost}), SUM(us), COUNT(*) FROM ({inner}{fence}) AS x GROUP BY k"
+        group = " GROUP BY k" if self.key else ""  # without a key: a plain aggregate, no sorter at all
+        sql = f"SELECT {'k' if self.key else 'NULL'}, SUM({cost}), SUM(us), COUNT(*) FROM ({inner}{fence}) AS x{group}"
         stmt = self._text(sql).bindparams(bindparam("lo", type_=UTCDateTime), bindparam("hi", type_=UTCDateTime))
         return stmt, self._params()
 
@@ -299,12 +312,8 @@ class _Query:
         source, where = self._from_where()
         if only_straddlers:
             where.append(f"NOT {self._simple_condition('COALESCE(i.terminated_at, :now)')}")
-        from gpuplan.store.types import Money, UTCDateTime
-
         sql = (f"SELECT i.price_per_hour AS price_per_hour, i.min_billed_seconds AS min_billed_seconds, "
                f"i.launched_at AS launched_at, i.terminated_at AS terminated_at, {self._key_sql()} AS k "
                f"FROM {source}" + (f" WHERE {' AND '.join(where)}" if where else ""))
-        stmt = self._text(sql).columns(
-            price_per_hour=Money, launched_at=UTCDateTime, terminated_at=UTCDateTime)
-        return stmt, self._params()
+        return self._text(sql), self._params()
 
