@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "budget": ("gpuplan.commands.budget:budget", "Spending caps per month/week/total that launch and watch enforce."),
     "catalog": ("gpuplan.commands.catalog:catalog", "Refresh the GPU price catalog from the clouds' price APIs."),
     "db": ("gpuplan.commands.db:db", "Inspect and upgrade the gpuplan database."),
+    "estimate": ("gpuplan.commands.estimate:estimate_command", "Estimate FLOPs, memory, hours of a training job."),
     "launch": ("gpuplan.commands.launch:launch", "Launch a job spec and follow it to the end."),
     "logs": ("gpuplan.commands.logs:logs", "Print (or follow) a run's job log."),
     "prices": ("gpuplan.commands.prices:prices", "Compare GPU offers across clouds and regions."),

@@ -8,6 +8,7 @@ The formulas live in gpuplan.estimating (flops, memory, mfu, comms), each citing
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -106,7 +107,8 @@ class Hardware:
         if nodes is not None and per_node is not None and nodes * per_node != self.gpus:
             raise ValueError(f"{self.gpus} GPUs do not split into {nodes} nodes x {per_node} GPUs")
         if nodes is None and per_node is None:
-            per_node = min(self.gpus, 8)
+            # The largest node of up to 8 GPUs that the count splits into (12 -> 2 x 6): clouds sell 1-8 per node.
+            per_node = max(d for d in range(1, 9) if self.gpus % d == 0)
         if per_node is None:
             assert nodes is not None
             if self.gpus % nodes:
@@ -285,22 +287,28 @@ def min_gpus(workload: Workload, gpu: GpuSpec, *, gpus_per_node: int = 8, max_gp
 
 
 def _fit_hint(workload: Workload, hardware: Hardware) -> str:
-    """What would fit: more GPUs with this sharding, ZeRO-3 across M, checkpointing, or a bigger GPU."""
+    """What would fit: more GPUs with these settings, ZeRO-3 across M, and checkpointing if that is needed too."""
     gpu, per_node = hardware.gpu, hardware.per_node
     options = []
     needed = min_gpus(workload, gpu, gpus_per_node=per_node)
     if needed is not None and needed > hardware.gpus:
         options.append(f"needs at least {needed} x {gpu.name}")
-    if workload.mode == "train" and workload.sharding not in ("zero3", "fsdp"):
-        z3 = min_gpus(workload, gpu, gpus_per_node=per_node, sharding="zero3")
-        if z3 is not None:
-            options.append(f"zero3 across {z3} x {gpu.name}")
-    if workload.mode == "train" and not workload.activation_checkpointing:
+    if workload.mode == "train":
         shape = shape_of(workload.params, workload.architecture)
-        if _memory(workload, shape, hardware.gpus, checkpointing=True).total <= gpu.memory_gb:
-            options.append("--activation-checkpointing")
+        if not workload.activation_checkpointing and \
+                _memory(workload, shape, hardware.gpus, checkpointing=True).total <= gpu.memory_gb:
+            options.append(f"--activation-checkpointing on {hardware.gpus} x {gpu.name}")
+        if workload.sharding not in ("zero3", "fsdp"):
+            z3 = min_gpus(workload, gpu, gpus_per_node=per_node, sharding="zero3")
+            if z3 is not None:
+                options.append(f"zero3 across {z3} x {gpu.name}")
+        if not options and not workload.activation_checkpointing:
+            both = min_gpus(replace(workload, sharding="zero3", activation_checkpointing=True), gpu,
+                            gpus_per_node=per_node)
+            if both is not None:
+                options.append(f"zero3 with --activation-checkpointing across {both} x {gpu.name}")
     if not options:
-        return f"does not fit on any number of {gpu.name} with these settings"
+        return f"does not fit on any number of {gpu.name} with these settings; try a GPU with more memory"
     return "does not fit: " + ", or ".join(options)
 
 
@@ -325,10 +333,14 @@ def estimate(workload: Workload, hardware: Hardware, throughput: Throughput | No
     if shape.inferred:
         assumptions.append(f"shape inferred from N: {shape.layers} layers x hidden {shape.hidden}")
 
-    # Per-GPU compute rate on one node.
+    global_batch = workload.global_batch or default_global_batch(workload.params, workload.seq_len)
+    if workload.global_batch is None:
+        assumptions.append(f"global batch {global_batch} sequences (typical for the size; set --global-batch)")
+
+    # Per-GPU compute rate.
     if throughput is None:
-        prior = mfu_prior(gpu, matmul_params=shape.matmul_params, precision=workload.precision,
-                          nodes=hardware.node_count, recompute_ratio=fpt.model / fpt.hardware)
+        prior = mfu_prior(gpu, matmul_params=shape.matmul_params, precision=workload.precision, gpus=gpus,
+                          global_batch=global_batch, recompute_ratio=fpt.model / fpt.hardware)
         mfu, source, detail = prior.mfu, "default", prior.detail()
         tps = mfu * peak * 1e12 / fpt.model
     elif throughput.tokens_per_s_per_gpu is not None:
@@ -339,18 +351,16 @@ def estimate(workload: Workload, hardware: Hardware, throughput: Throughput | No
         mfu, source, detail = throughput.mfu, throughput.source, throughput.detail
         tps = mfu * peak * 1e12 / fpt.model
 
-    global_batch = workload.global_batch or default_global_batch(workload.params, workload.seq_len)
-    global_batch = max(global_batch, gpus * workload.micro_batch)
-    if workload.global_batch is None:
-        assumptions.append(f"global batch {global_batch} sequences (typical for the size; set --global-batch)")
     step_tokens_per_gpu = global_batch * workload.seq_len / gpus
-    micro_tokens = workload.micro_batch * workload.seq_len
+    # With fewer sequences per step than GPUs, GPUs share a sequence (model parallel): a micro-step is the step.
+    micro_tokens = min(workload.micro_batch * workload.seq_len, step_tokens_per_gpu)
     grad_bytes = trainable * memory.weight_bytes(workload.precision)
+    model_parallel = max(1, math.ceil(gpus / global_batch))  # GPUs sharing one sequence
     network = hardware.network_gbps or comms.default_network_gbps(gpu)
     comm = comms.scaling_efficiency(
         gpu=gpu, gpus_per_node=hardware.per_node, nodes=hardware.node_count, network_gbps=network,
         grad_bytes=grad_bytes, step_compute_s=step_tokens_per_gpu / tps, microbatch_compute_s=micro_tokens / tps,
-        full_shard=workload.sharding in ("zero3", "fsdp"),
+        full_shard=workload.sharding in ("zero3", "fsdp"), model_parallel=model_parallel,
     )
     effective_tps = tps * comm.efficiency
     wall_s = workload.tokens / (effective_tps * gpus)
@@ -420,3 +430,40 @@ def with_gpus(hardware: Hardware, gpus: int) -> Hardware:
     """The same hardware with a different GPU count (nodes recomputed); used to answer the minimum setup."""
     per_node = min(gpus, hardware.per_node)
     return replace(hardware, gpus=gpus, nodes=None, gpus_per_node=per_node)
+
+
+def estimate_for_job(job_workload: Any, *, gpu: str, gpus_per_node: int, nodes: int,
+                     throughput: Throughput | None = None) -> Estimate:
+    """The estimate for a job spec's `workload` section on `nodes` x `gpus_per_node` GPUs of type `gpu`.
+
+    The adapter `gpuplan.launch` calls (duck-typed on gpuplan.jobs.spec.Workload, so this module does not import
+    the job spec). The workload's own `throughput` / `mfu` are the user's numbers; otherwise `throughput`, else
+    the default prior. Reads the model's config.json when the spec names one (the only I/O here); raises
+    ValueError when the workload says nothing about the model or the tokens.
+    """
+    from gpuplan.architecture import load_hf_config, preset
+    from gpuplan.gpus import resolve_gpu
+
+    arch: Architecture | None = None
+    if getattr(job_workload, "model", None):
+        arch = preset(job_workload.model)
+    elif getattr(job_workload, "model_config_path", None):
+        arch = load_hf_config(job_workload.model_config_path)
+    params = arch.param_count() if arch is not None else getattr(job_workload, "params", None)
+    tokens = getattr(job_workload, "total_tokens", None)
+    if not params or not tokens:
+        raise ValueError("the workload needs a model (params, model or model_config) and tokens")
+    seq_len = job_workload.seq_len or (min(arch.max_seq_len, 4096) if arch else 2048)
+    workload = Workload(
+        params=int(params), tokens=int(tokens), architecture=arch, seq_len=seq_len,
+        global_batch=job_workload.global_batch, micro_batch=job_workload.micro_batch or 1,
+        precision=job_workload.precision, optimizer=job_workload.optimizer, sharding=job_workload.sharding,
+        activation_checkpointing=job_workload.activation_checkpointing, lora_rank=job_workload.lora,
+    )
+    if getattr(job_workload, "throughput", None):
+        throughput = Throughput(tokens_per_s_per_gpu=job_workload.throughput, source="user",
+                                detail="workload.throughput")
+    elif getattr(job_workload, "mfu", None):
+        throughput = Throughput(mfu=job_workload.mfu, source="user", detail="workload.mfu")
+    hardware = Hardware(resolve_gpu(gpu), gpus=gpus_per_node * nodes, nodes=nodes, gpus_per_node=gpus_per_node)
+    return estimate(workload, hardware, throughput)

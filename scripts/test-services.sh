@@ -5,6 +5,9 @@
 set -euo pipefail
 
 PACKAGES=(
+  # Slurm: tests/slurmhelp.py starts a throwaway one-node cluster (scripts/start_slurm.sh); slurmdbd and MariaDB
+  # give it accounting so the sacct path is tested too.
+  slurm-wlm munge slurmdbd mariadb-server
 )
 
 missing=()
@@ -20,5 +23,5 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "test-services: installing ${missing[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq >/dev/null
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  apt-get install -o DPkg::Lock::Timeout=300 -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
