@@ -243,11 +243,7 @@ def watch_all(store: Any, *, provider_factory: ProviderFactory | None = None) ->
     Budgets first: live runs covered by an exhausted budget become `capped` (committed), and the per-run pass
     below then stops their machines.
     """
-    from gpuplan.budgets import enforce
-
-    with store.session() as session:
-        for action in enforce(session, utcnow()):
-            log.info("run %s capped: %s", action.run_id, action.reason)
+    enforce_budgets(store)
     results = []
     for run_id in runs_to_watch(store):
         try:
@@ -255,3 +251,15 @@ def watch_all(store: Any, *, provider_factory: ProviderFactory | None = None) ->
         except ProviderError as exc:
             log.warning("watch %s: %s", run_id, exc)
     return results
+
+
+def enforce_budgets(store: Any, now: dt.datetime | None = None) -> list[Any]:
+    """Cap (state `capped`, committed) every live run covered by an exhausted budget; `watch_run` then stops
+    the machines of a capped run. Returns the budgets' CapActions."""
+    from gpuplan.budgets import enforce
+
+    with store.session() as session:
+        actions = enforce(session, now or utcnow())
+    for action in actions:
+        log.info("run %s capped: %s", action.run_id, action.reason)
+    return actions

@@ -80,3 +80,16 @@ def test_watch_caps_runs_when_a_budget_is_exhausted(tmp_path: Path) -> None:
             assert all(i.terminated_at is not None for i in s.query(Instance).filter_by(run_id=run_id))
     finally:
         store.close()
+
+
+@pytest.mark.timeout(120)
+def test_a_followed_launch_is_capped_by_its_budget(tmp_path: Path) -> None:
+    job = spec(tmp_path, "sleep 60")
+    assert run_cli("budget", "set", "tiny", "--amount", "0.001", "--period", "month", "--project", "lab"
+                   ).exit_code == 0
+    started = time.monotonic()
+    out = run_cli("launch", str(job), "-y", "--force", "--json", "--interval", "0.2", env=PRICE)
+    assert out.exit_code == 1  # followed to its end, which is not `succeeded`
+    summary = out.json()
+    assert summary["state"] == "capped" and "budget 'tiny' exhausted" in summary["state_reason"]
+    assert time.monotonic() - started < 30  # capped within a budget check or two, not after the 60 s job
