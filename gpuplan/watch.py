@@ -252,7 +252,12 @@ def runs_to_watch(store: Any) -> list[str]:
 
 
 def watch_all(store: Any, *, provider_factory: ProviderFactory | None = None) -> list[WatchResult]:
-    """One pass of `gpuplan watch` over every run that needs looking after; one run's error never stops the rest."""
+    """One pass of `gpuplan watch` over every run that needs looking after; one run's error never stops the rest.
+
+    Budgets first: live runs covered by an exhausted budget become `capped` (committed), and the per-run pass
+    below then stops their machines.
+    """
+    enforce_budgets(store)
     results = []
     for run_id in runs_to_watch(store):
         try:
@@ -260,3 +265,15 @@ def watch_all(store: Any, *, provider_factory: ProviderFactory | None = None) ->
         except ProviderError as exc:
             log.warning("watch %s: %s", run_id, exc)
     return results
+
+
+def enforce_budgets(store: Any, now: dt.datetime | None = None) -> list[Any]:
+    """Cap (state `capped`, committed) every live run covered by an exhausted budget; `watch_run` then stops
+    the machines of a capped run. Returns the budgets' CapActions."""
+    from gpuplan.budgets import enforce
+
+    with store.session() as session:
+        actions = enforce(session, now or utcnow())
+    for action in actions:
+        log.info("run %s capped: %s", action.run_id, action.reason)
+    return actions

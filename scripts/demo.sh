@@ -16,3 +16,11 @@ step prices --gpu A100 --spot --sort price-per-tflop --limit 5
 step estimate --model llama-2-7b --tokens 200B --gpu H100 --gpus 16 --sharding zero3 --global-batch 512
 step estimate --params 70B --tokens 1T --gpu A100-80GB --gpus 64
 step estimate --model gpt2 --tokens 10B --gpu A10G --json
+
+# The books: a monthly budget, what was spent, and a plot (issue 9).
+step budget set demo-month --amount 50 --period month
+step budget status
+step report --by month
+step report --by run --format markdown
+step report --accuracy
+step report --by project --plot "${GPUPLAN_HOME:-.}/spend.png"
