@@ -20,11 +20,17 @@ from gpuplan.context import AppContext
 
 # name -> ("module:attribute", one-line help shown by `gpuplan --help` without importing the module).
 COMMANDS: dict[str, tuple[str, str]] = {
+    "budget": ("gpuplan.commands.budget:budget", "Spending caps per month/week/total that launch and watch enforce."),
+    "catalog": ("gpuplan.commands.catalog:catalog", "Refresh the GPU price catalog from the clouds' price APIs."),
     "db": ("gpuplan.commands.db:db", "Inspect and upgrade the gpuplan database."),
     "launch": ("gpuplan.commands.launch:launch", "Launch a job spec and follow it to the end."),
-    "runs": ("gpuplan.commands.runs:runs", "List runs with state, duration, cost and throughput."),
-    "status": ("gpuplan.commands.status:status", "Show one run's state, progress, ETA and cost."),
     "logs": ("gpuplan.commands.logs:logs", "Print (or follow) a run's job log."),
+    "prices": ("gpuplan.commands.prices:prices", "Compare GPU offers across clouds and regions."),
+    "report": ("gpuplan.commands.report:report", "Spend by period/project/cloud/GPU, estimate vs actual, plots."),
+    "runs": ("gpuplan.commands.runs:runs", "List runs with state, duration, cost and throughput."),
+    "schedule": ("gpuplan.commands.schedule:schedule", "Run a job spec on a cron schedule."),
+    "scheduler": ("gpuplan.commands.scheduler:scheduler", "Fire due schedules: the loop (run) or one tick."),
+    "status": ("gpuplan.commands.status:status", "Show one run's state, progress, ETA and cost."),
     "stop": ("gpuplan.commands.stop:stop", "Stop a run and terminate its machines."),
     "watch": ("gpuplan.commands.watch:watch", "Enforce caps and settle detached runs (loop or --once)."),
 }

@@ -7,7 +7,8 @@ The rule travels with each instance row (`min_billed_seconds`), so a report neve
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Protocol
 
@@ -43,3 +44,71 @@ def instance_cost(instance: BilledInstance, now: dt.datetime) -> Decimal:
 def total_cost(instances: Iterable[BilledInstance], now: dt.datetime) -> Decimal:
     """Sum of instance costs: a run's cost, a project's, a budget's spend."""
     return sum((instance_cost(i, now) for i in instances), Decimal(0))
+
+
+# --- Splitting an instance's cost at period edges ---------------------------------------------------------
+#
+# Reports and budgets need "how much of this instance's cost fell in November". The billed time is the actual
+# interval [launched_at, end) plus, when the instance ran less than the cloud's minimum, a top-up that belongs
+# to the *start* (the minimum is owed the moment the machine starts). Each slice's cost is the difference of
+# the quantized cumulative cost at its two edges, so the slices of one instance always add up to exactly
+# `instance_cost` (no cent drifts between a monthly report and the per-run total).
+
+MICROS = 1_000_000
+MICROS_PER_HOUR = 3600 * MICROS
+
+
+@dataclass(frozen=True)
+class CostSlice:
+    """The part of one instance's bill that falls in [start, end) (None = unbounded on that side)."""
+
+    start: dt.datetime | None
+    end: dt.datetime | None
+    seconds: Decimal
+    cost: Decimal
+
+
+def exact_seconds(delta: dt.timedelta) -> Decimal:
+    """A timedelta as exact Decimal seconds (no float round trip)."""
+    return Decimal(delta.days * 86400 + delta.seconds) + Decimal(delta.microseconds) / MICROS
+
+
+def _cumulative_seconds(instance: BilledInstance, t: dt.datetime, now: dt.datetime) -> Decimal:
+    """Billed seconds of `instance` that fall before time `t` (the minimum's top-up sits at the launch)."""
+    if t <= instance.launched_at:
+        return Decimal(0)
+    end = max(instance.terminated_at or now, instance.launched_at)
+    actual = exact_seconds(end - instance.launched_at)
+    top_up = max(Decimal(instance.min_billed_seconds) - actual, Decimal(0))
+    return top_up + exact_seconds(min(t, end) - instance.launched_at)
+
+
+def split_cost(instance: BilledInstance, edges: Sequence[dt.datetime], now: dt.datetime) -> list[CostSlice]:
+    """Cut an instance's bill at sorted `edges`: len(edges) + 1 slices, from (-inf, edges[0]) to [edges[-1], inf).
+
+    The slices' costs sum exactly to `instance_cost(instance, now)` and their seconds to `billed_seconds`.
+    """
+    price = Decimal(instance.price_per_hour)
+    bounds: list[dt.datetime | None] = [None, *edges, None]
+    cum_seconds = [Decimal(0)] + [_cumulative_seconds(instance, e, now) for e in edges]
+    cum_cost = [(price * s / SECONDS_PER_HOUR).quantize(CENT_PRECISION) for s in cum_seconds]
+    cum_seconds.append(max(billed_seconds(instance, now), cum_seconds[-1]))
+    cum_cost.append(instance_cost(instance, now))
+    return [
+        CostSlice(bounds[i], bounds[i + 1], cum_seconds[i + 1] - cum_seconds[i], cum_cost[i + 1] - cum_cost[i])
+        for i in range(len(bounds) - 1)
+    ]
+
+
+def cost_micros(price_micros_per_hour: int, billed_micros: int) -> int:
+    """The same rule in integers (micro-dollars, microseconds): what the report's SQL computes per row.
+
+    price x seconds / 3600, rounded half-to-even to the micro-dollar like `instance_cost`'s quantize. Split
+    into whole hours and a remainder so the product stays inside 64-bit integers for any price below
+    $2,500/hour (SQLite and PostgreSQL bigint).
+    """
+    hours, rest = divmod(billed_micros, MICROS_PER_HOUR)
+    quotient, remainder = divmod(price_micros_per_hour * rest, MICROS_PER_HOUR)
+    if 2 * remainder > MICROS_PER_HOUR or (2 * remainder == MICROS_PER_HOUR and quotient % 2 == 1):
+        quotient += 1
+    return price_micros_per_hour * hours + quotient

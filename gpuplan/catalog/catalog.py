@@ -1,0 +1,150 @@
+"""The catalog the planner and `gpuplan prices` hold: every offer parsed once, newest source per cloud.
+
+No global state: a Catalog is a value the caller keeps for as long as it wants the same prices (the planner
+loads one and iterates it for every candidate; each CLI invocation loads its own).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import fnmatch
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
+from decimal import Decimal
+from types import MappingProxyType
+
+from gpuplan.catalog.gpu_names import CANONICAL_GPUS, KNOWN_CLOUDS
+from gpuplan.catalog.offer import Offer
+from gpuplan.catalog.snapshot import load_shipped, shipped_info
+from gpuplan.catalog.stored import read_newest
+from gpuplan.errors import UserError
+
+STALE_AFTER = dt.timedelta(days=7)
+
+
+@dataclass(frozen=True)
+class CatalogSource:
+    """Where one cloud's offers come from: the shipped snapshot or a stored refresh."""
+
+    cloud: str
+    source: str
+    fetched_at: dt.datetime
+    offer_count: int
+    snapshot_id: int | None = None  # None: the snapshot shipped in the package
+
+    @property
+    def shipped(self) -> bool:
+        return self.snapshot_id is None
+
+    def age(self, now: dt.datetime | None = None) -> dt.timedelta:
+        return (now or dt.datetime.now(dt.timezone.utc)) - self.fetched_at
+
+    def is_stale(self, now: dt.datetime | None = None) -> bool:
+        return self.age(now) > STALE_AFTER
+
+
+class Catalog:
+    """Offers of the chosen clouds, each cloud from its newest source (a stored refresh, else the shipped file)."""
+
+    __slots__ = ("_by_gpu", "offers", "sources")
+
+    def __init__(self, offers: Iterable[Offer], sources: dict[str, CatalogSource]) -> None:
+        self.offers: tuple[Offer, ...] = tuple(offers)
+        self.sources = MappingProxyType(dict(sources))
+        by_gpu: dict[str, list[Offer]] = {}
+        for offer in self.offers:
+            by_gpu.setdefault(offer.gpu, []).append(offer)
+        self._by_gpu = MappingProxyType({gpu: tuple(group) for gpu, group in by_gpu.items()})
+
+    @classmethod
+    def load(cls, db_url: str | None = None, clouds: Collection[str] | None = None) -> Catalog:
+        """Load the newest offers per cloud: a complete stored refresh if it is newer than the shipped snapshot."""
+        wanted = _check_clouds(clouds)
+        info = shipped_info()
+        stored = {
+            cloud: entry for cloud, entry in read_newest(db_url, wanted).items()
+            if entry[0].fetched_at >= info.fetched_at
+        }
+        shipped_clouds = frozenset(c for c in wanted if c not in stored)
+        shipped_offers = load_shipped(shipped_clouds, info=info) if shipped_clouds else []
+        offers: list[Offer] = []
+        sources: dict[str, CatalogSource] = {}
+        for cloud in wanted:
+            if cloud in stored:
+                snap, cloud_offers = stored[cloud]
+                sources[cloud] = CatalogSource(cloud, snap.source, snap.fetched_at, len(cloud_offers), snap.id)
+            else:
+                cloud_offers = [o for o in shipped_offers if o.cloud == cloud]
+                sources[cloud] = CatalogSource(cloud, info.source, info.fetched_at, len(cloud_offers))
+            offers.extend(cloud_offers)
+        return cls(offers, sources)
+
+    def gpus(self) -> frozenset[str]:
+        return frozenset(self._by_gpu)
+
+    def select(
+        self,
+        *,
+        gpus: Collection[str] | None = None,
+        clouds: Collection[str] | None = None,
+        spot: bool | None = None,
+        min_gpus: float | None = None,
+        min_gpu_memory_gb: float | None = None,
+        regions: Collection[str] | None = None,
+        max_price: Decimal | float | None = None,
+    ) -> list[Offer]:
+        """Offers matching every given filter (None = no filter).
+
+        spot=True keeps offers with a spot price, spot=False those with an on-demand price; max_price applies
+        to that price (on-demand when spot is None). `regions` are glob patterns (`us-*`). `min_gpu_memory_gb`
+        is per GPU.
+        """
+        if gpus is not None:
+            unknown = set(gpus) - set(CANONICAL_GPUS)
+            if unknown:
+                raise UserError(f"unknown GPU {', '.join(sorted(unknown))}; known: {', '.join(CANONICAL_GPUS)}")
+            pool: Iterable[Offer] = [o for gpu in sorted(gpus) for o in self._by_gpu.get(gpu, ())]
+        else:
+            pool = self.offers
+        cloud_set = _check_clouds(clouds) if clouds is not None else None
+        limit = None if max_price is None else Decimal(str(max_price))
+        out = []
+        for offer in pool:
+            if cloud_set is not None and offer.cloud not in cloud_set:
+                continue
+            price = offer.price(bool(spot))
+            if spot is not None and price is None:
+                continue
+            if limit is not None and (price is None or price > limit):
+                continue
+            if min_gpus is not None and offer.gpu_count < min_gpus:
+                continue
+            if min_gpu_memory_gb is not None and (offer.gpu_memory_gb or 0) < min_gpu_memory_gb:
+                continue
+            if regions is not None and not any(fnmatch.fnmatchcase(offer.region, p) for p in regions):
+                continue
+            out.append(offer)
+        return out
+
+
+def _check_clouds(clouds: Collection[str] | None) -> tuple[str, ...]:
+    if clouds is None:
+        return KNOWN_CLOUDS
+    unknown = sorted(set(clouds) - set(KNOWN_CLOUDS))
+    if unknown:
+        raise UserError(f"unknown cloud {', '.join(unknown)}; known: {', '.join(KNOWN_CLOUDS)}")
+    return tuple(c for c in KNOWN_CLOUDS if c in set(clouds))
+
+
+def load_offers(
+    clouds: Collection[str] | None = None,
+    gpus: Collection[str] | None = None,
+    spot: bool | None = None,
+    *,
+    db_url: str | None = None,
+    catalog: Catalog | None = None,
+    **filters: object,
+) -> list[Offer]:
+    """The newest offers per cloud, filtered (see Catalog.select); pass `catalog` to reuse a loaded one."""
+    catalog = catalog or Catalog.load(db_url, clouds)
+    return catalog.select(gpus=gpus, clouds=clouds, spot=spot, **filters)  # type: ignore[arg-type]

@@ -1,0 +1,195 @@
+"""Canonical GPU names and the mapping from cloud names (instance types, accelerator names) to them.
+
+The canonical names are shared with the estimator's GPU table (gpuplan/gpus.py): the planner joins offers to
+GPU specs by this name, so every offer in the catalog must carry one of CANONICAL_GPUS.
+"""
+
+from __future__ import annotations
+
+import re
+
+from gpuplan.errors import UserError
+
+KNOWN_CLOUDS: tuple[str, ...] = ("aws", "gcp")
+
+CANONICAL_GPUS: tuple[str, ...] = (
+    "H100", "H100-PCIe", "H200", "B200", "B300", "A100-80GB", "A100-40GB", "V100-16GB", "V100-32GB",
+    "L40S", "L4", "A10G", "A10", "T4", "T4G", "P100", "P4",
+)
+
+# AWS instance family (the part of the type before the dot) -> GPU. Families not listed (g3 M60, p2 K80,
+# g4ad Radeon, inf/trn accelerators) carry no GPU gpuplan can plan for and are skipped by the refresh.
+AWS_FAMILY_GPU: dict[str, str] = {
+    "p3": "V100-16GB",
+    "p3dn": "V100-32GB",
+    "p4d": "A100-40GB",
+    "p4de": "A100-80GB",
+    "p5": "H100",  # p5.48xlarge and p5.4xlarge
+    "p5e": "H200",
+    "p5en": "H200",
+    "p6-b200": "B200",
+    "p6-b300": "B300",
+    "g4dn": "T4",
+    "g5": "A10G",
+    "g5g": "T4G",
+    "g6": "L4",
+    "g6e": "L40S",
+    "g6f": "L4",  # fractional L4 (g6f.2xlarge = 1/4)
+    "gr6": "L4",
+}
+
+# GCP machine series with fixed GPUs (the type name up to its size suffix) -> GPU.
+GCP_SERIES_GPU: dict[str, str] = {
+    "a2-highgpu": "A100-40GB",
+    "a2-megagpu": "A100-40GB",
+    "a2-ultragpu": "A100-80GB",
+    "a3-highgpu": "H100",
+    "a3-megagpu": "H100",  # H100-MEGA: same H100 SXM, more network bandwidth
+    "a3-edgegpu": "H100",
+    "a3-ultragpu": "H200",
+    "a4-highgpu": "B200",
+    "g2-standard": "L4",
+}
+
+# GCP accelerator type (API name) -> GPU, and back (the GCP provider attaches `nvidia-tesla-t4` etc. to n1).
+GCP_ACCELERATOR_GPU: dict[str, str] = {
+    "nvidia-tesla-t4": "T4",
+    "nvidia-tesla-v100": "V100-16GB",
+    "nvidia-tesla-p100": "P100",
+    "nvidia-tesla-p4": "P4",
+    "nvidia-tesla-a100": "A100-40GB",
+    "nvidia-a100-80gb": "A100-80GB",
+    "nvidia-h100-80gb": "H100",
+    "nvidia-h100-mega-80gb": "H100",
+    "nvidia-h200-141gb": "H200",
+    "nvidia-b200": "B200",
+    "nvidia-l4": "L4",
+}
+# Accelerators a user attaches to an n1 host (the others come with their a2/a3/a4/g2 machine type).
+GCP_N1_ACCELERATORS: frozenset[str] = frozenset(
+    {"nvidia-tesla-t4", "nvidia-tesla-v100", "nvidia-tesla-p100", "nvidia-tesla-p4"}
+)
+
+# SkyPilot's accelerator names, as used in the shipped snapshot.
+SNAPSHOT_ACCELERATOR_GPU: dict[str, str] = {
+    "A100": "A100-40GB",
+    "A100-80GB": "A100-80GB",
+    "H100": "H100",
+    "H100-MEGA": "H100",
+    "H200": "H200",
+    "B200": "B200",
+    "B300": "B300",
+    "L4": "L4",
+    "L40S": "L40S",
+    "A10G": "A10G",
+    "A10": "A10",
+    "T4": "T4",
+    "T4g": "T4G",
+    "V100": "V100-16GB",
+    "V100-32GB": "V100-32GB",
+    "P100": "P100",
+    "P4": "P4",
+}
+
+# What a user may type for --gpu besides a canonical name (case-insensitive): families that span variants.
+GPU_ALIASES: dict[str, tuple[str, ...]] = {
+    "A100": ("A100-40GB", "A100-80GB"),
+    "A100-40G": ("A100-40GB",),
+    "A100-80G": ("A100-80GB",),
+    "V100": ("V100-16GB", "V100-32GB"),
+    "H100-SXM": ("H100",),
+    "H100-MEGA": ("H100",),
+    "H100-PCIE": ("H100-PCIe",),
+}
+
+_CANONICAL_BY_KEY = {name.upper(): name for name in CANONICAL_GPUS}
+
+
+def aws_instance_gpu(instance_type: str) -> str | None:
+    """The canonical GPU of an AWS instance type (`p4d.24xlarge` -> A100-40GB), None if not a planned GPU."""
+    return AWS_FAMILY_GPU.get(instance_type.split(".", 1)[0])
+
+
+def gcp_machine_series(machine_type: str) -> str:
+    """`a2-highgpu-8g` -> `a2-highgpu`, `a3-edgegpu-8g-nolssd` -> `a3-edgegpu`, `n1-standard-8` -> `n1-standard`."""
+    parts = machine_type.split("-")
+    return "-".join(parts[:2])
+
+
+def gcp_machine_gpu(machine_type: str) -> str | None:
+    """The canonical GPU built into a GCP machine type, None for hosts without fixed GPUs (n1)."""
+    return GCP_SERIES_GPU.get(gcp_machine_series(machine_type))
+
+
+def gcp_accelerator_type(gpu: str) -> str | None:
+    """The GCP accelerator type to attach for a canonical GPU on an n1 host (`T4` -> `nvidia-tesla-t4`)."""
+    for accelerator, name in GCP_ACCELERATOR_GPU.items():
+        if name == gpu and accelerator in GCP_N1_ACCELERATORS:
+            return accelerator
+    return None
+
+
+def aws_gpuinfo_gpu(name: str, memory_mib: float | None) -> str | None:
+    """Canonical GPU from EC2 `GpuInfo.Gpus[].Name` + `MemoryInfo.SizeInMiB` (a fallback for unmapped types)."""
+    key = name.strip().upper()
+    if key == "A100":
+        return "A100-80GB" if (memory_mib or 0) > 50_000 else "A100-40GB"
+    if key == "V100":
+        return "V100-32GB" if (memory_mib or 0) > 20_000 else "V100-16GB"
+    if key == "H100" and memory_mib is not None:
+        return "H100"
+    return _CANONICAL_BY_KEY.get(key)
+
+
+def resolve_gpus(text: str) -> frozenset[str]:
+    """User text (`h100`, `A100`, `L4,T4`) -> canonical names; unknown names are a UserError."""
+    names: set[str] = set()
+    for raw in text.split(","):
+        key = re.sub(r"[\s_]+", "-", raw.strip()).upper()
+        if not key:
+            continue
+        if key in _CANONICAL_BY_KEY:
+            names.add(_CANONICAL_BY_KEY[key])
+        elif key in GPU_ALIASES:
+            names.update(GPU_ALIASES[key])
+        else:
+            raise UserError(f"unknown GPU {raw.strip()!r}; known: {', '.join(CANONICAL_GPUS)}")
+    if not names:
+        raise UserError("--gpu needs at least one GPU name")
+    return frozenset(names)
+
+
+def resolve_clouds(text: str) -> frozenset[str]:
+    """`aws,gcp` -> {"aws", "gcp"}; an unknown cloud is a UserError."""
+    clouds = {c.strip().lower() for c in text.split(",") if c.strip()}
+    unknown = sorted(clouds - set(KNOWN_CLOUDS))
+    if unknown or not clouds:
+        raise UserError(f"unknown cloud {', '.join(unknown) or text!r}; known: {', '.join(KNOWN_CLOUDS)}")
+    return frozenset(clouds)
+
+
+_REGION_PATTERN = re.compile(r"^[a-z0-9*?-]+$")
+
+
+def compile_region_patterns(text: str) -> tuple[str, ...]:
+    """Validate `us-*,europe-west4` style glob patterns (letters, digits, '-', '*', '?'); else a UserError.
+
+    fnmatch accepts almost anything, so a typo like `us-[east` would silently match nothing; region names only
+    ever contain lower-case letters, digits and dashes, so anything else is refused up front.
+    """
+    patterns = tuple(p.strip().lower() for p in text.split(",") if p.strip())
+    if not patterns:
+        raise UserError(f"malformed region pattern {text!r}: expected e.g. 'us-*' or 'us-east-1,europe-west4'")
+    for pattern in patterns:
+        if not _REGION_PATTERN.match(pattern):
+            raise UserError(
+                f"malformed region pattern {pattern!r}: use letters, digits, '-', '*' and '?' (e.g. 'us-*')"
+            )
+    return patterns
+
+# Memory per GPU (GB as marketed) of GCP accelerator types: neither the billing SKUs nor acceleratorTypes say it.
+GCP_ACCELERATOR_MEMORY_GB: dict[str, float] = {
+    "nvidia-tesla-t4": 16, "nvidia-tesla-v100": 16, "nvidia-tesla-p100": 16, "nvidia-tesla-p4": 8,
+    "nvidia-tesla-a100": 40, "nvidia-a100-80gb": 80, "nvidia-h100-80gb": 80, "nvidia-h100-mega-80gb": 80,
+    "nvidia-h200-141gb": 141, "nvidia-b200": 180, "nvidia-l4": 24,
+}

@@ -1,0 +1,422 @@
+"""How long, and how much memory: the training (or inference) estimate as pure functions on dataclasses.
+
+`estimate(workload, hardware, throughput)` answers FLOPs, memory per GPU, whether it fits, the smallest GPU
+count that fits, tokens/s per GPU, scaling efficiency, wall hours and GPU-hours. No I/O: the CLI resolves the
+throughput (user > bench > calibrated > default) and the prices, the planner calls this in a loop.
+The formulas live in gpuplan.estimating (flops, memory, mfu, comms), each citing its sources.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from gpuplan.architecture import Architecture
+from gpuplan.estimating import comms, flops, memory
+from gpuplan.estimating.memory import OPTIMIZERS, SHARDINGS
+from gpuplan.estimating.mfu import default_mfu, mfu_prior
+from gpuplan.estimating.shape import Shape, shape_of
+from gpuplan.gpus import PRECISIONS, GpuSpec
+
+__all__ = [
+    "MODES",
+    "OPTIMIZERS",
+    "PRECISIONS",
+    "SHARDINGS",
+    "THROUGHPUT_SOURCES",
+    "Estimate",
+    "Hardware",
+    "MemoryBreakdown",
+    "Throughput",
+    "Workload",
+    "default_global_batch",
+    "default_mfu",
+    "estimate",
+    "lora_params",
+    "min_gpus",
+]
+
+MODES = ("train", "inference")
+THROUGHPUT_SOURCES = ("user", "measured", "bench", "calibrated", "default")
+# Memory-bandwidth utilisation that decode reaches (vLLM / TensorRT-LLM decode kernels read weights at ~70-85%
+# of the HBM peak); an assumption, stated in the output detail.
+DECODE_BANDWIDTH_EFFICIENCY = 0.8
+PREFILL_MFU = 0.5
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What to train (or serve). `params` is the total parameter count; `architecture` refines the formulas."""
+
+    params: int
+    tokens: int
+    architecture: Architecture | None = None
+    seq_len: int = 2048
+    global_batch: int | None = None  # sequences per optimizer step; None = a typical batch for the size
+    micro_batch: int = 1
+    precision: str = "bf16"
+    optimizer: str = "adamw"
+    sharding: str = "none"
+    activation_checkpointing: bool = False
+    lora_rank: int | None = None
+    mode: str = "train"
+    batch: int = 1  # inference: concurrent sequences
+    context: int = 2048  # inference: tokens of context per sequence (prompt + generated)
+
+    def __post_init__(self) -> None:
+        problems = []
+        for name in ("params", "tokens", "seq_len", "micro_batch", "batch", "context"):
+            if getattr(self, name) <= 0:
+                problems.append(f"{name} must be greater than zero")
+        if self.global_batch is not None and self.global_batch <= 0:
+            problems.append("global_batch must be greater than zero")
+        if self.lora_rank is not None and self.lora_rank <= 0:
+            problems.append("lora_rank must be greater than zero")
+        if self.precision not in PRECISIONS:
+            problems.append(f"precision must be one of {', '.join(PRECISIONS)}")
+        if self.optimizer not in OPTIMIZERS:
+            problems.append(f"optimizer must be one of {', '.join(OPTIMIZERS)}")
+        if self.sharding not in SHARDINGS:
+            problems.append(f"sharding must be one of {', '.join(SHARDINGS)}")
+        if self.mode not in MODES:
+            problems.append(f"mode must be one of {', '.join(MODES)}")
+        if problems:
+            raise ValueError("; ".join(problems))
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """Where it runs: `gpus` in total, `nodes` x `gpus_per_node` (gpus = nodes x gpus_per_node)."""
+
+    gpu: GpuSpec
+    gpus: int = 1
+    nodes: int | None = None
+    gpus_per_node: int | None = None
+    network_gbps: float | None = None  # inter-node Gbit/s per node; None = the GPU's usual cloud instance
+
+    def __post_init__(self) -> None:
+        if self.gpus <= 0:
+            raise ValueError("gpus must be greater than zero")
+        per_node = self.gpus_per_node
+        nodes = self.nodes
+        if per_node is not None and per_node <= 0:
+            raise ValueError("gpus_per_node must be greater than zero")
+        if nodes is not None and nodes <= 0:
+            raise ValueError("nodes must be greater than zero")
+        if nodes is not None and per_node is not None and nodes * per_node != self.gpus:
+            raise ValueError(f"{self.gpus} GPUs do not split into {nodes} nodes x {per_node} GPUs")
+        if nodes is None and per_node is None:
+            per_node = min(self.gpus, 8)
+        if per_node is None:
+            assert nodes is not None
+            if self.gpus % nodes:
+                raise ValueError(f"{self.gpus} GPUs do not split evenly into {nodes} nodes")
+            per_node = self.gpus // nodes
+        if nodes is None:
+            if self.gpus % per_node:
+                raise ValueError(f"{self.gpus} GPUs do not split into nodes of {per_node} GPUs")
+            nodes = self.gpus // per_node
+        object.__setattr__(self, "nodes", nodes)
+        object.__setattr__(self, "gpus_per_node", per_node)
+        if self.network_gbps is not None and self.network_gbps <= 0:
+            raise ValueError("network_gbps must be greater than zero")
+
+    @property
+    def node_count(self) -> int:
+        assert self.nodes is not None
+        return self.nodes
+
+    @property
+    def per_node(self) -> int:
+        assert self.gpus_per_node is not None
+        return self.gpus_per_node
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """A throughput to use instead of the default prior: tokens/s per GPU, or an MFU, and where it came from.
+
+    Both describe one GPU's compute rate on one node; the communication model's scaling efficiency is applied on
+    top for multi-GPU runs.
+    """
+
+    tokens_per_s_per_gpu: float | None = None
+    mfu: float | None = None
+    source: str = "user"
+    detail: str = ""
+
+    def __post_init__(self) -> None:
+        if (self.tokens_per_s_per_gpu is None) == (self.mfu is None):
+            raise ValueError("give exactly one of tokens_per_s_per_gpu or mfu")
+        if self.tokens_per_s_per_gpu is not None and self.tokens_per_s_per_gpu <= 0:
+            raise ValueError("throughput must be greater than zero")
+        if self.mfu is not None and not 0 < self.mfu <= 1:
+            raise ValueError("mfu must be in (0, 1]")
+        if self.source not in THROUGHPUT_SOURCES:
+            raise ValueError(f"throughput source must be one of {', '.join(THROUGHPUT_SOURCES)}")
+
+
+@dataclass(frozen=True)
+class MemoryBreakdown:
+    """GB (1e9 bytes) per GPU."""
+
+    weights: float
+    gradients: float
+    optimizer: float
+    activations: float
+    overhead: float
+    total: float
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The answer. The first keys are the documented JSON contract; the rest explain it."""
+
+    params: int
+    tokens: int
+    flops: float
+    gpu: str
+    gpus: int
+    nodes: int
+    memory_gb_per_gpu: MemoryBreakdown
+    fits: bool
+    min_gpus: int | None
+    mfu: float
+    mfu_source: str
+    tokens_per_s_per_gpu: float
+    scaling_efficiency: float
+    wall_hours: float
+    gpu_hours: float
+    cost: list[dict[str, Any]] = field(default_factory=list)
+    # Explanation.
+    mode: str = "train"
+    gpus_per_node: int = 1
+    gpu_memory_gb: float = 0.0
+    precision: str = "bf16"
+    peak_tflops: float = 0.0
+    trainable_params: int = 0
+    model_flops: float = 0.0
+    hardware_flops: float = 0.0
+    flops_per_token: float = 0.0
+    effective_mfu: float = 0.0
+    seq_len: int = 0
+    global_batch: int = 0
+    micro_batch: int = 1
+    sharding: str = "none"
+    mfu_detail: str = ""
+    fit_hint: str | None = None
+    assumptions: list[str] = field(default_factory=list)
+
+
+def lora_params(shape: Shape, rank: int) -> int:
+    """Adapter parameters of LoRA on the attention projections q, k, v, o (Hu et al. 2021's setting)."""
+    h, kv = shape.hidden, shape.kv_dim
+    per_layer = rank * ((h + h) + 2 * (h + kv) + (h + h))
+    return shape.layers * per_layer
+
+
+def default_global_batch(params: int, seq_len: int) -> int:
+    """Sequences per step when not given: ~0.5M tokens below 1B parameters (GPT-2/GPT-3 small), 2M to 30B,
+    4M above (GPT-3 175B and Llama 2 use 4M tokens)."""
+    target = 0.5e6 if params < 1e9 else 2e6 if params < 30e9 else 4e6
+    return max(1, round(target / seq_len))
+
+
+def _peak(gpu: GpuSpec, precision: str) -> float:
+    peak = gpu.peak_tflops(precision)
+    if not peak:
+        supported = [p for p in PRECISIONS if gpu.peak_tflops(p)]
+        raise ValueError(f"{gpu.name} has no {precision} throughput; it supports {', '.join(supported)}")
+    return peak
+
+
+def _training_memory(workload: Workload, shape: Shape, dp: int, sharding: str | None = None,
+                     checkpointing: bool | None = None) -> memory.MemoryParts:
+    trainable = lora_params(shape, workload.lora_rank) if workload.lora_rank else workload.params
+    return memory.training_memory(
+        shape, params=workload.params, trainable_params=trainable, precision=workload.precision,
+        optimizer=workload.optimizer, sharding=sharding or workload.sharding, dp=dp,
+        micro_batch=workload.micro_batch, seq_len=workload.seq_len,
+        checkpointing=workload.activation_checkpointing if checkpointing is None else checkpointing,
+    )
+
+
+def _memory(workload: Workload, shape: Shape, gpus: int, **overrides: Any) -> memory.MemoryParts:
+    if workload.mode == "inference":
+        return memory.inference_memory(shape, params=workload.params, precision=workload.precision, gpus=gpus,
+                                       batch=workload.batch, context=workload.context)
+    return _training_memory(workload, shape, gpus, **overrides)
+
+
+def _valid_counts(gpus_per_node: int, max_gpus: int) -> list[int]:
+    """GPU counts a cloud can give: 1..gpus_per_node on one node, then whole nodes."""
+    counts = list(range(1, min(gpus_per_node, max_gpus) + 1))
+    n = 2
+    while n * gpus_per_node <= max_gpus:
+        counts.append(n * gpus_per_node)
+        n += 1
+    return counts
+
+
+def min_gpus(workload: Workload, gpu: GpuSpec, *, gpus_per_node: int = 8, max_gpus: int = 65536,
+             sharding: str | None = None) -> int | None:
+    """The fewest GPUs of type `gpu` the workload fits on (with its sharding, or `sharding`); None if none do.
+
+    Without sharding more GPUs do not reduce per-GPU memory in training, so the answer is 1 or None; inference
+    splits weights and KV cache over the GPUs (tensor parallel).
+    """
+    shape = shape_of(workload.params, workload.architecture)
+    overrides = {"sharding": sharding} if sharding else {}
+
+    def fits(n: int) -> bool:
+        return _memory(workload, shape, n, **overrides).total <= gpu.memory_gb
+
+    counts = _valid_counts(gpus_per_node, max_gpus)
+    if not counts or not fits(counts[-1]):
+        return None
+    lo, hi = 0, len(counts) - 1  # memory falls monotonically with the count: binary search the first fit
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if fits(counts[mid]):
+            hi = mid
+        else:
+            lo = mid + 1
+    return counts[lo]
+
+
+def _fit_hint(workload: Workload, hardware: Hardware) -> str:
+    """What would fit: more GPUs with this sharding, ZeRO-3 across M, checkpointing, or a bigger GPU."""
+    gpu, per_node = hardware.gpu, hardware.per_node
+    options = []
+    needed = min_gpus(workload, gpu, gpus_per_node=per_node)
+    if needed is not None and needed > hardware.gpus:
+        options.append(f"needs at least {needed} x {gpu.name}")
+    if workload.mode == "train" and workload.sharding not in ("zero3", "fsdp"):
+        z3 = min_gpus(workload, gpu, gpus_per_node=per_node, sharding="zero3")
+        if z3 is not None:
+            options.append(f"zero3 across {z3} x {gpu.name}")
+    if workload.mode == "train" and not workload.activation_checkpointing:
+        shape = shape_of(workload.params, workload.architecture)
+        if _memory(workload, shape, hardware.gpus, checkpointing=True).total <= gpu.memory_gb:
+            options.append("--activation-checkpointing")
+    if not options:
+        return f"does not fit on any number of {gpu.name} with these settings"
+    return "does not fit: " + ", or ".join(options)
+
+
+def estimate(workload: Workload, hardware: Hardware, throughput: Throughput | None = None) -> Estimate:
+    """The estimate for `workload` on `hardware`; `throughput` overrides the default MFU prior.
+
+    Raises ValueError for a precision the GPU cannot run (e.g. bf16 on a V100).
+    """
+    if workload.mode == "inference":
+        return _inference_estimate(workload, hardware, throughput)
+    gpu, gpus = hardware.gpu, hardware.gpus
+    shape = shape_of(workload.params, workload.architecture)
+    peak = _peak(gpu, workload.precision)
+    trainable = lora_params(shape, workload.lora_rank) if workload.lora_rank else workload.params
+    fpt = flops.training_flops_per_token(shape, workload.seq_len, recompute=workload.activation_checkpointing,
+                                         lora=bool(workload.lora_rank), trainable_params=trainable)
+    mem = _training_memory(workload, shape, gpus)
+    total = mem.total
+    fits = total <= gpu.memory_gb
+    needed = min_gpus(workload, gpu, gpus_per_node=hardware.per_node)
+    assumptions: list[str] = []
+    if shape.inferred:
+        assumptions.append(f"shape inferred from N: {shape.layers} layers x hidden {shape.hidden}")
+
+    # Per-GPU compute rate on one node.
+    if throughput is None:
+        prior = mfu_prior(gpu, matmul_params=shape.matmul_params, precision=workload.precision,
+                          nodes=hardware.node_count, recompute_ratio=fpt.model / fpt.hardware)
+        mfu, source, detail = prior.mfu, "default", prior.detail()
+        tps = mfu * peak * 1e12 / fpt.model
+    elif throughput.tokens_per_s_per_gpu is not None:
+        tps = throughput.tokens_per_s_per_gpu
+        mfu, source, detail = tps * fpt.model / (peak * 1e12), throughput.source, throughput.detail
+    else:
+        assert throughput.mfu is not None
+        mfu, source, detail = throughput.mfu, throughput.source, throughput.detail
+        tps = mfu * peak * 1e12 / fpt.model
+
+    global_batch = workload.global_batch or default_global_batch(workload.params, workload.seq_len)
+    global_batch = max(global_batch, gpus * workload.micro_batch)
+    if workload.global_batch is None:
+        assumptions.append(f"global batch {global_batch} sequences (typical for the size; set --global-batch)")
+    step_tokens_per_gpu = global_batch * workload.seq_len / gpus
+    micro_tokens = workload.micro_batch * workload.seq_len
+    grad_bytes = trainable * memory.weight_bytes(workload.precision)
+    network = hardware.network_gbps or comms.default_network_gbps(gpu)
+    comm = comms.scaling_efficiency(
+        gpu=gpu, gpus_per_node=hardware.per_node, nodes=hardware.node_count, network_gbps=network,
+        grad_bytes=grad_bytes, step_compute_s=step_tokens_per_gpu / tps, microbatch_compute_s=micro_tokens / tps,
+        full_shard=workload.sharding in ("zero3", "fsdp"),
+    )
+    effective_tps = tps * comm.efficiency
+    wall_s = workload.tokens / (effective_tps * gpus)
+    model_flops = fpt.model * workload.tokens
+    return Estimate(
+        params=workload.params, tokens=workload.tokens, flops=model_flops, gpu=gpu.name, gpus=gpus,
+        nodes=hardware.node_count,
+        memory_gb_per_gpu=MemoryBreakdown(mem.weights, mem.gradients, mem.optimizer, mem.activations,
+                                          mem.overhead, total),
+        fits=fits, min_gpus=needed, mfu=mfu, mfu_source=source, tokens_per_s_per_gpu=effective_tps,
+        scaling_efficiency=comm.efficiency, wall_hours=wall_s / 3600, gpu_hours=wall_s * gpus / 3600,
+        mode="train", gpus_per_node=hardware.per_node, gpu_memory_gb=gpu.memory_gb,
+        precision=workload.precision, peak_tflops=peak, trainable_params=trainable, model_flops=model_flops,
+        hardware_flops=fpt.hardware * workload.tokens, flops_per_token=fpt.model, effective_mfu=mfu * comm.efficiency,
+        seq_len=workload.seq_len, global_batch=global_batch, micro_batch=workload.micro_batch,
+        sharding=workload.sharding, mfu_detail=detail, fit_hint=None if fits else _fit_hint(workload, hardware),
+        assumptions=assumptions,
+    )
+
+
+def _inference_estimate(workload: Workload, hardware: Hardware, throughput: Throughput | None) -> Estimate:
+    """Serving: decode is bound by reading the weights and KV cache from memory once per generated token
+    (per batch step), prefill by FLOPs; `tokens` is the number of tokens to generate."""
+    gpu, gpus = hardware.gpu, hardware.gpus
+    shape = shape_of(workload.params, workload.architecture)
+    peak = _peak(gpu, workload.precision)
+    mem = memory.inference_memory(shape, params=workload.params, precision=workload.precision, gpus=gpus,
+                                  batch=workload.batch, context=workload.context)
+    fits = mem.total <= gpu.memory_gb
+    needed = min_gpus(workload, gpu, gpus_per_node=hardware.per_node)
+    bandwidth = (gpu.memory_bandwidth_gbps or 0.0) * 1e9
+    # Each decode step reads every weight once and, on average, half of the full KV cache.
+    read_bytes_per_gpu = (mem.weights + mem.activations / 2) * 1e9
+    fpt = flops.forward_flops_per_token(shape, workload.context // 2)
+    compute_s = workload.batch * fpt / gpus / (peak * 1e12 * PREFILL_MFU)
+    memory_s = read_bytes_per_gpu / (bandwidth * DECODE_BANDWIDTH_EFFICIENCY) if bandwidth else compute_s
+    step_s = max(compute_s, memory_s)
+    scaling = 1.0 if gpus == 1 else 0.85  # tensor-parallel all-reduces per layer (assumed; see README)
+    total_tps = workload.batch / step_s * scaling
+    source, detail = "default", (f"decode bound by {'memory bandwidth' if memory_s >= compute_s else 'FLOPs'}"
+                                 f" at {DECODE_BANDWIDTH_EFFICIENCY:.0%} of peak bandwidth")
+    if throughput is not None:
+        per_gpu = throughput.tokens_per_s_per_gpu
+        if per_gpu is None:
+            assert throughput.mfu is not None
+            per_gpu = throughput.mfu * peak * 1e12 / fpt
+        total_tps, source, detail = per_gpu * gpus, throughput.source, throughput.detail
+    tps = total_tps / gpus
+    mfu = tps * fpt / (peak * 1e12)
+    wall_s = workload.tokens / total_tps
+    return Estimate(
+        params=workload.params, tokens=workload.tokens, flops=fpt * workload.tokens, gpu=gpu.name, gpus=gpus,
+        nodes=hardware.node_count,
+        memory_gb_per_gpu=MemoryBreakdown(mem.weights, 0.0, 0.0, mem.activations, mem.overhead, mem.total),
+        fits=fits, min_gpus=needed, mfu=mfu, mfu_source=source, tokens_per_s_per_gpu=tps,
+        scaling_efficiency=scaling, wall_hours=wall_s / 3600, gpu_hours=wall_s * gpus / 3600, mode="inference",
+        gpus_per_node=hardware.per_node, gpu_memory_gb=gpu.memory_gb, precision=workload.precision,
+        peak_tflops=peak, trainable_params=0, model_flops=fpt * workload.tokens,
+        hardware_flops=fpt * workload.tokens, flops_per_token=fpt, effective_mfu=mfu * scaling,
+        seq_len=workload.context, global_batch=workload.batch, micro_batch=workload.batch, sharding="none",
+        mfu_detail=detail, fit_hint=None if fits else _fit_hint(workload, hardware),
+        assumptions=[f"batch {workload.batch} sequences of {workload.context} tokens of context"],
+    )
+
+
+def with_gpus(hardware: Hardware, gpus: int) -> Hardware:
+    """The same hardware with a different GPU count (nodes recomputed); used to answer the minimum setup."""
+    per_node = min(gpus, hardware.per_node)
+    return replace(hardware, gpus=gpus, nodes=None, gpus_per_node=per_node)

@@ -1,0 +1,135 @@
+"""Memory per GPU: weights, gradients, optimizer state, activations and overhead, in GB (1e9 bytes).
+
+Sources for the byte counts:
+- Mixed-precision Adam keeps 16 bytes per parameter: 2 (fp16/bf16 weights) + 2 (gradients) + 12 (fp32 master
+  weights, momentum, variance) — Rajbhandari et al. 2020, "ZeRO", section 3.1. ZeRO stage 1 shards the 12
+  optimizer bytes over the data-parallel ranks, stage 2 also the gradients, stage 3 (= PyTorch FSDP full
+  shard) also the weights (ZeRO, section 5 and Figure 1: 7.5B on 64 GPUs = 120 GB -> 31.4/16.6/1.9 GB).
+- Pure fp32 (or tf32, which stores fp32): 4 + 4 + 8 bytes (Adam's two fp32 moments), no master copy.
+- 8-bit Adam: two 1-byte moments (Dettmers et al. 2022, "8-bit Optimizers via Block-wise Quantization");
+  Adafactor: factored second moment, ~0 bytes/parameter at LLM shapes (Shazeer & Stern 2018) — we count
+  nothing for it; SGD with momentum: one state.
+- Activations per layer, per sequence of s tokens, hidden h, 16-bit: 34·s·h bytes with flash attention (no
+  s² attention-score term) — Korthikanti et al. 2022, "Reducing Activation Recomputation", Table 2, with
+  its 5·a·s²/h term removed because FlashAttention/SDPA never materialises the scores. We split the 34 into
+  attention (11·s·h, generalised to grouped-query K/V), MLP (19·s·h for a 4h GELU MLP, 2sh + 8·s·i for a
+  SwiGLU MLP) and two norms (4·s·h). Full activation checkpointing keeps only each layer's 2·s·h input plus
+  one layer's full set while it is recomputed. The logits add s·V·(2 + 4) bytes (bf16 logits, fp32 softmax).
+- Overhead: CUDA context and NCCL buffers (~1 GB, what `nvidia-smi` shows for an idle PyTorch process)
+  plus 5% allocator fragmentation; ZeRO-3/FSDP also holds one gathered layer (and the prefetched next).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpuplan.estimating.shape import Shape
+
+GB = 1e9
+CONTEXT_OVERHEAD_GB = 1.0
+FRAGMENTATION = 0.05
+
+# Bytes per *trainable* parameter for optimizer state, on top of weights and gradients.
+_OPTIMIZER_STATE_BYTES = {"adamw": 8.0, "adam": 8.0, "adam8bit": 2.0, "sgd": 4.0, "adafactor": 0.0}
+OPTIMIZERS = tuple(_OPTIMIZER_STATE_BYTES)
+SHARDINGS = ("none", "zero1", "zero2", "zero3", "fsdp")
+
+
+def weight_bytes(precision: str) -> float:
+    """Bytes of one stored weight: 2 in 16-bit mixed precision (fp8 training keeps bf16 weights), 4 in fp32/tf32."""
+    return 4.0 if precision in ("fp32", "tf32") else 2.0
+
+
+def activation_bytes(precision: str) -> float:
+    return 4.0 if precision in ("fp32", "tf32") else 2.0
+
+
+@dataclass(frozen=True)
+class MemoryParts:
+    weights: float
+    gradients: float
+    optimizer: float
+    activations: float
+    overhead: float
+
+    @property
+    def total(self) -> float:
+        return self.weights + self.gradients + self.optimizer + self.activations + self.overhead
+
+
+def layer_activation_bytes(shape: Shape, tokens: int, precision: str, *, dropout: bool = False) -> float:
+    """Activations one transformer layer keeps for the backward pass, for `tokens` tokens (micro-batch x seq)."""
+    b = activation_bytes(precision)
+    h, kv, i = shape.hidden, shape.kv_dim, shape.intermediate
+    attention = b * (3 * h + 2 * kv)  # layer input, Q, attention output (h each) and K, V (kv_dim each)
+    mlp = b * (h + (4 * i if shape.gated_mlp else 2 * i))
+    norms = 2 * b * h
+    masks = (2 * h) if dropout else 0  # 1-byte dropout masks after attention and MLP
+    return tokens * (attention + mlp + norms + masks)
+
+
+def training_memory(
+    shape: Shape,
+    *,
+    params: int,
+    trainable_params: int,
+    precision: str,
+    optimizer: str,
+    sharding: str,
+    dp: int,
+    micro_batch: int,
+    seq_len: int,
+    checkpointing: bool,
+) -> MemoryParts:
+    """Per-GPU memory of data-parallel training over `dp` ranks with the given ZeRO/FSDP `sharding`."""
+    wb = weight_bytes(precision)
+    mixed = wb == 2.0
+    frozen = params - trainable_params
+    weights = params * wb
+    gradients = trainable_params * wb
+    # Mixed precision also keeps an fp32 master copy of each trained weight (ZeRO's "K=12" = 4 + 4 + 4).
+    optimizer_state = trainable_params * (_OPTIMIZER_STATE_BYTES[optimizer] + (4.0 if mixed else 0.0))
+    if optimizer == "sgd" and mixed:
+        optimizer_state = trainable_params * (4.0 + 4.0)
+    stage = {"none": 0, "zero1": 1, "zero2": 2, "zero3": 3, "fsdp": 3}[sharding]
+    if stage >= 1:
+        optimizer_state /= dp
+    if stage >= 2:
+        gradients /= dp
+    gathered = 0.0
+    if stage >= 3:
+        # Frozen weights (LoRA) are sharded too under FSDP; one layer is gathered at a time, plus the prefetch.
+        weights = (frozen + trainable_params) * wb / dp
+        gathered = 2 * shape.layer_params * wb if dp > 1 else 0.0
+    tokens = micro_batch * seq_len
+    per_layer = layer_activation_bytes(shape, tokens, precision)
+    if checkpointing:
+        activations = shape.layers * tokens * shape.hidden * activation_bytes(precision) + per_layer
+    else:
+        activations = shape.layers * per_layer
+    activations += tokens * shape.vocab * (activation_bytes(precision) + 4.0)
+    subtotal = weights + gradients + optimizer_state + activations
+    overhead = CONTEXT_OVERHEAD_GB * GB + FRAGMENTATION * subtotal + gathered
+    return MemoryParts(weights / GB, gradients / GB, optimizer_state / GB, activations / GB, overhead / GB)
+
+
+def kv_cache_bytes(shape: Shape, *, batch: int, context: int, precision: str) -> float:
+    """K and V for every layer, sequence and position: 2 · L · kv_dim · context · batch · bytes."""
+    return 2.0 * shape.layers * shape.kv_dim * context * batch * activation_bytes(precision)
+
+
+def inference_memory(shape: Shape, *, params: int, precision: str, gpus: int, batch: int,
+                     context: int) -> MemoryParts:
+    """Per-GPU memory when serving with the weights and KV cache split over `gpus` (tensor parallel).
+
+    The floor is the weights alone: 7B x 4 bytes = 28 GB in fp32, 14 GB in fp16. fp8 stores 1 byte per weight.
+    """
+    wb = {"fp32": 4.0, "tf32": 4.0, "fp8": 1.0}.get(precision, 2.0)
+    weights = params * wb / gpus
+    kv = kv_cache_bytes(shape, batch=batch, context=context, precision=precision) / gpus
+    # Working activations of one layer for one prefill chunk of up to 2048 tokens per sequence.
+    chunk = batch * min(context, 2048)
+    working = chunk * (2 * shape.hidden + 2 * shape.intermediate) * activation_bytes(precision) / gpus
+    subtotal = weights + kv + working
+    overhead = CONTEXT_OVERHEAD_GB * GB + FRAGMENTATION * subtotal
+    return MemoryParts(weights / GB, 0.0, 0.0, (kv + working) / GB, overhead / GB)

@@ -1,0 +1,81 @@
+"""Calendar periods in UTC: parsing --since/--until, report buckets (day, ISO week, month) and budget windows.
+
+Everything is UTC so that a report run in Tokyo and one run in Lisbon put the same dollar in the same month,
+and so the SQL bucketing (which sees UTC timestamps) and the Python edge-splitting agree.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from gpuplan.errors import UserError
+
+UTC = dt.timezone.utc
+TIME_UNITS = ("day", "week", "month")
+BUDGET_PERIODS = ("month", "week", "total")
+
+
+def parse_when(text: str, option: str = "--since") -> dt.datetime:
+    """`2026-11-01` or an ISO 8601 time (`2026-11-01T12:00`, `...Z`, `...+02:00`); naive means UTC."""
+    value = text.strip()
+    try:
+        if len(value) == 10:
+            parsed = dt.datetime.combine(dt.date.fromisoformat(value), dt.time())
+        else:
+            parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise UserError(f"{option}: not a date or time: {text!r} (expected e.g. 2026-11-01 or "
+                        "2026-11-01T12:00Z)") from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.astimezone(UTC)
+
+
+def floor(t: dt.datetime, unit: str) -> dt.datetime:
+    """The start of the day / ISO week (Monday) / month containing `t`, in UTC."""
+    t = t.astimezone(UTC)
+    day = dt.datetime(t.year, t.month, t.day, tzinfo=UTC)
+    if unit == "day":
+        return day
+    if unit == "week":
+        return day - dt.timedelta(days=day.weekday())
+    if unit == "month":
+        return day.replace(day=1)
+    raise ValueError(f"unknown time unit {unit!r}")
+
+
+def next_start(start: dt.datetime, unit: str) -> dt.datetime:
+    """The start of the period after the one starting at `start`."""
+    if unit == "day":
+        return start + dt.timedelta(days=1)
+    if unit == "week":
+        return start + dt.timedelta(days=7)
+    if unit == "month":
+        return start.replace(year=start.year + 1, month=1) if start.month == 12 else start.replace(
+            month=start.month + 1)
+    raise ValueError(f"unknown time unit {unit!r}")
+
+
+def edges_between(start: dt.datetime, end: dt.datetime, unit: str) -> list[dt.datetime]:
+    """Period starts strictly inside (start, end): where an interval must be cut."""
+    edges = []
+    edge = next_start(floor(start, unit), unit)
+    while edge < end:
+        edges.append(edge)
+        edge = next_start(edge, unit)
+    return edges
+
+
+def budget_window(period: str, now: dt.datetime) -> tuple[dt.datetime | None, dt.datetime | None]:
+    """The [start, end) a budget's period covers at `now` (None, None for a lifetime `total` budget)."""
+    if period == "total":
+        return None, None
+    start = floor(now, period)
+    return start, next_start(start, period)
+
+
+def resolve_now(text: str | None) -> dt.datetime:
+    """The report clock: the real time, or a fixed one from the hidden `--now` option / GPUPLAN_NOW (tests)."""
+    if text:
+        return parse_when(text, "--now")
+    return dt.datetime.now(UTC)

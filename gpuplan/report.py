@@ -1,0 +1,213 @@
+"""`gpuplan report`: spend from the ledger shaped into a table, CSV, JSON, Markdown or HTML (pandas inside).
+
+The dollars come from gpuplan.ledger (SQL does the heavy aggregation, edge-straddling instances are cut
+exactly); this module only decides the grouping, shapes the result with pandas and renders it. Money stays
+Decimal end to end: the TOTAL line is the Decimal sum of the rows, which is the sum of the instance rows.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from gpuplan import ledger, periods
+from gpuplan.errors import UserError
+
+BY_CHOICES = (*periods.TIME_UNITS, *ledger.KEY_COLUMNS)
+FORMATS = ("table", "csv", "json", "markdown", "html")
+
+
+@dataclass(frozen=True)
+class ReportRequest:
+    """What the user asked for: window [since, until), grouping, filters and the clock."""
+
+    now: dt.datetime
+    since: dt.datetime | None = None
+    until: dt.datetime | None = None
+    unit: str | None = None
+    key: str | None = None
+    project: str | None = None
+    clouds: tuple[str, ...] | None = None
+
+    @property
+    def scope(self) -> ledger.Scope:
+        return ledger.Scope(self.project, self.clouds)
+
+
+def parse_by(values: tuple[str, ...]) -> tuple[str | None, str | None]:
+    """`--by` may name one time unit and one key (`--by month --by project`, or `--by month,project`).
+
+    Without --by a report is by month.
+    """
+    unit = key = None
+    for value in (v.strip() for raw in values for v in raw.split(",") if v.strip()):
+        if value in periods.TIME_UNITS:
+            if unit is not None:
+                raise UserError(f"--by: give at most one of {', '.join(periods.TIME_UNITS)}")
+            unit = value
+        elif value in ledger.KEY_COLUMNS:
+            if key is not None:
+                raise UserError(f"--by: give at most one of {', '.join(ledger.KEY_COLUMNS)}")
+            key = value
+        else:
+            raise UserError(f"--by: unknown grouping {value!r} (choose from {', '.join(BY_CHOICES)})")
+    if unit is None and key is None:
+        unit = "month"
+    return unit, key
+
+
+def period_label(start: dt.datetime | None, unit: str | None) -> str | None:
+    """`2026-11` for a month, `2026-W45` for an ISO week, `2026-11-03` for a day."""
+    if start is None or unit is None:
+        return None
+    if unit == "month":
+        return start.strftime("%Y-%m")
+    if unit == "week":
+        year, week, _ = start.isocalendar()
+        return f"{year}-W{week:02d}"
+    return start.strftime("%Y-%m-%d")
+
+
+def build(conn: Any, request: ReportRequest) -> ledger.Spend:
+    if request.since is not None and request.until is not None and request.since >= request.until:
+        raise UserError("--since must be before --until")
+    return ledger.spend(conn, now=request.now, since=request.since, until=request.until, unit=request.unit,
+                        key=request.key, scope=request.scope)
+
+
+def frame(result: ledger.Spend, request: ReportRequest) -> Any:
+    """The rows as a pandas DataFrame: [period][, key], instances, billed_hours, cost_usd (Decimal, exact)."""
+    import pandas as pd
+
+    records = []
+    for row in result.rows:
+        record: dict[str, Any] = {}
+        if request.unit:
+            record[request.unit] = period_label(row.period, request.unit)
+        if request.key:
+            record[request.key] = row.key
+        record["instances"] = row.instances
+        record["billed_hours"] = (row.billed_seconds / 3600).quantize(Decimal("0.000001"))
+        record["cost_usd"] = row.cost
+        records.append(record)
+    columns = [c for c in (request.unit, request.key) if c] + ["instances", "billed_hours", "cost_usd"]
+    return pd.DataFrame.from_records(records, columns=columns)
+
+
+def to_json(result: ledger.Spend, request: ReportRequest) -> dict[str, Any]:
+    """Stable keys: window, grouping, rows (with `period` start and label, `key`), totals."""
+    return {
+        "since": request.since,
+        "until": request.until,
+        "now": request.now,
+        "by": [b for b in (request.unit, request.key) if b],
+        "filters": {"project": request.project, "clouds": list(request.clouds) if request.clouds else None},
+        "rows": [
+            {
+                "period": row.period,
+                "period_label": period_label(row.period, request.unit),
+                "key": row.key,
+                "instances": row.instances,
+                "billed_hours": row.billed_seconds / 3600,
+                "cost_usd": row.cost,
+            }
+            for row in result.rows
+        ],
+        "total": {"cost_usd": result.total_cost, "billed_hours": result.total_seconds / 3600,
+                  "instances": result.instances},
+    }
+
+
+def render(result: ledger.Spend, request: ReportRequest, fmt: str) -> str:
+    """CSV, Markdown or HTML text (the rich table and JSON are printed by the command)."""
+    df = frame(result, request)
+    if fmt == "csv":
+        exact = df.assign(billed_hours=[f"{v:.6f}" for v in df["billed_hours"]],
+                          cost_usd=[f"{v:.6f}" for v in df["cost_usd"]])
+        return str(exact.to_csv(index=False))
+    shown = _humanise(df, result, request)
+    if fmt == "markdown":
+        header = "| " + " | ".join(shown.columns) + " |"
+        rule = "| " + " | ".join("---:" if c in ("instances", "billed_hours", "cost_usd") else "---"
+                                 for c in shown.columns) + " |"
+        lines = ["| " + " | ".join(str(v) for v in row) + " |" for row in shown.itertuples(index=False)]
+        return "\n".join([header, rule, *lines]) + "\n"
+    if fmt == "html":
+        return str(shown.to_html(index=False, border=0, classes="gpuplan-report", justify="left")) + "\n"
+    raise ValueError(fmt)
+
+
+def table_rows(result: ledger.Spend, request: ReportRequest) -> tuple[list[str], list[list[str]]]:
+    shown = _humanise(frame(result, request), result, request)
+    return list(shown.columns), [list(map(str, r)) for r in shown.itertuples(index=False)]
+
+
+def _humanise(df: Any, result: ledger.Spend, request: ReportRequest) -> Any:
+    """Money as $1,234.56 and hours with 2 decimals, plus a TOTAL line (sum of the exact Decimals)."""
+    import pandas as pd
+
+    shown = df.copy()
+    shown["billed_hours"] = [f"{v:,.2f}" for v in df["billed_hours"]]
+    shown["cost_usd"] = [f"${v:,.2f}" for v in df["cost_usd"]]
+    total: dict[str, Any] = {c: "" for c in shown.columns}
+    total[shown.columns[0]] = "TOTAL"  # the first column is always a grouping (--by defaults to month)
+    total["instances"] = str(result.instances)
+    total["billed_hours"] = f"{result.total_seconds / 3600:,.2f}"
+    total["cost_usd"] = f"${result.total_cost:,.2f}"
+    return pd.concat([shown, pd.DataFrame([total], columns=shown.columns)], ignore_index=True)
+
+
+def auto_unit(span: tuple[dt.datetime, dt.datetime]) -> str:
+    """A time unit that gives a readable number of bars for a span: day up to ~6 weeks, week to ~6 months."""
+    start, end = span
+    days = (end - start).days
+    if days <= 45:
+        return "day"
+    if days <= 190:
+        return "week"
+    return "month"
+
+
+def data_span(conn: Any, request: ReportRequest) -> tuple[dt.datetime, dt.datetime]:
+    """The window to plot: --since/--until, or the first launch to now."""
+    from sqlalchemy import func, select
+
+    from gpuplan.store.models import Instance
+
+    start = request.since
+    if start is None:
+        start = conn.execute(select(func.min(Instance.launched_at))).scalar() or request.now
+    end = request.until or request.now
+    return start, max(end, start)
+
+
+def plot_data(conn: Any, request: ReportRequest) -> tuple[list[dt.datetime], dict[str, list[float]], str]:
+    """Buckets (every one in the window, gaps included), spend per key per bucket, and the time unit."""
+    start, end = data_span(conn, request)
+    unit = request.unit or auto_unit((start, end))
+    result = ledger.spend(conn, now=request.now, since=request.since, until=request.until, unit=unit,
+                          key=request.key, scope=request.scope)
+    first = periods.floor(start, unit)
+    buckets = [first, *periods.edges_between(first, end, unit)]
+    for row in result.rows:  # a bucket beyond the span (a launch after --now) still gets its bar
+        if row.period is not None and row.period not in buckets:
+            buckets.append(row.period)
+    buckets.sort()
+    index = {b: i for i, b in enumerate(buckets)}
+    series: dict[str, list[float]] = {}
+    for row in result.rows:
+        name = row.key if request.key else "spend"
+        values = series.setdefault(name or ledger.NO_VALUE, [0.0] * len(buckets))
+        values[index[row.period]] += float(row.cost)  # type: ignore[index]
+    return buckets, series, unit
+
+
+def matching_budgets(session: Any, request: ReportRequest) -> list[Any]:
+    """Budgets whose scope is the report's scope (same project filter, same clouds): their line is meaningful."""
+    from gpuplan import budgets
+
+    wanted = sorted(request.clouds) if request.clouds else None
+    return [b for b in budgets.list_budgets(session)
+            if b.project == request.project and budgets.parse_clouds(b.clouds) == wanted]
