@@ -165,25 +165,44 @@ def _params(spec: JobSpec) -> int | None:
 
 
 def _estimate_with_estimator(spec: JobSpec, offer: Offer, params: int | None) -> RunEstimate | None:
-    """Ask gpuplan.estimate (built in its own issue) when it is present; None when it is not or cannot answer."""
-    try:
-        from gpuplan import estimate as estimator  # type: ignore[attr-defined]
-    except ImportError:
+    """The estimator's answer (gpuplan.estimate) for the spec's workload on the offer's GPUs.
+
+    None when the offer has no GPU (a CPU job on this machine: the estimator models GPUs), when the model size
+    is unknown, or when the estimator cannot answer (e.g. a precision the GPU lacks): launching never fails
+    for want of an estimate.
+    """
+    workload = spec.workload
+    if workload is None or not offer.gpu or params is None or workload.total_tokens is None:
         return None
-    adapter = getattr(estimator, "estimate_for_job", None)
-    if adapter is None or not offer.gpu:
+    try:
+        from gpuplan.architecture import load_hf_config, preset
+        from gpuplan.estimate import Hardware, Throughput, estimate
+        from gpuplan.estimate import Workload as EstimateWorkload
+        from gpuplan.gpus import resolve_gpu
+    except ImportError:  # pragma: no cover - the estimator ships with gpuplan; kept for partial installs
         return None
     try:
-        est = adapter(spec.workload, gpu=offer.gpu, gpus_per_node=max(offer.gpus_per_node, 1), nodes=offer.nodes)
+        arch = preset(workload.model) if workload.model else (
+            load_hf_config(workload.model_config_path) if workload.model_config_path else None)
+        per_node = max(offer.gpus_per_node, 1)
+        est = estimate(
+            EstimateWorkload(params=params, tokens=workload.total_tokens, architecture=arch,
+                             seq_len=workload.seq_len or 2048, global_batch=workload.global_batch,
+                             micro_batch=workload.micro_batch or 1, precision=workload.precision,
+                             optimizer=workload.optimizer, sharding=workload.sharding,
+                             activation_checkpointing=workload.activation_checkpointing,
+                             lora_rank=workload.lora),
+            Hardware(gpu=resolve_gpu(offer.gpu), gpus=per_node * offer.nodes, nodes=offer.nodes,
+                     gpus_per_node=per_node),
+            Throughput(mfu=workload.mfu, source="user") if workload.mfu else None,
+        )
     except (ValueError, UserError) as exc:
         log.info("no estimate for %s: %s", spec.name, exc)
         return None
-    hours = float(est.wall_hours)
-    rate = getattr(est, "tokens_per_s_per_gpu", None)
-    total_rate = float(rate) * max(offer.gpus_per_node, 1) * offer.nodes if rate else None
-    return RunEstimate(hours=hours, tokens_per_s=total_rate, cost_usd=None,
-                       source=f"estimate ({getattr(est, 'mfu_source', 'default')})",
-                       params=getattr(est, "params", None) or params, detail={})
+    return RunEstimate(hours=float(est.wall_hours), tokens_per_s=est.tokens_per_s_per_gpu * est.gpus,
+                       cost_usd=None, source=f"estimate (mfu {est.mfu:.2f}, {est.mfu_source})", params=est.params,
+                       detail={"mfu": est.mfu, "mfu_source": est.mfu_source, "fits": est.fits,
+                               "memory_gb_per_gpu": est.memory_gb_per_gpu.total, "flops": est.flops})
 
 
 def plan_launch(spec: JobSpec, spec_text: str, *, provider: Provider, source_dir: str | None = None) -> LaunchPlan:

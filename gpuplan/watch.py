@@ -237,8 +237,29 @@ def runs_to_watch(store: Any) -> list[str]:
         return list(session.scalars(query.order_by(Run.created_at)))
 
 
+def enforce_budgets(store: Any, *, provider_factory: ProviderFactory | None = None) -> list[str]:
+    """Stop (state `capped`) every live run under an exhausted budget (gpuplan.budgets decides which)."""
+    from gpuplan.budgets import enforce
+
+    factory = provider_factory or _default_factory
+
+    def stop(run: Run, reason: str) -> None:
+        record_event(session, run, "stop", reason)
+        stop_instances(session, run, factory(run.provider), utcnow())
+
+    with store.session() as session:
+        return [action.run_id for action in enforce(session, utcnow(), stop)]
+
+
 def watch_all(store: Any, *, provider_factory: ProviderFactory | None = None) -> list[WatchResult]:
-    """One pass of `gpuplan watch` over every run that needs looking after; one run's error never stops the rest."""
+    """One pass of `gpuplan watch` over every run that needs looking after; one run's error never stops the rest.
+
+    Budgets (the `budget` command's caps across runs) are enforced first, then each run's own limits.
+    """
+    try:
+        enforce_budgets(store, provider_factory=provider_factory)
+    except ProviderError as exc:
+        log.warning("budget enforcement: %s", exc)
     results = []
     for run_id in runs_to_watch(store):
         try:

@@ -9,3 +9,9 @@ step() { printf '\n\033[1m$ gpuplan %s\033[0m\n' "$*"; "$GPUPLAN" "$@"; }
 step --version
 step db upgrade
 step db current
+
+# Launch the tiny GPT on this machine (local provider), then look at the books.
+step launch examples/tiny-gpt.yaml -y
+step runs
+RUN_ID=$("$GPUPLAN" runs --json --limit 1 | python3 -c 'import json, sys; print(json.load(sys.stdin)[0]["run_id"])')
+step status "$RUN_ID"

@@ -5,6 +5,7 @@
 set -euo pipefail
 
 PACKAGES=(
+  podman runc busybox-static shellcheck  # jobs: container runner, boot-script lint (tests/test_runner.py, test_bootstrap.py)
 )
 
 missing=()
@@ -21,4 +22,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq >/dev/null
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# podman's default runtime (crun) fails on these machines; runc with cgroupfs works (tests also point
+# CONTAINERS_CONF at this file, so they work where /etc is not ours to change).
+if [ "$(id -u)" = 0 ] && command -v podman >/dev/null && [ ! -e /etc/containers/containers.conf ]; then
+  install -D -m 0644 "$(dirname "$0")/podman-containers.conf" /etc/containers/containers.conf
 fi

@@ -20,10 +20,11 @@ from gpuplan.output import emit_json, note
 @click.option("--detach", is_flag=True, help="Start and return; `gpuplan watch` enforces the caps.")
 @click.option("--interval", type=click.FloatRange(min=0.1), default=1.0, show_default=True,
               help="Seconds between checks while following.")
+@click.option("--force", is_flag=True, help="Launch even if the estimate breaks a budget (recorded as an event).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output on stdout (progress on stderr).")
 @pass_app
 def launch(app: AppContext, spec_path: Path, provider_name: str, dry_run: bool, yes: bool, detach: bool,
-           interval: float, as_json: bool) -> None:
+           interval: float, force: bool, as_json: bool) -> None:
     """Launch the job in JOB.yaml and follow it (logs, progress bar, ETA) until it ends."""
     from gpuplan import launch as orchestration
     from gpuplan.jobs.spec import load_spec
@@ -44,6 +45,7 @@ def launch(app: AppContext, spec_path: Path, provider_name: str, dry_run: bool, 
              f"{money(plan.estimate.cost_usd)}")
     else:
         note("estimate: none (add workload tokens and a model or throughput to the spec)")
+    overridden = _budget_gate(app, plan, force=force)
     if dry_run:
         if as_json:
             emit_json({**info, "dry_run": True})
@@ -54,6 +56,8 @@ def launch(app: AppContext, spec_path: Path, provider_name: str, dry_run: bool, 
     if not yes:
         click.confirm("start it?", default=True, abort=True, err=True)
     run_id = orchestration.record_run(app.store, plan)
+    if overridden:
+        _budget_gate(app, plan, force=True, run_id=run_id)
     orchestration.launch_recorded_run(app.store, run_id, plan, provider, secrets)
     note(f"run {run_id} started (logs: gpuplan logs {run_id} -f; stop: gpuplan stop {run_id})")
     if detach:
@@ -69,6 +73,18 @@ def launch(app: AppContext, spec_path: Path, provider_name: str, dry_run: bool, 
         note(f"\nstopped following; run {run_id} keeps going (gpuplan status {run_id}, gpuplan stop {run_id})")
         sys.exit(130)
     _finish(result.summary, as_json, exit_on_failure=True)
+
+
+def _budget_gate(app: AppContext, plan: object, *, force: bool, run_id: str | None = None) -> list:
+    """Refuse (exit 2) a launch whose estimate breaks a budget unless --force; with a run id, record the override."""
+    from gpuplan.budgets import gate_launch
+    from gpuplan.store.types import utcnow
+
+    est = plan.estimate  # type: ignore[attr-defined]
+    with app.store.session() as session:
+        return gate_launch(session, project=plan.spec.project, cloud=plan.offer.cloud,  # type: ignore[attr-defined]
+                           est_cost_usd=est.cost_usd if est is not None else None, now=utcnow(), force=force,
+                           run_id=run_id, dry_run=run_id is None)
 
 
 def _finish(summary: dict, as_json: bool, *, exit_on_failure: bool) -> None:
