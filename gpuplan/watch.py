@@ -256,12 +256,13 @@ def watch_all(store: Any, *, provider_factory: ProviderFactory | None = None) ->
 
     Budgets (the `budget` command's caps across runs) are enforced first, then each run's own limits.
     """
+    run_ids = runs_to_watch(store)  # before the budgets: a run they cap is still reported in this pass
     try:
         enforce_budgets(store, provider_factory=provider_factory)
     except ProviderError as exc:
         log.warning("budget enforcement: %s", exc)
     results = []
-    for run_id in runs_to_watch(store):
+    for run_id in run_ids:
         try:
             results.append(watch_run(store, run_id, provider_factory=provider_factory))
         except ProviderError as exc:
