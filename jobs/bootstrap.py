@@ -19,6 +19,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from gpuplan.jobs.runner import NodeLaunch, job_environment
 
@@ -121,6 +122,25 @@ def boot_plan_for(launch: NodeLaunch, *, secrets: Mapping[str, str], storage_url
                     master_addr=master_addr, master_port=launch.master_port, gpus=launch.gpus,
                     max_hours=launch.max_hours, storage_url=storage_url, checkpoint_dir=launch.checkpoint_dir,
                     poweroff=poweroff, base_dir=base_dir)
+
+
+def boot_script_for_request(request: Any, node_rank: int, *, storage_url: str | None = None,
+                            master_addr: str | None = None, master_port: int = 29500) -> str:
+    """The boot script of node `node_rank` of a provider's LaunchRequest (what cloud providers put in user-data).
+
+    Uses the same NodeLaunch contract as the local provider: argv from `request.options["argv"]` (the spec's
+    `/bin/sh -c` form), secrets handed over by value (the script is the only place they are written).
+    """
+    launch = NodeLaunch(
+        run_id=request.run_id, name=request.name,
+        argv=list(request.options.get("argv") or ["/bin/sh", "-c", request.command]), run_dir=CONTAINER_RUN_DIR,
+        node_rank=node_rank, nnodes=request.nodes, nproc_per_node=max(int(request.gpus_per_node or 1), 1),
+        master_port=master_port, runtime=request.runtime or "auto", image=request.image, workdir=request.workdir,
+        env=dict(request.env), secret_names=sorted(request.secrets), gpus=int(request.gpus_per_node or 0),
+        max_hours=request.max_hours, checkpoint_dir=request.options.get("checkpoint_dir"),
+    )
+    return render_boot_script(boot_plan_for(launch, secrets=request.secrets, storage_url=storage_url,
+                                            master_addr=master_addr))
 
 
 # The fixed part: refers to the variables above only inside double quotes; contains no user text.

@@ -116,3 +116,27 @@ def test_boot_plan_shares_the_local_contract() -> None:
     script = render_boot_script(plan)
     assert "export NPROC_PER_NODE=8" in script and "STORAGE_URL=gs://b/r-1" in script
     assert "RANK=" not in script.replace("NODE_RANK", "").replace("LOCAL_RANK", "")  # torchrun sets RANK itself
+
+
+def test_boot_script_for_a_launch_request() -> None:
+    from gpuplan.jobs.spec import parse_spec
+    from gpuplan.providers.base import LaunchRequest
+
+    spec = parse_spec("name: j\nimage: img:1\ncommand: [python, train.py, --x, \"a b\"]\n"
+                      "resources: {gpu: 'H100:8', nodes: 2}\nlimits: {max_hours: 1}\nsecrets: [TOKEN]\n")
+    request = LaunchRequest(run_id="r-abc", name=spec.name, command=spec.shell_script, run_dir="/x", nodes=2,
+                            gpus_per_node=8, image=spec.image, max_hours=1.0, secrets={"TOKEN": "v"},
+                            options={"argv": spec.argv})
+    script = render_boot_script_checked(request)
+    assert "JOB_ARGV=(/bin/sh -c 'python train.py --x '\"'\"'a b'\"'\"'')" in script
+    assert "export TOKEN=v" in script and "MAX_SECONDS=3600" in script and "export NODE_RANK=1" in script
+
+
+def render_boot_script_checked(request: object) -> str:
+    from gpuplan.jobs.bootstrap import boot_script_for_request
+
+    script = boot_script_for_request(request, 1, storage_url="s3://b/r-abc", master_addr="10.0.0.2")
+    if shutil.which("shellcheck"):
+        proc = subprocess.run(["shellcheck", "-s", "bash", "-"], input=script, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stdout
+    return script
