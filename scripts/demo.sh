@@ -9,6 +9,8 @@ step() { printf '\n\033[1m$ gpuplan %s\033[0m\n' "$*"; "$GPUPLAN" "$@"; }
 step --version
 step db upgrade
 step db current
+step prices --gpu H100 --min-gpus 8 --limit 5
+step prices --gpu A100 --spot --sort price-per-tflop --limit 5
 
 # Launch the tiny GPT on this machine (local provider), then look at the books.
 step launch examples/tiny-gpt.yaml -y

@@ -142,7 +142,11 @@ def aws_gpuinfo_gpu(name: str, memory_mib: float | None) -> str | None:
 
 
 def resolve_gpus(text: str) -> frozenset[str]:
-    """User text (`h100`, `A100`, `L4,T4`) -> canonical names; unknown names are a UserError."""
+    """User text (`h100`, `A100`, `L4,T4`) -> canonical names; unknown names are a UserError.
+
+    `A100` and `V100` mean every size here (a price list should show both), while the estimator reads a bare
+    `A100` as the 40 GB part; any other spelling goes through the estimator's aliases.
+    """
     names: set[str] = set()
     for raw in text.split(","):
         key = re.sub(r"[\s_]+", "-", raw.strip()).upper()
@@ -153,18 +157,33 @@ def resolve_gpus(text: str) -> frozenset[str]:
         elif key in GPU_ALIASES:
             names.update(GPU_ALIASES[key])
         else:
-            raise UserError(f"unknown GPU {raw.strip()!r}; known: {', '.join(CANONICAL_GPUS)}")
+            names.add(_estimator_name(raw.strip()))
     if not names:
         raise UserError("--gpu needs at least one GPU name")
     return frozenset(names)
 
 
+def _estimator_name(text: str) -> str:
+    """Other spellings (`H100 SXM`, `nvidia-tesla-t4`) through the estimator's alias table (gpuplan.gpus)."""
+    from gpuplan.gpus import resolve_gpu
+
+    try:
+        name = resolve_gpu(text).name
+    except ValueError:
+        name = ""
+    if name not in CANONICAL_GPUS:
+        raise UserError(f"unknown GPU {text!r}; known: {', '.join(CANONICAL_GPUS)}")
+    return name
+
+
 def resolve_clouds(text: str) -> frozenset[str]:
     """`aws,gcp` -> {"aws", "gcp"}; an unknown cloud is a UserError."""
     clouds = {c.strip().lower() for c in text.split(",") if c.strip()}
+    if not clouds:
+        raise UserError(f"--cloud needs a cloud name; known: {', '.join(KNOWN_CLOUDS)}")
     unknown = sorted(clouds - set(KNOWN_CLOUDS))
-    if unknown or not clouds:
-        raise UserError(f"unknown cloud {', '.join(unknown) or text!r}; known: {', '.join(KNOWN_CLOUDS)}")
+    if unknown:
+        raise UserError(f"unknown cloud {', '.join(map(repr, unknown))}; known: {', '.join(KNOWN_CLOUDS)}")
     return frozenset(clouds)
 
 
