@@ -119,3 +119,16 @@ def test_stop_then_status_keeps_the_stop(store: Store, tmp_path: Path) -> None:
     again = watch_run(store, run_id, provider_factory=lambda _: provider)
     assert again.state == RunState.STOPPED and not again.changed
     assert provider.list_tagged(run_id) == []
+
+
+def test_run_is_recorded_before_the_provider_call_and_a_failure_is_kept(store: Store, tmp_path: Path) -> None:
+    from gpuplan.providers.base import ProviderError
+
+    broken = LocalProvider(root=tmp_path / "runs", python=str(tmp_path / "no-such-python"))
+    with pytest.raises(ProviderError, match="could not start"):
+        _launch(store, "name: doomed\nruntime: process\ncommand: true\n", broken)
+    with store.session() as session:
+        (run,) = session.query(Run).all()
+        kinds = [e.kind for e in session.query(Event).filter(Event.run_id == run.id).order_by(Event.id)]
+        assert run.state == RunState.FAILED and run.state_reason.startswith("launch failed")
+        assert kinds[0] == "created" and "launch_failed" in kinds and run.ended_at is not None
