@@ -126,7 +126,7 @@ def test_run_is_recorded_before_the_provider_call_and_a_failure_is_kept(store: S
 
     broken = LocalProvider(root=tmp_path / "runs", python=str(tmp_path / "no-such-python"))
     with pytest.raises(ProviderError, match="could not start"):
-        _launch(store, "name: doomed\nruntime: process\ncommand: true\n", broken)
+        _launch(store, "name: doomed\nruntime: process\ncommand: \"true\"\n", broken)
     with store.session() as session:
         (run,) = session.query(Run).all()
         kinds = [e.kind for e in session.query(Event).filter(Event.run_id == run.id).order_by(Event.id)]
