@@ -114,9 +114,12 @@ def choose_offer(spec: JobSpec, provider: Provider) -> Offer:
                      gpu=res.gpu, gpus_per_node=res.gpus_per_node or (1 if res.gpu else 0), nodes=res.nodes,
                      spot=False, price_per_hour=Decimal(price) if price is not None else Decimal(0))
     region = next((r for r in res.regions if "*" not in r and "?" not in r), None)
+    gpus_per_node = res.gpus_per_node or (1 if res.gpu else 0)
+    # Providers with a configured rate rather than a catalog (Slurm's internal charge-back) quote it per node.
+    charge = getattr(provider, "charge_per_hour", None)
     return Offer(provider=provider.name, cloud=provider.cloud, region=region, gpu=res.gpu,
-                 gpus_per_node=res.gpus_per_node or (1 if res.gpu else 0), nodes=res.nodes, spot=res.spot,
-                 price_per_hour=None)
+                 gpus_per_node=gpus_per_node, nodes=res.nodes, spot=res.spot,
+                 price_per_hour=charge(gpus_per_node, 1) if callable(charge) else None)
 
 
 def estimate_run(spec: JobSpec, offer: Offer) -> RunEstimate | None:

@@ -5,7 +5,11 @@
 set -euo pipefail
 
 PACKAGES=(
-  podman runc busybox-static shellcheck  # jobs: container runner, boot-script lint (tests/test_runner.py, test_bootstrap.py)
+  # Jobs: podman + runc run containers (tests/test_runner.py, test_bootstrap.py); shellcheck lints boot scripts.
+  podman runc busybox-static shellcheck
+  # Slurm: tests/slurmhelp.py starts a throwaway one-node cluster (scripts/start_slurm.sh); slurmdbd and MariaDB
+  # give it accounting so the sacct path is tested too.
+  slurm-wlm munge slurmdbd mariadb-server
 )
 
 missing=()
@@ -21,7 +25,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "test-services: installing ${missing[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq >/dev/null
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  apt-get install -o DPkg::Lock::Timeout=300 -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
 # podman's default runtime (crun) fails on these machines; runc with cgroupfs works (tests also point

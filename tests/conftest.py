@@ -98,3 +98,16 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'store.db'}"
     return request.getfixturevalue("fresh_postgres_db")
+
+
+@pytest.fixture(scope="session")
+def slurm() -> Iterator[object]:
+    """A real one-node Slurm cluster on 127.0.0.1 for the whole session (tests/slurmhelp.py; skipped only where
+    Slurm is not installed or we are not root)."""
+    from slurmhelp import slurm_cluster, why_unavailable
+
+    reason = why_unavailable()
+    if reason:
+        pytest.skip(reason)
+    with slurm_cluster() as cluster:
+        yield cluster
