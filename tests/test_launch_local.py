@@ -251,3 +251,23 @@ def test_tiny_gpt_trains_checkpoints_and_reports_throughput(tmp_path: Path) -> N
     data = result.json()
     assert data["state"] == "succeeded" and data["tokens_done"] == 2560 and data["tokens_per_s"] > 0
     assert (Path(data["run_dir"]) / "checkpoints" / "tiny-gpt.pt").exists()
+
+
+def test_launch_a_container_job_with_podman(tmp_path: Path) -> None:
+    from podmanhelp import busybox_image, podman_env
+
+    image = busybox_image()
+    spec = write_spec(tmp_path, f"name: boxed\nimage: {image}\nruntime: podman\nsecrets: [API_TOKEN]\n"
+                                "env: {GREETING: \"hi $(there)\"}\n"
+                                "run: |\n  echo \"$GREETING in $GPUPLAN_RUN_DIR\"\n"
+                                "  printf %s \"$API_TOKEN\" > \"$GPUPLAN_RUN_DIR/token\"\n"
+                                "  echo '{\"time\": 1, \"step\": 1, \"tokens\": 10}' >> \"$GPUPLAN_METRICS\"\n")
+    result = gp("launch", str(spec), "-y", "--json",
+                env={**podman_env(), "API_TOKEN": SECRET_VALUE})
+    assert result.exit_code == 0, result.stderr
+    data = result.json()
+    assert data["state"] == "succeeded" and data["tokens_done"] == 10
+    log = q("logs", data["run_id"]).stdout
+    assert "hi $(there) in /gpuplan/run" in log and "(podman)" in log
+    assert (Path(data["run_dir"]) / "token").read_text() == SECRET_VALUE  # reached the container by name
+    assert "s3cr3t" not in log
