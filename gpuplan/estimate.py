@@ -8,6 +8,7 @@ The formulas live in gpuplan.estimating (flops, memory, mfu, comms), each citing
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -106,7 +107,8 @@ class Hardware:
         if nodes is not None and per_node is not None and nodes * per_node != self.gpus:
             raise ValueError(f"{self.gpus} GPUs do not split into {nodes} nodes x {per_node} GPUs")
         if nodes is None and per_node is None:
-            per_node = min(self.gpus, 8)
+            # The largest node of up to 8 GPUs that the count splits into (12 -> 2 x 6): clouds sell 1-8 per node.
+            per_node = max(d for d in range(1, 9) if self.gpus % d == 0)
         if per_node is None:
             assert nodes is not None
             if self.gpus % nodes:
@@ -248,14 +250,22 @@ def _memory(workload: Workload, shape: Shape, gpus: int, **overrides: Any) -> me
     return _training_memory(workload, shape, gpus, **overrides)
 
 
-def _valid_counts(gpus_per_node: int, max_gpus: int) -> list[int]:
-    """GPU counts a cloud can give: 1..gpus_per_node on one node, then whole nodes."""
-    counts = list(range(1, min(gpus_per_node, max_gpus) + 1))
-    n = 2
-    while n * gpus_per_node <= max_gpus:
-        counts.append(n * gpus_per_node)
-        n += 1
-    return counts
+def _valid_count(index: int, gpus_per_node: int) -> int:
+    """The index-th GPU count a cloud can give: 1..gpus_per_node on one node, then whole nodes (2, 3, ... nodes).
+
+    Computed, not listed: `min_gpus` binary-searches up to 65,536 GPUs and the planner calls it per GPU shape,
+    so materialising the list cost more than the whole plan.
+    """
+    if index < gpus_per_node:
+        return index + 1
+    return (index - gpus_per_node + 2) * gpus_per_node
+
+
+def _count_of_counts(gpus_per_node: int, max_gpus: int) -> int:
+    """How many valid counts there are up to `max_gpus`."""
+    if max_gpus <= gpus_per_node:
+        return max(max_gpus, 0)
+    return gpus_per_node + max_gpus // gpus_per_node - 1
 
 
 def min_gpus(workload: Workload, gpu: GpuSpec, *, gpus_per_node: int = 8, max_gpus: int = 65536,
@@ -271,36 +281,42 @@ def min_gpus(workload: Workload, gpu: GpuSpec, *, gpus_per_node: int = 8, max_gp
     def fits(n: int) -> bool:
         return _memory(workload, shape, n, **overrides).total <= gpu.memory_gb
 
-    counts = _valid_counts(gpus_per_node, max_gpus)
-    if not counts or not fits(counts[-1]):
+    size = _count_of_counts(gpus_per_node, max_gpus)
+    if size == 0 or not fits(_valid_count(size - 1, gpus_per_node)):
         return None
-    lo, hi = 0, len(counts) - 1  # memory falls monotonically with the count: binary search the first fit
+    lo, hi = 0, size - 1  # memory falls monotonically with the count: binary search the first fit
     while lo < hi:
         mid = (lo + hi) // 2
-        if fits(counts[mid]):
+        if fits(_valid_count(mid, gpus_per_node)):
             hi = mid
         else:
             lo = mid + 1
-    return counts[lo]
+    return _valid_count(lo, gpus_per_node)
 
 
 def _fit_hint(workload: Workload, hardware: Hardware) -> str:
-    """What would fit: more GPUs with this sharding, ZeRO-3 across M, checkpointing, or a bigger GPU."""
+    """What would fit: more GPUs with these settings, ZeRO-3 across M, and checkpointing if that is needed too."""
     gpu, per_node = hardware.gpu, hardware.per_node
     options = []
     needed = min_gpus(workload, gpu, gpus_per_node=per_node)
     if needed is not None and needed > hardware.gpus:
         options.append(f"needs at least {needed} x {gpu.name}")
-    if workload.mode == "train" and workload.sharding not in ("zero3", "fsdp"):
-        z3 = min_gpus(workload, gpu, gpus_per_node=per_node, sharding="zero3")
-        if z3 is not None:
-            options.append(f"zero3 across {z3} x {gpu.name}")
-    if workload.mode == "train" and not workload.activation_checkpointing:
+    if workload.mode == "train":
         shape = shape_of(workload.params, workload.architecture)
-        if _memory(workload, shape, hardware.gpus, checkpointing=True).total <= gpu.memory_gb:
-            options.append("--activation-checkpointing")
+        if not workload.activation_checkpointing and \
+                _memory(workload, shape, hardware.gpus, checkpointing=True).total <= gpu.memory_gb:
+            options.append(f"--activation-checkpointing on {hardware.gpus} x {gpu.name}")
+        if workload.sharding not in ("zero3", "fsdp"):
+            z3 = min_gpus(workload, gpu, gpus_per_node=per_node, sharding="zero3")
+            if z3 is not None:
+                options.append(f"zero3 across {z3} x {gpu.name}")
+        if not options and not workload.activation_checkpointing:
+            both = min_gpus(replace(workload, sharding="zero3", activation_checkpointing=True), gpu,
+                            gpus_per_node=per_node)
+            if both is not None:
+                options.append(f"zero3 with --activation-checkpointing across {both} x {gpu.name}")
     if not options:
-        return f"does not fit on any number of {gpu.name} with these settings"
+        return f"does not fit on any number of {gpu.name} with these settings; try a GPU with more memory"
     return "does not fit: " + ", or ".join(options)
 
 
@@ -325,10 +341,14 @@ def estimate(workload: Workload, hardware: Hardware, throughput: Throughput | No
     if shape.inferred:
         assumptions.append(f"shape inferred from N: {shape.layers} layers x hidden {shape.hidden}")
 
-    # Per-GPU compute rate on one node.
+    global_batch = workload.global_batch or default_global_batch(workload.params, workload.seq_len)
+    if workload.global_batch is None:
+        assumptions.append(f"global batch {global_batch} sequences (typical for the size; set --global-batch)")
+
+    # Per-GPU compute rate.
     if throughput is None:
-        prior = mfu_prior(gpu, matmul_params=shape.matmul_params, precision=workload.precision,
-                          nodes=hardware.node_count, recompute_ratio=fpt.model / fpt.hardware)
+        prior = mfu_prior(gpu, matmul_params=shape.matmul_params, precision=workload.precision, gpus=gpus,
+                          global_batch=global_batch, recompute_ratio=fpt.model / fpt.hardware)
         mfu, source, detail = prior.mfu, "default", prior.detail()
         tps = mfu * peak * 1e12 / fpt.model
     elif throughput.tokens_per_s_per_gpu is not None:
@@ -339,18 +359,16 @@ def estimate(workload: Workload, hardware: Hardware, throughput: Throughput | No
         mfu, source, detail = throughput.mfu, throughput.source, throughput.detail
         tps = mfu * peak * 1e12 / fpt.model
 
-    global_batch = workload.global_batch or default_global_batch(workload.params, workload.seq_len)
-    global_batch = max(global_batch, gpus * workload.micro_batch)
-    if workload.global_batch is None:
-        assumptions.append(f"global batch {global_batch} sequences (typical for the size; set --global-batch)")
     step_tokens_per_gpu = global_batch * workload.seq_len / gpus
-    micro_tokens = workload.micro_batch * workload.seq_len
+    # With fewer sequences per step than GPUs, GPUs share a sequence (model parallel): a micro-step is the step.
+    micro_tokens = min(workload.micro_batch * workload.seq_len, step_tokens_per_gpu)
     grad_bytes = trainable * memory.weight_bytes(workload.precision)
+    model_parallel = max(1, math.ceil(gpus / global_batch))  # GPUs sharing one sequence
     network = hardware.network_gbps or comms.default_network_gbps(gpu)
     comm = comms.scaling_efficiency(
         gpu=gpu, gpus_per_node=hardware.per_node, nodes=hardware.node_count, network_gbps=network,
         grad_bytes=grad_bytes, step_compute_s=step_tokens_per_gpu / tps, microbatch_compute_s=micro_tokens / tps,
-        full_shard=workload.sharding in ("zero3", "fsdp"),
+        full_shard=workload.sharding in ("zero3", "fsdp"), model_parallel=model_parallel,
     )
     effective_tps = tps * comm.efficiency
     wall_s = workload.tokens / (effective_tps * gpus)
@@ -420,3 +438,51 @@ def with_gpus(hardware: Hardware, gpus: int) -> Hardware:
     """The same hardware with a different GPU count (nodes recomputed); used to answer the minimum setup."""
     per_node = min(gpus, hardware.per_node)
     return replace(hardware, gpus=gpus, nodes=None, gpus_per_node=per_node)
+
+
+def workload_from_job(job_workload: Any) -> tuple[Workload, Throughput | None]:
+    """The estimate Workload for a job spec's `workload` section, and the user's own throughput if it gives one.
+
+    Duck-typed on gpuplan.jobs.spec.Workload, so this module does not import the job spec. Reads the model's
+    config.json when the spec names one (the only I/O here); raises ValueError when the workload says nothing
+    about the model or the tokens.
+    """
+    from gpuplan.architecture import load_hf_config, preset
+
+    arch: Architecture | None = None
+    if getattr(job_workload, "model", None):
+        arch = preset(job_workload.model)
+    elif getattr(job_workload, "model_config_path", None):
+        arch = load_hf_config(job_workload.model_config_path)
+    params = arch.param_count() if arch is not None else getattr(job_workload, "params", None)
+    tokens = getattr(job_workload, "total_tokens", None)
+    if not params or not tokens:
+        raise ValueError("the workload needs a model (params, model or model_config) and tokens")
+    seq_len = job_workload.seq_len or (min(arch.max_seq_len, 4096) if arch else 2048)
+    workload = Workload(
+        params=int(params), tokens=int(tokens), architecture=arch, seq_len=seq_len,
+        global_batch=job_workload.global_batch, micro_batch=job_workload.micro_batch or 1,
+        precision=job_workload.precision, optimizer=job_workload.optimizer, sharding=job_workload.sharding,
+        activation_checkpointing=job_workload.activation_checkpointing, lora_rank=job_workload.lora,
+    )
+    throughput = None
+    if getattr(job_workload, "throughput", None):
+        throughput = Throughput(tokens_per_s_per_gpu=job_workload.throughput, source="user",
+                                detail="workload.throughput")
+    elif getattr(job_workload, "mfu", None):
+        throughput = Throughput(mfu=job_workload.mfu, source="user", detail="workload.mfu")
+    return workload, throughput
+
+
+def estimate_for_job(job_workload: Any, *, gpu: str, gpus_per_node: int, nodes: int,
+                     throughput: Throughput | None = None) -> Estimate:
+    """The estimate for a job spec's `workload` section on `nodes` x `gpus_per_node` GPUs of type `gpu`.
+
+    The adapter `gpuplan.launch` calls. The workload's own `throughput` / `mfu` are the user's numbers and win;
+    otherwise `throughput`, else the default prior.
+    """
+    from gpuplan.gpus import resolve_gpu
+
+    workload, own = workload_from_job(job_workload)
+    hardware = Hardware(resolve_gpu(gpu), gpus=gpus_per_node * nodes, nodes=nodes, gpus_per_node=gpus_per_node)
+    return estimate(workload, hardware, own or throughput)

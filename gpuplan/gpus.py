@@ -1,20 +1,20 @@
 """The GPU table: memory, bandwidth, peak tensor throughput per precision, and the names people use for each GPU.
 
-Read from the package's `data/gpus.csv` (every row cites its vendor datasheet) through importlib.resources so
-it works from a wheel. The canonical `name` of each GPU (H100, A100-40GB, ...) is the one the price catalog uses;
-`resolve_gpu` also accepts the clouds' and vendors' spellings (`A100` = the 40 GB part, as AWS and GCP call it;
-`H100-MEGA` = GCP's a3-megagpu H100; `T4g`), ignoring case, spaces, dashes and underscores.
+Read from the package's `data/gpus.csv` (every row cites its vendor datasheet) through the package loader
+(pkgutil.get_data, the loader API importlib.resources is built on), so it works from a wheel or a zip. The
+canonical `name` of each GPU (H100, A100-40GB, ...) is the one the price catalog uses; `resolve_gpu` also
+accepts the clouds' and vendors' spellings (`A100` = the 40 GB part, as AWS and GCP call it; `H100-MEGA` =
+GCP's a3-megagpu H100; `T4g`), ignoring case, spaces, dashes and underscores.
 """
 
 from __future__ import annotations
 
 import csv
-import difflib
 import functools
 import io
+import pkgutil
 import re
 from dataclasses import dataclass, field
-from importlib import resources
 
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8")
 
@@ -78,7 +78,12 @@ def _num(text: str | None) -> float | None:
 @functools.lru_cache(maxsize=1)
 def _table() -> tuple[tuple[GpuSpec, ...], dict[str, GpuSpec]]:
     """Parse gpus.csv once per process (cached: the file is immutable package data, not mutable state)."""
-    text = resources.files("gpuplan").joinpath("data/gpus.csv").read_text(encoding="utf-8")
+    # The package loader's get_data (what importlib.resources uses underneath) works from a wheel or a zip;
+    # importlib.resources itself would pull in tempfile/shutil/lzma (~20 ms) on the 150 ms estimate path.
+    raw = pkgutil.get_data("gpuplan", "data/gpus.csv")
+    if raw is None:  # pragma: no cover - a broken installation
+        raise RuntimeError("gpuplan's data/gpus.csv is missing from the installation")
+    text = raw.decode("utf-8")
     specs: list[GpuSpec] = []
     index: dict[str, GpuSpec] = {}
     for row in csv.DictReader(io.StringIO(text)):
@@ -123,6 +128,8 @@ def resolve_gpu(name: str) -> GpuSpec:
     key = _key(name)
     if key in index:
         return index[key]
+    import difflib  # only on the error path
+
     close_keys = difflib.get_close_matches(key, index, n=6, cutoff=0.6)
     close: list[str] = []
     for k in close_keys:

@@ -12,6 +12,11 @@ step db current
 step prices --gpu H100 --min-gpus 8 --limit 5
 step prices --gpu A100 --spot --sort price-per-tflop --limit 5
 
+# How long and how much: the estimate (default MFU prior, prices from the shipped catalog), and what fits.
+step estimate --model llama-2-7b --tokens 200B --gpu H100 --gpus 16 --sharding zero3 --global-batch 512
+step estimate --params 70B --tokens 1T --gpu A100-80GB --gpus 64
+step estimate --model gpt2 --tokens 10B --gpu A10G --json
+
 # Launch the tiny GPT on this machine (local provider), then look at the books.
 step launch examples/tiny-gpt.yaml -y
 step runs

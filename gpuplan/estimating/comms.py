@@ -5,12 +5,15 @@ The model (documented in the README's Estimate section):
   2009, bandwidth-optimal all-reduce); ZeRO-3/FSDP moves 3·(p-1)/p x B (all-gather in forward and backward,
   reduce-scatter of gradients: Rajbhandari et al. 2020, section 7) and does it every micro-batch.
 - Hierarchical, as NCCL does it: inside a node over NVLink (or PCIe), then across nodes where the node's
-  NICs carry 2·(n-1)/n x B in total.
+  NICs carry 2·(n-1)/n x B in total. When a step has fewer sequences than GPUs, groups of m GPUs share one
+  model replica (tensor/pipeline/context parallel, as Megatron-LM and Llama 3 do); the data-parallel
+  collective then runs over gpus/m replicas, and a replica spanning k nodes puts only B/k on each node's NICs.
+  The cost of the model-parallel traffic itself is in the MFU prior's `parallel` factor (mfu.py).
 - Achievable bus bandwidth: 80% of the unidirectional NVLink peak (nccl-tests all_reduce busbw on DGX H100 is
   ~360-370 GB/s of 450) and 70% of the NIC line rate; PCIe-only GPUs get 16 GB/s (half of Gen4 x16 peak).
 - Overlap: DDP/FSDP overlap gradient buckets with the backward pass of the *last* micro-batch only (gradient
   accumulation communicates once per step), and the last bucket (~10% of the traffic) never overlaps.
-- Latency: each all-reduce bucket (25 MB, PyTorch DDP's default bucket_cap_mb) pays ~20 us per tree hop,
+- Latency: each all-reduce bucket (25 MB, PyTorch DDP's default bucket_cap_mb) pays ~5 us per tree hop,
   2·log2(ranks) hops (NCCL's tree all-reduce).
 Scaling efficiency = compute / (compute + exposed communication); 1.0 on one GPU. It falls as nodes are added
 because the per-GPU share of a fixed global batch shrinks while the gradient volume does not.
@@ -27,7 +30,7 @@ NVLINK_EFFICIENCY = 0.8
 NETWORK_EFFICIENCY = 0.7
 PCIE_GBPS = 16.0  # GB/s achievable per GPU over PCIe Gen4 x16 (32 GB/s peak per direction)
 BUCKET_BYTES = 25e6
-HOP_LATENCY_S = 20e-6
+HOP_LATENCY_S = 5e-6
 EXPOSED_TAIL = 0.1
 
 # Default network per node in Gbit/s when the user does not say: the clouds' flagship instance of each GPU
@@ -62,37 +65,48 @@ def intra_node_gbps(gpu: GpuSpec) -> float:
 
 
 def allreduce_seconds(nbytes: float, *, gpu: GpuSpec, gpus_per_node: int, nodes: int, network_gbps: float,
-                      factor: float = 2.0) -> float:
-    """Seconds for one hierarchical collective moving `factor`·(p-1)/p x nbytes (2 = all-reduce)."""
+                      factor: float = 2.0, model_parallel: int = 1) -> float:
+    """Seconds for one hierarchical data-parallel collective of a model with `nbytes` of gradients.
+
+    `factor` = 2 for an all-reduce, 3 for ZeRO-3's all-gathers plus reduce-scatter. With a model-parallel degree
+    m (GPUs sharing one replica), each GPU holds nbytes/m; a replica spanning k = m/gpus_per_node nodes means each
+    node's NICs carry only 1/k of the gradients, and replicas inside one node reduce over NVLink first.
+    """
     ranks = gpus_per_node * nodes
-    if ranks <= 1 or nbytes <= 0:
+    model_parallel = max(1, min(model_parallel, ranks))
+    dp = ranks // model_parallel
+    if dp <= 1 or nbytes <= 0:
         return 0.0
     seconds = 0.0
-    if gpus_per_node > 1:
-        seconds += factor * (gpus_per_node - 1) / gpus_per_node * nbytes / (intra_node_gbps(gpu) * 1e9)
-    if nodes > 1:
+    replicas_per_node = gpus_per_node // model_parallel if model_parallel < gpus_per_node else 1
+    if replicas_per_node > 1:
+        shard = nbytes / model_parallel
+        seconds += factor * (replicas_per_node - 1) / replicas_per_node * shard / (intra_node_gbps(gpu) * 1e9)
+    dp_nodes = dp // replicas_per_node
+    if dp_nodes > 1:
+        nodes_per_replica = max(1.0, model_parallel / gpus_per_node)
         node_bytes_per_s = network_gbps / 8 * 1e9 * NETWORK_EFFICIENCY
-        seconds += factor * (nodes - 1) / nodes * nbytes / node_bytes_per_s
-    buckets = max(1.0, nbytes / BUCKET_BYTES)
-    seconds += buckets * 2 * math.log2(ranks) * HOP_LATENCY_S
+        seconds += factor * (dp_nodes - 1) / dp_nodes * nbytes / nodes_per_replica / node_bytes_per_s
+    buckets = max(1.0, nbytes / model_parallel / BUCKET_BYTES)
+    seconds += buckets * 2 * math.log2(dp) * HOP_LATENCY_S
     return seconds
 
 
 def scaling_efficiency(*, gpu: GpuSpec, gpus_per_node: int, nodes: int, network_gbps: float,
                        grad_bytes: float, step_compute_s: float, microbatch_compute_s: float,
-                       full_shard: bool) -> CommModel:
+                       full_shard: bool, model_parallel: int = 1) -> CommModel:
     """Scaling efficiency of one optimizer step of data-parallel training (see the module docstring)."""
     if gpus_per_node * nodes <= 1:
         return CommModel(1.0, 0.0, 0.0, step_compute_s)
+    common = {"gpu": gpu, "gpus_per_node": gpus_per_node, "nodes": nodes, "network_gbps": network_gbps,
+              "model_parallel": model_parallel}
     if full_shard:
-        per_micro = allreduce_seconds(grad_bytes, gpu=gpu, gpus_per_node=gpus_per_node, nodes=nodes,
-                                      network_gbps=network_gbps, factor=3.0)
+        per_micro = allreduce_seconds(grad_bytes, factor=3.0, **common)
         micro_steps = max(1.0, step_compute_s / microbatch_compute_s) if microbatch_compute_s > 0 else 1.0
         exposed_micro = max(EXPOSED_TAIL * per_micro, per_micro - microbatch_compute_s)
         comm, exposed = per_micro * micro_steps, exposed_micro * micro_steps
     else:
-        comm = allreduce_seconds(grad_bytes, gpu=gpu, gpus_per_node=gpus_per_node, nodes=nodes,
-                                 network_gbps=network_gbps)
+        comm = allreduce_seconds(grad_bytes, **common)
         backward = microbatch_compute_s * 2 / 3
         exposed = max(EXPOSED_TAIL * comm, comm - backward)
     efficiency = step_compute_s / (step_compute_s + exposed) if step_compute_s > 0 else 1.0
