@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuplan.errors import UserError
+from gpuplan.failover import Attempt, AttemptCallback
 from gpuplan.jobs.spec import JobSpec, spec_hash
 from gpuplan.providers.base import Instance, LaunchRequest, Provider, ProviderError, get_provider
 
@@ -104,26 +105,46 @@ def provider_for(name: str) -> Provider:
 def choose_offer(spec: JobSpec, provider: Provider, *, db_url: str | None = None) -> Offer:
     """The offer for this spec on this provider.
 
-    Local (and Slurm): this machine or cluster at the provider's configured price. A cloud: the planner's
-    cheapest option for the spec's workload among the price catalog's offers of that cloud, within the spec's
-    resources and limits (see `planned_offer`); without a workload to plan from, the resources as asked, and
-    the provider picks the machine.
+    Local: this machine at its configured price. AWS/GCP: with a workload to plan from, the planner's option of
+    lowest total job cost within the spec's resources and limits (`planned_offer`); otherwise the cheapest
+    catalog offer for the spec's GPU within its regions and price cap. Either way the start tries the next
+    offers on a capacity error (gpuplan.cloudlaunch). Others (Slurm's charge-back, plugins): the spec as asked.
     """
     res = spec.resources
     price = getattr(provider, "price_per_hour", None)
-    if provider.cloud in ("local", "slurm") or provider.name in ("local", "slurm"):
-        return Offer(provider=provider.name, cloud=provider.cloud, instance_type="localhost"
-                     if provider.name == "local" else None, region="local" if provider.name == "local" else None,
+    if provider.name == "local":
+        return Offer(provider="local", cloud="local", instance_type="localhost", region="local",
                      gpu=res.gpu, gpus_per_node=res.gpus_per_node or (1 if res.gpu else 0), nodes=res.nodes,
                      spot=False, price_per_hour=Decimal(str(price)) if price is not None else Decimal(0))
-    if spec.workload is not None and spec.workload.total_tokens is not None:
-        offer = planned_offer(spec, provider.name, provider.cloud, db_url=db_url)
-        if offer is not None:
-            return offer
     region = next((r for r in res.regions if "*" not in r and "?" not in r), None)
+    gpus_per_node = res.gpus_per_node or (1 if res.gpu else 0)
+    from gpuplan.catalog import KNOWN_CLOUDS
+
+    if provider.cloud in KNOWN_CLOUDS and spec.workload is not None and spec.workload.total_tokens is not None:
+        planned = planned_offer(spec, provider.name, provider.cloud, db_url=db_url)
+        if planned is not None:
+            return planned
+    if res.gpu and provider.cloud in KNOWN_CLOUDS:
+        # The cheapest catalog offer for the GPU within the spec's regions and price cap (gpuplan.cloudlaunch
+        # tries the others, in order, if this one has no capacity).
+        from gpuplan.cloudlaunch import ranked_choices
+
+        choices = ranked_choices(provider.cloud, res.gpu, gpus_per_node, spot=res.spot, regions=res.regions,
+                                 max_price=res.max_price_per_hour, db_url=db_url)
+        if not choices:
+            raise UserError(f"no {provider.cloud} offer in the catalog for {gpus_per_node} x {res.gpu}"
+                            + (f" in {', '.join(res.regions)}" if res.regions else "")
+                            + (f" under ${res.max_price_per_hour}/h" if res.max_price_per_hour else "")
+                            + " (see `gpuplan prices`)")
+        best = choices[0]
+        return Offer(provider=provider.name, cloud=provider.cloud, instance_type=best.instance_type,
+                     region=best.region, gpu=res.gpu, gpus_per_node=int(best.gpu_count), nodes=res.nodes,
+                     spot=res.spot, price_per_hour=best.price_per_hour)
+    # Providers with a configured rate rather than a catalog (Slurm's internal charge-back) quote it per node.
+    charge = getattr(provider, "charge_per_hour", None)
     return Offer(provider=provider.name, cloud=provider.cloud, region=region, gpu=res.gpu,
-                 gpus_per_node=res.gpus_per_node or (1 if res.gpu else 0), nodes=res.nodes, spot=res.spot,
-                 price_per_hour=None)
+                 gpus_per_node=gpus_per_node, nodes=res.nodes, spot=res.spot,
+                 price_per_hour=charge(gpus_per_node, 1) if callable(charge) else None)
 
 
 def planned_offer(spec: JobSpec, provider_name: str, cloud: str, *, db_url: str | None = None) -> Offer | None:
@@ -330,13 +351,21 @@ def build_request(plan: LaunchPlan, run_id: str, run_dir: str, secrets: Mapping[
         price_per_hour=offer.price_per_hour, max_hours=spec.limits.max_hours, image=spec.image,
         runtime=spec.runtime, workdir=spec.workdir, env=dict(spec.env), secrets=dict(secrets), labels=labels,
         options={"argv": spec.argv, "source_dir": plan.source_dir,
-                 "checkpoint_dir": spec.checkpoint.dir if spec.checkpoint else None},
+                 "checkpoint_dir": spec.checkpoint.dir if spec.checkpoint else None,
+                 "regions": list(spec.resources.regions),
+                 "max_price_per_hour": spec.resources.max_price_per_hour},
     )
 
 
-def start_instances(provider: Provider, request: LaunchRequest) -> list[Instance]:
-    """The one provider call that starts machines. Cloud providers wrap this with zone/region/offer failover."""
-    return provider.launch(request)
+def start_instances(provider: Provider, request: LaunchRequest,
+                    on_attempt: AttemptCallback | None = None) -> list[Instance]:
+    """The one provider call that starts machines: local directly; every other provider through failover over
+    zones, regions and the catalog's next offers (gpuplan.cloudlaunch), each attempt reported to `on_attempt`."""
+    if provider.cloud == "local":
+        return provider.launch(request)
+    from gpuplan.cloudlaunch import start_with_failover
+
+    return start_with_failover(provider, request, on_attempt=on_attempt).instances
 
 
 def launch_recorded_run(store: Any, run_id: str, plan: LaunchPlan, provider: Provider,
@@ -357,8 +386,19 @@ def launch_recorded_run(store: Any, run_id: str, plan: LaunchPlan, provider: Pro
         set_state(session, run, RunState.PROVISIONING)
         record_event(session, run, "launching", f"asking {provider.name} for {plan.offer.nodes} node(s)")
     request = build_request(plan, run_id, run_dir, secrets)
+
+    def on_attempt(attempt: Attempt) -> None:
+        with store.session() as session:
+            run = session.get(Run, run_id)
+            assert run is not None
+            p = attempt.placement
+            record_event(session, run, "launch_attempt",
+                         f"attempt {attempt.number}: {p.provider} {p.where} {p.instance_type or ''}: "
+                         f"{attempt.outcome}" + (f" ({attempt.code})" if attempt.code else ""),
+                         **{("why" if k == "message" else k): v for k, v in attempt.as_dict().items()})
+
     try:
-        instances = start_instances(provider, request)
+        instances = start_instances(provider, request, on_attempt)
     except ProviderError as exc:
         with store.session() as session:
             run = session.get(Run, run_id)
@@ -381,9 +421,10 @@ def launch_recorded_run(store: Any, run_id: str, plan: LaunchPlan, provider: Pro
                 min_billed_seconds=provider.min_billed_seconds, state=inst.state,
                 launched_at=inst.launched_at or now,
             ))
-        if instances:
-            run.zone = run.zone or instances[0].zone
-            run.instance_type = run.instance_type or instances[0].instance_type
+        if instances:  # failover may have moved the run to another zone, region or instance type
+            run.zone = instances[0].zone or run.zone
+            run.region = instances[0].region or run.region
+            run.instance_type = instances[0].instance_type or run.instance_type
         record_event(session, run, "launched", f"{len(instances)} instance(s) started",
                      instances=[i.instance_id for i in instances])
         set_state(session, run, RunState.RUNNING, at=min((i.launched_at for i in instances if i.launched_at),
