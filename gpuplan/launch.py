@@ -151,7 +151,8 @@ def planned_offer(spec: JobSpec, provider_name: str, cloud: str, *, db_url: str 
     """The cheapest planner option on `cloud` that respects the spec; None when the workload cannot be planned.
 
     The spec's `resources` narrow the search (gpu, gpus_per_node, regions, spot: true -> spot only, otherwise
-    on-demand only, so nobody gets spot without asking; nodes when more than one is asked for) and its limits
+    on-demand only, so nobody gets spot without asking; exactly the spec's nodes, which its command may rely on)
+    and its limits
     bound it (budget, max_price_per_hour, deadline). Nothing that fits is a UserError carrying the planner's
     first reasons, so `gpuplan plan job.yaml --explain` can tell the rest.
     """
@@ -182,7 +183,7 @@ def planned_offer(spec: JobSpec, provider_name: str, cloud: str, *, db_url: str 
     result = plan(workload, offers, constraints=constraints, throughput_for=lambda _gpu: own, spot_model=spot_model)
     wanted = [o for o in result.options
               if (res.gpus_per_node is None or o.gpus_per_node == res.gpus_per_node)
-              and (res.nodes == 1 or o.nodes == res.nodes)]
+              and o.nodes == res.nodes]
     if not wanted:
         reasons = sorted({o.reason for o in result.rejected if o.reason})[:3]
         raise UserError(f"no {cloud} offer fits {spec.name}"
