@@ -204,13 +204,12 @@ def check_launch(session: Any, project: str | None, cloud: str | None, est_cost_
 def gate_launch(session: Any, *, project: str | None, cloud: str | None, est_cost_usd: Decimal | None,
                 now: dt.datetime, force: bool = False, run_id: str | None = None,
                 dry_run: bool = False) -> list[Violation]:
-    """What `launch` calls before it starts anything: refuse (UserError, exit 2) or, with force, record why not.
+    """What `launch` calls before it starts anything: refuse (UserError, exit 2) or, with force, let it through.
 
-    Returns the violations that were overridden (empty when the job fits). A dry run checks the same way but
-    records nothing.
+    Returns the violations that were overridden (empty when the job fits). With a `run_id` (the run is already
+    recorded) an override is recorded as a `budget_override` event at once; otherwise the caller records it
+    with `record_override` once the run exists. A dry run checks the same way and records nothing.
     """
-    from gpuplan.store.models import Event
-
     violations = check_launch(session, project, cloud, est_cost_usd, now, exclude_run_id=run_id)
     if not violations:
         return []
@@ -218,14 +217,21 @@ def gate_launch(session: Any, *, project: str | None, cloud: str | None, est_cos
         raise UserError(f"refused: {violations[0].message}" + (
             f" (and {len(violations) - 1} more budget(s))" if len(violations) > 1 else "")
             + "; use --force to launch anyway")
-    if not dry_run:
-        session.add(Event(
-            at=now, run_id=run_id, kind="budget_override",
-            message="launched over budget with --force: " + "; ".join(v.message for v in violations),
-            data_json=json.dumps([_violation_json(v) for v in violations]),
-        ))
-        session.flush()
+    if run_id is not None and not dry_run:
+        record_override(session, violations, run_id, now)
     return violations
+
+
+def record_override(session: Any, violations: list[Violation], run_id: str | None, now: dt.datetime) -> None:
+    """The `budget_override` event of a launch forced past its budgets (which budgets, by how much)."""
+    from gpuplan.store.models import Event
+
+    session.add(Event(
+        at=now, run_id=run_id, kind="budget_override",
+        message="launched over budget with --force: " + "; ".join(v.message for v in violations),
+        data_json=json.dumps([_violation_json(v) for v in violations]),
+    ))
+    session.flush()
 
 
 def _violation_json(v: Violation) -> dict[str, Any]:
@@ -234,13 +240,17 @@ def _violation_json(v: Violation) -> dict[str, Any]:
             "est_cost_usd": None if v.est_cost_usd is None else str(v.est_cost_usd)}
 
 
-def enforce(session: Any, now: dt.datetime, stop_run: Callable[[Any, str], None]) -> list[CapAction]:
-    """What the watch loop calls each pass: stop every live run covered by an exhausted budget.
+def enforce(session: Any, now: dt.datetime,
+            stop_run: Callable[[Any, str], None] | None = None) -> list[CapAction]:
+    """What the watch loop calls each pass: cap every live run covered by an exhausted budget.
 
-    `stop_run(run, reason)` must terminate the run's machines (and close its instance rows); this function then
-    marks the run `capped` with the reason and appends a `capped` event.
+    Each such run is moved to `capped` with the reason (a state event) and gets a `capped` event naming the
+    budget; then `stop_run(run, reason)`, when given, terminates its machines. `gpuplan watch` passes none:
+    it commits the state first and its per-run pass stops the machines of every capped run (the same order as
+    its own max-hours cap, so a concurrent pass can never mistake the cap for a user stop).
     """
-    from gpuplan.store.models import Event, RunState
+    from gpuplan.runs import record_event, set_state
+    from gpuplan.store.models import RunState
 
     actions: list[CapAction] = []
     for budget in list_budgets(session):
@@ -250,14 +260,11 @@ def enforce(session: Any, now: dt.datetime, stop_run: Callable[[Any, str], None]
         for run in _live_runs(session, budget):
             reason = (f"budget '{budget.name}' exhausted: spent ${st.spent_usd:,.2f} of ${st.amount_usd:,.2f}"
                       + ("" if budget.period == "total" else f" this {budget.period}"))
-            stop_run(run, reason)
-            run.state = RunState.CAPPED
-            run.state_reason = reason
-            if run.ended_at is None:
-                run.ended_at = now
-            session.add(Event(at=now, run_id=run.id, kind="capped", message=reason,
-                              data_json=json.dumps({"budget": budget.name, "spent_usd": str(st.spent_usd),
-                                                    "amount_usd": str(st.amount_usd)})))
+            set_state(session, run, RunState.CAPPED, reason, at=now)
+            record_event(session, run, "capped", reason, budget=budget.name, spent_usd=str(st.spent_usd),
+                         amount_usd=str(st.amount_usd))
+            if stop_run is not None:
+                stop_run(run, reason)
             actions.append(CapAction(run.id, budget.name, reason))
         session.flush()
     return actions

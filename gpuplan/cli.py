@@ -28,7 +28,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "estimate": ("gpuplan.commands.estimate:estimate_command", "Estimate FLOPs, memory, hours of a training job."),
     "launch": ("gpuplan.commands.launch:launch", "Launch a job spec and follow it to the end."),
     "logs": ("gpuplan.commands.logs:logs", "Print (or follow) a run's job log."),
+    "plan": ("gpuplan.commands.plan:plan_command", "Rank GPU offers by what the whole job costs."),
     "prices": ("gpuplan.commands.prices:prices", "Compare GPU offers across clouds and regions."),
+    "reconcile": ("gpuplan.commands.reconcile:reconcile_cmd", "Find machines the books do not know about."),
     "report": ("gpuplan.commands.report:report", "Spend by period/project/cloud/GPU, estimate vs actual, plots."),
     "runs": ("gpuplan.commands.runs:runs", "List runs with state, duration, cost and throughput."),
     "schedule": ("gpuplan.commands.schedule:schedule", "Run a job spec on a cron schedule."),
@@ -95,6 +97,7 @@ class LazyGroup(click.Group):
         except _user_error_types() as exc:
             if verbose:
                 traceback.print_exc()
+            _print_detail(exc)
             _fail(str(exc), getattr(exc, "exit_code", 2))
         except click.ClickException as exc:
             _fail(exc.format_message(), exc.exit_code)
@@ -130,6 +133,13 @@ def _usage_message(exc: click.UsageError) -> str:
 
 def _wants_verbose(argv: list[str]) -> bool:
     return bool(os.environ.get("GPUPLAN_DEBUG")) or any(a in ("-v", "--verbose") for a in argv)
+
+
+def _print_detail(exc: BaseException) -> None:
+    """Some errors carry a multi-line explanation (failover's table of attempts): print it before the one line."""
+    detail = getattr(exc, "detail", None)
+    if isinstance(detail, str) and detail.strip():
+        click.echo(detail.rstrip(), err=True)
 
 
 def _fail(message: str, code: int) -> None:

@@ -253,14 +253,22 @@ def _memory(workload: Workload, shape: Shape, gpus: int, **overrides: Any) -> me
     return _training_memory(workload, shape, gpus, **overrides)
 
 
-def _valid_counts(gpus_per_node: int, max_gpus: int) -> list[int]:
-    """GPU counts a cloud can give: 1..gpus_per_node on one node, then whole nodes."""
-    counts = list(range(1, min(gpus_per_node, max_gpus) + 1))
-    n = 2
-    while n * gpus_per_node <= max_gpus:
-        counts.append(n * gpus_per_node)
-        n += 1
-    return counts
+def _valid_count(index: int, gpus_per_node: int) -> int:
+    """The index-th GPU count a cloud can give: 1..gpus_per_node on one node, then whole nodes (2, 3, ... nodes).
+
+    Computed, not listed: `min_gpus` binary-searches up to 65,536 GPUs and the planner calls it per GPU shape,
+    so materialising the list cost more than the whole plan.
+    """
+    if index < gpus_per_node:
+        return index + 1
+    return (index - gpus_per_node + 2) * gpus_per_node
+
+
+def _count_of_counts(gpus_per_node: int, max_gpus: int) -> int:
+    """How many valid counts there are up to `max_gpus`."""
+    if max_gpus <= gpus_per_node:
+        return max(max_gpus, 0)
+    return gpus_per_node + max_gpus // gpus_per_node - 1
 
 
 def min_gpus(workload: Workload, gpu: GpuSpec, *, gpus_per_node: int = 8, max_gpus: int = 65536,
@@ -276,17 +284,17 @@ def min_gpus(workload: Workload, gpu: GpuSpec, *, gpus_per_node: int = 8, max_gp
     def fits(n: int) -> bool:
         return _memory(workload, shape, n, **overrides).total <= gpu.memory_gb
 
-    counts = _valid_counts(gpus_per_node, max_gpus)
-    if not counts or not fits(counts[-1]):
+    size = _count_of_counts(gpus_per_node, max_gpus)
+    if size == 0 or not fits(_valid_count(size - 1, gpus_per_node)):
         return None
-    lo, hi = 0, len(counts) - 1  # memory falls monotonically with the count: binary search the first fit
+    lo, hi = 0, size - 1  # memory falls monotonically with the count: binary search the first fit
     while lo < hi:
         mid = (lo + hi) // 2
-        if fits(counts[mid]):
+        if fits(_valid_count(mid, gpus_per_node)):
             hi = mid
         else:
             lo = mid + 1
-    return counts[lo]
+    return _valid_count(lo, gpus_per_node)
 
 
 def _fit_hint(workload: Workload, hardware: Hardware) -> str:
@@ -435,17 +443,14 @@ def with_gpus(hardware: Hardware, gpus: int) -> Hardware:
     return replace(hardware, gpus=gpus, nodes=None, gpus_per_node=per_node)
 
 
-def estimate_for_job(job_workload: Any, *, gpu: str, gpus_per_node: int, nodes: int,
-                     throughput: Throughput | None = None) -> Estimate:
-    """The estimate for a job spec's `workload` section on `nodes` x `gpus_per_node` GPUs of type `gpu`.
+def workload_from_job(job_workload: Any) -> tuple[Workload, Throughput | None]:
+    """The estimate Workload for a job spec's `workload` section, and the user's own throughput if it gives one.
 
-    The adapter `gpuplan.launch` calls (duck-typed on gpuplan.jobs.spec.Workload, so this module does not import
-    the job spec). The workload's own `throughput` / `mfu` are the user's numbers; otherwise `throughput`, else
-    the default prior. Reads the model's config.json when the spec names one (the only I/O here); raises
-    ValueError when the workload says nothing about the model or the tokens.
+    Duck-typed on gpuplan.jobs.spec.Workload, so this module does not import the job spec. Reads the model's
+    config.json when the spec names one (the only I/O here); raises ValueError when the workload says nothing
+    about the model or the tokens.
     """
     from gpuplan.architecture import load_hf_config, preset
-    from gpuplan.gpus import resolve_gpu
 
     arch: Architecture | None = None
     if getattr(job_workload, "model", None):
@@ -463,10 +468,24 @@ def estimate_for_job(job_workload: Any, *, gpu: str, gpus_per_node: int, nodes: 
         precision=job_workload.precision, optimizer=job_workload.optimizer, sharding=job_workload.sharding,
         activation_checkpointing=job_workload.activation_checkpointing, lora_rank=job_workload.lora,
     )
+    throughput = None
     if getattr(job_workload, "throughput", None):
         throughput = Throughput(tokens_per_s_per_gpu=job_workload.throughput, source="user",
                                 detail="workload.throughput")
     elif getattr(job_workload, "mfu", None):
         throughput = Throughput(mfu=job_workload.mfu, source="user", detail="workload.mfu")
+    return workload, throughput
+
+
+def estimate_for_job(job_workload: Any, *, gpu: str, gpus_per_node: int, nodes: int,
+                     throughput: Throughput | None = None) -> Estimate:
+    """The estimate for a job spec's `workload` section on `nodes` x `gpus_per_node` GPUs of type `gpu`.
+
+    The adapter `gpuplan.launch` calls. The workload's own `throughput` / `mfu` are the user's numbers and win;
+    otherwise `throughput`, else the default prior.
+    """
+    from gpuplan.gpus import resolve_gpu
+
+    workload, own = workload_from_job(job_workload)
     hardware = Hardware(resolve_gpu(gpu), gpus=gpus_per_node * nodes, nodes=nodes, gpus_per_node=gpus_per_node)
-    return estimate(workload, hardware, throughput)
+    return estimate(workload, hardware, own or throughput)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuplan.store.models import RunState
-from gpuplan.watch import WatchResult, watch_run
+from gpuplan.watch import WatchResult, enforce_budgets, watch_run
 
 
 def log_path(run_dir: str | None, node_rank: int = 0) -> Path | None:
@@ -65,6 +65,10 @@ def _format_eta(seconds: float | None) -> str:
     return f"ETA {hours}:{minutes:02d}:{secs:02d}" if hours else f"ETA {minutes}:{secs:02d}"
 
 
+# A budget pass costs a ledger query per budget; checking every few seconds is plenty for a cap.
+BUDGET_CHECK_EVERY_S = 5.0
+
+
 def follow(store: Any, run_id: str, *, interval: float = 1.0, show_logs: bool = True) -> WatchResult:
     """Watch the run until it reaches a final state (and its machines are closed); returns the last step."""
     from rich.console import Console
@@ -72,6 +76,7 @@ def follow(store: Any, run_id: str, *, interval: float = 1.0, show_logs: bool = 
 
     console = Console(file=sys.stderr)
     result = watch_run(store, run_id)
+    next_budget_check = time.monotonic()
     tail = LogTail(log_path(result.summary.get("run_dir")))
     columns = [TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
                TimeElapsedColumn(), TextColumn("{task.fields[eta]}"), TextColumn("{task.fields[info]}")]
@@ -88,6 +93,9 @@ def follow(store: Any, run_id: str, *, interval: float = 1.0, show_logs: bool = 
             if done:
                 break
             time.sleep(interval)
+            if time.monotonic() >= next_budget_check:  # budgets are hard caps for a followed run too
+                enforce_budgets(store)
+                next_budget_check = time.monotonic() + BUDGET_CHECK_EVERY_S
             result = watch_run(store, run_id)
         rest = tail.rest()
         if show_logs and rest:
@@ -109,8 +117,8 @@ def _update(bar: Any, task: Any, result: WatchResult) -> None:
         info.append(f"loss {progress.loss:.3f}")
     info.append(f"${float(summary['cost_usd']):.4f}")
     completed = (progress.fraction * 100) if progress is not None and progress.fraction is not None else None
-    fields: dict[str, Any] = {"info": "  ".join(info),
-                              "eta": _format_eta(progress.eta_seconds if progress else None)}
+    eta = "" if summary["state"] in RunState.FINAL else _format_eta(progress.eta_seconds if progress else None)
+    fields: dict[str, Any] = {"info": "  ".join(info), "eta": eta}
     if completed is not None:
         bar.update(task, completed=completed, **fields)
     else:

@@ -7,7 +7,9 @@ Decimal end to end: the TOTAL line is the Decimal sum of the rows, which is the 
 
 from __future__ import annotations
 
+import csv
 import datetime as dt
+import io
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -77,23 +79,18 @@ def build(conn: Any, request: ReportRequest) -> ledger.Spend:
                         key=request.key, scope=request.scope)
 
 
-def frame(result: ledger.Spend, request: ReportRequest) -> Any:
-    """The rows as a pandas DataFrame: [period][, key], instances, billed_hours, cost_usd (Decimal, exact)."""
-    import pandas as pd
+def columns(request: ReportRequest) -> list[str]:
+    return [c for c in (request.unit, request.key) if c] + ["instances", "billed_hours", "cost_usd"]
 
-    records = []
+
+def records(result: ledger.Spend, request: ReportRequest) -> list[list[Any]]:
+    """One list per group in `columns` order: labels, instance count, billed hours and cost (exact Decimals)."""
+    out = []
     for row in result.rows:
-        record: dict[str, Any] = {}
-        if request.unit:
-            record[request.unit] = period_label(row.period, request.unit)
-        if request.key:
-            record[request.key] = row.key
-        record["instances"] = row.instances
-        record["billed_hours"] = (row.billed_seconds / 3600).quantize(Decimal("0.000001"))
-        record["cost_usd"] = row.cost
-        records.append(record)
-    columns = [c for c in (request.unit, request.key) if c] + ["instances", "billed_hours", "cost_usd"]
-    return pd.DataFrame.from_records(records, columns=columns)
+        labels = [v for v, on in ((period_label(row.period, request.unit), request.unit), (row.key, request.key))
+                  if on]
+        out.append([*labels, row.instances, (row.billed_seconds / 3600).quantize(Decimal("0.000001")), row.cost])
+    return out
 
 
 def to_json(result: ledger.Spend, request: ReportRequest) -> dict[str, Any]:
@@ -121,42 +118,40 @@ def to_json(result: ledger.Spend, request: ReportRequest) -> dict[str, Any]:
 
 
 def render(result: ledger.Spend, request: ReportRequest, fmt: str) -> str:
-    """CSV, Markdown or HTML text (the rich table and JSON are printed by the command)."""
-    df = frame(result, request)
+    """CSV, Markdown or HTML text (the rich table and JSON are printed by the command).
+
+    Only HTML goes through pandas: importing pandas costs more than the whole query on a big ledger, and the
+    other formats are a few lines of text.
+    """
     if fmt == "csv":
-        exact = df.assign(billed_hours=[f"{v:.6f}" for v in df["billed_hours"]],
-                          cost_usd=[f"{v:.6f}" for v in df["cost_usd"]])
-        return str(exact.to_csv(index=False))
-    shown = _humanise(df, result, request)
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(columns(request))
+        writer.writerows([*r[:-2], f"{r[-2]:.6f}", f"{r[-1]:.6f}"] for r in records(result, request))
+        return out.getvalue()
+    head, rows = table_rows(result, request)
     if fmt == "markdown":
-        header = "| " + " | ".join(shown.columns) + " |"
-        rule = "| " + " | ".join("---:" if c in ("instances", "billed_hours", "cost_usd") else "---"
-                                 for c in shown.columns) + " |"
-        lines = ["| " + " | ".join(str(v) for v in row) + " |" for row in shown.itertuples(index=False)]
-        return "\n".join([header, rule, *lines]) + "\n"
+        numeric = ("instances", "billed_hours", "cost_usd")
+        lines = ["| " + " | ".join(head) + " |",
+                 "| " + " | ".join("---:" if c in numeric else "---" for c in head) + " |"]
+        lines += ["| " + " | ".join(row) + " |" for row in rows]
+        return "\n".join(lines) + "\n"
     if fmt == "html":
+        import pandas as pd
+
+        shown = pd.DataFrame(rows, columns=head)
         return str(shown.to_html(index=False, border=0, classes="gpuplan-report", justify="left")) + "\n"
     raise ValueError(fmt)
 
 
 def table_rows(result: ledger.Spend, request: ReportRequest) -> tuple[list[str], list[list[str]]]:
-    shown = _humanise(frame(result, request), result, request)
-    return list(shown.columns), [list(map(str, r)) for r in shown.itertuples(index=False)]
-
-
-def _humanise(df: Any, result: ledger.Spend, request: ReportRequest) -> Any:
-    """Money as $1,234.56 and hours with 2 decimals, plus a TOTAL line (sum of the exact Decimals)."""
-    import pandas as pd
-
-    shown = df.copy()
-    shown["billed_hours"] = [f"{v:,.2f}" for v in df["billed_hours"]]
-    shown["cost_usd"] = [f"${v:,.2f}" for v in df["cost_usd"]]
-    total: dict[str, Any] = {c: "" for c in shown.columns}
-    total[shown.columns[0]] = "TOTAL"  # the first column is always a grouping (--by defaults to month)
-    total["instances"] = str(result.instances)
-    total["billed_hours"] = f"{result.total_seconds / 3600:,.2f}"
-    total["cost_usd"] = f"${result.total_cost:,.2f}"
-    return pd.concat([shown, pd.DataFrame([total], columns=shown.columns)], ignore_index=True)
+    """Money as $1,234.56 and hours with 2 decimals, plus a TOTAL line (the sum of the exact Decimals)."""
+    head = columns(request)
+    rows = [[*map(str, r[:-3]), str(r[-3]), f"{r[-2]:,.2f}", f"${r[-1]:,.2f}"] for r in records(result, request)]
+    labels = len(head) - 3  # there is always at least one grouping column (--by defaults to month)
+    total = ["TOTAL", *[""] * (labels - 1), str(result.instances), f"{result.total_seconds / 3600:,.2f}",
+             f"${result.total_cost:,.2f}"]
+    return head, [*rows, total]
 
 
 def auto_unit(span: tuple[dt.datetime, dt.datetime]) -> str:
@@ -195,12 +190,15 @@ def plot_data(conn: Any, request: ReportRequest) -> tuple[list[dt.datetime], dic
         if row.period is not None and row.period not in buckets:
             buckets.append(row.period)
     buckets.sort()
-    index = {b: i for i, b in enumerate(buckets)}
-    series: dict[str, list[float]] = {}
-    for row in result.rows:
-        name = row.key if request.key else "spend"
-        values = series.setdefault(name or ledger.NO_VALUE, [0.0] * len(buckets))
-        values[index[row.period]] += float(row.cost)  # type: ignore[index]
+    import pandas as pd
+
+    # Pivot with pandas: one column per key, one row per bucket, gaps filled with zero dollars.
+    df = pd.DataFrame([(row.period, (row.key or ledger.NO_VALUE) if request.key else "spend", float(row.cost))
+                       for row in result.rows], columns=["period", "series", "cost"])
+    table = df.pivot_table(index="period", columns="series", values="cost", aggfunc="sum", fill_value=0.0)
+    table = table.reindex(buckets, fill_value=0.0)
+    ranked = sorted(table.columns, key=lambda name: -float(table[name].sum()))  # biggest at the bottom
+    series = {str(name): [float(v) for v in table[name]] for name in ranked}
     return buckets, series, unit
 
 

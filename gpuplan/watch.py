@@ -20,10 +20,12 @@ from typing import Any
 
 from sqlalchemy import or_, select
 
+from gpuplan.failover import hint_regions
 from gpuplan.progress import METRICS_FILE, Progress, measure
 from gpuplan.providers.base import Instance as ProviderInstance
 from gpuplan.providers.base import InstanceState, Provider, ProviderError
 from gpuplan.runs import close_instance, elapsed_hours, record_event, run_cost, set_state, summary
+from gpuplan.spot import current_instances, relaunch_after_preemption
 from gpuplan.store.models import Instance, Run, RunState
 from gpuplan.store.types import utcnow
 
@@ -45,9 +47,10 @@ class WatchResult:
 
 
 def _default_factory(name: str) -> Provider:
-    from gpuplan.launch import provider_for
+    """The provider as orchestration configures it (not via gpuplan.launch: status must not import pydantic)."""
+    from gpuplan.providers.base import get_provider
 
-    return provider_for(name)
+    return get_provider(name)
 
 
 def metrics_path(run: Run) -> Path | None:
@@ -104,6 +107,7 @@ def adopt_orphans(session: Any, run: Run, provider: Provider, now: dt.datetime) 
         return False
     if now - run.created_at < ORPHAN_AFTER:
         return False
+    hint_regions(provider, [run.region])
     found = provider.list_tagged(run.id)
     if not found:
         return set_state(session, run, RunState.FAILED, "the launch never completed and no machine carries its tag")
@@ -124,6 +128,7 @@ def refresh_run(session: Any, run: Run, provider: Provider, now: dt.datetime) ->
 
     Returns (state changed, progress).
     """
+    hint_regions(provider, [run.region, *(i.region for i in run.instances)])
     adopted = adopt_orphans(session, run, provider, now)
     open_rows = [i for i in run.instances if i.terminated_at is None]
     described: dict[str, ProviderInstance] = {}
@@ -149,14 +154,23 @@ def refresh_run(session: Any, run: Run, provider: Provider, now: dt.datetime) ->
             run.tokens_per_s = progress.tokens_per_s
 
     changed = adopted
-    if run.state in RunState.LIVE and run.instances and all(i.terminated_at is not None for i in run.instances):
-        latest = [described.get(i.provider_instance_id) for i in run.instances]
+    preempted = [r for r in open_rows if r.provider_instance_id in described
+                 and described[r.provider_instance_id].state == InstanceState.PREEMPTED]
+    if preempted and run.state in RunState.LIVE:
+        # A spot interruption: relaunch from the checkpoint when allowed; otherwise end the other nodes too.
+        if relaunch_after_preemption(session, run, provider, now):
+            return True, progress
+        if any(i.terminated_at is None for i in current_instances(run)):
+            stop_instances(session, run, provider, now)
+    current = current_instances(run)
+    if run.state in RunState.LIVE and current and all(i.terminated_at is not None for i in current):
+        latest = [described.get(i.provider_instance_id) for i in current]
         if all(latest):
             state, reason, code = _final_state([i for i in latest if i is not None])
         else:  # ended in an earlier step whose settling did not finish: look again
-            again = provider.describe([i.provider_instance_id for i in run.instances])
+            again = provider.describe([i.provider_instance_id for i in current])
             state, reason, code = _final_state(again)
-        ended = max(i.terminated_at for i in run.instances if i.terminated_at is not None)
+        ended = max(i.terminated_at for i in current if i.terminated_at is not None)
         changed = set_state(session, run, state, reason, exit_code=code, at=ended)
     return changed, progress
 
@@ -166,6 +180,7 @@ def stop_instances(session: Any, run: Run, provider: Provider, now: dt.datetime)
     open_rows = [i for i in run.instances if i.terminated_at is None]
     if not open_rows:
         return
+    hint_regions(provider, [i.region for i in open_rows])
     provider.terminate([i.provider_instance_id for i in open_rows])
     ended = {i.instance_id: i for i in provider.describe([i.provider_instance_id for i in open_rows])}
     for row in open_rows:
@@ -238,7 +253,12 @@ def runs_to_watch(store: Any) -> list[str]:
 
 
 def watch_all(store: Any, *, provider_factory: ProviderFactory | None = None) -> list[WatchResult]:
-    """One pass of `gpuplan watch` over every run that needs looking after; one run's error never stops the rest."""
+    """One pass of `gpuplan watch` over every run that needs looking after; one run's error never stops the rest.
+
+    Budgets first: live runs covered by an exhausted budget become `capped` (committed), and the per-run pass
+    below then stops their machines.
+    """
+    enforce_budgets(store)
     results = []
     for run_id in runs_to_watch(store):
         try:
@@ -246,3 +266,15 @@ def watch_all(store: Any, *, provider_factory: ProviderFactory | None = None) ->
         except ProviderError as exc:
             log.warning("watch %s: %s", run_id, exc)
     return results
+
+
+def enforce_budgets(store: Any, now: dt.datetime | None = None) -> list[Any]:
+    """Cap (state `capped`, committed) every live run covered by an exhausted budget; `watch_run` then stops
+    the machines of a capped run. Returns the budgets' CapActions."""
+    from gpuplan.budgets import enforce
+
+    with store.session() as session:
+        actions = enforce(session, now or utcnow())
+    for action in actions:
+        log.info("run %s capped: %s", action.run_id, action.reason)
+    return actions

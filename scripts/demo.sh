@@ -21,3 +21,20 @@ step estimate --model gpt2 --tokens 10B --gpu A10G --json
 step bench --model gpt-tiny --steps 10 --warmup 2
 step bench list
 step calibrate --show
+
+# Where: every offer ranked by what the whole job costs (the planner), within a 72 h deadline.
+step plan --model llama-2-7b --tokens 140B --deadline 72h --limit 5
+
+# Launch the tiny GPT on this machine (local provider), then look at the books.
+step launch examples/tiny-gpt.yaml -y
+step runs
+RUN_ID=$("$GPUPLAN" runs --json --limit 1 | python3 -c 'import json, sys; print(json.load(sys.stdin)[0]["run_id"])')
+step status "$RUN_ID"
+
+# The books: a monthly budget, what was spent, and a plot (issue 9).
+step budget set demo-month --amount 50 --period month
+step budget status
+step report --by month
+step report --by run --format markdown
+step report --accuracy
+step report --by project --plot "${GPUPLAN_HOME:-.}/spend.png"

@@ -19,6 +19,9 @@ import pytest
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 
+# moto fixtures (in-process and server) with the guards that keep AWS tests off real AWS.
+pytest_plugins = ["awsmoto"]
+
 
 @pytest.fixture(autouse=True)
 def _isolated_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

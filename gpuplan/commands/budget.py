@@ -57,8 +57,9 @@ def set_(app: AppContext, name: str, amount: str, period: str, project: str | No
     if as_json:
         emit_json(payload)
     else:
-        scope = ", ".join(filter(None, [f"project {project}" if project else "",
-                                        f"clouds {payload['clouds']}" if payload["clouds"] else ""])) or "all spend"
+        cloud_list = payload["clouds"]
+        parts = [f"project {project}" if project else "", "clouds " + ",".join(cloud_list) if cloud_list else ""]
+        scope = ", ".join(p for p in parts if p) or "all spend"
         per = "in total" if period == "total" else f"per {period}"
         click.echo(f"budget {name}: ${value:,.2f} {per} ({scope})")
 

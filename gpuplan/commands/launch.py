@@ -21,9 +21,10 @@ from gpuplan.output import emit_json, note
 @click.option("--interval", type=click.FloatRange(min=0.1), default=1.0, show_default=True,
               help="Seconds between checks while following.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output on stdout (progress on stderr).")
+@click.option("--force", is_flag=True, help="Launch even if the estimate exceeds a budget (recorded as an event).")
 @pass_app
 def launch(app: AppContext, spec_path: Path, provider_name: str, dry_run: bool, yes: bool, detach: bool,
-           interval: float, as_json: bool) -> None:
+           interval: float, as_json: bool, force: bool) -> None:
     """Launch the job in JOB.yaml and follow it (logs, progress bar, ETA) until it ends."""
     from gpuplan import launch as orchestration
     from gpuplan.jobs.spec import load_spec
@@ -33,7 +34,7 @@ def launch(app: AppContext, spec_path: Path, provider_name: str, dry_run: bool, 
     spec_text = spec_path.read_text()
     provider = orchestration.provider_for(provider_name)
     plan = orchestration.plan_launch(spec, spec_text, provider=provider,
-                                     source_dir=orchestration.source_dir_of(spec_path))
+                                     source_dir=orchestration.source_dir_of(spec_path), db_url=app.store.url)
     info = plan.as_dict()
     where = " ".join(str(p) for p in (info["instance_type"], info["region"]) if p) or "(the provider chooses)"
     gpus = f"{info['nodes']} node(s) x {info['gpus_per_node']} {info['gpu'] or 'GPU'}" if info["gpu"] else \
@@ -44,6 +45,7 @@ def launch(app: AppContext, spec_path: Path, provider_name: str, dry_run: bool, 
              f"{money(plan.estimate.cost_usd)}")
     else:
         note("estimate: none (add workload tokens and a model or throughput to the spec)")
+    overridden = _budget_gate(app, plan, force)  # refuses (exit 2) a job over a budget, dry run or not
     if dry_run:
         if as_json:
             emit_json({**info, "dry_run": True})
@@ -54,6 +56,12 @@ def launch(app: AppContext, spec_path: Path, provider_name: str, dry_run: bool, 
     if not yes:
         click.confirm("start it?", default=True, abort=True, err=True)
     run_id = orchestration.record_run(app.store, plan)
+    if overridden:
+        from gpuplan.budgets import record_override
+        from gpuplan.store.types import utcnow
+
+        with app.store.session() as session:
+            record_override(session, overridden, run_id, utcnow())
     orchestration.launch_recorded_run(app.store, run_id, plan, provider, secrets)
     note(f"run {run_id} started (logs: gpuplan logs {run_id} -f; stop: gpuplan stop {run_id})")
     if detach:
@@ -69,6 +77,20 @@ def launch(app: AppContext, spec_path: Path, provider_name: str, dry_run: bool, 
         note(f"\nstopped following; run {run_id} keeps going (gpuplan status {run_id}, gpuplan stop {run_id})")
         sys.exit(130)
     _finish(result.summary, as_json, exit_on_failure=True)
+
+
+def _budget_gate(app: AppContext, plan: object, force: bool) -> list:
+    """Check the budgets before anything is recorded or started; with --force, say which ones are overridden."""
+    from gpuplan.budgets import gate_launch
+    from gpuplan.store.types import utcnow
+
+    est = plan.estimate  # type: ignore[attr-defined]
+    with app.store.session() as session:
+        overridden = gate_launch(session, project=plan.spec.project, cloud=plan.offer.cloud,  # type: ignore[attr-defined]
+                                 est_cost_usd=est.cost_usd if est is not None else None, now=utcnow(), force=force)
+    for v in overridden:
+        note(f"warning: --force: {v.message}")
+    return overridden
 
 
 def _finish(summary: dict, as_json: bool, *, exit_on_failure: bool) -> None:

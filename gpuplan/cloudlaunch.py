@@ -1,0 +1,144 @@
+"""Starting a run's machines on a cloud: ranked catalog offers -> placements -> failover, one boot script per node.
+
+gpuplan.launch keeps the single provider call (`start_instances`); for every provider but `local` it lands here:
+- the offer chosen at plan time comes first, then the catalog's other offers for the same GPU (same instance
+  type in other regions first, then the next instance type), each expanded into the provider's zones;
+- gpuplan.failover walks them, and each attempt is handed back to orchestration to be written as an Event;
+- the boot script (gpuplan.jobs.bootstrap) is rendered per node: node 0 finds its own address, the others get
+  node 0's address as MASTER_ADDR (the provider calls `boot_script_for(rank, master_addr)`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from gpuplan.errors import GpuplanError
+from gpuplan.failover import (
+    AttemptCallback,
+    FailoverResult,
+    Placement,
+    expand_zones,
+    launch_with_failover,
+    provider_zones,
+)
+from gpuplan.providers.base import LaunchRequest, Provider
+
+MAX_OFFERS = 4  # distinct (region, instance type) pairs tried after the chosen one
+MAX_ATTEMPTS = 24  # launch calls at most, whatever the number of zones
+BOOTED_CLOUDS = frozenset({"aws", "gcp"})  # machines that run jobs.bootstrap's script at boot (Slurm has its own)
+
+
+@dataclass(frozen=True)
+class CloudChoice:
+    """One (region, instance type) of the catalog for a job: its cheapest price there for the chosen market."""
+
+    region: str
+    instance_type: str
+    gpu: str
+    gpu_count: float
+    price_per_hour: Decimal | None
+
+
+def ranked_choices(cloud: str, gpu: str | None, gpus_per_node: int | None, *, spot: bool,
+                   regions: Sequence[str] = (), max_price: Decimal | None = None,
+                   db_url: str | None = None) -> list[CloudChoice]:
+    """The catalog's offers of `gpu` on `cloud`, cheapest first; an exact GPU count beats a bigger machine.
+
+    `regions` are the spec's glob patterns (`us-*`); `max_price` caps the hourly price of one node.
+    """
+    if not gpu:
+        return []
+    from gpuplan.catalog import load_offers
+
+    wanted = gpus_per_node or 1
+    offers = load_offers(clouds=[cloud], gpus=[gpu], spot=spot, db_url=db_url, min_gpus=wanted,
+                         regions=list(regions) or None, max_price=max_price)
+    best: dict[tuple[str, str], CloudChoice] = {}
+    for offer in offers:
+        price = offer.price(spot)
+        key = (offer.region, offer.instance_type)
+        current = best.get(key)
+        if current is None or (price is not None and (current.price_per_hour is None or
+                                                      price < current.price_per_hour)):
+            best[key] = CloudChoice(offer.region, offer.instance_type, offer.gpu, offer.gpu_count, price)
+    return sorted(best.values(), key=lambda c: (c.gpu_count != wanted, c.price_per_hour is None,
+                                                c.price_per_hour or Decimal(0), c.region, c.instance_type))
+
+
+def _in_regions(region: str | None, patterns: Sequence[str]) -> bool:
+    return not patterns or (region is not None and any(fnmatch.fnmatchcase(region, p) for p in patterns))
+
+
+def placements_for(provider: Provider, request: LaunchRequest,
+                   choices: Sequence[CloudChoice] = ()) -> list[Placement]:
+    """The chosen offer first, then the same type in other regions, then the next types; zones expanded."""
+    first = Placement(provider.name, request.region, request.zones[0] if request.zones else None,
+                      request.instance_type, request.price_per_hour, request.spot)
+    type_order: dict[str, int] = {}
+    for c in choices:
+        type_order.setdefault(c.instance_type, len(type_order))
+    if request.instance_type:
+        type_order[request.instance_type] = -1
+    others = sorted(
+        (c for c in choices if (c.region, c.instance_type) != (request.region, request.instance_type)),
+        key=lambda c: (type_order[c.instance_type], c.price_per_hour or Decimal(0)))
+    base = [first, *(Placement(provider.name, c.region, None, c.instance_type, c.price_per_hour, request.spot)
+                     for c in others[:MAX_OFFERS])]
+    return expand_zones(base, lambda p: provider_zones(provider, p.region))
+
+
+def boot_script_renderer(request: LaunchRequest) -> Callable[[int, str | None], str]:
+    """`(rank, master_addr) -> script`: the job as jobs.bootstrap renders it for one node of this run."""
+    from gpuplan.jobs.bootstrap import boot_plan_for, render_boot_script
+    from gpuplan.jobs.runner import NodeLaunch
+
+    argv = list(request.options.get("argv") or ["/bin/sh", "-c", request.command])
+    storage = os.environ.get("GPUPLAN_STORAGE_URL")
+    storage_url = f"{storage.rstrip('/')}/{request.run_id}" if storage else None
+    gpus = int(request.gpus_per_node or 0)
+
+    def render(rank: int, master_addr: str | None) -> str:
+        node = NodeLaunch(run_id=request.run_id, name=request.name, argv=argv, run_dir=request.run_dir,
+                          node_rank=rank, nnodes=request.nodes, nproc_per_node=max(gpus, 1),
+                          runtime=request.runtime or "auto", image=request.image, workdir=request.workdir,
+                          env=dict(request.env), secret_names=sorted(request.secrets), gpus=gpus,
+                          max_hours=request.max_hours, checkpoint_dir=request.options.get("checkpoint_dir"))
+        return render_boot_script(boot_plan_for(node, secrets=request.secrets, storage_url=storage_url,
+                                                master_addr=master_addr))
+
+    return render
+
+
+def with_boot_scripts(request: LaunchRequest) -> LaunchRequest:
+    """The request with a boot script per node (unless the caller already rendered one)."""
+    if request.boot_script is not None or "boot_script_for" in request.options:
+        return request
+    render = boot_script_renderer(request)
+    options: dict[str, Any] = {**request.options, "boot_script_for": render}
+    return dataclasses.replace(request, boot_script=render(0, None), options=options)
+
+
+def start_with_failover(provider: Provider, request: LaunchRequest, *,
+                        on_attempt: AttemptCallback | None = None, db_url: str | None = None) -> FailoverResult:
+    """Launch on the first placement with capacity; FailoverExhausted (with the attempts) when none has."""
+    if provider.cloud in BOOTED_CLOUDS:
+        request = with_boot_scripts(request)
+    patterns = [str(r) for r in request.options.get("regions") or ()]
+    max_price = request.options.get("max_price_per_hour")
+    try:
+        choices = ranked_choices(provider.cloud, request.gpu, int(request.gpus_per_node or 0) or None,
+                                 spot=request.spot, regions=patterns,
+                                 max_price=Decimal(str(max_price)) if max_price is not None else None,
+                                 db_url=db_url)
+    except GpuplanError:  # a GPU or cloud the catalog does not know: only the chosen offer is tried
+        choices = []
+    choices = [c for c in choices if _in_regions(c.region, patterns)]
+    placements = placements_for(provider, request, choices)
+    return launch_with_failover(request, placements, {provider.name: provider}, on_attempt=on_attempt,
+                                max_attempts=MAX_ATTEMPTS)

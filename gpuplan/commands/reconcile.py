@@ -1,0 +1,110 @@
+"""`gpuplan reconcile`: find machines gpuplan tagged but does not consider live, and rows whose machine is gone."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from gpuplan.context import AppContext, pass_app
+from gpuplan.output import emit_json, note, print_table, warn
+
+
+@click.command("reconcile")
+@click.option("--cloud", "clouds", multiple=True, metavar="NAME",
+              help="Provider to check (repeatable; e.g. aws). Default: every provider the database has runs on.")
+@click.option("--regions", "regions", multiple=True, metavar="REGION",
+              help="Regions to search (repeatable or comma-separated). Default: the regions of recorded runs "
+                   "plus the SDK's default region.")
+@click.option("--terminate", is_flag=True, help="Terminate every orphan found (asks first unless -y).")
+@click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON rows (cloud, region, instance_id, run_id, state, "
+                                                     "kind, action).")
+@pass_app
+def reconcile_cmd(app: AppContext, clouds: tuple[str, ...], regions: tuple[str, ...], terminate: bool, yes: bool,
+                  as_json: bool) -> None:
+    """List orphans (tagged machines the database does not consider live) and missing machines (open rows whose
+    machine is gone); with --terminate, end the orphans."""
+    from gpuplan.reconcile import reconcile, terminate_orphans
+
+    wanted_regions = [r.strip() for item in regions for r in item.split(",") if r.strip()]
+    names, open_rows, recorded_regions = _books(app, clouds)
+
+    def regions_of(name: str) -> list[str]:
+        return wanted_regions or sorted(recorded_regions.get(name, set()))
+
+    if not names:
+        note("no runs recorded and no --cloud given: nothing to reconcile")
+    report = reconcile(names, open_rows, regions_of)
+    for name, why in report.skipped.items():
+        warn(f"{name}: not checked: {why}")
+    if clouds and not report.checked:
+        from gpuplan.errors import GpuplanError
+
+        raise GpuplanError("no provider could be checked: " + "; ".join(f"{k}: {v}"
+                                                                         for k, v in report.skipped.items()))
+    ended: set[str] = set()
+    if terminate and report.orphans:
+        ids = ", ".join(f.instance_id for f in report.orphans)
+        if not yes:
+            click.confirm(f"Terminate {len(report.orphans)} orphan(s): {ids}?", abort=True, err=True)
+        ended = set(terminate_orphans(report.orphans, regions_of))
+        _record_terminations(app, [f for f in report.orphans if f.instance_id in ended])
+    rows = [{**f.as_dict(), "action": "terminated" if f.instance_id in ended else None} for f in report.findings]
+    if as_json:
+        emit_json(rows)
+        return
+    if not rows:
+        note(f"in agreement: checked {', '.join(report.checked) or 'nothing'}; no orphans, nothing missing")
+        return
+    print_table(["kind", "cloud", "region", "instance", "run", "state", "action"],
+                [(r["kind"], r["cloud"], r["region"], r["instance_id"], r["run_id"], r["state"], r["action"] or "")
+                 for r in rows])
+    if report.orphans and not terminate:
+        note("run `gpuplan reconcile --terminate` to end the orphans")
+
+
+def _books(app: AppContext, clouds: tuple[str, ...]) -> tuple[list[str], list, dict[str, set[str]]]:
+    """The providers to check, the open instance rows, and the regions each provider has been used in."""
+    from sqlalchemy import select
+
+    from gpuplan.reconcile import OpenRow
+    from gpuplan.store.models import Instance, Run, RunState
+
+    with app.store.session() as s:
+        providers = sorted(set(s.scalars(select(Run.provider).distinct())))
+        rows = s.execute(select(Instance.provider, Instance.provider_instance_id, Instance.run_id,
+                                Instance.region, Run.state)
+                         .join(Run, Run.id == Instance.run_id)
+                         .where(Instance.terminated_at.is_(None))).all()
+        region_pairs = set(s.execute(select(Instance.provider, Instance.region).distinct()).all())
+        region_pairs |= set(s.execute(select(Run.provider, Run.region).distinct()).all())
+    recorded: dict[str, set[str]] = {}
+    for provider, region in region_pairs:
+        if region:
+            recorded.setdefault(provider, set()).add(region)
+    open_rows = [OpenRow(provider=p, instance_id=i, run_id=r, region=reg, run_live=state in RunState.LIVE)
+                 for p, i, r, reg, state in rows]
+    names = list(dict.fromkeys(clouds)) if clouds else providers
+    return names, open_rows, recorded
+
+
+def _record_terminations(app: AppContext, findings: list) -> None:
+    """Close the rows of terminated orphans that have one, and write an event per orphan of a known run."""
+    from sqlalchemy import select
+
+    from gpuplan.store.models import Event, Instance, Run
+    from gpuplan.store.types import utcnow
+
+    now = utcnow()
+    with app.store.session() as s:
+        for f in findings:
+            for row in s.scalars(select(Instance).where(Instance.provider_instance_id == f.instance_id,
+                                                        Instance.terminated_at.is_(None))):
+                row.terminated_at = now
+                row.state = "terminated"
+            run_id = f.run_id if f.run_id and s.get(Run, f.run_id) is not None else None
+            s.add(Event(run_id=run_id, kind="reconcile.terminated",
+                        message=f"orphan {f.instance_id} ({f.cloud} {f.region}) terminated by reconcile",
+                        data_json=json.dumps(f.as_dict())))
+        s.commit()

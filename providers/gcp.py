@@ -1,0 +1,839 @@
+"""Google Compute Engine: launch a run's GPU VMs, watch them, delete them, and find every one gpuplan owns.
+
+Safety rules this module keeps, because each one is a way to get a surprise bill or a breach:
+
+- Idempotency, twice over: before any insert the provider looks for live VMs labelled with the run id (a crashed
+  earlier attempt may have started them in another zone), and every insert carries a `requestId` derived from the
+  run id, the zone, the launch generation and the node rank, so a retried call returns the same operation on GCE
+  instead of a second VM. The VM names are deterministic as well, so a third insert would hit `alreadyExists`.
+- Every VM and its boot disk carry gpuplan's labels (reconcile finds them by label).
+- The on-cloud fail-safe: `scheduling.maxRunDuration` from `max_hours` with `instanceTerminationAction=DELETE`,
+  so a VM whose controller died is deleted by GCE itself; spot VMs are deleted on preemption, not stopped
+  (a stopped VM still bills its disk).
+- GPUs cannot live-migrate: `onHostMaintenance=TERMINATE`, no automatic restart.
+- Throttling (429/503, `rateLimitExceeded`) is retried with google-api-core's own Retry, which is safe because
+  every insert is idempotent through its requestId.
+
+`google.cloud.compute_v1` costs ~2 s to import, so it is imported inside this module's methods only. Clients use
+the REST transport. Credentials are Application Default Credentials; the Compute endpoint honours gcloud's own
+`CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE`, and anonymous credentials are used only when that endpoint is on the
+loopback interface (that is how the tests reach the fake server in tests/fakes/gce_server.py).
+
+Long-running operations are awaited with our own `ZoneOperationsClient.wait`: the client's built-in
+`operation.result()` polls through an internal client that ignores a custom endpoint.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+import logging
+import os
+import re
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+from urllib.parse import urlparse
+
+from gpuplan.providers.base import (
+    TAG_CREATED_BY,
+    TAG_NAME,
+    TAG_PROJECT,
+    TAG_RUN_ID,
+    AuthError,
+    CapacityError,
+    Instance,
+    InstanceState,
+    LaunchRequest,
+    Provider,
+    ProviderError,
+    QuotaError,
+)
+
+from gpuplan.catalog.gpu_names import GCP_ACCELERATOR_GPU
+
+log = logging.getLogger(__name__)
+
+ENDPOINT_ENV = "CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE"
+PROJECT_ENVS = ("GOOGLE_CLOUD_PROJECT", "CLOUDSDK_CORE_PROJECT")
+DEFAULT_REGION = "us-central1"
+# A Deep Learning VM family with the NVIDIA driver, CUDA 12.8 and a container runtime preinstalled.
+DEFAULT_IMAGE_PROJECT = "deeplearning-platform-release"
+DEFAULT_IMAGE_FAMILY = "common-cu128-ubuntu-2204-nvidia-570"
+DEFAULT_BOOT_DISK_GB = 200
+DEFAULT_BOOT_DISK_TYPE = "pd-balanced"  # g2/a3 do not accept pd-standard
+NETWORK_TAG = "gpuplan"
+
+# Namespace of the requestId UUIDs: uuid5(namespace, "run/zone/generation/rank") is stable across processes.
+REQUEST_ID_NAMESPACE = uuid.UUID("5d7f2b53-7c0e-4f4e-9a55-6770706c616e")
+
+# GCE operation error codes -> what failover should do with them.
+CAPACITY_CODES = frozenset({
+    "ZONE_RESOURCE_POOL_EXHAUSTED",
+    "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS",
+    "RESOURCE_POOL_EXHAUSTED",
+    "UNSUPPORTED_OPERATION",  # e.g. a GPU type this zone does not offer
+    "NOT_OFFERED_IN_ZONE",  # our own pre-check: machine or accelerator type absent from the zone
+})
+QUOTA_CODES = frozenset({"QUOTA_EXCEEDED", "quotaExceeded", "GPUS_ALL_REGIONS", "limitExceeded"})
+RATE_LIMIT_REASONS = frozenset({"rateLimitExceeded", "userRateLimitExceeded", "RATE_LIMIT_EXCEEDED"})
+PREEMPTED_OPERATION = "compute.instances.preempted"
+MAX_REQUEST_ATTEMPTS = 20
+
+_STATUS_MAP = {
+    "PROVISIONING": InstanceState.PENDING,
+    "STAGING": InstanceState.PENDING,
+    "REPAIRING": InstanceState.PENDING,
+    "RUNNING": InstanceState.RUNNING,
+    "STOPPING": InstanceState.STOPPING,
+    "SUSPENDING": InstanceState.STOPPING,
+    "SUSPENDED": InstanceState.STOPPING,
+    "PENDING_STOP": InstanceState.STOPPING,
+    # GCE's word for a *stopped* VM: its disk (and any reserved address) bills on until it is deleted, so for
+    # gpuplan it is still a machine that costs money. describe() deletes such VMs and reports them TERMINATED.
+    "TERMINATED": InstanceState.STOPPING,
+}
+
+# GCE accelerator type -> gpuplan's canonical GPU name, shared with the catalog (gpuplan.catalog.gpu_names), and
+# back; the "mega" H100 is the same GPU with more network, so plain "H100" attaches the ordinary one.
+GPU_NAMES: dict[str, str] = dict(GCP_ACCELERATOR_GPU)
+ACCELERATOR_TYPES: dict[str, str] = {
+    **{gpu: acc for acc, gpu in GCP_ACCELERATOR_GPU.items() if "mega" not in acc},
+    "A100": "nvidia-tesla-a100",  # what users type; the catalog says A100-40GB
+    "V100": "nvidia-tesla-v100",
+    "H100-MEGA": "nvidia-h100-mega-80gb",
+}
+# Accelerator-optimised families: the GPUs come with the machine type and may not be attached again.
+FIXED_GPU_FAMILIES = ("a2-", "a3-", "a4-", "g2-", "g4-")
+# A default host when the offer names a GPU but no machine type: {gpu: {count: machine type}}.
+DEFAULT_HOSTS = {
+    "A100-40GB": {1: "a2-highgpu-1g", 2: "a2-highgpu-2g", 4: "a2-highgpu-4g", 8: "a2-highgpu-8g", 16: "a2-megagpu-16g"},
+    "A100-80GB": {1: "a2-ultragpu-1g", 2: "a2-ultragpu-2g", 4: "a2-ultragpu-4g", 8: "a2-ultragpu-8g"},
+    "H100": {1: "a3-highgpu-1g", 2: "a3-highgpu-2g", 4: "a3-highgpu-4g", 8: "a3-highgpu-8g"},
+    "H100-MEGA": {8: "a3-megagpu-8g"},
+    "H200": {8: "a3-ultragpu-8g"},
+    "B200": {8: "a4-highgpu-8g"},
+    "L4": {1: "g2-standard-8", 2: "g2-standard-24", 4: "g2-standard-48", 8: "g2-standard-96"},
+}
+# n1 hosts for attached GPUs (T4, V100, P100, P4): vCPUs grow with the GPU count, within GCE's per-GPU limits.
+N1_HOSTS = {1: "n1-standard-8", 2: "n1-standard-16", 4: "n1-standard-32", 8: "n1-standard-64"}
+
+_LABEL_KEY_RE = re.compile(r"[^a-z0-9_-]")
+_NAME_RE = re.compile(r"[^a-z0-9-]")
+
+
+def label_key(tag: str) -> str:
+    """A gpuplan tag name as a GCE label key: `gpuplan:run-id` -> `gpuplan-run-id`."""
+    key = _LABEL_KEY_RE.sub("-", tag.lower().replace(":", "-"))
+    if not key or not key[0].isalpha():
+        key = "k" + key
+    return key[:63]
+
+
+def label_value(value: str) -> str:
+    """Any string as a GCE label value: lower-case letters, digits, `_` and `-`, at most 63 characters."""
+    return _LABEL_KEY_RE.sub("-", str(value).lower())[:63]
+
+
+LABEL_RUN_ID = label_key(TAG_RUN_ID)
+LABEL_NAME = label_key(TAG_NAME)
+LABEL_PROJECT = label_key(TAG_PROJECT)
+LABEL_CREATED_BY = label_key(TAG_CREATED_BY)
+
+
+def labels_for(request: LaunchRequest) -> dict[str, str]:
+    """The run's tags plus the spec's own labels, sanitised to GCE's label rules.
+
+    gpuplan's own keys win a clash and always fit: GCE allows 64 labels, one is kept for the node rank, and the
+    spec's labels fill what is left.
+    """
+    labels = {label_key(key): label_value(value) for key, value in request.tags().items()}
+    for key, value in (request.labels or {}).items():
+        if len(labels) >= 63:
+            break
+        labels.setdefault(label_key(key), label_value(value))
+    return labels
+
+
+def instance_name(run_id: str, rank: int, generation: int = 0) -> str:
+    """A deterministic, valid VM name per run, generation and node rank (`gpuplan-r-0a1b2c3d4e-0`)."""
+    base = _NAME_RE.sub("-", run_id.lower()).strip("-")
+    suffix = f"-{rank}" if generation == 0 else f"-g{generation}-{rank}"
+    return f"gpuplan-{base}"[: 63 - len(suffix)].rstrip("-") + suffix
+
+
+def request_id(run_id: str, zone: str, generation: int, rank: int, attempt: int = 0) -> str:
+    """GCE's idempotency key for one insert: the same run, zone, generation, rank and attempt give the same UUID."""
+    return str(uuid.uuid5(REQUEST_ID_NAMESPACE, f"{run_id}/{zone}/{generation}/{rank}/{attempt}"))
+
+
+def region_of(zone: str) -> str:
+    """`us-central1-a` -> `us-central1`."""
+    return zone.rsplit("-", 1)[0]
+
+
+def accelerator_type(gpu: str) -> str:
+    """A gpuplan GPU name (`T4`, `A100-80GB`) or a GCE accelerator name (`nvidia-l4`) -> the GCE name."""
+    if gpu in ACCELERATOR_TYPES:
+        return ACCELERATOR_TYPES[gpu]
+    upper = gpu.upper().replace(" ", "-")
+    if upper in ACCELERATOR_TYPES:
+        return ACCELERATOR_TYPES[upper]
+    if gpu.lower().startswith("nvidia-"):
+        return gpu.lower()
+    raise ProviderError(f"unknown GPU for GCP: {gpu!r}; known: {', '.join(sorted(ACCELERATOR_TYPES))}",
+                        code="UnknownGpu")
+
+
+def has_fixed_gpus(machine_type: str) -> bool:
+    """Accelerator-optimised machine types (a2, a3, a4, g2) come with their GPUs attached."""
+    return machine_type.startswith(FIXED_GPU_FAMILIES)
+
+
+def choose_machine_type(instance_type: str | None, gpu: str | None, gpus_per_node: float) -> str:
+    """The machine type to ask for: the offer's, else a sensible host for the GPU and count."""
+    if instance_type:
+        return instance_type
+    count = max(int(gpus_per_node or 0), 1 if gpu else 0)
+    if gpu:
+        acc = accelerator_type(gpu)
+        name = "H100-MEGA" if "mega" in acc else GPU_NAMES.get(acc, gpu)
+        hosts = DEFAULT_HOSTS.get(name)
+        if hosts is not None:
+            if count not in hosts:
+                raise ProviderError(f"GCP has no {name} machine with {count} GPU(s); pick one of "
+                                    f"{sorted(hosts)} or name a machine type", code="NoMachineType")
+            return hosts[count]
+        if count not in N1_HOSTS:
+            raise ProviderError(f"n1 machines take 1, 2, 4 or 8 {name} GPUs, not {count}", code="NoMachineType")
+        return N1_HOSTS[count]
+    return "n1-standard-4"
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where the Compute API is and whether anonymous credentials may be used there (loopback only)."""
+
+    api_endpoint: str | None
+    loopback: bool
+
+    @classmethod
+    def parse(cls, override: str | None) -> Endpoint:
+        """gcloud's form `http://127.0.0.1:8089/compute/v1/` -> the client's api_endpoint `http://127.0.0.1:8089`.
+
+        The google clients add `/compute/v1/...` to every path themselves, so the version suffix is dropped.
+        """
+        if not override:
+            return cls(None, False)
+        url = override.strip()
+        parsed = urlparse(url if "://" in url else f"https://{url}")
+        path = re.sub(r"/?compute/(v1|beta|alpha)/?$", "", parsed.path.rstrip("/") + "/").rstrip("/")
+        api_endpoint = f"{parsed.scheme}://{parsed.netloc}{path}"
+        host = parsed.hostname or ""
+        try:
+            loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            loopback = False
+        return cls(api_endpoint, loopback)
+
+
+def _error_items(exc: Any) -> list[dict[str, Any]]:
+    """The `errors` list of a google-api-core HTTP error (each item has `reason` and `message`)."""
+    items = getattr(exc, "errors", None) or []
+    return [i for i in items if isinstance(i, dict)]
+
+
+def map_api_error(exc: Exception, *, zone: str | None = None, region: str | None = None) -> ProviderError:
+    """A google-api-core / google-auth error -> the typed error failover understands (messages hold no secrets)."""
+    from google.api_core import exceptions as gexc
+    from google.auth import exceptions as auth_exc
+
+    region = region or (region_of(zone) if zone else None)
+    where = zone or region or "gcp"
+    if isinstance(exc, auth_exc.DefaultCredentialsError):
+        return AuthError("Google Cloud credentials not found; run `gcloud auth application-default login` or set "
+                         "GOOGLE_APPLICATION_CREDENTIALS", code="NoCredentials", zone=zone, region=region)
+    if isinstance(exc, auth_exc.GoogleAuthError):
+        return AuthError(f"Google Cloud credentials rejected: {exc}", code="AuthError", zone=zone, region=region)
+    if isinstance(exc, gexc.GoogleAPICallError):
+        reasons = [str(i.get("reason") or "") for i in _error_items(exc)]
+        message = f"{exc.code} in {where}: {exc.message}"
+        code = next((r for r in reasons if r), None) or type(exc).__name__
+        if any(r in QUOTA_CODES for r in reasons) or "quota" in exc.message.lower():
+            return QuotaError(message, code=code if code in QUOTA_CODES else "QUOTA_EXCEEDED", zone=zone,
+                              region=region)
+        if any(r in CAPACITY_CODES for r in reasons):
+            return CapacityError(message, code=code, zone=zone, region=region)
+        if isinstance(exc, (gexc.Unauthorized, gexc.Forbidden)):
+            return AuthError(message, code=code, zone=zone, region=region)
+        return ProviderError(message, code=code, zone=zone, region=region)
+    if isinstance(exc, ProviderError):
+        return exc
+    return ProviderError(f"GCP call failed in {where}: {type(exc).__name__}: {exc}", zone=zone, region=region)
+
+
+def map_operation_error(operation: Any, *, zone: str) -> ProviderError:
+    """A finished zone operation with `error` set -> CapacityError / QuotaError / AuthError / ProviderError."""
+    errors = list(operation.error.errors) if operation.error else []
+    first = errors[0] if errors else None
+    code = (first.code if first else "") or "OPERATION_FAILED"
+    detail = (first.message if first else "") or operation.http_error_message or "operation failed"
+    message = f"{code} in {zone}: {detail}"
+    region = region_of(zone)
+    if code in CAPACITY_CODES:
+        return CapacityError(message, code=code, zone=zone, region=region)
+    if code in QUOTA_CODES:
+        return QuotaError(message, code=code, zone=zone, region=region)
+    if operation.http_error_status_code in (401, 403):
+        return AuthError(message, code=code, zone=zone, region=region)
+    return ProviderError(message, code=code, zone=zone, region=region)
+
+
+def _retryable(exc: BaseException) -> bool:
+    """Throttling and transient server errors: worth retrying because every mutating call is idempotent."""
+    from google.api_core import exceptions as gexc
+
+    if isinstance(exc, (gexc.TooManyRequests, gexc.ServiceUnavailable, gexc.InternalServerError,
+                        gexc.BadGateway, gexc.GatewayTimeout)):
+        return True
+    if isinstance(exc, gexc.Forbidden):
+        return any(str(i.get("reason")) in RATE_LIMIT_REASONS for i in _error_items(exc))
+    return False
+
+
+def _parse_time(value: str | None) -> dt.datetime | None:
+    if not value:
+        return None
+    try:
+        parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.timezone.utc)
+
+
+def _last_segment(url: str | None) -> str:
+    return (url or "").rstrip("/").rsplit("/", 1)[-1]
+
+
+class GcpProvider(Provider):
+    """Compute Engine VMs for gpuplan runs.
+
+    Configuration (constructor keywords; most are overridable per launch through `LaunchRequest.options`):
+    `project` (else GOOGLE_CLOUD_PROJECT / CLOUDSDK_CORE_PROJECT / the ADC project), `region` (used when a launch
+    names no zone), `regions` (accepted for parity with AWS; list_tagged still searches every zone, because one
+    aggregatedList call covers them all and an orphan in a region the books never mention must not be missed),
+    `endpoint` (else CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE), `delete_when_stopped` (default on: see describe),
+    `image` (an explicit VM image URL; per launch `options["vm_image"]`) or `image_project` + `image_family`,
+    `boot_disk_gb`, `boot_disk_type`, `network`, `subnetwork`, `external_ip`, `service_account` (+ `scopes`;
+    default: no service account, least privilege), `wait_timeout` (seconds to wait for an operation),
+    `retry_initial` / `retry_timeout` (throttling).
+    """
+
+    name: ClassVar[str] = "gcp"
+    cloud: ClassVar[str] = "gcp"
+    min_billed_seconds: ClassVar[int] = 60
+
+    def __init__(
+        self,
+        *,
+        project: str | None = None,
+        region: str | None = None,
+        regions: Sequence[str] | None = None,
+        endpoint: str | None = None,
+        image: str | None = None,
+        image_project: str = DEFAULT_IMAGE_PROJECT,
+        image_family: str = DEFAULT_IMAGE_FAMILY,
+        boot_disk_gb: int = DEFAULT_BOOT_DISK_GB,
+        boot_disk_type: str = DEFAULT_BOOT_DISK_TYPE,
+        network: str = "global/networks/default",
+        subnetwork: str | None = None,
+        external_ip: bool = True,
+        service_account: str | None = None,
+        scopes: Sequence[str] = ("https://www.googleapis.com/auth/cloud-platform",),
+        delete_when_stopped: bool = True,
+        wait_timeout: float = 900.0,
+        retry_initial: float = 1.0,
+        retry_timeout: float = 120.0,
+        credentials: Any = None,
+    ) -> None:
+        self.endpoint = Endpoint.parse(endpoint if endpoint is not None else os.environ.get(ENDPOINT_ENV))
+        self._credentials = credentials
+        self._project = project
+        self.region = region or DEFAULT_REGION
+        self.regions = list(dict.fromkeys(regions or []))
+        self.image = image
+        self.image_project = image_project
+        self.image_family = image_family
+        self.boot_disk_gb = boot_disk_gb
+        self.boot_disk_type = boot_disk_type
+        self.network = network
+        self.subnetwork = subnetwork
+        self.external_ip = external_ip
+        self.service_account = service_account
+        self.scopes = list(scopes)
+        self.delete_when_stopped = delete_when_stopped
+        self.wait_timeout = wait_timeout
+        self.retry_initial = retry_initial
+        self.retry_timeout = retry_timeout
+        self._clients: dict[str, Any] = {}
+
+    # ---- configuration and clients -------------------------------------------------------------------------
+
+    @property
+    def project(self) -> str:
+        """The GCP project: the `project` option, else GOOGLE_CLOUD_PROJECT / CLOUDSDK_CORE_PROJECT, else ADC's."""
+        if self._project:
+            return self._project
+        for var in PROJECT_ENVS:
+            if os.environ.get(var):
+                self._project = os.environ[var]
+                return self._project
+        _, adc_project = self._default_credentials()
+        if not adc_project:
+            raise ProviderError("no GCP project: pass --project, or set GOOGLE_CLOUD_PROJECT", code="NoProject")
+        self._project = str(adc_project)
+        return self._project
+
+    def _default_credentials(self) -> tuple[Any, str | None]:
+        """Anonymous credentials for a loopback endpoint (the tests' fake), Application Default Credentials else."""
+        if self.endpoint.loopback:
+            from google.auth.credentials import AnonymousCredentials
+
+            return AnonymousCredentials(), None
+        import google.auth
+
+        try:
+            creds, project = google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
+        except Exception as exc:
+            raise map_api_error(exc) from exc
+        return creds, project
+
+    def client(self, kind: str) -> Any:
+        """One REST client per service (`InstancesClient`, `ZoneOperationsClient`, ...), all on the same endpoint."""
+        if kind not in self._clients:
+            from google.cloud import compute_v1
+
+            if self._credentials is None:
+                self._credentials, _ = self._default_credentials()
+            kwargs: dict[str, Any] = {"credentials": self._credentials, "transport": "rest"}
+            if self.endpoint.api_endpoint:
+                kwargs["client_options"] = {"api_endpoint": self.endpoint.api_endpoint}
+            self._clients[kind] = getattr(compute_v1, kind)(**kwargs)
+        return self._clients[kind]
+
+    def _retry(self) -> Any:
+        from google.api_core.retry import Retry
+
+        return Retry(predicate=_retryable, initial=self.retry_initial, maximum=max(self.retry_initial * 16, 1.0),
+                     multiplier=2.0, timeout=self.retry_timeout)
+
+    def _call(self, fn: Any, **kwargs: Any) -> Any:
+        """Call a client method with the throttling retry, mapping every failure to a typed ProviderError."""
+        try:
+            return fn(retry=self._retry(), **kwargs)
+        except ProviderError:
+            raise
+        except Exception as exc:
+            raise map_api_error(exc, zone=kwargs.get("zone")) from exc
+
+    def _option(self, request: LaunchRequest, key: str, default: Any) -> Any:
+        value = request.options.get(key) if request.options else None
+        return default if value is None else value
+
+    # ---- zones ---------------------------------------------------------------------------------------------
+
+    def zones(self, region: str) -> list[str]:
+        """The region's zones that are UP, in name order: the failover loop tries them one after the other."""
+        pager = self._call(self.client("ZonesClient").list, project=self.project)
+        found = [z.name for z in pager
+                 if _last_segment(z.region) == region and (z.status or "UP") == "UP"]
+        return sorted(found)
+
+    # ---- launch --------------------------------------------------------------------------------------------
+
+    def launch(self, request: LaunchRequest) -> list[Instance]:
+        """Start the run's nodes in one zone (all or nothing); return the existing ones if the run already has some."""
+        existing = [i for i in self.list_tagged(request.run_id)
+                    if i.state not in InstanceState.GONE and i.ended_at is None]  # a stopped VM is not "running"
+        have = {i.node_rank for i in existing}
+        missing = [rank for rank in range(request.nodes) if rank not in have]
+        if not missing:
+            log.info("run %s already has %d VM(s) in %s; not launching again", request.run_id, len(existing),
+                     existing[0].zone)
+            for inst in existing:
+                inst.price_per_hour = request.price_per_hour
+            return sorted(existing, key=lambda i: i.node_rank)
+        # A multi-node launch cut short (a crash between two inserts) is completed in the zone it started in.
+        zone = (existing[0].zone if existing else None) or self._zone_for(request)
+        machine_type = choose_machine_type(request.instance_type, request.gpu, request.gpus_per_node)
+        gpus = self._check_offered(zone, machine_type, request)
+        generation = int(self._option(request, "generation", 0))
+        started: list[tuple[str, Any]] = []  # (name, insert operation)
+        try:
+            for rank in missing:
+                name = instance_name(request.run_id, rank, generation)
+                body = self._instance_body(request, zone, name, machine_type, gpus, rank)
+                req_id = self._unspent_request_id(zone, request.run_id, generation, rank)
+                started.append((name, self._insert(zone, body, req_id)))
+            for _, operation in started:
+                self._wait(zone, operation)
+        except ProviderError:
+            self._delete_quietly(zone, [name for name, _ in started])
+            raise
+        instances = [*existing, *self.describe([f"{zone}/{name}" for name, _ in started])]
+        for inst in instances:
+            inst.price_per_hour = request.price_per_hour
+        return sorted(instances, key=lambda i: i.node_rank)
+
+    def _zone_for(self, request: LaunchRequest) -> str:
+        if request.zones:
+            return request.zones[0]
+        region = request.region or self.region
+        zones = self.zones(region)
+        if not zones:
+            raise CapacityError(f"no zone is UP in {region}", code="NoZone", region=region)
+        return zones[0]
+
+    def _check_offered(self, zone: str, machine_type: str, request: LaunchRequest) -> tuple[str | None, int]:
+        """(accelerator type, count) the VM will have; CapacityError if the zone does not offer the type or GPU.
+
+        GCE would refuse the insert with a 400 too, but a typed "not offered here" lets failover move on.
+        """
+        from google.api_core import exceptions as gexc
+
+        try:
+            mt = self.client("MachineTypesClient").get(project=self.project, zone=zone, machine_type=machine_type,
+                                                       retry=self._retry())
+        except gexc.NotFound as exc:
+            raise CapacityError(f"machine type {machine_type} is not offered in {zone}", code="NOT_OFFERED_IN_ZONE",
+                                zone=zone, region=region_of(zone)) from exc
+        except Exception as exc:
+            raise map_api_error(exc, zone=zone) from exc
+        if mt.accelerators:
+            fixed = mt.accelerators[0]
+            return fixed.guest_accelerator_type, int(fixed.guest_accelerator_count)
+        if not request.gpu or not request.gpus_per_node:
+            return None, 0
+        if has_fixed_gpus(machine_type):
+            raise ProviderError(f"{machine_type} reports no GPUs; cannot attach {request.gpu} to it",
+                                code="NoMachineType", zone=zone)
+        acc = accelerator_type(request.gpu)
+        try:
+            self.client("AcceleratorTypesClient").get(project=self.project, zone=zone, accelerator_type=acc,
+                                                      retry=self._retry())
+        except gexc.NotFound as exc:
+            raise CapacityError(f"GPU {acc} is not offered in {zone}", code="NOT_OFFERED_IN_ZONE", zone=zone,
+                                region=region_of(zone)) from exc
+        except Exception as exc:
+            raise map_api_error(exc, zone=zone) from exc
+        return acc, int(request.gpus_per_node)
+
+    def _image(self, request: LaunchRequest) -> str:
+        explicit = self._option(request, "vm_image", self.image)
+        if explicit:
+            return str(explicit)
+        project = self._option(request, "image_project", self.image_project)
+        family = self._option(request, "image_family", self.image_family)
+        return f"projects/{project}/global/images/family/{family}"
+
+    def _instance_body(self, request: LaunchRequest, zone: str, name: str, machine_type: str,
+                       gpus: tuple[str | None, int], rank: int) -> Any:
+        """The Instance resource: labels, boot disk, GPUs, startup script, scheduling (spot, fail-safe)."""
+        from google.cloud import compute_v1
+
+        labels = {**labels_for(request), "gpuplan-node-rank": str(rank)}
+        disk = compute_v1.AttachedDisk(
+            boot=True, auto_delete=True,
+            initialize_params=compute_v1.AttachedDiskInitializeParams(
+                source_image=self._image(request),
+                disk_size_gb=int(self._option(request, "boot_disk_gb", self.boot_disk_gb)),
+                disk_type=f"zones/{zone}/diskTypes/{self._option(request, 'boot_disk_type', self.boot_disk_type)}",
+                labels=labels,
+            ),
+        )
+        nic = compute_v1.NetworkInterface(network=self._option(request, "network", self.network))
+        subnetwork = self._option(request, "subnetwork", self.subnetwork)
+        if subnetwork:
+            nic.subnetwork = subnetwork
+        if bool(self._option(request, "external_ip", self.external_ip)):
+            nic.access_configs = [compute_v1.AccessConfig(name="External NAT", type_="ONE_TO_ONE_NAT")]
+        metadata = [
+            compute_v1.Items(key="startup-script", value=self._startup_script(request, zone, rank)),
+            compute_v1.Items(key="install-nvidia-driver", value="True"),
+            compute_v1.Items(key="enable-oslogin", value="TRUE"),
+            compute_v1.Items(key="block-project-ssh-keys", value="TRUE"),
+        ]
+        instance = compute_v1.Instance(
+            name=name,
+            machine_type=f"zones/{zone}/machineTypes/{machine_type}",
+            labels=labels,
+            disks=[disk],
+            network_interfaces=[nic],
+            metadata=compute_v1.Metadata(items=metadata),
+            scheduling=self._scheduling(request),
+            tags=compute_v1.Tags(items=[NETWORK_TAG]),
+        )
+        acc, count = gpus
+        if acc and count and not has_fixed_gpus(machine_type):
+            instance.guest_accelerators = [compute_v1.AcceleratorConfig(
+                accelerator_type=f"zones/{zone}/acceleratorTypes/{acc}", accelerator_count=count)]
+        account = self._option(request, "service_account", self.service_account)
+        if account:
+            instance.service_accounts = [compute_v1.ServiceAccount(email=account, scopes=self.scopes)]
+        return instance
+
+    def _startup_script(self, request: LaunchRequest, zone: str, rank: int) -> str:
+        """This node's startup script: orchestration's per-node renderer (`options["boot_script_for"]`), else the
+        request's one script, else jobs.bootstrap's for this node; rank 0's zonal DNS name is the master address.
+
+        GCE gives every VM the internal DNS name `NAME.ZONE.c.PROJECT.internal`, and the names are deterministic,
+        so every rank knows the master's address before rank 0 has booted.
+        """
+        generation = int(self._option(request, "generation", 0))
+        master = f"{instance_name(request.run_id, 0, generation)}.{zone}.c.{self.project}.internal"
+        per_node = request.options.get("boot_script_for")
+        if callable(per_node):  # orchestration's renderer: (rank, master address or None on rank 0) -> script
+            return str(per_node(rank, master if rank else None))
+        if request.boot_script is not None:
+            return request.boot_script
+        from gpuplan.jobs.bootstrap import boot_plan_for, render_boot_script
+        from gpuplan.jobs.runner import NodeLaunch
+
+        node = NodeLaunch(
+            run_id=request.run_id, name=request.name,
+            argv=list(request.options.get("argv") or ["/bin/sh", "-c", request.command]),
+            run_dir=request.run_dir, node_rank=rank, nnodes=request.nodes,
+            nproc_per_node=max(int(request.gpus_per_node or 1), 1), master_addr=master,
+            master_port=int(request.options.get("master_port") or 29500), runtime=request.runtime or "auto",
+            image=request.image, workdir=request.workdir, env=dict(request.env),
+            secret_names=sorted(request.secrets), gpus=int(request.gpus_per_node or 0), max_hours=request.max_hours,
+            checkpoint_dir=request.options.get("checkpoint_dir"),
+        )
+        plan = boot_plan_for(node, secrets=request.secrets, storage_url=request.options.get("storage_url"),
+                             master_addr=master if rank else None)
+        return render_boot_script(plan)
+
+    def _scheduling(self, request: LaunchRequest) -> Any:
+        """GPUs cannot live-migrate; spot VMs are deleted on preemption; max_hours becomes maxRunDuration."""
+        from google.cloud import compute_v1
+
+        scheduling = compute_v1.Scheduling(on_host_maintenance="TERMINATE", automatic_restart=False)
+        if request.spot:
+            scheduling.provisioning_model = "SPOT"
+            scheduling.instance_termination_action = "DELETE"
+        else:
+            scheduling.provisioning_model = "STANDARD"
+        if request.max_hours:
+            # GCE's own fail-safe: the VM is deleted when the run exceeds its limit, even if gpuplan is gone.
+            scheduling.max_run_duration = compute_v1.Duration(seconds=max(int(request.max_hours * 3600), 30))
+            scheduling.instance_termination_action = "DELETE"
+        return scheduling
+
+    def _unspent_request_id(self, zone: str, run_id: str, generation: int, rank: int) -> str:
+        """The requestId for this insert: attempt 0's, unless GCE already finished an insert with that id.
+
+        GCE answers a reused requestId with the first operation, so after a definite failure (no capacity an hour
+        ago) or a VM since deleted, the same id would replay the old outcome. Operations carry the requestId as
+        `clientOperationId`; an id whose operation is DONE (and whose VM the label lookup did not find) is spent,
+        and the next attempt number is used. An id whose operation still runs is reused: that is the retry case.
+        """
+        from google.cloud import compute_v1
+
+        ops = self.client("ZoneOperationsClient")
+        for attempt in range(MAX_REQUEST_ATTEMPTS):
+            req_id = request_id(run_id, zone, generation, rank, attempt)
+            listing = compute_v1.ListZoneOperationsRequest(project=self.project, zone=zone,
+                                                           filter=f'(clientOperationId = "{req_id}")')
+            previous = list(self._call(ops.list, request=listing))
+            if not any(_is_done(op) for op in previous):
+                return req_id
+            log.info("requestId attempt %d of %s in %s was used already; taking the next", attempt, run_id, zone)
+        raise ProviderError(f"{MAX_REQUEST_ATTEMPTS} launches of run {run_id} in {zone} already finished; start a "
+                            "new run instead of relaunching this one", code="TooManyAttempts", zone=zone,
+                            region=region_of(zone))
+
+    def _insert(self, zone: str, body: Any, req_id: str) -> Any:
+        from google.api_core import exceptions as gexc
+        from google.cloud import compute_v1
+
+        insert = compute_v1.InsertInstanceRequest(project=self.project, zone=zone, instance_resource=body,
+                                                  request_id=req_id)
+        try:
+            return self.client("InstancesClient").insert(request=insert, retry=self._retry())
+        except gexc.Conflict:
+            # The deterministic name exists: an earlier attempt of this same run made it (list_tagged missed it
+            # only if it was not labelled yet). Wait on nothing; describe() reads it.
+            log.info("VM %s already exists in %s; reusing it", body.name, zone)
+            return None
+        except Exception as exc:
+            raise map_api_error(exc, zone=zone) from exc
+
+    def _wait(self, zone: str, operation: Any) -> None:
+        """Wait for a zone operation with our own ZoneOperationsClient (operation.result() ignores the endpoint)."""
+        if operation is None:
+            return
+        name = operation.name
+        ops = self.client("ZoneOperationsClient")
+        deadline = time.monotonic() + self.wait_timeout
+        current = operation
+        while not _is_done(current):
+            if time.monotonic() > deadline:
+                raise ProviderError(f"operation {name} in {zone} did not finish within {self.wait_timeout:.0f} s",
+                                    code="OperationTimeout", zone=zone, region=region_of(zone))
+            # wait() returns when the operation is DONE or after ~2 minutes, whichever comes first.
+            current = self._call(ops.wait, project=self.project, zone=zone, operation=name)
+        if current.error and list(current.error.errors):
+            raise map_operation_error(current, zone=zone)
+
+    def _delete_quietly(self, zone: str, names: Iterable[str]) -> None:
+        """All or nothing: a multi-node launch that failed half-way deletes the VMs it did start."""
+        ids = [f"{zone}/{n}" for n in names]
+        if not ids:
+            return
+        try:
+            self.terminate(ids)
+        except ProviderError as exc:
+            log.warning("could not clean up %s after a failed launch: %s (reconcile will find them)", ids, exc)
+
+    # ---- describe / list / terminate -----------------------------------------------------------------------
+
+    def describe(self, instance_ids: Sequence[str]) -> list[Instance]:
+        """Current state of `zone/name` VMs; a VM GCE no longer knows comes back TERMINATED (or PREEMPTED)."""
+        from google.api_core import exceptions as gexc
+
+        out: list[Instance] = []
+        preempted: dict[str, set[str]] = {}
+        for instance_id in instance_ids:
+            zone, name = split_instance_id(instance_id)
+            try:
+                raw = self.client("InstancesClient").get(project=self.project, zone=zone, instance=name,
+                                                         retry=self._retry())
+            except gexc.NotFound:
+                if zone not in preempted:
+                    preempted[zone] = self._preempted_names(zone)
+                gone = InstanceState.PREEMPTED if name in preempted[zone] else InstanceState.TERMINATED
+                out.append(Instance(provider=self.name, instance_id=instance_id, state=gone, cloud=self.cloud,
+                                    zone=zone, region=region_of(zone),
+                                    state_reason="preempted (spot)" if gone == InstanceState.PREEMPTED
+                                    else "deleted"))
+                continue
+            except Exception as exc:
+                raise map_api_error(exc, zone=zone) from exc
+            inst = self._to_instance(raw)
+            if str(raw.status) == "TERMINATED":
+                inst.state = InstanceState.TERMINATED
+                if self.delete_when_stopped and inst.tags.get(LABEL_CREATED_BY) == "gpuplan":
+                    # The job powered the VM off (its end, or the boot script's max_hours fail-safe). On GCE a
+                    # guest shutdown only stops the VM and its disk keeps billing; AWS would terminate it
+                    # (shutdown behaviour "terminate"). Do what AWS does: delete it (without waiting).
+                    self._delete_nowait(zone, name)
+                    inst.state_reason = "powered off by its job; deleted by gpuplan"
+            if inst.spot and inst.state in (InstanceState.STOPPING, InstanceState.TERMINATED):
+                if zone not in preempted:
+                    preempted[zone] = self._preempted_names(zone)
+                if name in preempted[zone]:
+                    inst.state = InstanceState.PREEMPTED
+                    inst.state_reason = "preempted (spot)"
+            out.append(inst)
+        return out
+
+    def _delete_nowait(self, zone: str, name: str) -> None:
+        from google.api_core import exceptions as gexc
+
+        try:
+            self.client("InstancesClient").delete(project=self.project, zone=zone, instance=name,
+                                                  retry=self._retry())
+        except gexc.NotFound:
+            return
+        except Exception as exc:
+            log.warning("could not delete the stopped VM %s/%s: %s (reconcile will list it)", zone, name,
+                        map_api_error(exc, zone=zone))
+
+    def _preempted_names(self, zone: str) -> set[str]:
+        """Names of VMs GCE preempted in this zone (system events of type compute.instances.preempted)."""
+        from google.cloud import compute_v1
+
+        request = compute_v1.ListZoneOperationsRequest(project=self.project, zone=zone,
+                                                       filter=f'(operationType = "{PREEMPTED_OPERATION}")')
+        try:
+            pager = self._call(self.client("ZoneOperationsClient").list, request=request)
+            return {_last_segment(op.target_link) for op in pager}
+        except ProviderError as exc:
+            log.warning("could not read preemption events in %s: %s", zone, exc)
+            return set()
+
+    def list_tagged(self, run_id: str | None = None) -> list[Instance]:
+        """Every VM labelled by gpuplan (optionally of one run), across all zones (aggregatedList by label)."""
+        from google.cloud import compute_v1
+
+        parts = [f'(labels.{LABEL_CREATED_BY} = "gpuplan")']
+        if run_id:
+            parts.append(f'(labels.{LABEL_RUN_ID} = "{label_value(run_id)}")')
+        request = compute_v1.AggregatedListInstancesRequest(project=self.project, filter=" ".join(parts))
+        pager = self._call(self.client("InstancesClient").aggregated_list, request=request)
+        found: list[Instance] = []
+        for _scope, scoped in pager:
+            for raw in scoped.instances:
+                inst = self._to_instance(raw)
+                found.append(inst)
+        return sorted(found, key=lambda i: (i.run_id or "", i.node_rank, i.instance_id))
+
+    def terminate(self, instance_ids: Sequence[str]) -> None:
+        """Delete these VMs and wait until GCE has (idempotent: a VM already gone is fine)."""
+        from google.api_core import exceptions as gexc
+
+        pending: list[tuple[str, Any]] = []
+        for instance_id in instance_ids:
+            zone, name = split_instance_id(instance_id)
+            try:
+                op = self.client("InstancesClient").delete(project=self.project, zone=zone, instance=name,
+                                                           retry=self._retry())
+            except gexc.NotFound:
+                continue
+            except Exception as exc:
+                raise map_api_error(exc, zone=zone) from exc
+            pending.append((zone, op))
+        for zone, op in pending:
+            self._wait(zone, op)
+
+    def _to_instance(self, raw: Any) -> Instance:
+        zone = _last_segment(raw.zone)
+        labels = dict(raw.labels)
+        machine_type = _last_segment(raw.machine_type)
+        gpu, count = None, 0.0
+        if raw.guest_accelerators:
+            acc = raw.guest_accelerators[0]
+            gpu_type = _last_segment(acc.accelerator_type)
+            gpu, count = GPU_NAMES.get(gpu_type, gpu_type), float(acc.accelerator_count)
+        status = str(raw.status or "")
+        spot = str(raw.scheduling.provisioning_model or "") == "SPOT" or bool(raw.scheduling.preemptible)
+        try:
+            rank = int(labels.get("gpuplan-node-rank", "0"))
+        except ValueError:
+            rank = 0
+        return Instance(
+            provider=self.name, instance_id=f"{zone}/{raw.name}", state=_STATUS_MAP.get(status, InstanceState.UNKNOWN),
+            run_id=labels.get(LABEL_RUN_ID), cloud=self.cloud, zone=zone, region=region_of(zone),
+            instance_type=machine_type, gpu=gpu, gpu_count=count, spot=spot, node_rank=rank,
+            launched_at=_parse_time(raw.creation_timestamp),
+            ended_at=_parse_time(raw.last_stop_timestamp) if status == "TERMINATED" else None,
+            state_reason=(raw.status_message or None) if status != "TERMINATED"
+            else "stopped; its disk bills until the VM is deleted",
+            tags=labels,
+        )
+
+
+def _is_done(operation: Any) -> bool:
+    """Operation.status is a proto enum in compute_v1 (its `.name` is "DONE" when finished)."""
+    return getattr(operation.status, "name", str(operation.status)) == "DONE"
+
+
+def split_instance_id(instance_id: str) -> tuple[str, str]:
+    """gpuplan's GCP instance id `zone/name` -> (zone, name)."""
+    zone, sep, name = instance_id.partition("/")
+    if not sep or not zone or not name:
+        raise ProviderError(f"not a GCP instance id (zone/name): {instance_id!r}", code="BadInstanceId")
+    return zone, name
+

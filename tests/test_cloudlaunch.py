@@ -1,0 +1,66 @@
+"""Placements from catalog offers: the chosen offer, the same type elsewhere, then the next type; zones expanded."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from gpuplan.providers.base import Instance, LaunchRequest, Provider
+
+from gpuplan.cloudlaunch import CloudChoice, placements_for, ranked_choices, with_boot_scripts
+
+
+class Zoned(Provider):
+    """A provider that only knows its zones (placements_for needs nothing else)."""
+
+    name = "zoned"
+    cloud = "aws"
+
+    def zones(self, region: str) -> list[str]:
+        return [f"{region}a", f"{region}b"]
+
+    def launch(self, request: LaunchRequest) -> list[Instance]:
+        raise NotImplementedError
+
+    def describe(self, instance_ids: Any) -> list[Instance]:
+        return []
+
+    def terminate(self, instance_ids: Any) -> None:
+        return None
+
+    def list_tagged(self, run_id: str | None = None) -> list[Instance]:
+        return []
+
+
+def test_chosen_offer_then_same_type_elsewhere_then_next_type() -> None:
+    request = LaunchRequest(run_id="r-1", name="n", command="true", run_dir="/tmp", region="r1",
+                            instance_type="big", price_per_hour=Decimal(3))
+    choices = [CloudChoice("r1", "big", "H100", 8, Decimal(3)), CloudChoice("r2", "small", "H100", 8, Decimal(2)),
+               CloudChoice("r3", "big", "H100", 8, Decimal(4)), CloudChoice("r2", "big", "H100", 8, Decimal(5))]
+    placements = placements_for(Zoned(), request, choices)
+    assert [(p.zone, p.instance_type) for p in placements] == [
+        ("r1a", "big"), ("r1b", "big"), ("r3a", "big"), ("r3b", "big"), ("r2a", "big"), ("r2b", "big"),
+        ("r2a", "small"), ("r2b", "small")]
+    assert placements[2].price_per_hour == Decimal(4)
+
+
+def test_ranked_choices_from_the_shipped_catalog_prefer_the_exact_gpu_count() -> None:
+    choices = ranked_choices("aws", "A10G", 1, spot=False, regions=["us-east-1"])
+    assert choices[0].instance_type == "g5.xlarge" and choices[0].region == "us-east-1"
+    assert all(c.region == "us-east-1" for c in choices)
+    exact = [c for c in choices if c.gpu_count == 1]
+    assert choices[:len(exact)] == exact
+    assert [c.price_per_hour for c in exact] == sorted(c.price_per_hour for c in exact)
+    capped = ranked_choices("aws", "A10G", 1, spot=False, regions=["us-east-1"], max_price=Decimal("1.1"))
+    assert capped and all(c.price_per_hour <= Decimal("1.1") for c in capped)
+
+
+def test_boot_scripts_are_rendered_per_node_with_the_masters_address() -> None:
+    request = with_boot_scripts(LaunchRequest(
+        run_id="r-boot", name="it's $(risky)", command="python train.py", run_dir="/tmp", nodes=2,
+        gpus_per_node=8, max_hours=1.5, secrets={"TOKEN": "s3cr3t"}, options={"argv": ["python", "train.py"]}))
+    assert request.boot_script is not None and "RUN_ID=r-boot" in request.boot_script
+    worker = request.options["boot_script_for"](1, "10.0.0.5")
+    assert "NODE_RANK_=1" in worker and "MASTER_ADDR_=10.0.0.5" in worker and "MAX_SECONDS=5400" in worker
+    assert "JOB_NAME='it'\"'\"'s $(risky)'" in worker  # quoted: inert
+    assert "s3cr3t" not in repr(request)

@@ -1,0 +1,132 @@
+"""`gpuplan reconcile` in-process against moto: orphans, missing machines, regions, confirmation, skipped providers."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from clihelp import run_cli
+from gpuplan.providers.aws import AwsProvider
+from gpuplan.providers.base import LaunchRequest, Provider, ProviderError
+
+from gpuplan.reconcile import OpenRow, compare, reconcile
+from gpuplan.store.db import Store
+from gpuplan.store.models import Event, Instance, Run, RunState
+
+
+@pytest.fixture
+def aws(moto_env: dict[str, str], aws_session: Any, monkeypatch: pytest.MonkeyPatch) -> AwsProvider:
+    # The CLI builds its own provider: hand it the test AMI through the environment.
+    monkeypatch.setenv("GPUPLAN_AWS_IMAGE_ID", moto_env["us-east-1"])
+    return AwsProvider(session=aws_session, waiter_delay=0.05, regions=["us-west-2"])
+
+
+def start(aws: AwsProvider, run_id: str, region: str = "us-east-1") -> str:
+    [inst] = aws.launch(LaunchRequest(run_id=run_id, name="rec", command="true", run_dir="/tmp", region=region,
+                                      instance_type="g5.xlarge", price_per_hour=Decimal("1.006"),
+                                      boot_script="#!/bin/sh\n"))
+    return inst.instance_id
+
+
+def record(run_id: str, instance_id: str | None, *, state: str = RunState.RUNNING, region: str = "us-east-1",
+           closed: bool = False) -> None:
+    store = Store.open(os.environ["GPUPLAN_DB"])
+    now = dt.datetime.now(dt.timezone.utc)
+    with store.session() as s:
+        run = Run(id=run_id, name="rec", provider="aws", state=state, spec_text="name: rec", spec_hash="x",
+                  cloud="aws", region=region)
+        s.add(run)
+        if instance_id:
+            run.instances.append(Instance(provider="aws", provider_instance_id=instance_id, cloud="aws",
+                                          region=region, price_per_hour=Decimal("1.006"), min_billed_seconds=60,
+                                          launched_at=now, terminated_at=now if closed else None))
+    store.close()
+
+
+def test_orphans_and_missing_rows_across_regions(aws: AwsProvider) -> None:
+    known = start(aws, "r-known00001")
+    record("r-known00001", known)
+    crashed = start(aws, "r-crashed001")  # launched, never recorded
+    record("r-crashed001", None, state=RunState.PROVISIONING)
+    stray_west = start(aws, "r-unknown001", region="us-west-2")  # no run row at all (another database?)
+    finished = start(aws, "r-finished01")  # the run ended but its teardown did not complete
+    record("r-finished01", finished, state=RunState.STOPPED)
+    record("r-vanished01", "i-0123456789abcdef0")  # the books think it runs; EC2 has no such machine
+
+    result = run_cli("reconcile", "--cloud", "aws", "--regions", "us-east-1,us-west-2", "--json")
+    assert result.exit_code == 0, result.stderr
+    rows = {(r["kind"], r["instance_id"]): r for r in result.json()}
+    assert set(rows) == {("orphan", crashed), ("orphan", stray_west), ("orphan", finished),
+                         ("missing", "i-0123456789abcdef0")}
+    assert rows[("orphan", stray_west)]["region"] == "us-west-2"
+    assert rows[("orphan", crashed)]["run_id"] == "r-crashed001"
+    assert rows[("missing", "i-0123456789abcdef0")]["state"] == "terminated"
+    assert list(result.json()[0]) == ["cloud", "region", "instance_id", "run_id", "state", "kind", "action"]
+
+
+def test_terminate_asks_first_and_ends_only_orphans(aws: AwsProvider) -> None:
+    known = start(aws, "r-known00002")
+    record("r-known00002", known)
+    orphan = start(aws, "r-orphan0002")
+    record("r-orphan0002", None, state=RunState.PROVISIONING)
+
+    declined = run_cli("reconcile", "--cloud", "aws", "--terminate", input="n\n")
+    assert declined.exit_code != 0
+    assert "Terminate 1 orphan(s)" in declined.stderr
+    assert {i.instance_id for i in aws.list_tagged()} == {known, orphan}
+
+    confirmed = run_cli("reconcile", "--cloud", "aws", "--terminate", input="y\n")
+    assert confirmed.exit_code == 0, confirmed.stderr
+    assert orphan in confirmed.stdout and "terminated" in confirmed.stdout
+    assert [i.instance_id for i in aws.list_tagged()] == [known]
+
+    store = Store.open(os.environ["GPUPLAN_DB"])
+    with store.session() as s:
+        [event] = [e for e in s.query(Event).all() if e.kind == "reconcile.terminated"]
+        assert event.run_id == "r-orphan0002" and orphan in event.message
+    store.close()
+    again = run_cli("reconcile", "--cloud", "aws")
+    assert again.exit_code == 0 and "in agreement" in again.stderr
+
+
+def test_default_providers_are_the_ones_the_books_used(aws: AwsProvider) -> None:
+    assert run_cli("reconcile", "--json").json() == []  # no runs: nothing to check, nothing printed but []
+    orphan = start(aws, "r-defaults01")
+    record("r-defaults01", None, state=RunState.PROVISIONING)
+    assert [r["instance_id"] for r in run_cli("reconcile", "--json").json()] == [orphan]
+
+
+class Broken(Provider):
+    name = "broken"
+    cloud = "broken"
+
+    def launch(self, request: LaunchRequest) -> list[Any]:
+        raise NotImplementedError
+
+    def describe(self, instance_ids: Any) -> list[Any]:
+        return []
+
+    def terminate(self, instance_ids: Any) -> None:
+        return None
+
+    def list_tagged(self, run_id: str | None = None) -> list[Any]:
+        raise ProviderError("no credentials for broken")
+
+
+def test_a_provider_that_cannot_list_is_reported_skipped(aws: AwsProvider) -> None:
+    orphan = start(aws, "r-skipped001")
+    built = {"aws": aws, "broken": Broken()}
+    report = reconcile(["broken", "aws"], [], lambda name: [], build=lambda name, regions: built[name])
+    assert report.skipped == {"broken": "no credentials for broken"}
+    assert report.checked == ["aws"]
+    assert [f.instance_id for f in report.orphans] == [orphan]
+
+
+def test_compare_is_provider_agnostic(aws: AwsProvider) -> None:
+    live = start(aws, "r-compare001")
+    rows = [OpenRow("aws", live, "r-compare001", "us-east-1"), OpenRow("aws", "i-00000000000000001", "r-x", None)]
+    findings = compare(aws, rows)
+    assert [(f.kind, f.instance_id) for f in findings] == [("missing", "i-00000000000000001")]

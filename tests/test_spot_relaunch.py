@@ -1,0 +1,125 @@
+"""Spot interruptions: the watch step relaunches from the checkpoint a bounded number of times, within the budget.
+
+EC2 has no API to interrupt a spot instance, and neither has moto: the test does to moto's instance what EC2 does
+(terminates it with the state reason Server.SpotInstanceTermination), then runs the real watch step.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from gpuplan.jobs.spec import parse_spec
+from gpuplan.providers.aws import AwsProvider
+
+from gpuplan import launch as orchestration
+from gpuplan.spot import MAX_RELAUNCHES, SUPERSEDED
+from gpuplan.store.db import Store
+from gpuplan.store.models import Run
+from gpuplan.watch import watch_run
+
+SPEC = """\
+name: spot-train
+runtime: process
+command: python train.py --resume
+resources:
+  gpu: A10G:1
+  spot: true
+  regions: [us-east-1]
+limits:
+  budget_usd: {budget}
+  max_hours: 10
+{checkpoint}
+"""
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Any:
+    store = Store.open(os.environ["GPUPLAN_DB"])
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def aws(moto_env: dict[str, str], aws_session: Any) -> AwsProvider:
+    return AwsProvider(session=aws_session, image_id=moto_env["us-east-1"], waiter_delay=0.05)
+
+
+def launch(store: Any, aws: AwsProvider, *, checkpoint: bool = True, budget: str = "100") -> str:
+    text = SPEC.format(budget=budget, checkpoint="checkpoint: {dir: ckpt, interval: 10m}" if checkpoint else "")
+    plan = orchestration.plan_launch(parse_spec(text), text, provider=aws)
+    run_id = orchestration.record_run(store, plan)
+    orchestration.launch_recorded_run(store, run_id, plan, aws, {})
+    return run_id
+
+
+def interrupt(store: Any, run_id: str) -> str:
+    """What EC2 does on a spot interruption, done to moto's instance; returns the interrupted instance id."""
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.ec2.models import ec2_backends
+    from moto.ec2.models.instances import StateReason
+
+    with store.session() as s:
+        run = s.get(Run, run_id)
+        [row] = [i for i in run.instances if i.terminated_at is None]
+        instance_id = row.provider_instance_id
+    backend = ec2_backends[DEFAULT_ACCOUNT_ID]["us-east-1"]
+    backend.terminate_instances([instance_id])
+    backend.get_instance(instance_id).state_reason = StateReason(
+        "Server.SpotInstanceTermination: Spot instance termination", "Server.SpotInstanceTermination")
+    return instance_id
+
+
+def events(store: Any, run_id: str) -> list[tuple[str, str]]:
+    with store.session() as s:
+        return [(e.kind, e.message) for e in s.get(Run, run_id).events]
+
+
+def test_interrupted_spot_run_relaunches_from_its_checkpoint_then_gives_up(store: Any, aws: AwsProvider) -> None:
+    run_id = launch(store, aws)
+    seen: set[str] = set()
+    for generation in range(1, MAX_RELAUNCHES + 1):
+        gone = interrupt(store, run_id)
+        seen.add(gone)
+        result = watch_run(store, run_id, provider_factory=lambda _: aws)
+        assert result.state == "running", events(store, run_id)
+        with store.session() as s:
+            run = s.get(Run, run_id)
+            rows = {i.provider_instance_id: i for i in run.instances}
+            assert rows[gone].state == SUPERSEDED and rows[gone].terminated_at is not None
+            live = [i for i in run.instances if i.terminated_at is None]
+            assert len(live) == 1 and live[0].provider_instance_id not in seen and live[0].spot
+            relaunch = [json.loads(e.data_json) for e in run.events if e.kind == "relaunch"]
+            assert [r["generation"] for r in relaunch] == list(range(1, generation + 1))
+        tagged = aws.list_tagged(run_id)
+        assert [i.instance_id for i in tagged] == [live[0].provider_instance_id]
+    interrupt(store, run_id)
+    final = watch_run(store, run_id, provider_factory=lambda _: aws)
+    assert final.state == "failed" and "preempted" in (final.summary["state_reason"] or "")
+    kinds = [k for k, _ in events(store, run_id)]
+    assert kinds.count("relaunch") == MAX_RELAUNCHES and "relaunch_skipped" in kinds
+    assert f"limit {MAX_RELAUNCHES}" in dict(events(store, run_id))["relaunch_skipped"]
+    assert aws.list_tagged(run_id) == []
+    # Every generation is billed: four machines, each at least AWS's 60 s minimum.
+    assert len(final.summary["instances"]) == MAX_RELAUNCHES + 1
+    assert final.summary["cost_usd"] > 0
+
+
+def test_without_a_checkpoint_an_interruption_ends_the_run(store: Any, aws: AwsProvider) -> None:
+    run_id = launch(store, aws, checkpoint=False)
+    interrupt(store, run_id)
+    result = watch_run(store, run_id, provider_factory=lambda _: aws)
+    assert result.state == "failed"
+    assert "no checkpoint dir" in dict(events(store, run_id))["relaunch_skipped"]
+
+
+def test_no_relaunch_once_the_budget_is_spent(store: Any, aws: AwsProvider) -> None:
+    run_id = launch(store, aws, budget="0.001")  # the 60 s minimum alone costs more
+    interrupt(store, run_id)
+    result = watch_run(store, run_id, provider_factory=lambda _: aws)
+    assert result.state in ("failed", "capped")
+    assert "budget" in dict(events(store, run_id))["relaunch_skipped"]
+    assert aws.list_tagged(run_id) == []
