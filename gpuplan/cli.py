@@ -20,11 +20,11 @@ from gpuplan.context import AppContext
 
 # name -> ("module:attribute", one-line help shown by `gpuplan --help` without importing the module).
 COMMANDS: dict[str, tuple[str, str]] = {
+    "bench": ("gpuplan.commands.bench:bench", "Measure training throughput with real PyTorch steps; list benches."),
     "budget": ("gpuplan.commands.budget:budget", "Spending caps per month/week/total that launch and watch enforce."),
+    "calibrate": ("gpuplan.commands.calibrate:calibrate", "Show the MFU learned from finished runs."),
     "catalog": ("gpuplan.commands.catalog:catalog", "Refresh the GPU price catalog from the clouds' price APIs."),
     "db": ("gpuplan.commands.db:db", "Inspect and upgrade the gpuplan database."),
-    "bench": ("gpuplan.commands.bench:bench", "Measure training throughput with real PyTorch steps; list benches."),
-    "calibrate": ("gpuplan.commands.calibrate:calibrate", "Show the MFU learned from finished runs."),
     "estimate": ("gpuplan.commands.estimate:estimate_command", "Estimate FLOPs, memory, hours of a training job."),
     "launch": ("gpuplan.commands.launch:launch", "Launch a job spec and follow it to the end."),
     "logs": ("gpuplan.commands.logs:logs", "Print (or follow) a run's job log."),
