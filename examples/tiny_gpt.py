@@ -72,9 +72,9 @@ class TinyGPT(nn.Module):
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--batch", type=int, default=16)
-    parser.add_argument("--seq-len", type=int, default=128)
+    parser.add_argument("--seq-len", type=int, default=64)
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--checkpoint-every", type=int, default=50)
     args = parser.parse_args()

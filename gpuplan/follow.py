@@ -117,8 +117,8 @@ def _update(bar: Any, task: Any, result: WatchResult) -> None:
         info.append(f"loss {progress.loss:.3f}")
     info.append(f"${float(summary['cost_usd']):.4f}")
     completed = (progress.fraction * 100) if progress is not None and progress.fraction is not None else None
-    fields: dict[str, Any] = {"info": "  ".join(info),
-                              "eta": _format_eta(progress.eta_seconds if progress else None)}
+    eta = "" if summary["state"] in RunState.FINAL else _format_eta(progress.eta_seconds if progress else None)
+    fields: dict[str, Any] = {"info": "  ".join(info), "eta": eta}
     if completed is not None:
         bar.update(task, completed=completed, **fields)
     else:

@@ -102,29 +102,35 @@ def provider_for(name: str) -> Provider:
     return get_provider(name)
 
 
-def choose_offer(spec: JobSpec, provider: Provider) -> Offer:
+def choose_offer(spec: JobSpec, provider: Provider, *, db_url: str | None = None) -> Offer:
     """The offer for this spec on this provider.
 
-    Local: this machine at its configured price. AWS/GCP: the cheapest catalog offer for the spec's GPU within its
-    regions and price cap (the start tries the next ones on a capacity error). Others: the spec as asked.
+    Local: this machine at its configured price. AWS/GCP: with a workload to plan from, the planner's option of
+    lowest total job cost within the spec's resources and limits (`planned_offer`); otherwise the cheapest
+    catalog offer for the spec's GPU within its regions and price cap. Either way the start tries the next
+    offers on a capacity error (gpuplan.cloudlaunch). Others (Slurm's charge-back, plugins): the spec as asked.
     """
     res = spec.resources
     price = getattr(provider, "price_per_hour", None)
     if provider.name == "local":
         return Offer(provider="local", cloud="local", instance_type="localhost", region="local",
                      gpu=res.gpu, gpus_per_node=res.gpus_per_node or (1 if res.gpu else 0), nodes=res.nodes,
-                     spot=False, price_per_hour=Decimal(price) if price is not None else Decimal(0))
+                     spot=False, price_per_hour=Decimal(str(price)) if price is not None else Decimal(0))
     region = next((r for r in res.regions if "*" not in r and "?" not in r), None)
     gpus_per_node = res.gpus_per_node or (1 if res.gpu else 0)
     from gpuplan.catalog import KNOWN_CLOUDS
 
+    if provider.cloud in KNOWN_CLOUDS and spec.workload is not None and spec.workload.total_tokens is not None:
+        planned = planned_offer(spec, provider.name, provider.cloud, db_url=db_url)
+        if planned is not None:
+            return planned
     if res.gpu and provider.cloud in KNOWN_CLOUDS:
         # The cheapest catalog offer for the GPU within the spec's regions and price cap (gpuplan.cloudlaunch
         # tries the others, in order, if this one has no capacity).
         from gpuplan.cloudlaunch import ranked_choices
 
         choices = ranked_choices(provider.cloud, res.gpu, gpus_per_node, spot=res.spot, regions=res.regions,
-                                 max_price=res.max_price_per_hour)
+                                 max_price=res.max_price_per_hour, db_url=db_url)
         if not choices:
             raise UserError(f"no {provider.cloud} offer in the catalog for {gpus_per_node} x {res.gpu}"
                             + (f" in {', '.join(res.regions)}" if res.regions else "")
@@ -141,7 +147,56 @@ def choose_offer(spec: JobSpec, provider: Provider) -> Offer:
                  price_per_hour=charge(gpus_per_node, 1) if callable(charge) else None)
 
 
-def estimate_run(spec: JobSpec, offer: Offer) -> RunEstimate | None:
+def planned_offer(spec: JobSpec, provider_name: str, cloud: str, *, db_url: str | None = None) -> Offer | None:
+    """The cheapest planner option on `cloud` that respects the spec; None when the workload cannot be planned.
+
+    The spec's `resources` narrow the search (gpu, gpus_per_node, regions, spot: true -> spot only, otherwise
+    on-demand only, so nobody gets spot without asking; exactly the spec's nodes, which its command may rely on)
+    and its limits
+    bound it (budget, max_price_per_hour, deadline). Nothing that fits is a UserError carrying the planner's
+    first reasons, so `gpuplan plan job.yaml --explain` can tell the rest.
+    """
+    from gpuplan.catalog.catalog import Catalog
+    from gpuplan.catalog.gpu_names import compile_region_patterns, resolve_gpus
+    from gpuplan.estimate import workload_from_job
+    from gpuplan.plan import DEFAULT_CHECKPOINT_HOURS, Constraints, SpotModel, plan
+
+    res, limits = spec.resources, spec.limits
+    try:
+        workload, own = workload_from_job(spec.workload)
+    except ValueError:
+        return None
+    deadline_hours = None
+    if limits.deadline is not None:
+        at = limits.deadline_at(dt.datetime.now(dt.timezone.utc))
+        assert at is not None
+        deadline_hours = (at - dt.datetime.now(dt.timezone.utc)).total_seconds() / 3600
+    constraints = Constraints(
+        deadline_hours=deadline_hours, budget_usd=limits.budget_usd, spot=bool(res.spot),
+        max_price_per_hour=res.max_price_per_hour,
+    )
+    catalog = Catalog.load(db_url, (cloud,))
+    offers = catalog.select(gpus=resolve_gpus(res.gpu) if res.gpu else None, clouds=(cloud,),
+                            regions=compile_region_patterns(",".join(res.regions)) if res.regions else None)
+    spot_model = SpotModel(checkpoint_hours=(spec.checkpoint.interval if spec.checkpoint and spec.checkpoint.interval
+                                             else DEFAULT_CHECKPOINT_HOURS))
+    result = plan(workload, offers, constraints=constraints, throughput_for=lambda _gpu: own, spot_model=spot_model)
+    wanted = [o for o in result.options
+              if (res.gpus_per_node is None or o.gpus_per_node == res.gpus_per_node)
+              and o.nodes == res.nodes]
+    if not wanted:
+        reasons = sorted({o.reason for o in result.rejected if o.reason})[:3]
+        raise UserError(f"no {cloud} offer fits {spec.name}"
+                        + (f": {'; '.join(reasons)}" if reasons else " within its resources and limits")
+                        + f" (see `gpuplan plan JOB.yaml --cloud {cloud} --explain`)")
+    best = wanted[0]
+    price = best.price_per_hour / best.nodes if best.price_per_hour is not None else None
+    return Offer(provider=provider_name, cloud=cloud, instance_type=best.instance_type, region=best.region,
+                 zone=best.zone, gpu=best.gpu, gpus_per_node=int(best.gpus_per_node), nodes=best.nodes,
+                 spot=best.spot, price_per_hour=price)
+
+
+def estimate_run(spec: JobSpec, offer: Offer, *, db_url: str | None = None) -> RunEstimate | None:
     """Estimated wall time and cost, or None when the spec has no workload to estimate from.
 
     Preference: the workload's own measured `throughput` (tokens/s per GPU, or per node for a CPU job), then
@@ -159,7 +214,7 @@ def estimate_run(spec: JobSpec, offer: Offer) -> RunEstimate | None:
         result = RunEstimate(hours=tokens / rate / 3600, tokens_per_s=rate, cost_usd=None,
                              source="workload.throughput", params=params)
     else:
-        result = _estimate_with_estimator(spec, offer, params)
+        result = _estimate_with_estimator(spec, offer, params, db_url)
     if result is None:
         return None
     total_price = offer.total_price_per_hour
@@ -186,33 +241,47 @@ def _params(spec: JobSpec) -> int | None:
     return None
 
 
-def _estimate_with_estimator(spec: JobSpec, offer: Offer, params: int | None) -> RunEstimate | None:
-    """Ask gpuplan.estimate (built in its own issue) when it is present; None when it is not or cannot answer."""
-    try:
-        from gpuplan import estimate as estimator  # type: ignore[attr-defined]
-    except ImportError:
+def _estimate_with_estimator(spec: JobSpec, offer: Offer, params: int | None,
+                             db_url: str | None = None) -> RunEstimate | None:
+    """The estimator's answer (gpuplan.estimate.estimate_for_job) for the workload on the offer's GPUs.
+
+    Throughput: the workload's own numbers, else a matching `gpuplan bench` record or calibration from the
+    store, else the estimator's prior. None when the offer has no GPU (a CPU job on this machine: the estimator
+    models GPUs) or the estimator cannot answer (e.g. a precision the GPU lacks): a launch never fails for want
+    of an estimate.
+    """
+    if spec.workload is None or not offer.gpu:
         return None
-    adapter = getattr(estimator, "estimate_for_job", None)
-    if adapter is None or not offer.gpu:
-        return None
+    from gpuplan.estimate import estimate_for_job, workload_from_job
+
     try:
-        est = adapter(spec.workload, gpu=offer.gpu, gpus_per_node=max(offer.gpus_per_node, 1), nodes=offer.nodes)
+        throughput = None
+        if db_url is not None:
+            from gpuplan.gpus import resolve_gpu
+            from gpuplan.throughput import LookupKey, resolve_throughput, store_lookups
+
+            workload, _ = workload_from_job(spec.workload)
+            key = LookupKey(gpu=resolve_gpu(offer.gpu).name, params=workload.params, precision=workload.precision,
+                            seq_len=workload.seq_len, architecture=workload.architecture)
+            throughput = resolve_throughput(tokens_per_s=None, mfu=None, key=key, lookups=store_lookups(db_url))
+        est = estimate_for_job(spec.workload, gpu=offer.gpu, gpus_per_node=max(offer.gpus_per_node, 1),
+                               nodes=offer.nodes, throughput=throughput)
     except (ValueError, UserError) as exc:
         log.info("no estimate for %s: %s", spec.name, exc)
         return None
-    hours = float(est.wall_hours)
-    rate = getattr(est, "tokens_per_s_per_gpu", None)
-    total_rate = float(rate) * max(offer.gpus_per_node, 1) * offer.nodes if rate else None
-    return RunEstimate(hours=hours, tokens_per_s=total_rate, cost_usd=None,
-                       source=f"estimate ({getattr(est, 'mfu_source', 'default')})",
-                       params=getattr(est, "params", None) or params, detail={})
+    return RunEstimate(hours=float(est.wall_hours), tokens_per_s=est.tokens_per_s_per_gpu * est.gpus,
+                       cost_usd=None, source=f"estimate (mfu {est.mfu:.2f}, {est.mfu_source})", params=est.params,
+                       detail={"mfu": est.mfu, "mfu_source": est.mfu_source, "fits": est.fits,
+                               "memory_gb_per_gpu": est.memory_gb_per_gpu.total, "flops": est.flops})
 
 
-def plan_launch(spec: JobSpec, spec_text: str, *, provider: Provider, source_dir: str | None = None) -> LaunchPlan:
-    """Decide the offer and the estimate; nothing is recorded or started."""
-    offer = choose_offer(spec, provider)
+def plan_launch(spec: JobSpec, spec_text: str, *, provider: Provider, source_dir: str | None = None,
+                db_url: str | None = None) -> LaunchPlan:
+    """Decide the offer and the estimate; nothing is recorded or started. `db_url`: where the price catalog's
+    refreshes and the bench/calibration records live (default: the shipped catalog and the prior)."""
+    offer = choose_offer(spec, provider, db_url=db_url)
     return LaunchPlan(spec=spec, spec_text=spec_text, source_dir=source_dir, offer=offer,
-                      estimate=estimate_run(spec, offer))
+                      estimate=estimate_run(spec, offer, db_url=db_url))
 
 
 def read_secrets(spec: JobSpec, environ: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -58,8 +58,10 @@ def read_records(path: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]
         if size > TAIL_BYTES:
             fh.seek(size - TAIL_BYTES)
             fh.readline()  # drop the partial line
+        else:
+            fh.seek(0)
         tail = _parse(fh.read().decode(errors="replace").splitlines())
-    count = len(tail) + (1 if size > TAIL_BYTES else 0)
+    count = len(tail) + (1 if size > TAIL_BYTES else 0)  # a lower bound for big files
     return (head[0] if head else (tail[0] if tail else None)), tail, count
 
 

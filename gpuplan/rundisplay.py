@@ -34,7 +34,7 @@ def estimate_vs_actual(s: dict[str, Any]) -> str | None:
         return None
     text = f"estimate {duration(s['est_hours'])} / {money(s.get('est_cost_usd'))}"
     actual = s.get("elapsed_hours")
-    if actual is not None and s["state"] in ("succeeded",):
+    if actual is not None and s["state"] in ("succeeded", "failed", "stopped", "capped", "lost"):
         delta = (actual - s["est_hours"]) / s["est_hours"] * 100 if s["est_hours"] else 0.0
         text += f" -> actual {duration(actual)} / {money(s.get('cost_usd'))} ({delta:+.0f}% time)"
     return text

@@ -47,9 +47,10 @@ class WatchResult:
 
 
 def _default_factory(name: str) -> Provider:
-    from gpuplan.launch import provider_for
+    """The provider as orchestration configures it (not via gpuplan.launch: status must not import pydantic)."""
+    from gpuplan.providers.base import get_provider
 
-    return provider_for(name)
+    return get_provider(name)
 
 
 def metrics_path(run: Run) -> Path | None:

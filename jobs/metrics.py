@@ -38,8 +38,11 @@ def log_metrics(step: int, tokens: int | None = None, loss: float | None = None,
         record["loss"] = float(loss) if math.isfinite(float(loss)) else None
     record.update(extra)
     line = json.dumps(record, separators=(",", ":"), default=str) + "\n"
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            line = "\n" + line  # a previous writer died mid-line: never glue a record onto its remains
         os.write(fd, line.encode())
     finally:
         os.close(fd)

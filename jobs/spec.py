@@ -87,6 +87,16 @@ def _env_value(value: Any) -> Any:
     return value
 
 
+def _command(value: Any) -> Any:
+    """YAML reads `command: true` or `command: 42` as a bool or a number: say how to write it instead."""
+    if value is not None and not isinstance(value, (str, list)):
+        raise ValueError(f"must be a string or a list of strings; YAML read {value!r}: quote it")
+    if isinstance(value, list) and not all(isinstance(v, (str, int, float)) and not isinstance(v, bool)
+                                           for v in value):
+        raise ValueError("a command list holds strings (quote true/false/null items)")
+    return [str(v) for v in value] if isinstance(value, list) else value
+
+
 Size = Annotated[int, BeforeValidator(_size)]
 Hours = Annotated[float, BeforeValidator(_hours)]
 Money = Annotated[Decimal, BeforeValidator(_money)]
@@ -261,7 +271,7 @@ class JobSpec(_Model):
 
     name: str = Field(min_length=1, max_length=200)
     image: str | None = None
-    command: str | list[str] | None = None
+    command: Annotated[str | list[str] | None, BeforeValidator(_command)] = None
     run: str | None = None
     runtime: Literal["auto", "process", "podman", "docker"] = "auto"
     workdir: str | None = None

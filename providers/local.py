@@ -143,12 +143,12 @@ class LocalProvider(Provider):
         env = {**os.environ, **dict(request.secrets)}
         started = dt.datetime.now(dt.timezone.utc)
         try:
-            proc = subprocess.Popen(
-                [self.python, "-m", "gpuplan.jobs.runner", str(node_dir)],
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                stderr=open(node_dir / "wrapper.err", "ab"),  # noqa: SIM115 - inherited by the child
-                env=env, cwd=str(node_dir), start_new_session=True, close_fds=True,
-            )
+            with open(node_dir / "wrapper.err", "ab") as wrapper_err:
+                proc = subprocess.Popen(
+                    [self.python, "-m", "gpuplan.jobs.runner", str(node_dir)],
+                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=wrapper_err,
+                    env=env, cwd=str(node_dir), start_new_session=True, close_fds=True,
+                )
         except OSError as exc:
             raise ProviderError(f"could not start the local job wrapper: {exc}") from exc
         (node_dir / PID_FILE).write_text(str(proc.pid))

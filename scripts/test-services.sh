@@ -5,6 +5,8 @@
 set -euo pipefail
 
 PACKAGES=(
+  # Jobs: podman + runc run containers (tests/test_runner.py, test_bootstrap.py); shellcheck lints boot scripts.
+  podman runc busybox-static shellcheck
   # Slurm: tests/slurmhelp.py starts a throwaway one-node cluster (scripts/start_slurm.sh); slurmdbd and MariaDB
   # give it accounting so the sacct path is tested too.
   slurm-wlm munge slurmdbd mariadb-server
@@ -24,4 +26,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq >/dev/null
   apt-get install -o DPkg::Lock::Timeout=300 -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# podman's default runtime (crun) fails on these machines; runc with cgroupfs works (tests also point
+# CONTAINERS_CONF at this file, so they work where /etc is not ours to change).
+if [ "$(id -u)" = 0 ] && command -v podman >/dev/null && [ ! -e /etc/containers/containers.conf ]; then
+  install -D -m 0644 "$(dirname "$0")/podman-containers.conf" /etc/containers/containers.conf
 fi

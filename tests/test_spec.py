@@ -94,6 +94,7 @@ def test_deadline_relative_to_launch() -> None:
         ("name: x\nruntime: podman\ncommand: a\n", 1, "needs an image"),
         ("name: x\n", 1, "exactly one of command"),
         ("command: a\n", 1, "name: required"),
+        ("name: x\nruntime: process\ncommand: true\n", 3, "command: must be a string or a list of strings"),
     ],
 )
 def test_errors_name_the_line(text: str, line: int, fragment: str) -> None:

@@ -34,7 +34,7 @@ def launch(app: AppContext, spec_path: Path, provider_name: str, dry_run: bool, 
     spec_text = spec_path.read_text()
     provider = orchestration.provider_for(provider_name)
     plan = orchestration.plan_launch(spec, spec_text, provider=provider,
-                                     source_dir=orchestration.source_dir_of(spec_path))
+                                     source_dir=orchestration.source_dir_of(spec_path), db_url=app.store.url)
     info = plan.as_dict()
     where = " ".join(str(p) for p in (info["instance_type"], info["region"]) if p) or "(the provider chooses)"
     gpus = f"{info['nodes']} node(s) x {info['gpus_per_node']} {info['gpu'] or 'GPU'}" if info["gpu"] else \
