@@ -114,8 +114,6 @@ def test_a_finished_instance_reports_its_exit_code_log_and_throughput(moto_serve
                                                                       bucket: str, exit_code: int,
                                                                       state: str) -> None:
     run_id, instance_id = launch(moto_server, job)
-    running = gpuplan("status", run_id, "--json").json()
-    assert running["state"] == "running"
     ship(moto_server, run_id, exit_code)
     client(moto_server, "ec2").terminate_instances(InstanceIds=[instance_id])  # the job's poweroff
 
