@@ -20,7 +20,9 @@ from gpuplan.context import AppContext
 
 # name -> ("module:attribute", one-line help shown by `gpuplan --help` without importing the module).
 COMMANDS: dict[str, tuple[str, str]] = {
+    "bench": ("gpuplan.commands.bench:bench", "Measure training throughput with real PyTorch steps; list benches."),
     "budget": ("gpuplan.commands.budget:budget", "Spending caps per month/week/total that launch and watch enforce."),
+    "calibrate": ("gpuplan.commands.calibrate:calibrate", "Show the MFU learned from finished runs."),
     "catalog": ("gpuplan.commands.catalog:catalog", "Refresh the GPU price catalog from the clouds' price APIs."),
     "db": ("gpuplan.commands.db:db", "Inspect and upgrade the gpuplan database."),
     "estimate": ("gpuplan.commands.estimate:estimate_command", "Estimate FLOPs, memory, hours of a training job."),
@@ -85,7 +87,10 @@ class LazyGroup(click.Group):
             sys.exit(exc.exit_code)
         except click.UsageError as exc:
             _fail(_usage_message(exc), 2)
-        except click.Abort:
+        except click.Abort as exc:
+            # Click turns Ctrl-C into Abort (keeping the KeyboardInterrupt as its cause): still exit 130.
+            if isinstance(exc.__cause__, KeyboardInterrupt):
+                _fail("interrupted", 130)
             _fail("aborted", 1)
         except KeyboardInterrupt:
             _fail("interrupted", 130)

@@ -146,6 +146,8 @@ class Throughput:
     mfu: float | None = None
     source: str = "user"
     detail: str = ""
+    # Which stored record it came from, for the JSON: {"bench_id", "transferred", ...} or {"calibration_id", ...}.
+    ref: dict[str, Any] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if (self.tokens_per_s_per_gpu is None) == (self.mfu is None):
@@ -208,6 +210,7 @@ class Estimate:
     mfu_detail: str = ""
     fit_hint: str | None = None
     assumptions: list[str] = field(default_factory=list)
+    mfu_ref: dict[str, Any] | None = None  # the bench record or calibration behind mfu_source, if any
 
 
 def lora_params(shape: Shape, rank: int) -> int:
@@ -385,7 +388,7 @@ def estimate(workload: Workload, hardware: Hardware, throughput: Throughput | No
         hardware_flops=fpt.hardware * workload.tokens, flops_per_token=fpt.model, effective_mfu=mfu * comm.efficiency,
         seq_len=workload.seq_len, global_batch=global_batch, micro_batch=workload.micro_batch,
         sharding=workload.sharding, mfu_detail=detail, fit_hint=None if fits else _fit_hint(workload, hardware),
-        assumptions=assumptions,
+        assumptions=assumptions, mfu_ref=throughput.ref if throughput is not None else None,
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 from decimal import Decimal
 from typing import Any
 
@@ -19,6 +20,8 @@ from gpuplan.costing import total_cost
 from gpuplan.errors import NotFoundError, UserError
 from gpuplan.store.models import Event, Instance, Run, RunState
 from gpuplan.store.types import utcnow
+
+log = logging.getLogger(__name__)
 
 
 def record_event(session: Session, run: Run, kind: str, message: str = "", **data: Any) -> Event:
@@ -47,7 +50,23 @@ def set_state(session: Session, run: Run, state: str, reason: str | None = None,
         run.ended_at = now
     record_event(session, run, "state", f"{previous} -> {state}" + (f": {reason}" if reason else ""),
                  previous=previous, state=state, reason=reason, exit_code=exit_code)
+    if state in RunState.FINAL:
+        _learn_throughput(session, run)
     return True
+
+
+def _learn_throughput(session: Session, run: Run) -> None:
+    """Teach the estimator the MFU this run achieved (gpuplan.calibration); never fails the state change."""
+    from gpuplan.calibration import record_run
+
+    try:
+        learned = record_run(session, run)
+    except Exception:  # calibration is a by-product: the books must close even if learning goes wrong
+        log.warning("could not learn throughput from run %s", run.id, exc_info=True)
+        return
+    if learned is not None:
+        record_event(session, run, "calibrated", f"MFU for {learned.gpu} {learned.params_bucket} now "
+                     f"{learned.mfu:.1%} over {learned.samples} run(s)", calibration_id=learned.id)
 
 
 def get_run(session: Session, ref: str) -> Run:

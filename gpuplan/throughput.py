@@ -36,13 +36,10 @@ Lookup = Callable[[LookupKey], Throughput | None]
 
 
 def params_bucket(params: float) -> str:
-    """The model-size bucket calibrations are stored under: decades of parameters (`1B-10B`, `10B-100B`, ...)."""
-    edges = [(1e6, "<1M"), (1e7, "1M-10M"), (1e8, "10M-100M"), (1e9, "100M-1B"), (1e10, "1B-10B"),
-             (1e11, "10B-100B"), (1e12, "100B-1T")]
-    for edge, name in edges:
-        if params < edge:
-            return name
-    return ">1T"
+    """The model-size bucket calibrations are stored under (one definition: gpuplan.calibration's)."""
+    from gpuplan.calibration import params_bucket as bucket
+
+    return bucket(params)
 
 
 def resolve_throughput(*, tokens_per_s: float | None, mfu: float | None, key: LookupKey,
@@ -106,42 +103,54 @@ def _query(db_url: str | None, sql: str, params: tuple[object, ...]) -> list[tup
 
 
 def bench_lookup(db_url: str | None) -> Lookup:
-    """The newest `gpuplan bench` record of this model shape on this GPU, precision and sequence length."""
+    """The best `gpuplan bench` record of this model shape (gpuplan.bench.records.best_bench ranks them).
+
+    Same GPU, precision and sequence length, full model: its measured tokens/s per GPU. Otherwise (another GPU
+    type, precision or length, or a shallow `--layers` proxy) its measured MFU, applied to this GPU's peak and
+    labelled as transferred.
+    """
+    from gpuplan.bench.records import CANDIDATE_SQL, best_bench, candidate_from_row
 
     def lookup(key: LookupKey) -> Throughput | None:
         if key.architecture is None:
             return None
-        rows = _query(
-            db_url,
-            "SELECT tokens_per_s, id, created_at FROM benchmarks WHERE gpu = ? AND model_signature = ? "
-            "AND precision = ? AND seq_len = ? AND tokens_per_s > 0 ORDER BY created_at DESC, id DESC LIMIT 1",
-            (key.gpu, key.architecture.signature(), key.precision, key.seq_len),
-        )
-        if not rows:
+        rows = _query(db_url, CANDIDATE_SQL, (key.architecture.signature(),))
+        match = best_bench([candidate_from_row(r) for r in rows], gpu=key.gpu, precision=key.precision,
+                           seq_len=key.seq_len)
+        if match is None:
             return None
-        tokens_per_s, bench_id, created = rows[0]
-        return Throughput(tokens_per_s_per_gpu=float(tokens_per_s), source="bench",  # type: ignore[arg-type]
-                          detail=f"bench record #{bench_id} ({created})")
+        ref = {"bench_id": match.bench_id, "transferred": match.transferred, "gpu": match.gpu,
+               "precision": match.precision, "seq_len": match.seq_len, "proxy_layers": match.proxy_layers}
+        if not match.transferred and match.proxy_layers is None and match.tokens_per_s > 0:
+            return Throughput(tokens_per_s_per_gpu=match.tokens_per_s, source="bench", detail=match.note, ref=ref)
+        if match.mfu is None:
+            return None
+        return Throughput(mfu=min(1.0, match.mfu), source="bench", detail=match.note, ref=ref)
 
     return lookup
 
 
 def calibration_lookup(db_url: str | None) -> Lookup:
-    """The newest MFU calibrated from finished runs on this GPU in this model-size bucket."""
+    """The MFU calibrated from finished runs on this GPU in this model-size bucket (the newest learning step)."""
 
     def lookup(key: LookupKey) -> Throughput | None:
         bucket = params_bucket(key.params)
         rows = _query(
             db_url,
             "SELECT mfu, samples, id FROM calibrations WHERE gpu = ? AND params_bucket = ? AND mfu > 0 "
-            "ORDER BY created_at DESC, id DESC LIMIT 1",
+            "ORDER BY id DESC LIMIT 1",
             (key.gpu, bucket),
         )
         if not rows:
             return None
         mfu, samples, cal_id = rows[0]
+        runs = [str(r[0]) for r in _query(
+            db_url, "SELECT run_id FROM calibrations WHERE gpu = ? AND params_bucket = ? AND run_id IS NOT NULL "
+                    "ORDER BY id", (key.gpu, bucket))]
         return Throughput(mfu=min(1.0, float(mfu)), source="calibrated",  # type: ignore[arg-type]
-                          detail=f"calibration #{cal_id} ({key.gpu}, {bucket}, {samples} run(s))")
+                          detail=f"calibration #{cal_id} ({key.gpu}, {bucket}, {samples} run(s))",
+                          ref={"calibration_id": cal_id, "params_bucket": bucket, "samples": samples,
+                               "run_ids": runs})
 
     return lookup
 

@@ -17,6 +17,11 @@ step estimate --model llama-2-7b --tokens 200B --gpu H100 --gpus 16 --sharding z
 step estimate --params 70B --tokens 1T --gpu A100-80GB --gpus 64
 step estimate --model gpt2 --tokens 10B --gpu A10G --json
 
+# Measured throughput: real training steps of a tiny GPT on this machine's device, recorded; what was learned.
+step bench --model gpt-tiny --steps 10 --warmup 2
+step bench list
+step calibrate --show
+
 # Where: every offer ranked by what the whole job costs (the planner), within a 72 h deadline.
 step plan --model llama-2-7b --tokens 140B --deadline 72h --limit 5
 

@@ -105,7 +105,7 @@ def test_resolve_throughput_rules() -> None:
 
 
 def test_params_bucket_and_sqlite_path(tmp_path: Path) -> None:
-    assert params_bucket(124e6) == "100M-1B" and params_bucket(7e9) == "1B-10B" and params_bucket(70e9) == "10B-100B"
+    assert params_bucket(124e6) == "<500M" and params_bucket(7e9) == "2B-10B" and params_bucket(70e9) == "30B-100B"
     assert sqlite_path(f"sqlite:///{tmp_path}/x.db") == tmp_path / "x.db"
     assert sqlite_path("postgresql://u@h/db") is None
     assert sqlite_path("sqlite:///:memory:") is None
