@@ -93,15 +93,35 @@ def placements_for(provider: Provider, request: LaunchRequest,
     return expand_zones(base, lambda p: provider_zones(provider, p.region))
 
 
-def boot_script_renderer(request: LaunchRequest) -> Callable[[int, str | None], str]:
-    """`(rank, master_addr) -> script`: the job as jobs.bootstrap renders it for one node of this run."""
+def outputs_base(request: LaunchRequest, provider: Provider | None) -> str | None:
+    """Where the run's nodes ship their outputs: the provider's own storage (e.g. its S3 bucket), else
+    `GPUPLAN_STORAGE_URL/<run_id>` (shipped, but only a provider that knows the storage fetches it back)."""
+    if provider is not None:
+        url = provider.outputs_url(request.run_id)
+        if url:
+            return url.rstrip("/")
+    storage = os.environ.get("GPUPLAN_STORAGE_URL")
+    return f"{storage.rstrip('/')}/{request.run_id}" if storage else None
+
+
+def boot_script_renderer(request: LaunchRequest,
+                         provider: Provider | None = None) -> Callable[[int, str | None], str]:
+    """`(rank, master_addr) -> script`: the job as jobs.bootstrap renders it for one node of this run.
+
+    With a provider that keeps secrets in its cloud's store, the script holds only their names; with one that
+    reads guest attributes, the script reports its exit code there.
+    """
     from gpuplan.jobs.bootstrap import boot_plan_for, render_boot_script
     from gpuplan.jobs.runner import NodeLaunch
 
     argv = list(request.options.get("argv") or ["/bin/sh", "-c", request.command])
-    storage = os.environ.get("GPUPLAN_STORAGE_URL")
-    storage_url = f"{storage.rstrip('/')}/{request.run_id}" if storage else None
+    base = outputs_base(request, provider)
     gpus = int(request.gpus_per_node or 0)
+    by_reference = bool(provider is not None and provider.secrets_by_reference)
+    secrets = {} if by_reference else dict(request.secrets)
+    params = ({name: provider.secret_parameter(request.run_id, name) for name in sorted(request.secrets)}
+              if by_reference and provider is not None else {})
+    guest = bool(provider is not None and provider.reports_guest_attributes)
 
     def render(rank: int, master_addr: str | None) -> str:
         node = NodeLaunch(run_id=request.run_id, name=request.name, argv=argv, run_dir=request.run_dir,
@@ -109,17 +129,19 @@ def boot_script_renderer(request: LaunchRequest) -> Callable[[int, str | None], 
                           runtime=request.runtime or "auto", image=request.image, workdir=request.workdir,
                           env=dict(request.env), secret_names=sorted(request.secrets), gpus=gpus,
                           max_hours=request.max_hours, checkpoint_dir=request.options.get("checkpoint_dir"))
-        return render_boot_script(boot_plan_for(node, secrets=request.secrets, storage_url=storage_url,
-                                                master_addr=master_addr))
+        storage_url = f"{base}/node-{rank}" if base else None
+        return render_boot_script(boot_plan_for(node, secrets=secrets, storage_url=storage_url,
+                                                master_addr=master_addr, secret_params=params,
+                                                guest_attributes=guest))
 
     return render
 
 
-def with_boot_scripts(request: LaunchRequest) -> LaunchRequest:
+def with_boot_scripts(request: LaunchRequest, provider: Provider | None = None) -> LaunchRequest:
     """The request with a boot script per node (unless the caller already rendered one)."""
     if request.boot_script is not None or "boot_script_for" in request.options:
         return request
-    render = boot_script_renderer(request)
+    render = boot_script_renderer(request, provider)
     options: dict[str, Any] = {**request.options, "boot_script_for": render}
     return dataclasses.replace(request, boot_script=render(0, None), options=options)
 
@@ -128,7 +150,7 @@ def start_with_failover(provider: Provider, request: LaunchRequest, *,
                         on_attempt: AttemptCallback | None = None, db_url: str | None = None) -> FailoverResult:
     """Launch on the first placement with capacity; FailoverExhausted (with the attempts) when none has."""
     if provider.cloud in BOOTED_CLOUDS:
-        request = with_boot_scripts(request)
+        request = with_boot_scripts(request, provider)
     patterns = [str(r) for r in request.options.get("regions") or ()]
     max_price = request.options.get("max_price_per_hour")
     try:

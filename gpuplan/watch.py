@@ -24,6 +24,7 @@ from gpuplan.failover import hint_regions
 from gpuplan.progress import METRICS_FILE, Progress, measure
 from gpuplan.providers.base import Instance as ProviderInstance
 from gpuplan.providers.base import InstanceState, Provider, ProviderError
+from gpuplan.providers.outputs import read_exit_record
 from gpuplan.runs import close_instance, elapsed_hours, record_event, run_cost, set_state, summary
 from gpuplan.spot import current_instances, relaunch_after_preemption
 from gpuplan.store.models import Instance, Run, RunState
@@ -73,8 +74,30 @@ def cap_reason(run: Run, now: dt.datetime) -> str | None:
     return None
 
 
-def _final_state(described: list[ProviderInstance]) -> tuple[str, str | None, int | None]:
-    """How a run ended, from its machines once all are gone: (state, reason, exit code)."""
+def fetch_outputs(provider: Provider, run: Run, described: list[ProviderInstance]) -> None:
+    """Bring what the machines shipped (log, metrics, exit record) into the run folder, then give each machine
+    the exit code its record holds: a cloud learns how a job ended only from what the job itself reported."""
+    if not run.run_dir:
+        return
+    for inst in described:
+        try:
+            provider.fetch_outputs(inst, run.run_dir)
+        except Exception as exc:  # best effort: never fail a watch step (or a status) on a copy
+            log.warning("cannot fetch the outputs of %s (%s): %s", run.id, inst.instance_id, exc)
+        if inst.exit_code is None:
+            record = read_exit_record(run.run_dir, inst.node_rank)
+            if record is not None:
+                inst.exit_code = int(record["exit_code"])
+                if record.get("reason") == "max_hours":
+                    inst.state_reason = "max_hours"
+
+
+def _final_state(described: list[ProviderInstance],
+                 hint: str | None = None) -> tuple[str, str | None, int | None]:
+    """How a run ended, from its machines once all are gone: (state, reason, exit code).
+
+    `hint` (the provider's outcome_hint) is added to the reason of a run that ends `lost`, so the user learns
+    how to make the next one report its exit code."""
     codes = [(i.node_rank, i.exit_code) for i in described]
     reasons = {i.state_reason for i in described if i.state_reason}
     if "max_hours" in reasons:
@@ -85,7 +108,8 @@ def _final_state(described: list[ProviderInstance]) -> tuple[str, str | None, in
         return RunState.STOPPED, "stopped outside gpuplan", _first_bad(codes)
     if any(code is None for _, code in codes):
         unknown = next(i for i in described if i.exit_code is None)
-        return RunState.LOST, unknown.state_reason or "the machines ended without reporting an exit code", None
+        reason = unknown.state_reason or "the machines ended without reporting an exit code"
+        return RunState.LOST, f"{reason}; {hint}" if hint else reason, None
     bad = [(rank, code) for rank, code in codes if code != 0]
     if bad:
         rank, code = bad[0]
@@ -139,6 +163,7 @@ def refresh_run(session: Any, run: Run, provider: Provider, now: dt.datetime) ->
         except ProviderError as exc:
             log.warning("cannot describe the machines of %s: %s", run.id, exc)
             return False, None
+    fetch_outputs(provider, run, list(described.values()))
     for row in open_rows:
         inst = described.get(row.provider_instance_id)
         if inst is None:
@@ -166,10 +191,11 @@ def refresh_run(session: Any, run: Run, provider: Provider, now: dt.datetime) ->
     if run.state in RunState.LIVE and current and all(i.terminated_at is not None for i in current):
         latest = [described.get(i.provider_instance_id) for i in current]
         if all(latest):
-            state, reason, code = _final_state([i for i in latest if i is not None])
+            state, reason, code = _final_state([i for i in latest if i is not None], provider.outcome_hint())
         else:  # ended in an earlier step whose settling did not finish: look again
             again = provider.describe([i.provider_instance_id for i in current])
-            state, reason, code = _final_state(again)
+            fetch_outputs(provider, run, again)
+            state, reason, code = _final_state(again, provider.outcome_hint())
         ended = max(i.terminated_at for i in current if i.terminated_at is not None)
         changed = set_state(session, run, state, reason, exit_code=code, at=ended)
     return changed, progress
@@ -183,6 +209,7 @@ def stop_instances(session: Any, run: Run, provider: Provider, now: dt.datetime)
     hint_regions(provider, [i.region for i in open_rows])
     provider.terminate([i.provider_instance_id for i in open_rows])
     ended = {i.instance_id: i for i in provider.describe([i.provider_instance_id for i in open_rows])}
+    fetch_outputs(provider, run, list(ended.values()))  # the last log lines and metrics the machines shipped
     for row in open_rows:
         inst = ended.get(row.provider_instance_id)
         if inst is None or inst.state in InstanceState.GONE:

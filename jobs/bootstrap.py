@@ -12,10 +12,19 @@ Everything that comes from the user (name, image, command, workdir, env, secret 
 script only through `shlex.quote`, as one assignment per value; the rest of the script refers to those
 variables inside double quotes, so no value is ever parsed as shell. Secret values are exported to the job's
 environment and passed to the container by name (`-e NAME`), never echoed; the script never runs with `set -x`.
+
+Where the cloud has a secret store, the script carries only secret *names* (`secret_params`: NAME -> AWS SSM
+parameter) and reads the values at boot with `aws ssm get-parameter --with-decryption`, so user-data (readable
+by anyone who may describe the instance) holds no secret. How a run's outcome gets back to gpuplan:
+`storage_url` (s3:// or gs://, one prefix per node) receives job.log and metrics.jsonl every minute and
+exit.json at the end; with `guest_attributes` (GCP) the exit code and a status are also written to the VM's
+guest attributes (`gpuplan/exit_code`, `gpuplan/status`, `gpuplan/reason`), readable through the Compute API
+without any bucket or IAM.
 """
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -50,11 +59,16 @@ class BootPlan:
     checkpoint_dir: str | None = None
     base_dir: str = "/var/lib/gpuplan"
     poweroff: bool = True
+    secret_params: Mapping[str, str] = field(default_factory=dict)  # NAME -> SSM parameter read at boot
+    guest_attributes: bool = False  # GCP: report status and exit code as guest attributes
 
 
 def q(value: object) -> str:
     """Shell-quote anything for a bash script (the one way user values enter it)."""
     return shlex.quote(str(value))
+
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def _assign(name: str, value: object) -> str:
@@ -77,7 +91,11 @@ def render_boot_script(plan: BootPlan) -> str:
     contract = {k: v for k, v in contract.items() if k not in ("MASTER_ADDR", "GPUPLAN_MASTER_ADDR")}
     user_env = {k: v for k, v in plan.env.items() if k not in contract}
     max_seconds = int(plan.max_hours * 3600) if plan.max_hours else ""
-    names = [*user_env, *contract, "MASTER_ADDR", "GPUPLAN_MASTER_ADDR", *plan.secrets]
+    by_reference = {k: v for k, v in plan.secret_params.items() if k not in plan.secrets}
+    bad = [k for k in [*plan.secrets, *by_reference] if not _ENV_NAME.fullmatch(k)]
+    if bad:
+        raise ValueError(f"secret names must be environment variable names: {bad!r}")
+    names = [*user_env, *contract, "MASTER_ADDR", "GPUPLAN_MASTER_ADDR", *plan.secrets, *by_reference]
 
     lines = [
         "#!/bin/bash",
@@ -101,6 +119,9 @@ def render_boot_script(plan: BootPlan) -> str:
         _assign("MASTER_ADDR_", plan.master_addr or ""),
         _array("JOB_ARGV", list(plan.argv)),
         _array("ENV_NAMES", names),
+        _array("SECRET_NAMES", list(by_reference)),
+        _array("SECRET_PARAMS", list(by_reference.values())),
+        _assign("GUEST_ATTRIBUTES", 1 if plan.guest_attributes else 0),
         "",
         "# --- the job's environment (values quoted; secrets are exported, never printed)",
         *(f"export {_assign(k, v)}" for k, v in user_env.items()),
@@ -114,14 +135,16 @@ def render_boot_script(plan: BootPlan) -> str:
 
 def boot_plan_for(launch: NodeLaunch, *, secrets: Mapping[str, str], storage_url: str | None = None,
                   master_addr: str | None = None, poweroff: bool = True,
-                  base_dir: str = "/var/lib/gpuplan") -> BootPlan:
+                  base_dir: str = "/var/lib/gpuplan", secret_params: Mapping[str, str] | None = None,
+                  guest_attributes: bool = False) -> BootPlan:
     """A BootPlan from the same NodeLaunch the local runner uses, so clouds and local share one contract."""
     return BootPlan(run_id=launch.run_id, name=launch.name, argv=list(launch.argv), image=launch.image,
                     runtime=launch.runtime, workdir=launch.workdir, env=dict(launch.env), secrets=dict(secrets),
                     node_rank=launch.node_rank, nnodes=launch.nnodes, nproc_per_node=launch.nproc_per_node,
                     master_addr=master_addr, master_port=launch.master_port, gpus=launch.gpus,
                     max_hours=launch.max_hours, storage_url=storage_url, checkpoint_dir=launch.checkpoint_dir,
-                    poweroff=poweroff, base_dir=base_dir)
+                    poweroff=poweroff, base_dir=base_dir, secret_params=dict(secret_params or {}),
+                    guest_attributes=guest_attributes)
 
 
 def boot_script_for_request(request: Any, node_rank: int, *, storage_url: str | None = None,
@@ -154,15 +177,50 @@ log() {
 }
 
 ship() {
-  # Copy the log, metrics and exit record to the run's storage (best effort: a failed copy never stops the job).
+  # Copy the log, metrics and exit record to this node's prefix of the run's storage (best effort: a failed
+  # copy never stops the job). The exit record goes last, so a reader that sees it also sees the final log.
   local f
+  [ -n "$STORAGE_URL" ] || return 0
   for f in job.log metrics.jsonl exit.json; do
     [ -f "$RUN_DIR/$f" ] || continue
     case "$STORAGE_URL" in
-      s3://*) aws s3 cp --only-show-errors "$RUN_DIR/$f" "${STORAGE_URL%/}/$f" || true ;;
-      gs://*) gcloud storage cp --quiet "$RUN_DIR/$f" "${STORAGE_URL%/}/$f" || true ;;
+      s3://*) aws s3 cp --only-show-errors -- "$RUN_DIR/$f" "${STORAGE_URL%/}/$f" || true ;;
+      gs://*) gcloud storage cp --quiet -- "$RUN_DIR/$f" "${STORAGE_URL%/}/$f" || true ;;
       *) ;;
     esac
+  done
+}
+
+guest_attribute() {
+  # GCP: publish KEY=VALUE under guest-attributes/gpuplan/ (read back with instances.getGuestAttributes).
+  [ "$GUEST_ATTRIBUTES" = 1 ] || return 0
+  curl -fsS -m 10 -X PUT -H 'Metadata-Flavor: Google' --data-binary "$2" \
+    "http://metadata.google.internal/computeMetadata/v1/instance/guest-attributes/gpuplan/$1" \
+    >/dev/null 2>&1 || true
+}
+
+imds_region() {
+  # AWS: this instance's region from the metadata service (IMDSv2: a session token first).
+  local token
+  token=$(curl -fsS -m 5 -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 300' \
+    http://169.254.169.254/latest/api/token 2>/dev/null) || return 1
+  curl -fsS -m 5 -H "X-aws-ec2-metadata-token: $token" \
+    http://169.254.169.254/latest/meta-data/placement/region 2>/dev/null
+}
+
+fetch_secrets() {
+  # Secret values live in SSM Parameter Store (SecureString); the script only knows their names.
+  local i name value region
+  [ "${#SECRET_NAMES[@]}" -gt 0 ] || return 0
+  region=${AWS_REGION:-$(imds_region || true)}
+  for i in "${!SECRET_NAMES[@]}"; do
+    name=${SECRET_NAMES[$i]}
+    if ! value=$(aws ssm get-parameter --with-decryption ${region:+--region "$region"} \
+        --name "${SECRET_PARAMS[$i]}" --query Parameter.Value --output text); then
+      log "cannot read the secret $name from SSM"
+      return 1
+    fi
+    export "$name=$value"
   done
 }
 
@@ -176,17 +234,33 @@ power_off() {
   fi
 }
 
-finish() {
-  local code=$1 reason=$2
+record_exit() {
+  # The exit record (reasons are fixed words of this script, never user text), then the guest attributes.
+  local code=$1 reason=$2 status=failed
   printf '{"exit_code": %d, "ended_at": "%s", "reason": "%s"}\n' "$code" \
     "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$reason" >"$RUN_DIR/exit.json.tmp"
   mv "$RUN_DIR/exit.json.tmp" "$RUN_DIR/exit.json"
+  if [ "$code" = 0 ] && [ -z "$reason" ]; then
+    status=succeeded
+  fi
+  guest_attribute reason "$reason"
+  guest_attribute exit_code "$code"
+  guest_attribute status "$status"
+}
+
+finish() {
+  local code=$1 reason=$2
+  record_exit "$code" "$reason"
   log "job ended with exit code $code${reason:+ ($reason)}"
   power_off
   exit "$code"
 }
 
 log "boot script for run $RUN_ID (job $JOB_NAME), node $NODE_RANK_"
+guest_attribute status running
+if ! fetch_secrets; then
+  finish 4 "cannot read secrets"
+fi
 
 # --- fail-safe: at max_hours stop the job and power off, even if the job (or an image pull) hangs
 WATCHDOG=
@@ -205,8 +279,7 @@ if [ -n "$MAX_SECONDS" ]; then
     NAP=$!
     wait "$NAP"
     if [ ! -f "$RUN_DIR/exit.json" ]; then
-      printf '{"exit_code": 124, "ended_at": "%s", "reason": "max_hours"}\n' \
-        "$(date -u +%Y-%m-%dT%H:%M:%SZ)" >"$RUN_DIR/exit.json"
+      record_exit 124 max_hours
     fi
     power_off
   ) &

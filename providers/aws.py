@@ -201,12 +201,19 @@ class AwsProvider(Provider):
     describe search), `ami_parameter` (SSM parameter holding the AMI id), `image_id` (explicit AMI, wins over the
     parameter), `ssh_from` (an address to open port 22 to; "auto" asks checkip.amazonaws.com), `key_name`,
     `instance_profile`, `root_volume_gb`, `spot_max_price`, `retry_mode` and `max_attempts` (botocore retries),
-    `waiter_delay` and `waiter_max_attempts` (waiting for `terminated`).
+    `waiter_delay` and `waiter_max_attempts` (waiting for `terminated`), `bucket` (else GPUPLAN_AWS_BUCKET: the
+    S3 bucket the boot script ships each node's job.log, metrics and exit.json to, under
+    `gpuplan/<run_id>/node-<rank>/`; without it a finished run cannot report its exit code).
+
+    Secrets never ride in user-data: their values are stored as SSM SecureString parameters
+    `/gpuplan/<run_id>/<NAME>` (tagged like the run) in the launch region, the boot script reads them at boot,
+    and they are deleted once the run has no live instance left there.
     """
 
     name: ClassVar[str] = "aws"
     cloud: ClassVar[str] = "aws"
     min_billed_seconds: ClassVar[int] = 60
+    secrets_by_reference: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -224,9 +231,12 @@ class AwsProvider(Provider):
         max_attempts: int = 8,
         waiter_delay: float = 5.0,
         waiter_max_attempts: int = 120,
+        bucket: str | None = None,
         session: Any = None,
     ) -> None:
         env = os.environ
+        self.bucket = (bucket or env.get("GPUPLAN_AWS_BUCKET") or "").strip() or None
+        self._etags: dict[tuple[str, str], str] = {}
         self._session = session
         self.region = region or self._default_region()
         self.regions: list[str] = []
@@ -305,6 +315,16 @@ class AwsProvider(Provider):
             log.info("run %s already has %d instance(s) in %s; not launching again", request.run_id,
                      len(existing), region)
             return existing
+        self._put_secrets(region, request)
+        try:
+            return self._launch_nodes(request, region, zone, existing, script_for)
+        except ProviderError:
+            if not existing:  # this region will not run the job: its copy of the secrets must not linger
+                self._forget_secrets(region, request.run_id)
+            raise
+
+    def _launch_nodes(self, request: LaunchRequest, region: str, zone: str | None, existing: list[Instance],
+                      script_for: Any) -> list[Instance]:
         if script_for is None:
             return self._run(request, region, zone, count=request.nodes, user_data=request.boot_script or "")
         have = {i.node_rank: i for i in existing}
@@ -329,6 +349,83 @@ class AwsProvider(Provider):
                 self.terminate(partial)
             raise
         return [have[r] for r in sorted(have)]
+
+    # ---- secrets (SSM Parameter Store) ---------------------------------------------------------------------
+
+    def _put_secrets(self, region: str, request: LaunchRequest) -> None:
+        """Store each secret value as a tagged SecureString `/gpuplan/<run_id>/<NAME>` in the launch region."""
+        if not request.secrets:
+            return
+        ssm = self.client("ssm", region)
+        tags = _tag_list(request.tags())
+        for name, value in sorted(request.secrets.items()):
+            parameter = self.secret_parameter(request.run_id, name)
+            try:
+                try:
+                    ssm.put_parameter(Name=parameter, Value=value, Type="SecureString", Tags=tags,
+                                      Description=f"gpuplan secret {name} of run {request.run_id}")
+                except Exception as exc:
+                    if map_client_error(exc).code != "ParameterAlreadyExists":
+                        raise
+                    # A retried launch: overwrite (SSM refuses tags together with Overwrite; they are set).
+                    ssm.put_parameter(Name=parameter, Value=value, Type="SecureString", Overwrite=True)
+            except Exception as exc:
+                # The message names the parameter, never the value.
+                raise map_client_error(exc, region=region) from None
+
+    def _forget_secrets(self, region: str, run_id: str) -> None:
+        """Delete the run's secret parameters in one region (best effort: reconcile-style leftovers are logged)."""
+        ssm = self.client("ssm", region)
+        try:
+            names = [p["Name"] for page in ssm.get_paginator("get_parameters_by_path").paginate(
+                Path=f"/gpuplan/{run_id}/", Recursive=True) for p in page.get("Parameters", [])]
+            for start in range(0, len(names), 10):
+                ssm.delete_parameters(Names=names[start:start + 10])
+        except Exception as exc:
+            log.warning("could not delete the secrets of run %s in %s: %s", run_id, region,
+                        map_client_error(exc, region=region))
+
+    def _forget_secrets_if_done(self, region: str, run_id: str | None) -> None:
+        if run_id and not self._find(region, run_id):
+            self._forget_secrets(region, run_id)
+
+    # ---- outputs (S3) ----------------------------------------------------------------------------------------
+
+    def outputs_url(self, run_id: str) -> str | None:
+        return f"s3://{self.bucket}/gpuplan/{run_id}" if self.bucket else None
+
+    def outcome_hint(self) -> str | None:
+        if self.bucket:
+            return None
+        return ("no exit record: set GPUPLAN_AWS_BUCKET (and GPUPLAN_AWS_INSTANCE_PROFILE with s3:PutObject on "
+                "BUCKET/gpuplan/*) so runs ship their logs and exit code")
+
+    def fetch_outputs(self, instance: Instance, run_dir: str) -> None:
+        """Download what the node shipped to `s3://BUCKET/gpuplan/<run_id>/node-<rank>/` (only changed objects),
+        and, once the machine is gone and the run has no live instance left, delete the run's SSM secrets."""
+        from gpuplan.providers.outputs import OUTPUT_FILES, node_prefix, store_output
+
+        region = instance.region or self._region_of.get(instance.instance_id) or self.region
+        if instance.state in InstanceState.GONE:
+            self._forget_secrets_if_done(region, instance.run_id)
+        if not self.bucket or not instance.run_id or not run_dir:
+            return
+        s3 = self.client("s3", region)
+        prefix = node_prefix(instance.run_id, instance.node_rank)
+        try:
+            listing = s3.list_objects_v2(Bucket=self.bucket, Prefix=prefix)
+            for obj in listing.get("Contents", []):
+                name = obj["Key"][len(prefix):]
+                if name not in OUTPUT_FILES:
+                    continue
+                key = (self.bucket, obj["Key"])
+                if self._etags.get(key) == obj.get("ETag"):
+                    continue
+                body = s3.get_object(Bucket=self.bucket, Key=obj["Key"])["Body"].read()
+                store_output(run_dir, instance.node_rank, name, body)
+                self._etags[key] = obj.get("ETag", "")
+        except Exception as exc:
+            raise map_client_error(exc, region=region) from exc
 
     def _run(self, request: LaunchRequest, region: str, zone: str | None, *, count: int, user_data: str,
              rank: int | None = None) -> list[Instance]:
@@ -601,9 +698,12 @@ class AwsProvider(Provider):
     def terminate(self, instance_ids: Sequence[str]) -> None:
         """Terminate, wait until EC2 reports `terminated`, then drop the runs' placement groups."""
         by_region: dict[str, list[str]] = {}
+        runs: dict[str, set[str]] = {}
         for inst in self.describe(instance_ids):
             if inst.region and inst.state_reason != "not found":  # ending an ended machine is harmless
                 by_region.setdefault(inst.region, []).append(inst.instance_id)
+                if inst.run_id:
+                    runs.setdefault(inst.region, set()).add(inst.run_id)
         for region, ids in by_region.items():
             ec2 = self.client("ec2", region)
             try:
@@ -621,6 +721,8 @@ class AwsProvider(Provider):
                 if error.code not in NOT_FOUND_CODES:
                     raise error from exc
             self._delete_placement_groups(region, ids)
+            for run_id in sorted(runs.get(region, ())):
+                self._forget_secrets_if_done(region, run_id)
 
     def _delete_placement_groups(self, region: str, instance_ids: list[str]) -> None:
         """Best effort: a run's cluster placement group costs nothing but should not outlive its machines.

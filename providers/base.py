@@ -154,6 +154,35 @@ class Provider(abc.ABC):
     def list_tagged(self, run_id: str | None = None) -> list[Instance]:
         """Every live machine carrying gpuplan's tag (optionally of one run): what reconcile compares."""
 
+    # True when the provider keeps a run's secret values in the cloud's secret store (see `secret_parameter`),
+    # so the boot script carries only names.
+    secrets_by_reference: ClassVar[bool] = False
+    # True when the machine reports its exit code through the cloud's own metadata (GCP guest attributes).
+    reports_guest_attributes: ClassVar[bool] = False
+
+    def outputs_url(self, run_id: str) -> str | None:
+        """Where this run's machines ship their outputs (`s3://BUCKET/gpuplan/RUN_ID`), or None when the provider
+        has no storage configured; node `r` writes under `<url>/node-<r>/`."""
+        return None
+
+    def secret_parameter(self, run_id: str, name: str) -> str:
+        """The name under which a run's secret is kept in the cloud's secret store (secrets_by_reference)."""
+        return f"/gpuplan/{run_id}/{name}"
+
+    def fetch_outputs(self, instance: Instance, run_dir: str) -> None:
+        """Copy what this machine's job shipped (job.log, metrics, exit record) into the local run folder.
+
+        Files land where the local provider writes them (RUN_DIR/node-<rank>/job.log and exit.json,
+        RUN_DIR/metrics.jsonl from rank 0: see gpuplan.providers.outputs), so watch, status, logs and progress
+        read a cloud run exactly like a local one. Default: nothing (the machine writes the folder itself).
+        Best effort: an error here is logged by the caller, never fatal to a watch step.
+        """
+        return None
+
+    def outcome_hint(self) -> str | None:
+        """Why a finished machine may have left no exit record, and how to fix that (None: not applicable)."""
+        return None
+
     def logs(self, instance: Instance, run_dir: str) -> str | None:
         """Where this machine's job log can be read locally, if the provider knows (default: run_dir/job.log)."""
         return None

@@ -334,6 +334,7 @@ class GcpProvider(Provider):
     name: ClassVar[str] = "gcp"
     cloud: ClassVar[str] = "gcp"
     min_billed_seconds: ClassVar[int] = 60
+    reports_guest_attributes: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -378,6 +379,8 @@ class GcpProvider(Provider):
         self.retry_initial = retry_initial
         self.retry_timeout = retry_timeout
         self._clients: dict[str, Any] = {}
+        # zone/name -> the exit record read from the VM's guest attributes (read before gpuplan deletes the VM).
+        self._outcomes: dict[str, dict[str, Any]] = {}
 
     # ---- configuration and clients -------------------------------------------------------------------------
 
@@ -564,6 +567,8 @@ class GcpProvider(Provider):
             compute_v1.Items(key="install-nvidia-driver", value="True"),
             compute_v1.Items(key="enable-oslogin", value="TRUE"),
             compute_v1.Items(key="block-project-ssh-keys", value="TRUE"),
+            # The boot script writes its exit code here (no bucket or IAM needed); see fetch_outputs.
+            compute_v1.Items(key="enable-guest-attributes", value="TRUE"),
         ]
         instance = compute_v1.Instance(
             name=name,
@@ -724,12 +729,17 @@ class GcpProvider(Provider):
             inst = self._to_instance(raw)
             if str(raw.status) == "TERMINATED":
                 inst.state = InstanceState.TERMINATED
+                # The exit code lives in the VM's guest attributes: read them BEFORE the VM is deleted.
+                self._learn_outcome(inst, zone, name)
                 if self.delete_when_stopped and inst.tags.get(LABEL_CREATED_BY) == "gpuplan":
                     # The job powered the VM off (its end, or the boot script's max_hours fail-safe). On GCE a
                     # guest shutdown only stops the VM and its disk keeps billing; AWS would terminate it
                     # (shutdown behaviour "terminate"). Do what AWS does: delete it (without waiting).
                     self._delete_nowait(zone, name)
                     inst.state_reason = "powered off by its job; deleted by gpuplan"
+                outcome = self._outcomes.get(instance_id)
+                if outcome and outcome.get("reason") == "max_hours":
+                    inst.state_reason = "max_hours"
             if inst.spot and inst.state in (InstanceState.STOPPING, InstanceState.TERMINATED):
                 if zone not in preempted:
                     preempted[zone] = self._preempted_names(zone)
@@ -738,6 +748,61 @@ class GcpProvider(Provider):
                     inst.state_reason = "preempted (spot)"
             out.append(inst)
         return out
+
+    def guest_attributes(self, zone: str, name: str) -> dict[str, str]:
+        """The VM's `gpuplan/` guest attributes (key -> value); {} when it has written none yet."""
+        from google.api_core import exceptions as gexc
+        from google.cloud import compute_v1
+
+        request = compute_v1.GetGuestAttributesInstanceRequest(project=self.project, zone=zone, instance=name,
+                                                               query_path="gpuplan/")
+        try:
+            found = self.client("InstancesClient").get_guest_attributes(request=request, retry=self._retry())
+        except gexc.NotFound:
+            return {}
+        except Exception as exc:
+            raise map_api_error(exc, zone=zone) from exc
+        return {entry.key: entry.value for entry in found.query_value.items
+                if (entry.namespace or "gpuplan") == "gpuplan"}
+
+    def _learn_outcome(self, inst: Instance, zone: str, name: str) -> None:
+        """Read the exit code the boot script left in guest attributes; remember it and put it on `inst`."""
+        if inst.instance_id not in self._outcomes:
+            try:
+                attributes = self.guest_attributes(zone, name)
+            except ProviderError as exc:
+                log.warning("cannot read the guest attributes of %s/%s: %s", zone, name, exc)
+                return
+            code = attributes.get("exit_code", "").strip()
+            if not code.lstrip("-").isdigit():
+                return
+            self._outcomes[inst.instance_id] = {
+                "exit_code": int(code), "reason": attributes.get("reason", ""),
+                "ended_at": inst.ended_at.isoformat() if inst.ended_at else None}
+        inst.exit_code = int(self._outcomes[inst.instance_id]["exit_code"])
+
+    def fetch_outputs(self, instance: Instance, run_dir: str) -> None:
+        """Write the exit record learnt from the VM's guest attributes into RUN_DIR/node-<rank>/exit.json.
+
+        describe() reads the attributes when the job has powered the VM off (before deleting it); a VM that is
+        shutting down is asked here too (its job may have written the code a moment ago).
+        """
+        from gpuplan.providers.outputs import read_exit_record, write_exit_record
+
+        if not run_dir or read_exit_record(run_dir, instance.node_rank) is not None:
+            return
+        outcome = self._outcomes.get(instance.instance_id)
+        if outcome is None and instance.state == InstanceState.STOPPING:
+            zone, name = split_instance_id(instance.instance_id)
+            self._learn_outcome(instance, zone, name)
+            outcome = self._outcomes.get(instance.instance_id)
+        if outcome is not None:
+            write_exit_record(run_dir, instance.node_rank, outcome["exit_code"], outcome.get("reason"),
+                              outcome.get("ended_at"))
+
+    def outcome_hint(self) -> str | None:
+        return ("no exit record: the VM left no exit code in its guest attributes (gpuplan/exit_code); "
+                "it was deleted or powered off before its boot script finished")
 
     def _delete_nowait(self, zone: str, name: str) -> None:
         from google.api_core import exceptions as gexc

@@ -1,4 +1,7 @@
-"""`gpuplan logs RUN [-f]`: a run's job log, from the run folder (works whether or not anyone follows it)."""
+"""`gpuplan logs RUN [-f]`: a run's job log, from the run folder (works whether or not anyone follows it).
+
+A cloud run's log is the one its machines shipped (S3), which the watch step copies into the run folder.
+"""
 
 from __future__ import annotations
 
@@ -25,9 +28,12 @@ def logs(app: AppContext, run_ref: str, keep_following: bool, node: int) -> None
 
     with app.store.session() as session:
         run = get_run(session, run_ref)
-        run_id, run_dir, nodes = run.id, run.run_dir, run.nodes
+        run_id, run_dir, nodes, live = run.id, run.run_dir, run.nodes, run.state in RunState.LIVE
     if node >= nodes:
         raise UserError(f"run {run_id} has {nodes} node(s); --node must be below {nodes}")
+    if live and not keep_following:
+        # One watch step first: a cloud run's log is whatever its machines shipped, fetched by that step.
+        watch_run(app.store, run_id)
     tail = LogTail(log_path(run_dir, node))
     out = sys.stdout
     out.write(tail.read())

@@ -116,6 +116,7 @@ class FakeCompute:
     operations: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     request_ids: dict[tuple[str, str], str] = field(default_factory=dict)
     failures: dict[str, list[InsertFailure]] = field(default_factory=dict)
+    guest: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)  # VM -> guest attributes
     calls: list[tuple[str, str, dict[str, str]]] = field(default_factory=list)
     _ids: Iterator[int] = field(default_factory=lambda: itertools.count(7_000_000_000_000_000_001))
     _lock: threading.RLock = field(default_factory=threading.RLock)
@@ -162,6 +163,25 @@ class FakeCompute:
             else:
                 inst["status"] = "TERMINATED"
                 inst["lastStopTimestamp"] = _now()
+
+    def set_guest_attribute(self, zone: str, name: str, path: str, value: str) -> None:
+        """What a VM's startup script does with PUT .../guest-attributes/NAMESPACE/KEY (`path` = NAMESPACE/KEY)."""
+        with self._lock:
+            self.get(zone, name)
+            self.guest.setdefault((zone, name), {})[path] = value
+
+    def guest_attributes(self, zone: str, name: str, query_path: str | None) -> dict[str, Any]:
+        """instances.getGuestAttributes with a `queryPath` (namespace prefix); 404 when the VM wrote none."""
+        with self._lock:
+            self.get(zone, name)
+            prefix = query_path or ""
+            found = {k: v for k, v in self.guest.get((zone, name), {}).items() if k.startswith(prefix)}
+            if not found:
+                raise ApiError(404, f"The resource 'projects/{self.project}/zones/{zone}/instances/{name}/"
+                               f"guestAttributes/{prefix}' was not found", "notFound")
+            items = [{"namespace": k.split("/", 1)[0], "key": k.split("/", 1)[1], "value": v}
+                     for k, v in sorted(found.items())]
+            return {"kind": "compute#guestAttributes", "queryPath": prefix, "queryValue": {"items": items}}
 
     def set_status(self, zone: str, name: str, status: str) -> None:
         with self._lock:
@@ -356,6 +376,7 @@ class FakeCompute:
 
             def remove(op: dict[str, Any], key: tuple[str, str] = (zone, name)) -> None:
                 self.instances.pop(key, None)
+                self.guest.pop(key, None)
             self._on_done[(zone, op["name"])] = remove
             if req_id:
                 self.request_ids[(zone, req_id)] = op["name"]
@@ -461,6 +482,8 @@ class GceApp:
             Rule(f"{prefix}/zones/<zone>", endpoint="zone", methods=["GET"]),
             Rule(f"{prefix}/zones/<zone>/instances", endpoint="instances", methods=["GET", "POST"]),
             Rule(f"{prefix}/zones/<zone>/instances/<name>", endpoint="instance", methods=["GET", "DELETE"]),
+            Rule(f"{prefix}/zones/<zone>/instances/<name>/getGuestAttributes", endpoint="guest_attributes",
+                 methods=["GET"]),
             Rule(f"{prefix}/aggregated/instances", endpoint="aggregated", methods=["GET"]),
             Rule(f"{prefix}/zones/<zone>/operations", endpoint="operations", methods=["GET"]),
             Rule(f"{prefix}/zones/<zone>/operations/<name>", endpoint="operation", methods=["GET"]),
@@ -504,6 +527,8 @@ class GceApp:
             return _json(state.delete(zone, args["name"], request.args.get("requestId")))
         if endpoint == "instance":
             return _json(state.get(zone, args["name"]))
+        if endpoint == "guest_attributes":
+            return _json(state.guest_attributes(zone, args["name"], request.args.get("queryPath")))
         if endpoint == "aggregated":
             items: dict[str, Any] = {}
             for z in state.zones:

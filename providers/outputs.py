@@ -1,0 +1,67 @@
+"""Where a machine's shipped outputs land in the local run folder, shared by every provider that fetches them.
+
+The layout is the local provider's (jobs.runner writes it on this machine), so watch, status, logs and progress
+never need to know whether a run was local or on a cloud:
+
+    RUN_DIR/node-<rank>/job.log      the node's job log
+    RUN_DIR/node-<rank>/exit.json    {"exit_code": N, "ended_at": ..., "reason": ...}
+    RUN_DIR/metrics.jsonl            rank 0's metrics (gpuplan.progress reads this one)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+OUTPUT_FILES = ("job.log", "metrics.jsonl", "exit.json")
+EXIT_FILE = "exit.json"
+
+
+def node_prefix(run_id: str, rank: int) -> str:
+    """The key prefix of one node's outputs in a bucket: `gpuplan/<run_id>/node-<rank>/`."""
+    return f"gpuplan/{run_id}/node-{int(rank)}/"
+
+
+def node_dir(run_dir: str | os.PathLike[str], rank: int) -> Path:
+    return Path(run_dir) / f"node-{int(rank)}"
+
+
+def local_path(run_dir: str | os.PathLike[str], rank: int, name: str) -> Path:
+    """Where a shipped file of node `rank` is kept locally (rank 0's metrics at the run level)."""
+    if name == "metrics.jsonl" and int(rank) == 0:
+        return Path(run_dir) / name
+    return node_dir(run_dir, rank) / name
+
+
+def store_output(run_dir: str | os.PathLike[str], rank: int, name: str, data: bytes) -> Path:
+    """Write a fetched file atomically (a reader never sees half of it)."""
+    if name not in OUTPUT_FILES:
+        raise ValueError(f"not an output file: {name!r}")
+    path = local_path(run_dir, rank, name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+    return path
+
+
+def write_exit_record(run_dir: str | os.PathLike[str], rank: int, exit_code: int, reason: str | None = None,
+                      ended_at: str | None = None) -> Path:
+    """An exit record learnt some other way than a file (GCP guest attributes), in the same shape."""
+    record = {"exit_code": int(exit_code), "ended_at": ended_at, "reason": reason or ""}
+    return store_output(run_dir, rank, EXIT_FILE, (json.dumps(record) + "\n").encode())
+
+
+def read_exit_record(run_dir: str | os.PathLike[str] | None, rank: int) -> dict[str, Any] | None:
+    """The node's exit record, or None while there is none (or it is unreadable)."""
+    if not run_dir:
+        return None
+    try:
+        record = json.loads(node_dir(run_dir, rank).joinpath(EXIT_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or not isinstance(record.get("exit_code"), int):
+        return None
+    return record
