@@ -16,7 +16,8 @@ import pytest
 from clihelp import run_subprocess
 from fakes.gce_server import FakeCompute, RunningFake, serve
 from gpuplan.providers.base import InstanceState, LaunchRequest
-from gpuplan.providers.gcp import GcpProvider, instance_name
+from gpuplan.providers.gcp import GcpProvider
+from gpuplan.providers.gcp_rules import instance_name
 
 from gpuplan.cloudlaunch import with_boot_scripts
 

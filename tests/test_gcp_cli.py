@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 from clihelp import run_subprocess
 from fakes.gce_server import FakeCompute, RunningFake, serve
-from gpuplan.providers.gcp import GcpProvider, instance_name
+from gpuplan.providers.gcp import GcpProvider
+from gpuplan.providers.gcp_rules import instance_name
 
 JOB = """\
 name: tiny-gpt-gcp

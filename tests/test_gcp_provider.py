@@ -22,11 +22,11 @@ from gpuplan.providers.base import (
     QuotaError,
     get_provider,
 )
-from gpuplan.providers.gcp import (
+from gpuplan.providers.gcp import GcpProvider
+from gpuplan.providers.gcp_rules import (
     DEFAULT_IMAGE_FAMILY,
     DEFAULT_IMAGE_PROJECT,
     Endpoint,
-    GcpProvider,
     choose_machine_type,
     instance_name,
     label_value,

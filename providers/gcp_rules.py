@@ -1,0 +1,290 @@
+"""GCE's rules as gpuplan applies them: VM names, labels, request ids, machine types, endpoints, error mapping.
+
+Pure functions and constants (no client calls), split from providers/gcp.py so the provider class reads as the
+launch/describe/terminate flow and these rules can be tested on their own.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+import re
+import uuid
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlparse
+
+from gpuplan.providers.base import (
+    TAG_CREATED_BY,
+    TAG_NAME,
+    TAG_PROJECT,
+    TAG_RUN_ID,
+    AuthError,
+    CapacityError,
+    InstanceState,
+    LaunchRequest,
+    ProviderError,
+    QuotaError,
+)
+
+from gpuplan.catalog.gpu_names import GCP_ACCELERATOR_GPU
+
+ENDPOINT_ENV = "CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE"
+PROJECT_ENVS = ("GOOGLE_CLOUD_PROJECT", "CLOUDSDK_CORE_PROJECT")
+DEFAULT_REGION = "us-central1"
+# A Deep Learning VM family with the NVIDIA driver, CUDA 12.8 and a container runtime preinstalled.
+DEFAULT_IMAGE_PROJECT = "deeplearning-platform-release"
+DEFAULT_IMAGE_FAMILY = "common-cu128-ubuntu-2204-nvidia-570"
+DEFAULT_BOOT_DISK_GB = 200
+DEFAULT_BOOT_DISK_TYPE = "pd-balanced"  # g2/a3 do not accept pd-standard
+NETWORK_TAG = "gpuplan"
+
+# Namespace of the requestId UUIDs: uuid5(namespace, "run/zone/generation/rank") is stable across processes.
+REQUEST_ID_NAMESPACE = uuid.UUID("5d7f2b53-7c0e-4f4e-9a55-6770706c616e")
+
+# GCE operation error codes -> what failover should do with them.
+CAPACITY_CODES = frozenset({
+    "ZONE_RESOURCE_POOL_EXHAUSTED",
+    "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS",
+    "RESOURCE_POOL_EXHAUSTED",
+    "UNSUPPORTED_OPERATION",  # e.g. a GPU type this zone does not offer
+    "NOT_OFFERED_IN_ZONE",  # our own pre-check: machine or accelerator type absent from the zone
+})
+QUOTA_CODES = frozenset({"QUOTA_EXCEEDED", "quotaExceeded", "GPUS_ALL_REGIONS", "limitExceeded"})
+RATE_LIMIT_REASONS = frozenset({"rateLimitExceeded", "userRateLimitExceeded", "RATE_LIMIT_EXCEEDED"})
+PREEMPTED_OPERATION = "compute.instances.preempted"
+MAX_REQUEST_ATTEMPTS = 20
+
+STATUS_MAP = {
+    "PROVISIONING": InstanceState.PENDING,
+    "STAGING": InstanceState.PENDING,
+    "REPAIRING": InstanceState.PENDING,
+    "RUNNING": InstanceState.RUNNING,
+    "STOPPING": InstanceState.STOPPING,
+    "SUSPENDING": InstanceState.STOPPING,
+    "SUSPENDED": InstanceState.STOPPING,
+    "PENDING_STOP": InstanceState.STOPPING,
+    # GCE's word for a *stopped* VM: its disk (and any reserved address) bills on until it is deleted, so for
+    # gpuplan it is still a machine that costs money. describe() deletes such VMs and reports them TERMINATED.
+    "TERMINATED": InstanceState.STOPPING,
+}
+
+# GCE accelerator type -> gpuplan's canonical GPU name, shared with the catalog (gpuplan.catalog.gpu_names), and
+# back; the "mega" H100 is the same GPU with more network, so plain "H100" attaches the ordinary one.
+GPU_NAMES: dict[str, str] = dict(GCP_ACCELERATOR_GPU)
+ACCELERATOR_TYPES: dict[str, str] = {
+    **{gpu: acc for acc, gpu in GCP_ACCELERATOR_GPU.items() if "mega" not in acc},
+    "A100": "nvidia-tesla-a100",  # what users type; the catalog says A100-40GB
+    "V100": "nvidia-tesla-v100",
+    "H100-MEGA": "nvidia-h100-mega-80gb",
+}
+# Accelerator-optimised families: the GPUs come with the machine type and may not be attached again.
+FIXED_GPU_FAMILIES = ("a2-", "a3-", "a4-", "g2-", "g4-")
+# A default host when the offer names a GPU but no machine type: {gpu: {count: machine type}}.
+DEFAULT_HOSTS = {
+    "A100-40GB": {1: "a2-highgpu-1g", 2: "a2-highgpu-2g", 4: "a2-highgpu-4g", 8: "a2-highgpu-8g", 16: "a2-megagpu-16g"},
+    "A100-80GB": {1: "a2-ultragpu-1g", 2: "a2-ultragpu-2g", 4: "a2-ultragpu-4g", 8: "a2-ultragpu-8g"},
+    "H100": {1: "a3-highgpu-1g", 2: "a3-highgpu-2g", 4: "a3-highgpu-4g", 8: "a3-highgpu-8g"},
+    "H100-MEGA": {8: "a3-megagpu-8g"},
+    "H200": {8: "a3-ultragpu-8g"},
+    "B200": {8: "a4-highgpu-8g"},
+    "L4": {1: "g2-standard-8", 2: "g2-standard-24", 4: "g2-standard-48", 8: "g2-standard-96"},
+}
+# n1 hosts for attached GPUs (T4, V100, P100, P4): vCPUs grow with the GPU count, within GCE's per-GPU limits.
+N1_HOSTS = {1: "n1-standard-8", 2: "n1-standard-16", 4: "n1-standard-32", 8: "n1-standard-64"}
+
+_LABEL_KEY_RE = re.compile(r"[^a-z0-9_-]")
+_NAME_RE = re.compile(r"[^a-z0-9-]")
+
+
+def label_key(tag: str) -> str:
+    """A gpuplan tag name as a GCE label key: `gpuplan:run-id` -> `gpuplan-run-id`."""
+    key = _LABEL_KEY_RE.sub("-", tag.lower().replace(":", "-"))
+    if not key or not key[0].isalpha():
+        key = "k" + key
+    return key[:63]
+
+
+def label_value(value: str) -> str:
+    """Any string as a GCE label value: lower-case letters, digits, `_` and `-`, at most 63 characters."""
+    return _LABEL_KEY_RE.sub("-", str(value).lower())[:63]
+
+
+LABEL_RUN_ID = label_key(TAG_RUN_ID)
+LABEL_NAME = label_key(TAG_NAME)
+LABEL_PROJECT = label_key(TAG_PROJECT)
+LABEL_CREATED_BY = label_key(TAG_CREATED_BY)
+
+
+def labels_for(request: LaunchRequest) -> dict[str, str]:
+    """The run's tags plus the spec's own labels, sanitised to GCE's label rules.
+
+    gpuplan's own keys win a clash and always fit: GCE allows 64 labels, one is kept for the node rank, and the
+    spec's labels fill what is left.
+    """
+    labels = {label_key(key): label_value(value) for key, value in request.tags().items()}
+    for key, value in (request.labels or {}).items():
+        if len(labels) >= 63:
+            break
+        labels.setdefault(label_key(key), label_value(value))
+    return labels
+
+
+def instance_name(run_id: str, rank: int, generation: int = 0) -> str:
+    """A deterministic, valid VM name per run, generation and node rank (`gpuplan-r-0a1b2c3d4e-0`)."""
+    base = _NAME_RE.sub("-", run_id.lower()).strip("-")
+    suffix = f"-{rank}" if generation == 0 else f"-g{generation}-{rank}"
+    return f"gpuplan-{base}"[: 63 - len(suffix)].rstrip("-") + suffix
+
+
+def request_id(run_id: str, zone: str, generation: int, rank: int, attempt: int = 0) -> str:
+    """GCE's idempotency key for one insert: the same run, zone, generation, rank and attempt give the same UUID."""
+    return str(uuid.uuid5(REQUEST_ID_NAMESPACE, f"{run_id}/{zone}/{generation}/{rank}/{attempt}"))
+
+
+def region_of(zone: str) -> str:
+    """`us-central1-a` -> `us-central1`."""
+    return zone.rsplit("-", 1)[0]
+
+
+def accelerator_type(gpu: str) -> str:
+    """A gpuplan GPU name (`T4`, `A100-80GB`) or a GCE accelerator name (`nvidia-l4`) -> the GCE name."""
+    if gpu in ACCELERATOR_TYPES:
+        return ACCELERATOR_TYPES[gpu]
+    upper = gpu.upper().replace(" ", "-")
+    if upper in ACCELERATOR_TYPES:
+        return ACCELERATOR_TYPES[upper]
+    if gpu.lower().startswith("nvidia-"):
+        return gpu.lower()
+    raise ProviderError(f"unknown GPU for GCP: {gpu!r}; known: {', '.join(sorted(ACCELERATOR_TYPES))}",
+                        code="UnknownGpu")
+
+
+def has_fixed_gpus(machine_type: str) -> bool:
+    """Accelerator-optimised machine types (a2, a3, a4, g2) come with their GPUs attached."""
+    return machine_type.startswith(FIXED_GPU_FAMILIES)
+
+
+def choose_machine_type(instance_type: str | None, gpu: str | None, gpus_per_node: float) -> str:
+    """The machine type to ask for: the offer's, else a sensible host for the GPU and count."""
+    if instance_type:
+        return instance_type
+    count = max(int(gpus_per_node or 0), 1 if gpu else 0)
+    if gpu:
+        acc = accelerator_type(gpu)
+        name = "H100-MEGA" if "mega" in acc else GPU_NAMES.get(acc, gpu)
+        hosts = DEFAULT_HOSTS.get(name)
+        if hosts is not None:
+            if count not in hosts:
+                raise ProviderError(f"GCP has no {name} machine with {count} GPU(s); pick one of "
+                                    f"{sorted(hosts)} or name a machine type", code="NoMachineType")
+            return hosts[count]
+        if count not in N1_HOSTS:
+            raise ProviderError(f"n1 machines take 1, 2, 4 or 8 {name} GPUs, not {count}", code="NoMachineType")
+        return N1_HOSTS[count]
+    return "n1-standard-4"
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where the Compute API is and whether anonymous credentials may be used there (loopback only)."""
+
+    api_endpoint: str | None
+    loopback: bool
+
+    @classmethod
+    def parse(cls, override: str | None) -> Endpoint:
+        """gcloud's form `http://127.0.0.1:8089/compute/v1/` -> the client's api_endpoint `http://127.0.0.1:8089`.
+
+        The google clients add `/compute/v1/...` to every path themselves, so the version suffix is dropped.
+        """
+        if not override:
+            return cls(None, False)
+        url = override.strip()
+        parsed = urlparse(url if "://" in url else f"https://{url}")
+        path = re.sub(r"/?compute/(v1|beta|alpha)/?$", "", parsed.path.rstrip("/") + "/").rstrip("/")
+        api_endpoint = f"{parsed.scheme}://{parsed.netloc}{path}"
+        host = parsed.hostname or ""
+        try:
+            loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            loopback = False
+        return cls(api_endpoint, loopback)
+
+
+def _error_items(exc: Any) -> list[dict[str, Any]]:
+    """The `errors` list of a google-api-core HTTP error (each item has `reason` and `message`)."""
+    items = getattr(exc, "errors", None) or []
+    return [i for i in items if isinstance(i, dict)]
+
+
+def map_api_error(exc: Exception, *, zone: str | None = None, region: str | None = None) -> ProviderError:
+    """A google-api-core / google-auth error -> the typed error failover understands (messages hold no secrets)."""
+    from google.api_core import exceptions as gexc
+    from google.auth import exceptions as auth_exc
+
+    region = region or (region_of(zone) if zone else None)
+    where = zone or region or "gcp"
+    if isinstance(exc, auth_exc.DefaultCredentialsError):
+        return AuthError("Google Cloud credentials not found; run `gcloud auth application-default login` or set "
+                         "GOOGLE_APPLICATION_CREDENTIALS", code="NoCredentials", zone=zone, region=region)
+    if isinstance(exc, auth_exc.GoogleAuthError):
+        return AuthError(f"Google Cloud credentials rejected: {exc}", code="AuthError", zone=zone, region=region)
+    if isinstance(exc, gexc.GoogleAPICallError):
+        reasons = [str(i.get("reason") or "") for i in _error_items(exc)]
+        message = f"{exc.code} in {where}: {exc.message}"
+        code = next((r for r in reasons if r), None) or type(exc).__name__
+        if any(r in QUOTA_CODES for r in reasons) or "quota" in exc.message.lower():
+            return QuotaError(message, code=code if code in QUOTA_CODES else "QUOTA_EXCEEDED", zone=zone,
+                              region=region)
+        if any(r in CAPACITY_CODES for r in reasons):
+            return CapacityError(message, code=code, zone=zone, region=region)
+        if isinstance(exc, (gexc.Unauthorized, gexc.Forbidden)):
+            return AuthError(message, code=code, zone=zone, region=region)
+        return ProviderError(message, code=code, zone=zone, region=region)
+    if isinstance(exc, ProviderError):
+        return exc
+    return ProviderError(f"GCP call failed in {where}: {type(exc).__name__}: {exc}", zone=zone, region=region)
+
+
+def map_operation_error(operation: Any, *, zone: str) -> ProviderError:
+    """A finished zone operation with `error` set -> CapacityError / QuotaError / AuthError / ProviderError."""
+    errors = list(operation.error.errors) if operation.error else []
+    first = errors[0] if errors else None
+    code = (first.code if first else "") or "OPERATION_FAILED"
+    detail = (first.message if first else "") or operation.http_error_message or "operation failed"
+    message = f"{code} in {zone}: {detail}"
+    region = region_of(zone)
+    if code in CAPACITY_CODES:
+        return CapacityError(message, code=code, zone=zone, region=region)
+    if code in QUOTA_CODES:
+        return QuotaError(message, code=code, zone=zone, region=region)
+    if operation.http_error_status_code in (401, 403):
+        return AuthError(message, code=code, zone=zone, region=region)
+    return ProviderError(message, code=code, zone=zone, region=region)
+
+
+def retryable(exc: BaseException) -> bool:
+    """Throttling and transient server errors: worth retrying because every mutating call is idempotent."""
+    from google.api_core import exceptions as gexc
+
+    if isinstance(exc, (gexc.TooManyRequests, gexc.ServiceUnavailable, gexc.InternalServerError,
+                        gexc.BadGateway, gexc.GatewayTimeout)):
+        return True
+    if isinstance(exc, gexc.Forbidden):
+        return any(str(i.get("reason")) in RATE_LIMIT_REASONS for i in _error_items(exc))
+    return False
+
+
+def parse_time(value: str | None) -> dt.datetime | None:
+    if not value:
+        return None
+    try:
+        parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.timezone.utc)
+
+
+def last_segment(url: str | None) -> str:
+    return (url or "").rstrip("/").rsplit("/", 1)[-1]
