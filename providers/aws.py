@@ -17,178 +17,39 @@ standard chain and `AWS_ENDPOINT_URL` is honoured by boto3 itself (that is how t
 from __future__ import annotations
 
 import datetime as dt
-import ipaddress
 import logging
 import os
-import re
 from collections.abc import Iterable, Mapping, Sequence
-from decimal import Decimal
 from typing import Any, ClassVar
 
+from gpuplan.providers.aws_rules import (
+    DEFAULT_AMI_PARAMETER,
+    DEFAULT_REGION,
+    LIVE_EC2_STATES,
+    NOT_FOUND_CODES,
+    SECURITY_GROUP_NAME,
+    TAG_NODE_RANK,
+    TAG_PRICE,
+    caller_address,
+    client_token,
+    decimal,
+    ended_at,
+    map_client_error,
+    map_state,
+    single_address_cidr,
+    tag_dict,
+    tag_list,
+)
 from gpuplan.providers.base import (
     TAG_RUN_ID,
-    AuthError,
-    CapacityError,
     Instance,
     InstanceState,
     LaunchRequest,
     Provider,
     ProviderError,
-    QuotaError,
 )
 
 log = logging.getLogger(__name__)
-
-# AWS's Deep Learning Base GPU AMI (NVIDIA driver, CUDA, Docker and the NVIDIA container toolkit), published as a
-# public SSM parameter in every commercial region, so gpuplan never hard-codes a per-region AMI id.
-DEFAULT_AMI_PARAMETER = "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
-DEFAULT_REGION = "us-east-1"
-SECURITY_GROUP_NAME = "gpuplan"
-TAG_NODE_RANK = "gpuplan:node-rank"
-# The price recorded at launch travels with the machine, so a run adopted after a crash is billed correctly.
-TAG_PRICE = "gpuplan:price-per-hour"
-
-# EC2 error codes -> what failover should do with them.
-CAPACITY_CODES = frozenset({
-    "InsufficientInstanceCapacity",
-    "InsufficientHostCapacity",
-    "InsufficientReservedInstanceCapacity",
-    "InsufficientCapacity",
-    "InsufficientFreeAddressesInSubnet",
-    "Unsupported",
-    "InvalidInstanceType",
-    "SpotMaxPriceTooLow",
-    "InsufficientSpotInstanceCapacity",
-})
-QUOTA_CODES = frozenset({
-    "InstanceLimitExceeded",
-    "MaxSpotInstanceCountExceeded",
-    "VcpuLimitExceeded",
-    "MaxSpotFleetRequestCountExceeded",
-    "ResourceLimitExceeded",
-    "PlacementGroupLimitExceeded",
-})
-AUTH_CODES = frozenset({
-    "UnauthorizedOperation",
-    "AuthFailure",
-    "InvalidClientTokenId",
-    "SignatureDoesNotMatch",
-    "OptInRequired",
-    "ExpiredToken",
-    "RequestExpired",
-    "Blocked",
-    "PendingVerification",
-    "AccessDenied",
-    "AccessDeniedException",
-    "UnrecognizedClientException",
-})
-NOT_FOUND_CODES = frozenset({"InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed"})
-
-SPOT_INTERRUPTION_REASON = "Server.SpotInstanceTermination"
-LIVE_EC2_STATES = ("pending", "running", "stopping", "stopped")
-
-_STATE_MAP = {
-    "pending": InstanceState.PENDING,
-    "running": InstanceState.RUNNING,
-    "stopping": InstanceState.STOPPING,
-    "stopped": InstanceState.STOPPING,
-    "shutting-down": InstanceState.STOPPING,
-    "terminated": InstanceState.TERMINATED,
-}
-
-
-def map_state(ec2_state: str, reason_code: str | None) -> str:
-    """EC2 state name + StateReason code -> a provider-neutral InstanceState.
-
-    A spot interruption is PREEMPTED from the moment EC2 starts shutting the machine down, so the watch loop can
-    plan the relaunch while the old machine is still going away.
-    """
-    if reason_code == SPOT_INTERRUPTION_REASON and ec2_state in ("shutting-down", "terminated", "stopping",
-                                                                 "stopped"):
-        return InstanceState.PREEMPTED
-    return _STATE_MAP.get(ec2_state, InstanceState.UNKNOWN)
-
-
-def map_client_error(exc: Exception, *, region: str | None = None, zone: str | None = None) -> ProviderError:
-    """A botocore error -> the typed error failover understands; the EC2 message is kept (it holds no secrets)."""
-    from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError, PartialCredentialsError
-
-    where = zone or region or "aws"
-    if isinstance(exc, (NoCredentialsError, PartialCredentialsError)):
-        return AuthError(f"AWS credentials not found ({exc}); configure them with `aws configure` or AWS_PROFILE",
-                         code="NoCredentials", region=region, zone=zone)
-    if isinstance(exc, EndpointConnectionError):
-        return ProviderError(f"cannot reach AWS in {where}: {exc}", code="EndpointConnectionError", region=region,
-                             zone=zone)
-    if isinstance(exc, ClientError):
-        error = exc.response.get("Error", {})
-        code = str(error.get("Code") or "Unknown")
-        message = f"{code} in {where}: {error.get('Message') or exc}"
-        if code in CAPACITY_CODES:
-            return CapacityError(message, code=code, region=region, zone=zone)
-        if code in QUOTA_CODES:
-            return QuotaError(message, code=code, region=region, zone=zone)
-        if code in AUTH_CODES:
-            return AuthError(message, code=code, region=region, zone=zone)
-        return ProviderError(message, code=code, region=region, zone=zone)
-    return ProviderError(f"AWS call failed in {where}: {type(exc).__name__}: {exc}", region=region, zone=zone)
-
-
-def client_token(run_id: str, zone: str | None, region: str, generation: int = 0) -> str:
-    """The idempotency token of one launch: the run id, plus where and which relaunch (EC2 allows 64 ASCII chars).
-
-    Same run + same zone + same generation -> same token, so a retried call after a crash returns the same
-    machines on EC2; a different zone or a relaunch after a spot interruption needs a different one (EC2 rejects a
-    reused token with different parameters).
-    """
-    token = f"{run_id}.{zone or region}.{generation}"
-    return token[:64]
-
-
-def single_address_cidr(address: str) -> str:
-    """`203.0.113.7` or `203.0.113.7/32` -> `203.0.113.7/32`; anything wider is refused (SSH from one address)."""
-    try:
-        network = ipaddress.ip_network(address.strip(), strict=True)
-    except ValueError as exc:
-        raise ProviderError(f"not an IP address for SSH access: {address!r}", code="BadSshCidr") from exc
-    if network.num_addresses != 1:
-        raise ProviderError(f"SSH access is only opened to a single address, not {network}", code="BadSshCidr")
-    return str(network)
-
-
-def caller_address(timeout: float = 5.0) -> str:
-    """The caller's public IPv4 address as AWS sees it (checkip.amazonaws.com); used only when SSH is asked for."""
-    import urllib.request
-
-    with urllib.request.urlopen("https://checkip.amazonaws.com", timeout=timeout) as response:
-        return str(response.read().decode().strip())
-
-
-_TRANSITION_TIME = re.compile(r"\((\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) (?:GMT|UTC)\)")
-
-
-def ended_at(raw: Mapping[str, Any]) -> dt.datetime:
-    """When an ended instance stopped being billed: EC2 states it in StateTransitionReason, e.g.
-    `User initiated (2024-05-01 12:00:00 GMT)`; when it does not, now (the moment gpuplan saw it gone)."""
-    match = _TRANSITION_TIME.search(str(raw.get("StateTransitionReason") or ""))
-    if match:
-        return dt.datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S").replace(tzinfo=dt.timezone.utc)
-    return dt.datetime.now(dt.timezone.utc)
-
-
-def _decimal(text: str | None) -> Decimal | None:
-    try:
-        return Decimal(text) if text else None
-    except ArithmeticError:
-        return None
-
-
-def _tag_list(tags: Mapping[str, str]) -> list[dict[str, str]]:
-    return [{"Key": k, "Value": v} for k, v in tags.items()]
-
-
-def _tag_dict(raw: Iterable[Mapping[str, str]] | None) -> dict[str, str]:
-    return {t["Key"]: t["Value"] for t in raw or ()}
 
 
 class AwsProvider(Provider):
@@ -357,7 +218,7 @@ class AwsProvider(Provider):
         if not request.secrets:
             return
         ssm = self.client("ssm", region)
-        tags = _tag_list(request.tags())
+        tags = tag_list(request.tags())
         for name, value in sorted(request.secrets.items()):
             parameter = self.secret_parameter(request.run_id, name)
             try:
@@ -479,8 +340,8 @@ class AwsProvider(Provider):
             "SubnetId": subnet["SubnetId"],
             "SecurityGroupIds": self._security_groups(region, subnet["VpcId"], request),
             "TagSpecifications": [
-                {"ResourceType": "instance", "Tags": _tag_list(tags)},
-                {"ResourceType": "volume", "Tags": _tag_list(tags)},
+                {"ResourceType": "instance", "Tags": tag_list(tags)},
+                {"ResourceType": "volume", "Tags": tag_list(tags)},
             ],
         }
         placement: dict[str, Any] = {"AvailabilityZone": zone}
@@ -579,7 +440,7 @@ class AwsProvider(Provider):
         try:
             group_id = ec2.create_security_group(
                 GroupName=name, Description=description, VpcId=vpc_id,
-                TagSpecifications=[{"ResourceType": "security-group", "Tags": _tag_list(tags)}])["GroupId"]
+                TagSpecifications=[{"ResourceType": "security-group", "Tags": tag_list(tags)}])["GroupId"]
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") != "InvalidGroup.Duplicate":
                 raise
@@ -603,7 +464,7 @@ class AwsProvider(Provider):
         ec2 = self.client("ec2", region)
         try:
             ec2.create_placement_group(GroupName=name, Strategy="cluster", TagSpecifications=[
-                {"ResourceType": "placement-group", "Tags": _tag_list(request.tags())}])
+                {"ResourceType": "placement-group", "Tags": tag_list(request.tags())}])
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") not in ("InvalidPlacementGroup.Duplicate",
                                                                   "InvalidParameterValue"):
@@ -614,7 +475,7 @@ class AwsProvider(Provider):
 
     def _to_instance(self, raw: Mapping[str, Any], region: str,
                      request: LaunchRequest | None = None) -> Instance:
-        tags = _tag_dict(raw.get("Tags"))
+        tags = tag_dict(raw.get("Tags"))
         state = raw.get("State", {}).get("Name", "unknown")
         reason = raw.get("StateReason") or {}
         market = (raw.get("InstanceMarketOptions") or {}).get("MarketType")
@@ -636,7 +497,7 @@ class AwsProvider(Provider):
             gpu_count=request.gpus_per_node if request else 0,
             spot=spot,
             node_rank=int(rank) if rank and rank.isdigit() else int(raw.get("AmiLaunchIndex") or 0),
-            price_per_hour=request.price_per_hour if request else _decimal(tags.get(TAG_PRICE)),
+            price_per_hour=request.price_per_hour if request else decimal(tags.get(TAG_PRICE)),
             launched_at=raw.get("LaunchTime"),
             ended_at=ended_at(raw) if mapped in InstanceState.GONE else None,
             state_reason=reason.get("Code") or raw.get("StateTransitionReason") or None,
