@@ -131,3 +131,22 @@ def test_squeue_shows_gpuplan_jobs_by_name(env: dict[str, str], slurm: SlurmClus
         assert line == f"gpuplan-{out['run_id']}|{out['run_id']}"
     finally:
         assert run_cli("stop", out["run_id"]).exit_code == 0
+
+
+def test_reconcile_finds_and_cancels_a_gpuplan_job_the_books_do_not_know(
+        env: dict[str, str], slurm: SlurmCluster, tmp_path: Path) -> None:
+    """A job named gpuplan-* that no run row owns is an orphan; `reconcile --terminate -y` cancels it."""
+    script = tmp_path / "orphan.sh"
+    script.write_text("#!/bin/sh\nsleep 120\n")
+    job_id = slurm.run("sbatch", "--parsable", "--job-name", "gpuplan-r-0rphan0001", "--comment", "r-0rphan0001",
+                       "--output", str(tmp_path / "orphan.log"), str(script)).stdout.strip().split(";")[0]
+    assert wait_for(lambda: squeue_state(slurm, job_id) in ("PENDING", "RUNNING"))
+    found = run_cli("reconcile", "--cloud", "slurm", "--json")
+    assert found.exit_code == 0, found.stderr
+    rows = [r for r in found.json() if r["instance_id"] == job_id]
+    assert rows and rows[0]["kind"] == "orphan" and rows[0]["run_id"] == "r-0rphan0001", found.json()
+    ended = run_cli("reconcile", "--cloud", "slurm", "--terminate", "-y", "--json")
+    assert ended.exit_code == 0, ended.stderr
+    assert wait_for(lambda: squeue_state(slurm, job_id) in ("", "CANCELLED", "COMPLETED"))
+    again = run_cli("reconcile", "--cloud", "slurm", "--json")
+    assert all(r["instance_id"] != job_id for r in again.json())
