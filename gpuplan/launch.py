@@ -25,7 +25,7 @@ from typing import Any
 from gpuplan.errors import UserError
 from gpuplan.failover import Attempt, AttemptCallback
 from gpuplan.jobs.spec import JobSpec, spec_hash
-from gpuplan.providers.base import Instance, LaunchRequest, Provider, ProviderError, get_provider
+from gpuplan.providers.base import Instance, LaunchRequest, Provider, ProviderError
 
 log = logging.getLogger(__name__)
 
@@ -98,8 +98,10 @@ class LaunchPlan:
 
 
 def provider_for(name: str) -> Provider:
-    """The provider registered as `name`, as orchestration uses it (one place to pass configuration)."""
-    return get_provider(name)
+    """The provider registered as `name`, configured from the user's config file (gpuplan.config)."""
+    from gpuplan.config import make_provider
+
+    return make_provider(name)
 
 
 def choose_offer(spec: JobSpec, provider: Provider, *, db_url: str | None = None) -> Offer:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuplan.providers.base import Instance, InstanceState, Provider, ProviderError, get_provider
+from gpuplan.providers.base import Instance, InstanceState, Provider, ProviderError
 
 ORPHAN = "orphan"
 MISSING = "missing"
@@ -104,9 +104,11 @@ def configure_provider(name: str, regions: Sequence[str]) -> Provider:
         accepts = "regions" in inspect.signature(cls).parameters
     except (TypeError, ValueError):
         accepts = False
+    from gpuplan.config import make_provider
+
     if accepts and regions:
-        return get_provider(name, regions=list(regions))
-    return get_provider(name)
+        return make_provider(name, regions=list(regions))
+    return make_provider(name)
 
 
 def reconcile(

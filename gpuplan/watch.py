@@ -49,9 +49,9 @@ class WatchResult:
 
 def _default_factory(name: str) -> Provider:
     """The provider as orchestration configures it (not via gpuplan.launch: status must not import pydantic)."""
-    from gpuplan.providers.base import get_provider
+    from gpuplan.config import make_provider
 
-    return get_provider(name)
+    return make_provider(name)
 
 
 def metrics_path(run: Run) -> Path | None:

@@ -152,3 +152,25 @@ def test_crash_between_insert_and_commit_then_retry_does_not_double(gce: Running
         assert [r.provider_instance_id for r in s.scalars(select(InstanceRow))] == [orphan.instance_id]
         assert s.get(Run, run_id).state == "running"  # type: ignore[union-attr]
     store.close()
+
+
+def test_project_from_the_config_file_wins_over_the_environment(gce: RunningFake, job: Path, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """[providers.gcp] project in the config file reaches launch and the later status/stop passes alike."""
+    config = tmp_path / "config.toml"
+    config.write_text('[providers.gcp]\nproject = "gpuplan-test"\n')
+    monkeypatch.setenv("GPUPLAN_CONFIG", str(config))
+    monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "some-other-project")  # the fake only serves gpuplan-test
+    launched = run_subprocess("launch", str(job), "--provider", "gcp", "-y", "--detach", "--json")
+    assert launched.exit_code == 0, launched.stderr
+    run_id = launched.json()["run_id"]
+    assert run_subprocess("status", run_id, "--json").json()["state"] == "running"
+    assert run_subprocess("stop", run_id, "--json").json()["state"] == "stopped"
+    assert not gce.state.live()
+
+    config.write_text('[providers.gcp]\nprojekt = "typo"\n')
+    typo = run_subprocess("launch", str(job), "--provider", "gcp", "-y", "--detach")
+    assert typo.exit_code == 2 and "[providers.gcp]" in typo.stderr and "Traceback" not in typo.stderr
+    config.write_text("[providers.gcp\n")
+    broken = run_subprocess("status", run_id)
+    assert broken.exit_code == 2 and "not valid TOML" in broken.stderr
