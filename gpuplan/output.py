@@ -77,6 +77,9 @@ def print_table(
 
 
 def _terminal_width() -> int:
+    """The terminal's width; when stdout is a pipe or a file, wide enough that no cell is cut short."""
     import shutil
 
+    if not sys.stdout.isatty():
+        return 200
     return shutil.get_terminal_size((120, 24)).columns
