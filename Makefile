@@ -6,7 +6,8 @@ PIP := $(PY) -m pip --disable-pip-version-check -q
 GPUPLAN := $(VENV)/bin/gpuplan
 # The demo keeps its database and run folders inside the checkout so it never touches a user's real books.
 DEMO_HOME := $(CURDIR)/.demo
-DEMO_ENV := GPUPLAN_DB=sqlite:///$(DEMO_HOME)/gpuplan.db GPUPLAN_HOME=$(DEMO_HOME)
+# The local machine is billed at a pretend $2.50/h in the demo so the books have something to show.
+DEMO_ENV := GPUPLAN_DB=sqlite:///$(DEMO_HOME)/gpuplan.db GPUPLAN_HOME=$(DEMO_HOME) GPUPLAN_LOCAL_PRICE_PER_HOUR=2.50
 
 .PHONY: install install-test demo test bench lint clean
 
