@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import re
 import shlex
 from collections.abc import Sequence
@@ -36,6 +37,7 @@ DEFAULT_CLOUD_IMAGE = "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime"
 DEFAULT_INSTALL = f"gpuplan=={__version__}"
 DEFAULT_MAX_HOURS = 0.5
 CLOUDS_WITH_TYPES = ("aws", "gcp")
+log = logging.getLogger(__name__)
 _ON_RE = re.compile(r"^([a-z][a-z0-9_-]*)(?::([A-Za-z0-9][A-Za-z0-9._-]*))?$")
 
 
@@ -216,31 +218,38 @@ def read_result(run_dir: str | Path) -> Any:
     return parse_result(text, str(run_dir))
 
 
-def fetch_outputs(provider: Any, run: Any) -> None:
+def fetch_outputs(provider: Any, run: Any) -> bool:
     """Copy what the run's machines shipped into the run folder, for providers that do that (clouds).
 
-    Local and Slurm write the run folder themselves (nothing to do). A cloud provider without
-    `fetch_outputs` cannot bring the result back: that is a clear error, not a silent empty bench.
+    Local and Slurm write the run folder themselves. Returns False when the provider cannot fetch outputs at
+    all (then only a result already in the run folder can be read).
     """
     if provider.cloud in ("local", "slurm"):
-        return
+        return True
     fetch = getattr(provider, "fetch_outputs", None)
     if not callable(fetch):
-        raise NoRemoteResult(f"this gpuplan cannot fetch a {provider.name} run's outputs: the cloud bench needs "
-                             "run storage configured (GPUPLAN_STORAGE_URL / the provider's bucket)")
+        return False
     from gpuplan.providers.base import Instance, InstanceState
 
     for row in run.instances:
-        fetch(Instance(provider=row.provider, instance_id=row.provider_instance_id,
-                       state=row.state or InstanceState.TERMINATED, run_id=run.id, cloud=row.cloud,
-                       region=row.region, zone=row.zone, instance_type=row.instance_type,
-                       node_rank=row.node_rank or 0), run.run_dir)
+        instance = Instance(provider=row.provider, instance_id=row.provider_instance_id,
+                            state=row.state or InstanceState.TERMINATED, run_id=run.id, cloud=row.cloud,
+                            region=row.region, zone=row.zone, instance_type=row.instance_type,
+                            node_rank=row.node_rank or 0)
+        try:
+            fetch(instance, run.run_dir)
+        except Exception as exc:  # a failed copy is reported by the missing result, with the storage hint
+            log.warning("cannot fetch the outputs of %s (%s): %s", run.id, row.provider_instance_id, exc)
+    return True
 
 
-def storage_hint(provider: Any) -> str:
+def storage_hint(provider: Any, can_fetch: bool = True) -> str:
     """What to configure so a cloud machine's log (and so the result) comes back."""
     if provider.cloud in ("local", "slurm"):
         return ""
+    if not can_fetch:
+        return (f"this gpuplan cannot fetch a {provider.name} run's outputs: the cloud bench needs run storage "
+                "configured (GPUPLAN_STORAGE_URL / the provider's bucket) and a provider with fetch_outputs")
     hint = getattr(provider, "outcome_hint", None)
     text = hint() if callable(hint) else None
     return text or ("the cloud bench needs run storage configured (GPUPLAN_STORAGE_URL or the provider's "

@@ -119,7 +119,7 @@ def record_remote_result(store: Any, run_id: str, provider: Any) -> tuple[int, A
     with store.session() as session:
         run = session.get(Run, run_id)
         assert run is not None, run_id
-        fetch_outputs(provider, run)
+        can_fetch = fetch_outputs(provider, run)
         state, reason, run_dir = run.state, run.state_reason, run.run_dir
     if state != RunState.SUCCEEDED:
         raise RemoteBenchFailed(f"bench run {run_id} ended {state}" + (f" ({reason})" if reason else "")
@@ -127,7 +127,7 @@ def record_remote_result(store: Any, run_id: str, provider: Any) -> tuple[int, A
     try:
         result = read_result(run_dir or "")
     except NoRemoteResult as exc:
-        hint = storage_hint(provider)
+        hint = storage_hint(provider, can_fetch)
         raise NoRemoteResult(f"{exc}" + (f"; {hint}" if hint else "")) from exc
     with store.session() as session:
         bench_id = save_result(session, result, run_id=run_id).id
