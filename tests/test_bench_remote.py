@@ -147,3 +147,101 @@ def test_on_aws_launches_the_instance_type_and_caps_it(moto_server: object) -> N
     described = [i for r in ec2.describe_instances()["Reservations"] for i in r["Instances"]]
     assert [(i["InstanceType"], i["State"]["Name"]) for i in described] == [("p5.48xlarge", "terminated")]
     assert run_cli("bench", "list", "--json").json()["benchmarks"] == []  # no result, no record
+
+
+# ------------------------------------------------------------------------------------------ a cloud run's folder
+
+
+def _cloud_run(store: object, run_dir: Path) -> str:
+    """A finished AWS bench run as the books hold it once its machine is gone."""
+    import datetime as dt
+    from decimal import Decimal
+
+    from gpuplan.store.models import Instance, Run, RunState
+
+    now = dt.datetime.now(dt.timezone.utc)
+    with store.session() as s:  # type: ignore[attr-defined]
+        run = Run(name="bench-gpt2", provider="aws", cloud="aws", region="us-east-1", instance_type="p5.48xlarge",
+                  gpu="H100", state=RunState.SUCCEEDED, spec_text="name: bench-gpt2\n", spec_hash="0" * 64, run_dir=str(run_dir),
+                  created_at=now - dt.timedelta(minutes=5), started_at=now - dt.timedelta(minutes=4),
+                  ended_at=now, exit_code=0)
+        s.add(run)
+        s.flush()
+        s.add(Instance(run_id=run.id, provider="aws", provider_instance_id="i-0123456789abcdef0", cloud="aws",
+                       region="us-east-1", instance_type="p5.48xlarge", gpu="H100", gpu_count=8,
+                       price_per_hour=Decimal("55.04"), state="terminated", launched_at=now - dt.timedelta(minutes=4),
+                       terminated_at=now))
+        return run.id
+
+
+def _remote_result_json() -> str:
+    """What the job on an H100 machine writes (`gpuplan bench --output`): the remote side's device and GPU."""
+    from dataclasses import asdict
+
+    from gpuplan.architecture import PRESETS
+    from gpuplan.bench.result import BenchResult
+
+    result = BenchResult(
+        model_name="gpt2", model_kind="preset", model_signature=PRESETS["gpt2"].signature(),
+        params=PRESETS["gpt2"].param_count(), layers=12,
+        full_layers=12, device="cuda:0", device_name="NVIDIA H100 80GB HBM3", gpu="H100", host="ip-10-0-0-7",
+        precision="bf16", seq_len=1024, micro_batch=8, steps=20, warmup=5, compiled=False, tokens_per_s=400_000.0,
+        samples_per_s=390.6, step_time_p50_s=0.02, step_time_p90_s=0.021, step_time_mean_s=0.0205,
+        flops_per_step=10**13, hardware_flops_per_step=10**13, attention_flops_per_step=10**12,
+        attention_flops_source="counted", achieved_tflops=400.0, peak_tflops=989.5, peak_tflops_source="gpu_table",
+        mfu=0.404, peak_memory_gb=30.0, peak_memory_kind="cuda_max_allocated", final_loss=10.8,
+        torch_version="2.5.1")
+    return json.dumps(asdict(result))
+
+
+@pytest.mark.parametrize("layout", ["bench.json", "log-line"])
+def test_cloud_run_folder_result_is_recorded_with_its_run(layout: str, tmp_path: Path, db_url: str,
+                                                          moto_env: object) -> None:
+    """What fetch_outputs leaves in the run folder (bench.json, or only the node's job log with the result
+    line) becomes a Benchmark with run_id and the remote device; the real AWS provider does the fetching."""
+    from gpuplan.providers.base import get_provider
+
+    from gpuplan.bench.remote_launch import record_remote_result
+    from gpuplan.store.db import Store
+
+    run_dir = tmp_path / "run"
+    (run_dir / "node-0").mkdir(parents=True)
+    if layout == "bench.json":
+        (run_dir / "bench.json").write_text(_remote_result_json() + "\n")
+    else:
+        (run_dir / "node-0" / "job.log").write_text(
+            "bench gpt2: 124,439,808 parameters\n" + RESULT_MARKER + _remote_result_json() + "\n")
+    store = Store.open(db_url)
+    try:
+        run_id = _cloud_run(store, run_dir)
+        bench_id, result = record_remote_result(store, run_id, get_provider("aws"))
+    finally:
+        store.close()
+    assert result.gpu == "H100" and result.host == "ip-10-0-0-7"
+    [listed] = run_cli("--db", db_url, "bench", "list", "--json").json()["benchmarks"]
+    assert listed["id"] == bench_id and listed["run_id"] == run_id and listed["source"] == "run"
+    assert listed["gpu"] == "H100" and listed["device_name"] == "NVIDIA H100 80GB HBM3"
+    # estimate then uses the remote bench for that GPU, as for a local one
+    est = run_cli("--db", db_url, "estimate", "--model", "gpt2", "--gpu", "H100", "--tokens", "1B",
+                  "--seq-len", "1024", "--precision", "bf16", "--json")
+    assert est.exit_code == 0, est.stderr
+    assert est.json()["mfu_source"] == "bench" and est.json()["mfu_ref"]["bench_id"] == bench_id
+
+
+def test_cloud_run_without_result_says_what_to_configure(tmp_path: Path, db_url: str, moto_env: object) -> None:
+    from gpuplan.providers.base import get_provider
+
+    from gpuplan.bench.remote import NoRemoteResult
+    from gpuplan.bench.remote_launch import record_remote_result
+    from gpuplan.store.db import Store
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    store = Store.open(db_url)
+    try:
+        run_id = _cloud_run(store, run_dir)
+        with pytest.raises(NoRemoteResult, match="left no bench.json") as caught:
+            record_remote_result(store, run_id, get_provider("aws"))
+    finally:
+        store.close()
+    assert "storage" in str(caught.value) or "BUCKET" in str(caught.value)
