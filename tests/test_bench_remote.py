@@ -162,7 +162,8 @@ def _cloud_run(store: object, run_dir: Path) -> str:
     now = dt.datetime.now(dt.timezone.utc)
     with store.session() as s:  # type: ignore[attr-defined]
         run = Run(name="bench-gpt2", provider="aws", cloud="aws", region="us-east-1", instance_type="p5.48xlarge",
-                  gpu="H100", state=RunState.SUCCEEDED, spec_text="name: bench-gpt2\n", spec_hash="0" * 64, run_dir=str(run_dir),
+                  gpu="H100", state=RunState.SUCCEEDED, spec_text="name: bench-gpt2\n", spec_hash="0" * 64,
+                  run_dir=str(run_dir),
                   created_at=now - dt.timedelta(minutes=5), started_at=now - dt.timedelta(minutes=4),
                   ended_at=now, exit_code=0)
         s.add(run)
@@ -240,7 +241,7 @@ def test_cloud_run_without_result_says_what_to_configure(tmp_path: Path, db_url:
     store = Store.open(db_url)
     try:
         run_id = _cloud_run(store, run_dir)
-        with pytest.raises(NoRemoteResult, match="left no bench.json") as caught:
+        with pytest.raises(NoRemoteResult, match=r"left no bench\.json") as caught:
             record_remote_result(store, run_id, get_provider("aws"))
     finally:
         store.close()
