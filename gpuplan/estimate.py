@@ -43,6 +43,9 @@ THROUGHPUT_SOURCES = ("user", "measured", "bench", "calibrated", "default")
 # of the HBM peak); an assumption, stated in the output detail.
 DECODE_BANDWIDTH_EFFICIENCY = 0.8
 PREFILL_MFU = 0.5
+# Share of a GPU's memory a training framework can plan for (allocator fragmentation, NCCL and CUDA workspaces
+# take the rest; PyTorch's caching allocator typically loses 5-10%): an assumption for the parallel layout only.
+USABLE_MEMORY = 0.9
 
 
 @dataclass(frozen=True)
@@ -323,6 +326,32 @@ def _fit_hint(workload: Workload, hardware: Hardware) -> str:
     return "does not fit: " + ", or ".join(options)
 
 
+def model_parallel_degree(workload: Workload, shape: Shape, gpu: GpuSpec, gpus: int, global_batch: int) -> int:
+    """How many GPUs share one model replica (tensor/pipeline/context parallel) in a run of this size.
+
+    Two things force it above 1, and real runs follow both: fewer sequences per step than GPUs (each sequence
+    must be split: Llama 3 405B's 16M-token batch on 16K GPUs), and a replica whose weights, gradients and
+    activations do not fit in one GPU's memory (BLOOM-176B: TP 4 x PP 12 on 80 GB, Le Scao et al. 2022 sec.
+    3.4; Falcon-40B: TP 8 x PP 4 on 40 GB, its model card; GPT-NeoX-20B: TP 2 x PP 4 on 40 GB). The memory
+    test splits weights, gradients and activations m ways (Megatron tensor + sequence parallel shards all
+    three, Korthikanti et al. 2022) while ZeRO-1/2 still shard the optimizer over the data-parallel ranks.
+    ZeRO-3/FSDP shard the replica over data-parallel ranks instead, so only the batch condition applies there.
+    The answer is a power of two, at most `gpus`, and explains the data-parallel volume (comms.py) and the
+    model-parallel penalty (mfu.py); it does not change the memory answer, which is for the stated sharding.
+    """
+    split = max(1, math.ceil(gpus / global_batch))
+    if workload.sharding in ("zero3", "fsdp") or gpus <= 1:
+        return min(split, gpus)
+    m = 1
+    while m < gpus:
+        parts = _training_memory(workload, shape, max(1, gpus // m))
+        states = parts.weights + parts.gradients + parts.activations + parts.optimizer
+        if states / m + memory.CONTEXT_OVERHEAD_GB <= gpu.memory_gb * USABLE_MEMORY:
+            break
+        m *= 2
+    return min(gpus, max(split, m))
+
+
 def estimate(workload: Workload, hardware: Hardware, throughput: Throughput | None = None) -> Estimate:
     """The estimate for `workload` on `hardware`; `throughput` overrides the default MFU prior.
 
@@ -348,10 +377,12 @@ def estimate(workload: Workload, hardware: Hardware, throughput: Throughput | No
     if workload.global_batch is None:
         assumptions.append(f"global batch {global_batch} sequences (typical for the size; set --global-batch)")
 
+    model_parallel = model_parallel_degree(workload, shape, gpu, gpus, global_batch)
     # Per-GPU compute rate.
     if throughput is None:
         prior = mfu_prior(gpu, matmul_params=shape.matmul_params, precision=workload.precision, gpus=gpus,
-                          global_batch=global_batch, recompute_ratio=fpt.model / fpt.hardware)
+                          global_batch=global_batch, recompute_ratio=fpt.model / fpt.hardware,
+                          model_parallel=model_parallel)
         mfu, source, detail = prior.mfu, "default", prior.detail()
         tps = mfu * peak * 1e12 / fpt.model
     elif throughput.tokens_per_s_per_gpu is not None:
@@ -366,7 +397,6 @@ def estimate(workload: Workload, hardware: Hardware, throughput: Throughput | No
     # With fewer sequences per step than GPUs, GPUs share a sequence (model parallel): a micro-step is the step.
     micro_tokens = min(workload.micro_batch * workload.seq_len, step_tokens_per_gpu)
     grad_bytes = trainable * memory.weight_bytes(workload.precision)
-    model_parallel = max(1, math.ceil(gpus / global_batch))  # GPUs sharing one sequence
     network = hardware.network_gbps or comms.default_network_gbps(gpu)
     comm = comms.scaling_efficiency(
         gpu=gpu, gpus_per_node=hardware.per_node, nodes=hardware.node_count, network_gbps=network,

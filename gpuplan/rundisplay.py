@@ -40,6 +40,16 @@ def estimate_vs_actual(s: dict[str, Any]) -> str | None:
     return text
 
 
+def show_summary(summary: dict[str, Any], as_json: bool) -> None:
+    """A run's summary as `--json` asks (the JSON document alone on stdout) or as the human lines."""
+    if as_json:
+        from gpuplan.output import emit_json
+
+        emit_json(summary)
+    else:
+        print_summary(summary)
+
+
 def print_summary(s: dict[str, Any]) -> None:
     """A few lines about one run, on stdout."""
     code = f" (exit {s['exit_code']})" if s.get("exit_code") is not None else ""

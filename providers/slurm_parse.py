@@ -193,15 +193,20 @@ def parse_squeue_json(text: str) -> list[JobRecord]:
     return records
 
 
+def _pipe_rows(text: str, fields: int = 10) -> list[list[str]]:
+    """The `|`-separated rows of a parsable squeue/sacct listing; the last field keeps any further `|`."""
+    rows = []
+    for line in text.splitlines():
+        parts = line.split("|", fields - 1)
+        if line.strip() and len(parts) == fields:
+            rows.append(parts)
+    return rows
+
+
 def parse_squeue_parsable(text: str) -> list[JobRecord]:
     """Lines of `squeue -h -t all -o SQUEUE_FORMAT`."""
     records = []
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        parts = line.split("|", 9)
-        if len(parts) < 10:
-            continue
+    for parts in _pipe_rows(text):
         job_id, name, state, reason, start, end, nodes, partition, tres, comment = parts
         finished = map_state(state) in InstanceState.GONE
         records.append(JobRecord(
@@ -225,12 +230,7 @@ def parse_scontrol_job(text: str) -> dict[str, str]:
 def parse_sacct_parsable(text: str) -> list[JobRecord]:
     """Lines of `sacct -X -P -n --format=SACCT_FIELDS` (one line per allocation, job steps excluded by -X)."""
     records = []
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        parts = line.split("|", 9)
-        if len(parts) < 10:
-            continue
+    for parts in _pipe_rows(text):
         job_id, name, state, exit_code, start, end, nodes, partition, alloc_tres, comment = parts
         node_count = int(nodes) if nodes.isdigit() else None
         records.append(JobRecord(

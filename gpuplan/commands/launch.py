@@ -94,11 +94,8 @@ def _budget_gate(app: AppContext, plan: object, force: bool) -> list:
 
 
 def _finish(summary: dict, as_json: bool, *, exit_on_failure: bool) -> None:
-    from gpuplan.rundisplay import print_summary
+    from gpuplan.rundisplay import show_summary
 
-    if as_json:
-        emit_json(summary)
-    else:
-        print_summary(summary)
+    show_summary(summary, as_json)
     if exit_on_failure and summary["state"] != "succeeded":
         sys.exit(1)

@@ -31,6 +31,14 @@ def _read_spec(path: Path) -> tuple[str, str]:
     return text, name
 
 
+def _emit(row: dict[str, Any], as_json: bool, message: str) -> None:
+    """The schedule row as JSON, or one human line."""
+    if as_json:
+        emit_json(row)
+    else:
+        click.echo(message)
+
+
 def schedule_row(schedule: Any, now: dt.datetime) -> dict[str, Any]:
     from gpuplan.scheduler import next_fire_of
 
@@ -68,10 +76,8 @@ def add(app: AppContext, spec: Path, cron: str, tz: str, name: str | None, as_js
     with app.store.session() as session:
         row = schedule_row(add_schedule(session, name=name or spec_name, spec_text=text,
                                         spec_path=str(spec.resolve()), cron=cron, tz=tz, now=now), now)
-    if as_json:
-        emit_json(row)
-    else:
-        click.echo(f"scheduled {row['name']}: {row['cron']} ({row['tz']}), next fire {_fmt(row['next_fire_at'])} UTC")
+    _emit(row, as_json, f"scheduled {row['name']}: {row['cron']} ({row['tz']}), next fire "
+                        f"{_fmt(row['next_fire_at'])} UTC")
 
 
 @schedule.command("list")
@@ -132,10 +138,7 @@ def _set_paused(app: AppContext, name: str, paused: bool, as_json: bool) -> None
     now = _now()
     with app.store.session() as session:
         row = schedule_row(set_paused(session, name, paused, now), now)
-    if as_json:
-        emit_json(row)
-    else:
-        click.echo(f"{name}: {'paused' if paused else 'resumed'}")
+    _emit(row, as_json, f"{name}: {'paused' if paused else 'resumed'}")
 
 
 @schedule.command("pause")
@@ -178,10 +181,7 @@ def update(app: AppContext, name: str, spec: Path | None, cron: str | None, tz: 
     with app.store.session() as session:
         row = schedule_row(update_schedule(session, name, now=now, spec_text=text,
                                            spec_path=str(spec.resolve()) if spec else None, cron=cron, tz=tz), now)
-    if as_json:
-        emit_json(row)
-    else:
-        click.echo(f"updated {name}: {row['cron']} ({row['tz']}), spec sha256 {row['spec_hash'][:12]}")
+    _emit(row, as_json, f"updated {name}: {row['cron']} ({row['tz']}), spec sha256 {row['spec_hash'][:12]}")
 
 
 @schedule.command("rm")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import click
 
 from gpuplan.context import AppContext, pass_app
-from gpuplan.output import emit_json
 
 
 @click.command("status")
@@ -14,14 +13,11 @@ from gpuplan.output import emit_json
 @pass_app
 def status(app: AppContext, run_ref: str, as_json: bool) -> None:
     """Show a run's state, progress, ETA, cost so far and estimate vs actual (caps are enforced, too)."""
-    from gpuplan.rundisplay import print_summary
+    from gpuplan.rundisplay import show_summary
     from gpuplan.runs import get_run
     from gpuplan.watch import watch_run
 
     with app.store.session() as session:
         run_id = get_run(session, run_ref).id
     result = watch_run(app.store, run_id)
-    if as_json:
-        emit_json(result.summary)
-        return
-    print_summary(result.summary)
+    show_summary(result.summary, as_json)
