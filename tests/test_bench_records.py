@@ -206,6 +206,7 @@ def test_bench_list_json_keys(store: Store) -> None:
     assert list(record) == ["id", "created_at", "host", "device", "device_name", "gpu", "model", "model_signature",
                             "params", "layers", "full_layers", "precision", "seq_len", "micro_batch", "steps",
                             "compiled", "tokens_per_s", "samples_per_s", "step_time_p50_s", "step_time_p90_s",
-                            "achieved_tflops", "peak_tflops", "mfu", "peak_memory_gb", "torch_version", "run_id"]
+                            "achieved_tflops", "peak_tflops", "mfu", "peak_memory_gb", "torch_version", "run_id",
+                            "source"]
     assert record["gpu"] == "H100" and record["layers"] == 2 and record["full_layers"] == 12
     assert Benchmark.__tablename__ == "benchmarks"

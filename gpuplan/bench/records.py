@@ -38,8 +38,11 @@ class BenchMatch:
     note: str
 
 
-def save_result(session: Session, result: BenchResult) -> Benchmark:
-    """Insert the finished bench (the caller commits); config_json keeps every measured field."""
+def save_result(session: Session, result: BenchResult, *, run_id: str | None = None) -> Benchmark:
+    """Insert the finished bench (the caller commits); config_json keeps every measured field.
+
+    `run_id`: the run that measured it (`gpuplan bench --on ...`); None for a bench on this machine.
+    """
     from gpuplan.store.models import Benchmark
 
     row = Benchmark(
@@ -51,7 +54,7 @@ def save_result(session: Session, result: BenchResult) -> Benchmark:
         step_time_p50_s=result.step_time_p50_s, step_time_p90_s=result.step_time_p90_s,
         achieved_tflops=result.achieved_tflops, peak_tflops=result.peak_tflops, mfu=result.mfu,
         peak_memory_gb=result.peak_memory_gb, torch_version=result.torch_version,
-        config_json=json.dumps(asdict(result)),
+        config_json=json.dumps(asdict(result)), run_id=run_id,
     )
     session.add(row)
     session.flush()
@@ -71,6 +74,7 @@ def bench_to_dict(row: Benchmark) -> dict[str, Any]:
         "step_time_p50_s": row.step_time_p50_s, "step_time_p90_s": row.step_time_p90_s,
         "achieved_tflops": row.achieved_tflops, "peak_tflops": row.peak_tflops, "mfu": row.mfu,
         "peak_memory_gb": row.peak_memory_gb, "torch_version": row.torch_version, "run_id": row.run_id,
+        "source": "run" if row.run_id else "local",
     }
 
 

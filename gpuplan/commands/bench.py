@@ -20,7 +20,9 @@ if TYPE_CHECKING:
     from gpuplan.bench.result import BenchResult
 
 RUN_OPTIONS = ("model", "model_config", "module", "layers", "device", "precision", "seq_len", "micro_batch",
-               "steps", "warmup", "compile", "peak_tflops")
+               "steps", "warmup", "compile_", "peak_tflops", "output", "no_save", "on", "image", "install",
+               "max_hours", "budget", "interval", "force")
+REMOTE_ONLY = ("image", "install", "max_hours", "budget", "interval", "force")
 
 
 @click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
@@ -40,16 +42,37 @@ RUN_OPTIONS = ("model", "model_config", "module", "layers", "device", "precision
 @click.option("--compile", "compile_", is_flag=True, help="torch.compile the model first.")
 @click.option("--peak-tflops", type=float, help="The device's peak TFLOP/s for MFU (default: the GPU table; "
                                                 "on a CPU, MFU is reported only with this).")
+@click.option("--output", type=click.Path(dir_okay=False, writable=True), metavar="FILE",
+              help="Also write the result as one line of JSON to FILE.")
+@click.option("--no-save", is_flag=True, help="Do not record the bench in the database (the remote job uses this: "
+                                               "the launching side records it).")
+@click.option("--on", "on", metavar="PROVIDER[:TYPE]",
+              help="Run the bench as a short job elsewhere: aws:p5.48xlarge, gcp:a2-highgpu-1g, slurm[:GPU], local. "
+                   "Recorded as a run (cost, budgets) and as a bench with its run id.")
+@click.option("--image", help="With --on: the job's container image (aws/gcp default: "
+                              "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime; local/slurm: none, same Python).")
+@click.option("--install", metavar="PIP_SPEC", help="With --on: what `pip install` installs when the image lacks "
+                                                    "gpuplan (aws/gcp default: gpuplan==this version).")
+@click.option("--max-hours", type=click.FloatRange(min=0, min_open=True), default=0.5, show_default=True,
+              help="With --on: the job's hard time cap.")
+@click.option("--budget", type=click.FloatRange(min=0, min_open=True),
+              help="With --on: the job's cost cap in USD (default: max-hours at the machine's price).")
+@click.option("--interval", type=click.FloatRange(min=0.1), default=1.0, show_default=True,
+              help="With --on: seconds between checks while following the job.")
+@click.option("--force", is_flag=True, help="With --on: start even if a budget would be exceeded.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_context
 def bench(ctx: click.Context, model: str | None, model_config: str | None, module: str | None, layers: int | None,
           device: str, precision: str | None, seq_len: int | None, micro_batch: int, steps: int, warmup: int,
-          compile_: bool, peak_tflops: float | None, as_json: bool) -> None:
+          compile_: bool, peak_tflops: float | None, output: str | None, no_save: bool, on: str | None,
+          image: str | None, install: str | None, max_hours: float, budget: float | None, interval: float,
+          force: bool, as_json: bool) -> None:
     """Measure training throughput with real forward + backward + AdamW steps, and record it.
 
     \b
     gpuplan bench --model gpt2 --steps 20        run and record a bench
     gpuplan bench --model llama-2-7b --layers 2  a quick proxy of a big model
+    gpuplan bench --on aws:p5.48xlarge           the same bench as a short job on that machine
     gpuplan bench list                           the recorded benches
 
     `gpuplan estimate` uses the best matching record (same GPU type, model, precision, sequence length).
@@ -62,6 +85,8 @@ def bench(ctx: click.Context, model: str | None, model_config: str | None, modul
             raise UserError(f"options before '{ctx.invoked_subcommand}' belong to a bench run; "
                             f"use 'gpuplan bench {ctx.invoked_subcommand} --help'")
         return
+    from click.core import ParameterSource
+
     from gpuplan.bench.spec import BenchSettings, resolve_target, validate_settings
 
     target = resolve_target(model, model_config, module, layers)
@@ -69,17 +94,85 @@ def bench(ctx: click.Context, model: str | None, model_config: str | None, modul
         BenchSettings(device=device, precision=precision, seq_len=seq_len, micro_batch=micro_batch, steps=steps,
                       warmup=warmup, compile=compile_, peak_tflops=peak_tflops), target)
     app = app_from(ctx)
-    store = app.store  # open (and upgrade) the database before minutes of benching, not after
+    if on is not None:
+        if output or no_save:
+            raise UserError("--output and --no-save are for a bench on this machine, not with --on")
+        _remote_bench(app, ctx.params, target.name, on, image=image, install=install, max_hours=max_hours,
+                      budget=budget, interval=interval, force=force, as_json=as_json)
+        return
+    stray = [f"--{n.replace('_', '-')}" for n in REMOTE_ONLY
+             if ctx.get_parameter_source(n) == ParameterSource.COMMANDLINE]
+    if stray:
+        raise UserError(f"{', '.join(stray)} only apply with --on PROVIDER")
+    store = None if no_save else app.store  # open (and upgrade) the database before minutes of benching
     result = _run_with_progress(target, settings)
-    from gpuplan.bench.records import save_result
+    bench_id = None
+    if store is not None:
+        from gpuplan.bench.records import save_result
 
-    # Stored only now that the run is complete: Ctrl-C above leaves no record behind.
-    with store.session() as session:
-        bench_id = save_result(session, result).id
+        # Stored only now that the run is complete: Ctrl-C above leaves no record behind.
+        with store.session() as session:
+            bench_id = save_result(session, result).id
+    if output:
+        _write_output(output, result)
     if as_json:
         emit_json({"id": bench_id, **asdict(result)})
         return
     _print_result(bench_id, result)
+
+
+def _write_output(path: str, result: BenchResult) -> None:
+    """The result as one line of JSON (the remote bench echoes it into its log), written atomically."""
+    import json
+    import os
+    from pathlib import Path
+
+    target = Path(path)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(asdict(result)) + "\n")
+    os.replace(tmp, target)
+
+
+def _remote_bench(app: AppContext, params: dict[str, Any], name: str, on: str, *, image: str | None,
+                  install: str | None, max_hours: float, budget: float | None, interval: float, force: bool,
+                  as_json: bool) -> None:
+    """`--on`: plan the bench job, gate it on the budgets, launch and follow it, then record its result."""
+    from decimal import Decimal
+
+    from gpuplan.bench.remote import bench_argv, parse_on
+    from gpuplan.bench.remote_launch import (
+        RemoteOptions,
+        gate_budgets,
+        launch_and_follow,
+        plan_remote,
+        record_remote_result,
+    )
+    from gpuplan.rundisplay import money
+
+    target = parse_on(on)
+    argv = bench_argv({**params, "compile": params.get("compile_")})
+    options = RemoteOptions(image=image, install=install, max_hours=max_hours,
+                            budget_usd=Decimal(str(budget)) if budget is not None else None)
+    store = app.store
+    plan, provider = plan_remote(target, argv, options, name=f"bench-{name}", db_url=store.url)
+    offer = plan.offer
+    where = " ".join(str(p) for p in (offer.instance_type, offer.region) if p)
+    note(f"bench job on {target.label}: {where or provider.name}, {money(offer.total_price_per_hour)}/h, "
+         f"at most {max_hours:g} h" + (f" / ${plan.spec.limits.budget_usd}" if plan.spec.limits.budget_usd
+                                      else ""))
+    overridden = gate_budgets(store, plan, force)
+    for v in overridden:
+        note(f"warning: --force: {v.message}")
+    try:
+        run_id = launch_and_follow(store, plan, provider, interval=interval, overridden=overridden)
+    except KeyboardInterrupt:
+        note("\nstopped following; the bench run keeps going and is capped by its max-hours (gpuplan status)")
+        raise SystemExit(130) from None
+    bench_id, result = record_remote_result(store, run_id, provider)
+    if as_json:
+        emit_json({"id": bench_id, "run_id": run_id, **asdict(result)})
+        return
+    _print_result(bench_id, result, run_id=run_id)
 
 
 def _run_with_progress(target: Any, settings: Any) -> BenchResult:
@@ -123,7 +216,7 @@ class ProgressObserver:
             self.progress.advance(self.task)
 
 
-def _print_result(bench_id: int, r: BenchResult) -> None:
+def _print_result(bench_id: int | None, r: BenchResult, run_id: str | None = None) -> None:
     layers = f"{r.layers} of {r.full_layers} layers" if r.layers and r.full_layers and r.layers < r.full_layers \
         else (f"{r.layers} layers" if r.layers else "")
     rows = [
@@ -141,7 +234,9 @@ def _print_result(bench_id: int, r: BenchResult) -> None:
         ("peak memory", f"{r.peak_memory_gb:.2f} GB ({r.peak_memory_kind.replace('_', ' ')})"),
         ("torch", r.torch_version),
     ]
-    print_table(["", f"bench #{bench_id}"], rows)
+    if run_id:
+        rows.append(("run", f"{run_id} on {r.host} (gpuplan status {run_id})"))
+    print_table(["", f"bench #{bench_id}" if bench_id is not None else "bench (not recorded)"], rows)
 
 
 def _fmt_count(value: int) -> str:
@@ -170,13 +265,14 @@ def bench_list(ctx: click.Context, limit: int, as_json: bool) -> None:
         note("no benches recorded yet; run `gpuplan bench --model gpt-tiny`")
         return
     rows = [
-        (r["id"], r["created_at"].strftime("%Y-%m-%d %H:%M"), r["gpu"] or r["device"], r["model"],
+        (r["id"], r["created_at"].strftime("%Y-%m-%d %H:%M"), r["run_id"] or "local", r["gpu"] or r["device"],
+         r["model"],
          r["layers"] if r["layers"] is not None else "", r["precision"], r["seq_len"], r["micro_batch"],
          f"{r['tokens_per_s']:,.0f}", f"{r['achieved_tflops']:.3f}" if r["achieved_tflops"] is not None else "",
          f"{r['mfu']:.1%}" if r["mfu"] is not None else "",
          f"{r['step_time_p50_s'] * 1000:.1f}" if r["step_time_p50_s"] is not None else "")
         for r in records
     ]
-    print_table(["id", "when (UTC)", "device", "model", "layers", "prec", "seq", "mb", "tokens/s", "TFLOP/s",
+    print_table(["id", "when (UTC)", "source", "device", "model", "layers", "prec", "seq", "mb", "tokens/s", "TFLOP/s",
                  "MFU", "p50 ms"], rows,
                 justify_right=["id", "layers", "seq", "mb", "tokens/s", "TFLOP/s", "MFU", "p50 ms"])
