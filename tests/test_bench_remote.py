@@ -246,3 +246,18 @@ def test_cloud_run_without_result_says_what_to_configure(tmp_path: Path, db_url:
     finally:
         store.close()
     assert "storage" in str(caught.value) or "BUCKET" in str(caught.value)
+
+
+def test_without_install_an_image_lacking_gpuplan_fails_clearly(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """No package is ever installed by name on the user's behalf: the job says what to pass instead."""
+    import subprocess
+
+    script = job_script(["--model", "gpt-tiny"], None)
+    assert "pip install" not in script
+    fake_python = tmp_path / "python3"
+    fake_python.write_text("#!/bin/sh\nexit 1\n")  # an interpreter in which `import gpuplan` fails
+    fake_python.chmod(0o755)
+    result = subprocess.run(["bash", "-c", script], capture_output=True, text=True,
+                            env={"PATH": f"{tmp_path}:/usr/bin:/bin", "GPUPLAN_RUN_DIR": str(tmp_path)})
+    assert result.returncode == 3
+    assert "pass --install" in result.stderr

@@ -11,7 +11,9 @@ RUN_DIR/node-0/job.log (clouds: the log is what a machine ships to the run's sto
 `Provider.fetch_outputs` copies back), and stores it as a Benchmark row with `run_id` set.
 
 On a cloud machine the job runs in `--image` (default DEFAULT_CLOUD_IMAGE, which has torch); gpuplan is
-installed into it with pip (`--install`, default `gpuplan==<this version>`) when `import gpuplan` fails there.
+installed into it with pip from `--install` (your wheel or a git URL) when `import gpuplan` fails there. There
+is no default: a package called `gpuplan` on a public index need not be this project, so gpuplan never installs
+one by name on the user's behalf; without `--install` an image lacking gpuplan fails with exit 3 and says why.
 Nothing here imports torch, SQLAlchemy or a cloud SDK.
 """
 
@@ -28,13 +30,12 @@ from decimal import ROUND_UP, Decimal
 from pathlib import Path
 from typing import Any
 
-from gpuplan import __version__
 from gpuplan.errors import GpuplanError, UserError
 
 RESULT_FILE = "bench.json"
 RESULT_MARKER = "gpuplan-bench-result: "
 DEFAULT_CLOUD_IMAGE = "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime"
-DEFAULT_INSTALL = f"gpuplan=={__version__}"
+MISSING_GPUPLAN_EXIT = 3
 DEFAULT_MAX_HOURS = 0.5
 CLOUDS_WITH_TYPES = ("aws", "gcp")
 log = logging.getLogger(__name__)
@@ -101,6 +102,9 @@ def job_script(argv: Sequence[str], install: str | None) -> str:
     ]
     if install:
         lines.append(f'"$PY" -c "import gpuplan" 2>/dev/null || "$PY" -m pip install --quiet {shlex.quote(install)}')
+    else:
+        lines.append(f'"$PY" -c "import gpuplan" 2>/dev/null || {{ echo "gpuplan is not installed in this image: '
+                     f'pass --install with a pip spec of your gpuplan build" >&2; exit {MISSING_GPUPLAN_EXIT}; }}')
     lines += [
         # stdout (the JSON) is not needed: the result line below carries it; progress stays on stderr (the log)
         f'"$PY" {bench} --json --output "$GPUPLAN_RUN_DIR/{RESULT_FILE}" >/dev/null',

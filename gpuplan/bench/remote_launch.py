@@ -13,7 +13,6 @@ from typing import Any
 from gpuplan.bench.remote import (
     CLOUDS_WITH_TYPES,
     DEFAULT_CLOUD_IMAGE,
-    DEFAULT_INSTALL,
     NoRemoteResult,
     RemoteTarget,
     build_spec,
@@ -45,9 +44,10 @@ def plan_remote(target: RemoteTarget, argv: list[str], options: RemoteOptions, *
     """(LaunchPlan, provider) for the bench job; nothing is recorded or started.
 
     Clouds: exactly the instance type asked for, in its cheapest catalog region, in the image (default a
-    PyTorch image) with gpuplan installed when missing. Local and Slurm: the offer `gpuplan launch` would take,
-    running the job with the same Python (no image unless one is given). The estimate is the worst case
-    (max_hours at the offer's price), so the budget gate sees the most the bench can cost.
+    PyTorch image), installing gpuplan from --install when the image lacks it. Local and Slurm: the offer
+    `gpuplan launch` would take, running the job with the same Python (no image unless one is given). The
+    estimate is the worst case (max_hours at the offer's price), so the budget gate sees the most the bench
+    can cost.
     """
     from gpuplan import launch as orchestration
 
@@ -57,7 +57,7 @@ def plan_remote(target: RemoteTarget, argv: list[str], options: RemoteOptions, *
         kind = cloud_type(provider.cloud, target.detail, db_url=db_url)
         budget = options.budget_usd or default_budget(kind.price_per_hour, options.max_hours)
         spec, text = build_spec(target, argv, name=name, image=options.image or DEFAULT_CLOUD_IMAGE,
-                                install=options.install or DEFAULT_INSTALL, max_hours=options.max_hours,
+                                install=options.install, max_hours=options.max_hours,
                                 budget_usd=budget, gpu=kind.gpu, gpus_per_node=kind.gpu_count)
         offer = orchestration.Offer(provider=provider.name, cloud=provider.cloud, instance_type=kind.instance_type,
                                     region=kind.region, gpu=kind.gpu, gpus_per_node=kind.gpu_count, nodes=1,

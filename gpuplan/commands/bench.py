@@ -52,7 +52,7 @@ REMOTE_ONLY = ("image", "install", "max_hours", "budget", "interval", "force")
 @click.option("--image", help="With --on: the job's container image (aws/gcp default: "
                               "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime; local/slurm: none, same Python).")
 @click.option("--install", metavar="PIP_SPEC", help="With --on: what `pip install` installs when the image lacks "
-                                                    "gpuplan (aws/gcp default: gpuplan==this version).")
+                                                    "gpuplan: your wheel or a git URL (no default).")
 @click.option("--max-hours", type=click.FloatRange(min=0, min_open=True), default=0.5, show_default=True,
               help="With --on: the job's hard time cap.")
 @click.option("--budget", type=click.FloatRange(min=0, min_open=True),
