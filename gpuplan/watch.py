@@ -147,6 +147,19 @@ def adopt_orphans(session: Any, run: Run, provider: Provider, now: dt.datetime) 
                                                             default=now))
 
 
+def _start_billing_when_started(run: Run, row: Instance, inst: ProviderInstance) -> None:
+    """A row recorded while its machine was still queued (a Slurm job waiting for nodes) is billed from the moment
+    the provider says it really started, and the run's clock (max_hours) starts then too; queue time is free."""
+    if row.state != InstanceState.PENDING or inst.state == InstanceState.PENDING or inst.launched_at is None:
+        return
+    if inst.launched_at <= row.launched_at:
+        return
+    row.launched_at = inst.launched_at
+    others_started = any(i is not row and i.state != InstanceState.PENDING for i in run.instances)
+    if run.started_at is not None and not others_started and run.started_at < inst.launched_at:
+        run.started_at = inst.launched_at
+
+
 def refresh_run(session: Any, run: Run, provider: Provider, now: dt.datetime) -> tuple[bool, Progress | None]:
     """Update instance rows from the provider and the run's measured progress; settle a run whose machines ended.
 
@@ -168,6 +181,7 @@ def refresh_run(session: Any, run: Run, provider: Provider, now: dt.datetime) ->
         inst = described.get(row.provider_instance_id)
         if inst is None:
             continue
+        _start_billing_when_started(run, row, inst)
         row.state = inst.state
         if inst.state in InstanceState.GONE:
             close_instance(row, inst.state, inst.ended_at or now)

@@ -150,3 +150,27 @@ def test_reconcile_finds_and_cancels_a_gpuplan_job_the_books_do_not_know(
     assert wait_for(lambda: squeue_state(slurm, job_id) in ("", "CANCELLED", "COMPLETED"))
     again = run_cli("reconcile", "--cloud", "slurm", "--json")
     assert all(r["instance_id"] != job_id for r in again.json())
+
+
+def test_queue_time_is_not_billed(env: dict[str, str], slurm: SlurmCluster, tmp_path: Path) -> None:
+    """A job that waits in the queue is billed (and its max_hours clock runs) from when Slurm starts it."""
+    blocker = tmp_path / "blocker.sh"
+    blocker.write_text("#!/bin/sh\nsleep 8\n")
+    blocker_id = slurm.run("sbatch", "--parsable", "--exclusive", "--job-name", "not-gpuplan",
+                           "--output", str(tmp_path / "blocker.log"), str(blocker)).stdout.strip().split(";")[0]
+    assert wait_for(lambda: squeue_state(slurm, blocker_id) == "RUNNING")
+    spec = write_spec(tmp_path, "queued", "runtime: process\ncommand: echo ran\nlimits:\n  max_hours: 0.5\n")
+    launched = run_cli("launch", str(spec), "--provider", "slurm", "-y", "--detach", "--json")
+    assert launched.exit_code == 0, launched.stderr
+    out = launched.json()
+    run_id = out["run_id"]
+    job_id = out["instances"][0]["instance_id"]
+    assert squeue_state(slurm, job_id) == "PENDING"
+    final = wait_for(lambda: (s := run_cli("status", run_id, "--json").json())["state"] == "succeeded" and s,
+                     timeout=60)
+    [instance] = final["instances"]
+    queued = (_time(instance["launched_at"]) - _time(final["created_at"])).total_seconds()
+    assert queued >= 3, (instance, final["created_at"])  # billing started after the blocker freed the node
+    billed = (_time(instance["terminated_at"]) - _time(instance["launched_at"])).total_seconds()
+    assert billed < 6 and final["cost_usd"] == pytest.approx(3.6 * billed / 3600, abs=1e-5)
+    assert _time(final["started_at"]) == _time(instance["launched_at"])
