@@ -250,6 +250,10 @@ record_exit() {
 
 finish() {
   local code=$1 reason=$2
+  # The periodic shipper must not outlive the job (where power_off is off, nothing else would end it).
+  if [ -n "${SHIPPER:-}" ]; then
+    kill "$SHIPPER" 2>/dev/null || true
+  fi
   record_exit "$code" "$reason"
   log "job ended with exit code $code${reason:+ ($reason)}"
   power_off
@@ -287,8 +291,18 @@ if [ -n "$MAX_SECONDS" ]; then
 fi
 
 # --- ship the log and metrics while the job runs
+SHIPPER=
 if [ -n "$STORAGE_URL" ]; then
-  ( while sleep @SHIP_INTERVAL@; do ship; done ) &
+  (
+    trap 'kill "${SHIP_NAP:-}" 2>/dev/null; exit 0' TERM
+    while :; do
+      sleep @SHIP_INTERVAL@ &
+      SHIP_NAP=$!
+      wait "$SHIP_NAP"
+      ship
+    done
+  ) &
+  SHIPPER=$!
 fi
 
 # --- the master address: given, or this machine's own first address on rank 0

@@ -120,6 +120,24 @@ def test_secrets_by_name_outputs_shipped_exit_code_published(tmp_path: Path, shi
     assert guest["gpuplan__exit_code"] == str(code)
     assert guest["gpuplan__status"] == ("succeeded" if code == 0 else "failed")
     assert not list(tmp_path.rglob("PWNED*")), "a quoted value was executed"
+    # Nothing the script started (the periodic shipper, the watchdog) outlives it.
+    assert _wait_gone(tmp_path / "boot.sh"), _processes_running(tmp_path / "boot.sh")
+
+
+def _processes_running(script: Path) -> list[str]:
+    out = subprocess.run(["ps", "-eww", "-o", "pid,args"], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if str(script) in line]
+
+
+def _wait_gone(script: Path, timeout: float = 5.0) -> bool:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not _processes_running(script):
+            return True
+        time.sleep(0.1)
+    return False
 
 
 def test_a_secret_that_cannot_be_read_ends_the_run_with_a_reason(tmp_path: Path, shims: Path) -> None:
