@@ -114,3 +114,15 @@ def slurm() -> Iterator[object]:
         pytest.skip(reason)
     with slurm_cluster() as cluster:
         yield cluster
+
+
+@pytest.fixture
+def gce(monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
+    """The fake Compute API (tests/fakes/gce_server.py) on a loopback port, found the way gcloud users point the
+    real client elsewhere: CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE and GOOGLE_CLOUD_PROJECT."""
+    from fakes.gce_server import FakeCompute, serve
+
+    with serve(FakeCompute(project="gpuplan-test")) as fake:
+        monkeypatch.setenv("CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE", fake.endpoint)
+        monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "gpuplan-test")
+        yield fake

@@ -8,13 +8,12 @@ attributes BEFORE it deletes the stopped VM, and `gpuplan status` must say succe
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 
 import pytest
 from clihelp import run_subprocess
-from fakes.gce_server import FakeCompute, RunningFake, serve
+from fakes.gce_server import RunningFake
 from gpuplan.providers.base import InstanceState, LaunchRequest
 from gpuplan.providers.gcp import GcpProvider
 from gpuplan.providers.gcp_rules import instance_name
@@ -33,14 +32,6 @@ resources:
 limits:
   max_hours: 2
 """
-
-
-@pytest.fixture
-def gce(monkeypatch: pytest.MonkeyPatch) -> Iterator[RunningFake]:
-    with serve(FakeCompute(project="gpuplan-test")) as fake:
-        monkeypatch.setenv("CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE", fake.endpoint)
-        monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "gpuplan-test")
-        yield fake
 
 
 def job_ends(gce: RunningFake, name: str, exit_code: int, reason: str = "") -> None:

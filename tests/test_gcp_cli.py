@@ -12,12 +12,11 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from clihelp import run_subprocess
-from fakes.gce_server import FakeCompute, RunningFake, serve
+from fakes.gce_server import RunningFake
 from gpuplan.providers.gcp import GcpProvider
 from gpuplan.providers.gcp_rules import instance_name
 
@@ -34,14 +33,6 @@ resources:
 limits:
   max_hours: 2
 """
-
-
-@pytest.fixture
-def gce(monkeypatch: pytest.MonkeyPatch) -> Iterator[RunningFake]:
-    with serve(FakeCompute(project="gpuplan-test")) as fake:
-        monkeypatch.setenv("CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE", fake.endpoint)
-        monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "gpuplan-test")
-        yield fake
 
 
 @pytest.fixture

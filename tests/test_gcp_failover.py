@@ -6,25 +6,16 @@ google clients against the fake Compute API, with capacity and quota errors inje
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from decimal import Decimal
 
 import pytest
-from fakes.gce_server import FakeCompute, RunningFake, serve
+from fakes.gce_server import RunningFake
 from gpuplan.providers.base import AuthError, InstanceState, LaunchRequest
 from gpuplan.providers.gcp import GcpProvider
 
 from gpuplan import failover
 
 RUN = "r-f0f0f0f0f0"
-
-
-@pytest.fixture
-def gce(monkeypatch: pytest.MonkeyPatch) -> Iterator[RunningFake]:
-    with serve(FakeCompute(project="gpuplan-test")) as fake:
-        monkeypatch.setenv("CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE", fake.endpoint)
-        monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "gpuplan-test")
-        yield fake
 
 
 @pytest.fixture

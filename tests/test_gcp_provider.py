@@ -8,11 +8,10 @@ can act, and describe/terminate tell the truth (preemption included).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from decimal import Decimal
 
 import pytest
-from fakes.gce_server import FakeCompute, RunningFake, serve
+from fakes.gce_server import RunningFake
 from gpuplan.providers.base import (
     AuthError,
     CapacityError,
@@ -35,14 +34,6 @@ from gpuplan.providers.gcp_rules import (
 )
 
 RUN = "r-0a1b2c3d4e"
-
-
-@pytest.fixture
-def gce(monkeypatch: pytest.MonkeyPatch) -> Iterator[RunningFake]:
-    with serve(FakeCompute(project="gpuplan-test")) as fake:
-        monkeypatch.setenv("CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE", fake.endpoint)
-        monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "gpuplan-test")
-        yield fake
 
 
 @pytest.fixture

@@ -4,12 +4,10 @@ whose VM is gone (missing), found by label across every zone of the fake Compute
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from clihelp import run_subprocess
-from fakes.gce_server import FakeCompute, RunningFake, serve
+from fakes.gce_server import RunningFake
 from gpuplan.providers.base import LaunchRequest
 from gpuplan.providers.gcp import GcpProvider
 from gpuplan.providers.gcp_rules import instance_name
@@ -23,14 +21,6 @@ resources:
 limits:
   max_hours: 1
 """
-
-
-@pytest.fixture
-def gce(monkeypatch: pytest.MonkeyPatch) -> Iterator[RunningFake]:
-    with serve(FakeCompute(project="gpuplan-test")) as fake:
-        monkeypatch.setenv("CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE", fake.endpoint)
-        monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "gpuplan-test")
-        yield fake
 
 
 def test_reconcile_finds_orphans_and_missing_then_terminates_orphans(gce: RunningFake, tmp_path: Path) -> None:
