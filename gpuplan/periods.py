@@ -79,3 +79,16 @@ def resolve_now(text: str | None) -> dt.datetime:
     if text:
         return parse_when(text, "--now")
     return dt.datetime.now(UTC)
+
+
+def period_label(start: dt.datetime | None, unit: str | None, *, short: bool = False) -> str | None:
+    """`2026-11` for a month, `2026-W45` for an ISO week, `2026-11-03` for a day (`11-03` when `short`, for
+    plot axes)."""
+    if start is None or unit is None:
+        return None
+    if unit == "month":
+        return start.strftime("%Y-%m")
+    if unit == "week":
+        year, week, _ = start.isocalendar()
+        return f"{year}-W{week:02d}"
+    return start.strftime("%m-%d" if short else "%Y-%m-%d")

@@ -75,7 +75,7 @@ def plot_spend(path: Path, buckets: list[dt.datetime], series: dict[str, list[fl
                 # One flat segment across each bar (bars are centred on integers, 0.8 wide).
                 ax.step([i - 0.5 for i in range(len(x) + 1)], [*steps, steps[-1]], where="post", color="red",
                         linestyle="--", label=f"budget {line.name} (${line.amount_usd:,.0f}/{line.period})")
-        labels = [_label(b, unit) for b in buckets]
+        labels = [periods.period_label(b, unit, short=True) for b in buckets]
         stride = max(1, -(-len(labels) // 24))
         ax.set_xticks(x[::stride], labels[::stride], rotation=45, ha="right", fontsize="small")
         ax.set_ylabel(f"USD per {unit}")
@@ -93,13 +93,7 @@ def plot_spend(path: Path, buckets: list[dt.datetime], series: dict[str, list[fl
     return path
 
 
-def _label(start: dt.datetime, unit: str) -> str:
-    if unit == "month":
-        return start.strftime("%Y-%m")
-    if unit == "week":
-        year, week, _ = start.isocalendar()
-        return f"{year}-W{week:02d}"
-    return start.strftime("%m-%d")
+
 
 
 def _fold(series: dict[str, list[float]]) -> dict[str, list[float]]:

@@ -60,18 +60,6 @@ def parse_by(values: tuple[str, ...]) -> tuple[str | None, str | None]:
     return unit, key
 
 
-def period_label(start: dt.datetime | None, unit: str | None) -> str | None:
-    """`2026-11` for a month, `2026-W45` for an ISO week, `2026-11-03` for a day."""
-    if start is None or unit is None:
-        return None
-    if unit == "month":
-        return start.strftime("%Y-%m")
-    if unit == "week":
-        year, week, _ = start.isocalendar()
-        return f"{year}-W{week:02d}"
-    return start.strftime("%Y-%m-%d")
-
-
 def build(conn: Any, request: ReportRequest) -> ledger.Spend:
     if request.since is not None and request.until is not None and request.since >= request.until:
         raise UserError("--since must be before --until")
@@ -87,8 +75,8 @@ def records(result: ledger.Spend, request: ReportRequest) -> list[list[Any]]:
     """One list per group in `columns` order: labels, instance count, billed hours and cost (exact Decimals)."""
     out = []
     for row in result.rows:
-        labels = [v for v, on in ((period_label(row.period, request.unit), request.unit), (row.key, request.key))
-                  if on]
+        period = periods.period_label(row.period, request.unit)
+        labels = [v for v, on in ((period, request.unit), (row.key, request.key)) if on]
         out.append([*labels, row.instances, (row.billed_seconds / 3600).quantize(Decimal("0.000001")), row.cost])
     return out
 
@@ -104,7 +92,7 @@ def to_json(result: ledger.Spend, request: ReportRequest) -> dict[str, Any]:
         "rows": [
             {
                 "period": row.period,
-                "period_label": period_label(row.period, request.unit),
+                "period_label": periods.period_label(row.period, request.unit),
                 "key": row.key,
                 "instances": row.instances,
                 "billed_hours": row.billed_seconds / 3600,

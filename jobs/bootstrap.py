@@ -30,9 +30,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuplan.jobs.runner import NodeLaunch, job_environment
+from gpuplan.jobs.runner import CONTAINER_RUN_DIR, NodeLaunch, job_environment
 
-CONTAINER_RUN_DIR = "/gpuplan/run"
 SHIP_INTERVAL_SECONDS = 60
 
 
