@@ -28,3 +28,38 @@ def default_db_url() -> str:
 def runs_dir() -> Path:
     """Parent folder of every run's own folder (logs, metrics, checkpoints of local runs)."""
     return data_home() / "runs"
+
+
+PRIVATE_DIR_MODE = 0o700
+PRIVATE_FILE_MODE = 0o600
+
+
+def make_private_dir(path: str | os.PathLike[str]) -> Path:
+    """Create `path` and any missing parents readable by the owner only (0700); return it.
+
+    Run folders hold job output (a job may print a token it was given) and the database holds the books, so what
+    gpuplan creates for them is private whatever the umask. Folders that already exist keep their mode: a user's
+    own choice of parent (say /scratch/team) is not gpuplan's to change.
+    """
+    path = Path(path).expanduser()
+    missing = []
+    for folder in (path, *path.parents):
+        if folder.exists():
+            break
+        missing.append(folder)
+    for folder in reversed(missing):
+        try:
+            folder.mkdir(mode=PRIVATE_DIR_MODE)
+        except FileExistsError:  # another gpuplan process made it first
+            continue
+        os.chmod(folder, PRIVATE_DIR_MODE)  # mkdir's mode is filtered by the umask; be exact
+    return path
+
+
+def create_private_file(path: str | os.PathLike[str]) -> None:
+    """Create `path` empty with mode 0600 unless it exists (then it is left as it is)."""
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, PRIVATE_FILE_MODE)
+    except FileExistsError:
+        return
+    os.close(fd)

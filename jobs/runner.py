@@ -32,6 +32,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpuplan.paths import make_private_dir
+
 LAUNCH_FILE = "launch.json"
 EXIT_FILE = "exit.json"
 PID_FILE = "wrapper.pid"
@@ -228,7 +230,7 @@ class NodeRunner:
             raise
         if launch.image and self.runtime == "process":
             self.log(f"no container runtime works here: running the command as a process, not in {launch.image}")
-        Path(launch.run_dir).mkdir(parents=True, exist_ok=True)
+        make_private_dir(launch.run_dir)
         log = open(self.node_dir / LOG_FILE, "ab")  # noqa: SIM115 - handed to the child, closed in run()
         if self.runtime == "process":
             argv = list(launch.argv)

@@ -40,6 +40,8 @@ from gpuplan.providers.base import (
     ProviderError,
 )
 
+from gpuplan.paths import make_private_dir
+
 TAGS_FILE = "tags.json"
 STARTED_FILE = "started_at"
 
@@ -111,7 +113,7 @@ class LocalProvider(Provider):
     def launch(self, request: LaunchRequest) -> list[Instance]:
         """Start one wrapper per node; idempotent per run id (started nodes are returned, not started again)."""
         run_dir = Path(request.run_dir)
-        run_dir.mkdir(parents=True, exist_ok=True)
+        make_private_dir(run_dir)  # job output may hold anything the job printed: owner only
         existing = {i.node_rank: i for i in self.list_tagged(request.run_id, include_ended=True)}
         if len(existing) == request.nodes:
             return [existing[r] for r in sorted(existing)]
@@ -123,7 +125,7 @@ class LocalProvider(Provider):
                 instances.append(existing[rank])
                 continue
             node_dir = run_dir / f"node-{rank}"
-            node_dir.mkdir(parents=True, exist_ok=True)
+            make_private_dir(node_dir)
             launch = NodeLaunch(
                 run_id=request.run_id, name=request.name, argv=argv, run_dir=str(run_dir), node_rank=rank,
                 nnodes=request.nodes, nproc_per_node=max(int(request.gpus_per_node or 1), 1),

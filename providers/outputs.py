@@ -15,6 +15,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from gpuplan.paths import make_private_dir
+
 OUTPUT_FILES = ("job.log", "metrics.jsonl", "exit.json")
 EXIT_FILE = "exit.json"
 
@@ -40,7 +42,7 @@ def store_output(run_dir: str | os.PathLike[str], rank: int, name: str, data: by
     if name not in OUTPUT_FILES:
         raise ValueError(f"not an output file: {name!r}")
     path = local_path(run_dir, rank, name)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_private_dir(path.parent)  # shipped logs are job output: owner only, like a local run's
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_bytes(data)
     os.replace(tmp, path)

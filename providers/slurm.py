@@ -75,6 +75,8 @@ from gpuplan.providers.slurm_script import (
     sbatch_args,
 )
 
+from gpuplan.paths import make_private_dir
+
 COMMANDS = ("sbatch", "squeue", "sacct", "scontrol", "scancel", "srun")
 _UNREACHABLE_HINTS = ("unable to contact slurm controller", "connection refused", "zero bytes were transmitted",
                       "communication connection failure", "slurm_load_jobs error: unable to contact")
@@ -248,7 +250,8 @@ class SlurmProvider(Provider):
         except ScriptError as exc:
             raise ProviderError(f"slurm: {exc}", code="BadRequest") from exc
         run_dir = Path(request.run_dir)
-        (run_dir / "node-0").mkdir(parents=True, exist_ok=True)  # sbatch opens node-0/job.log before the script runs
+        # Owner only (job output); sbatch opens node-0/job.log before the script runs.
+        make_private_dir(run_dir / "node-0")
         script_path = run_dir / SCRIPT_NAME
         script_path.write_text(script)
         script_path.chmod(0o700)

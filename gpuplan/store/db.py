@@ -19,7 +19,7 @@ from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from gpuplan.errors import GpuplanError, UserError
-from gpuplan.paths import default_db_url
+from gpuplan.paths import create_private_file, default_db_url, make_private_dir
 from gpuplan.store import migrate
 
 log = logging.getLogger(__name__)
@@ -53,13 +53,17 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
 
 
 def make_engine(url: str) -> Engine:
-    """An engine for `url`; for SQLite files, creates the parent folder and sets the pragmas."""
+    """An engine for `url`; for SQLite files, creates the file (0600) and its folder (0700), sets the pragmas."""
     parsed = make_url(url)
     kwargs: dict[str, Any] = {"future": True}
     if parsed.get_backend_name() == "sqlite":
         database = parsed.database
         if database and database != ":memory:" and not database.startswith("file:"):
-            Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            # The books (and every run's spec) are the user's alone: a new database file is 0600 in a folder
+            # gpuplan creates 0700, whatever the umask; SQLite gives its -wal/-shm files the database's mode.
+            path = Path(database).expanduser()
+            make_private_dir(path.parent)
+            create_private_file(path)
         kwargs["connect_args"] = {"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}
     else:
         kwargs["pool_pre_ping"] = True
