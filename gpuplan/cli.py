@@ -170,10 +170,22 @@ def cli(ctx: click.Context, db_url: str | None, verbose: bool) -> None:
     compare GPU offers across clouds by total job cost, launch the job, tear it down, and keep the books.
     """
     if verbose:
-        import logging
-
-        logging.basicConfig(level=logging.DEBUG, format="%(levelname)s %(name)s: %(message)s")
+        _debug_logging()
     ctx.obj = AppContext(db_url=db_url, verbose=verbose)
+
+
+# Cloud SDKs log whole API requests at DEBUG: botocore logs every parameter of a call, so an SSM PutParameter's
+# SecureString value (a job's secret) would reach the terminal. `-v` is gpuplan's debug output, not theirs.
+QUIET_LIBRARIES = ("botocore", "boto3", "s3transfer", "urllib3", "google", "grpc", "requests")
+
+
+def _debug_logging() -> None:
+    """`-v`: gpuplan's own debug records; the SDKs' records from INFO only (no request bodies, so no secrets)."""
+    import logging
+
+    logging.basicConfig(level=logging.DEBUG, format="%(levelname)s %(name)s: %(message)s")
+    for name in QUIET_LIBRARIES:
+        logging.getLogger(name).setLevel(logging.INFO)
 
 
 def main() -> None:
