@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuplan.jobs.runner import CONTAINER_RUN_DIR, NodeLaunch, job_environment
+from gpuplan.jobs.runner import CONTAINER_RUN_DIR, NodeLaunch, job_environment, refuse_options
 
 SHIP_INTERVAL_SECONDS = 60
 
@@ -80,6 +80,7 @@ def _array(name: str, values: Sequence[str]) -> str:
 
 def render_boot_script(plan: BootPlan) -> str:
     """The complete bash script for one node of a run."""
+    refuse_options(image=plan.image, workdir=plan.workdir)
     contract = job_environment(
         NodeLaunch(run_id=plan.run_id, name=plan.name, argv=list(plan.argv), run_dir=CONTAINER_RUN_DIR,
                    node_rank=plan.node_rank, nnodes=plan.nnodes, nproc_per_node=plan.nproc_per_node,

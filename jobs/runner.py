@@ -141,10 +141,22 @@ def container_name(launch: NodeLaunch) -> str:
     return f"gpuplan-{launch.run_id}-{launch.node_rank}"
 
 
+def refuse_options(**values: str | None) -> None:
+    """Raise ValueError when a value that lands on a command line by position (image, workdir) starts with `-`.
+
+    Quoting keeps such a value one word, but `podman run ... --privileged` would still read it as an option;
+    job specs refuse these already (jobs/spec.py), this guards the renderers used without a spec.
+    """
+    for what, value in values.items():
+        if value and value.startswith("-"):
+            raise ValueError(f"{what} {value!r} starts with '-': it would be read as an option")
+
+
 def container_argv(launch: NodeLaunch, runtime: str, env: Mapping[str, str]) -> list[str]:
     """`podman run ...` / `docker run ...` for this node. Values of `env` go on the command line; secrets are
     passed as bare `-e NAME`, so the runtime copies them from its own environment and no value shows in `ps`."""
     assert launch.image
+    refuse_options(image=launch.image, workdir=launch.workdir)
     argv = [runtime, "run", "--rm", "--name", container_name(launch), "--network", "host",
             "--label", f"gpuplan.run-id={launch.run_id}",
             "-v", f"{launch.run_dir}:{CONTAINER_RUN_DIR}"]

@@ -292,6 +292,24 @@ class JobSpec(_Model):
             raise ValueError("name must not be blank")
         return value
 
+    @field_validator("image")
+    @classmethod
+    def _image(cls, value: str | None) -> str | None:
+        # The image follows the runtime's options on its command line (`podman run ... IMAGE ARGV`): a value
+        # starting with `-` would be read as one more option (`--privileged`), a space would split it.
+        if value is not None and (not value or value.startswith("-") or any(c.isspace() for c in value)
+                                  or not value.isprintable()):
+            raise ValueError(f"image {value!r} is not an image reference (no leading '-', no spaces)")
+        return value
+
+    @field_validator("workdir")
+    @classmethod
+    def _workdir(cls, value: str | None) -> str | None:
+        # Handed to `mkdir`/`cd` in boot scripts and to `-w`/`--pwd` of container runtimes: never an option.
+        if value is not None and (not value.strip() or value.startswith("-") or "\0" in value):
+            raise ValueError(f"workdir {value!r} must be a folder path (not starting with '-')")
+        return value
+
     @field_validator("secrets")
     @classmethod
     def _secret_names(cls, value: list[str]) -> list[str]:

@@ -224,6 +224,9 @@ def render_script(shape: JobShape) -> str:
     """The batch script sbatch runs on the first node of the allocation."""
     _check_env_names(list(shape.env), "env")
     _check_env_names(list(shape.secret_names), "secret")
+    for what, value in (("image", shape.image), ("workdir", shape.workdir)):
+        if value and value.startswith("-"):  # apptainer's `--pwd W IMAGE`: never read as an option
+            raise ScriptError(f"{what} {value!r} starts with '-': it would be read as an option")
     q = shlex.quote
     run_dir = shape.run_dir.rstrip("/") or "/"
     lines = [
