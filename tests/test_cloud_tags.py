@@ -30,7 +30,8 @@ def test_every_aws_resource_of_a_launch_is_tagged(aws_session: Any, aws_clients:
     provider = AwsProvider(session=aws_session, image_id=moto_env["us-east-1"], waiter_delay=0.05)
     provider.launch(LaunchRequest(
         run_id=RUN, name="tagged", command="true", run_dir="/tmp/r", instance_type="g5.xlarge", region="us-east-1",
-        zones=("us-east-1a",), gpu="A10G", gpus_per_node=1, price_per_hour=Decimal("1.006"), boot_script="#!/bin/bash\n",
+        zones=("us-east-1a",), gpu="A10G", gpus_per_node=1, price_per_hour=Decimal("1.006"),
+        boot_script="#!/bin/bash\n",
         secrets={"API_TOKEN": "v", "HF_TOKEN": "w"}, options={"ssh_from": "198.51.100.4"}))
     ec2, ssm = aws_clients("ec2"), aws_clients("ssm")
 
@@ -66,3 +67,19 @@ def test_every_gcp_vm_and_disk_of_a_launch_is_labelled(gce: RunningFake) -> None
     for vm in vms:
         for labels in (vm["labels"], *(d["initializeParams"]["labels"] for d in vm["disks"])):
             assert labels["gpuplan-run-id"] == RUN and labels["gpuplan-created-by"] == "gpuplan", vm["name"]
+
+
+def test_the_documented_instance_policy_is_scoped_to_gpuplans_prefixes() -> None:
+    """The README's IAM policy for the instance role: only PutObject under gpuplan/ and GetParameter under
+    /gpuplan/ (least privilege: no wildcard action, no whole bucket, no other parameters)."""
+    import json
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    [block] = [b for b in re.findall(r"```json\n(.*?)```", readme, re.S) if '"Statement"' in b]
+    statements = json.loads(block)["Statement"]
+    assert {(s["Effect"], s["Action"], s["Resource"]) for s in statements} == {
+        ("Allow", "s3:PutObject", "arn:aws:s3:::BUCKET/gpuplan/*"),
+        ("Allow", "ssm:GetParameter", "arn:aws:ssm:*:*:parameter/gpuplan/*"),
+    }
