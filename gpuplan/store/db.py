@@ -36,7 +36,9 @@ def normalise_url(url: str | None) -> str:
     url = url or default_db_url()
     try:
         parsed = make_url(url)
-    except ArgumentError as exc:
+    except (ArgumentError, ValueError) as exc:
+        # A non-numeric port ('postgresql://u@host:abc/db', an unclosed '[::1') raises ValueError, not
+        # ArgumentError: it is still the user's URL that is wrong, so one line and exit 2, not a crash.
         raise UserError(f"not a database URL: {url!r} (expected e.g. sqlite:///path/gpuplan.db)") from exc
     if parsed.drivername in ("postgresql", "postgres"):
         parsed = parsed.set(drivername="postgresql+psycopg")
