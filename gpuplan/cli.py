@@ -125,7 +125,9 @@ def _user_error_types() -> tuple[type[BaseException], ...]:
 
 
 def _usage_message(exc: click.UsageError) -> str:
-    message = exc.format_message()
+    """Click's message on one line: for a missing Choice option it lists the choices on tab-indented lines
+    ("Choose from:\n\tmonth,\n\tweek"), and the one-line error would otherwise end at "Choose from:"."""
+    message = " ".join(exc.format_message().split())
     if exc.ctx is not None:
         message += f" (see '{exc.ctx.command_path} --help')"
     return message
