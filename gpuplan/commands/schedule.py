@@ -105,7 +105,8 @@ def list_(app: AppContext, as_json: bool) -> None:
 
 @schedule.command("show")
 @click.argument("name")
-@click.option("--fires", default=20, show_default=True, help="How many recent fires to show.")
+@click.option("--fires", type=click.IntRange(min=0), default=20, show_default=True,
+              help="How many recent fires to show (0: all).")
 @JSON_OPTION
 @pass_app
 def show(app: AppContext, name: str, fires: int, as_json: bool) -> None:
