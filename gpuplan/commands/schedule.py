@@ -27,6 +27,8 @@ def _read_spec(path: Path) -> tuple[str, str]:
         text = path.read_text()
     except OSError as exc:
         raise UserError(f"cannot read {path}: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise UserError(f"cannot read {path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
     name = validate_spec_text(text, source=str(path))
     return text, name
 
