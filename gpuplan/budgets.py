@@ -90,6 +90,9 @@ def set_budget(session: Any, name: str, amount_usd: Decimal, period: str, projec
         raise UserError(f"--amount must be a positive number of dollars, got {amount_usd}")
     if period not in periods.BUDGET_PERIODS:
         raise UserError(f"--period must be one of {', '.join(periods.BUDGET_PERIODS)}, got {period!r}")
+    if project is not None and not project.strip():
+        # An empty project matches no run (runs without a project have None), so the cap would never bite.
+        raise UserError("--project must not be empty (leave it out to cap every project)")
     _check_clouds(clouds or [])
     budget = session.query(Budget).filter_by(name=name).one_or_none() or Budget(name=name)
     budget.amount_usd = amount_usd.quantize(costing.CENT_PRECISION)
