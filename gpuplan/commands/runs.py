@@ -10,7 +10,8 @@ from gpuplan.output import emit_json, print_table
 
 
 @click.command("runs")
-@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
+@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True,
+              help="Show at most this many runs, newest first.")
 @click.option("--state", help="Only runs in this state (running, succeeded, failed, stopped, capped, ...).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @pass_app
