@@ -142,6 +142,8 @@ def files(tmp_path: Path) -> dict[str, str]:
     paths["missing"] = str(tmp_path / "no-such-spec.yaml")
     (tmp_path / "bad.toml").write_text("[providers\n")
     paths["bad_config"] = str(tmp_path / "bad.toml")
+    (tmp_path / "a-file").write_text("not a folder")
+    paths["not_a_folder"] = str(tmp_path / "a-file")
     (tmp_path / "bad.json").write_text("{")
     paths["bad_json"] = str(tmp_path / "bad.json")
     return paths
@@ -338,6 +340,8 @@ BAD_INPUT: list[tuple[tuple[str, ...], str]] = [
     (("estimate", "--model-config", "{missing}", "--tokens", "1B", "--gpu", "H100"), "does not exist"),
     (("estimate", "--model-config", "{bad_json}", "--tokens", "1B", "--gpu", "H100"), "not valid JSON"),
     (("bench", "--model-config", "{missing}"), "does not exist"),
+    (("bench", "--model", "gpt-tiny", "--output", "{not_a_folder}/bench.json"), "--output"),
+    (("report", "--plot", "{not_a_folder}/spend.png"), "cannot write"),
     # a malformed database URL, for commands that take no other input
     (("--db", "not a url", "db", "current"), "not a database URL"),
     (("--db", "postgresql://u@localhost:port/x", "runs"), "not a database URL"),
