@@ -394,10 +394,22 @@ def test_every_command_has_a_bad_input_case() -> None:
     assert not missing, f"commands without a bad-input case in this sweep: {missing}"
 
 
+GROUPS = [p for p in TREE if isinstance(TREE[p], click.Group) and not TREE[p].invoke_without_command]
+
+
+@pytest.mark.skipif(not hasattr(click.exceptions, "NoArgsIsHelpError"), reason="Click < 8.2 prints the help")
+@pytest.mark.parametrize("path", GROUPS, ids=lambda p: " ".join(p) or "gpuplan")
+def test_a_bare_group_names_its_commands(path: Path_) -> None:
+    result = run_cli(*path)
+    names = ", ".join(TREE[path].list_commands(click.Context(TREE[path])))
+    assert_one_error_line(result, list(path), f"missing command: one of {names}")
+
+
 SUBPROCESS_CASES: list[tuple[tuple[str, ...], str]] = [
     (("status", "r-0000000000"), "no run"),
     (("launch", "{unknown_key}", "-y"), "unknown key"),
     (("--db", "postgresql://u@localhost:port/x", "runs"), "not a database URL"),
+    (("budget",), "missing command: one of list, rm, set, status"),
     (("schedule", "add", "{not_utf8}", "--cron", "0 * * * *"), "not UTF-8"),
     (("budget", "set", "b", "--amount", "-5", "--period", "month"), "positive number"),
 ]
