@@ -355,13 +355,15 @@ BAD_INPUT: list[tuple[tuple[str, ...], str]] = [
     # a malformed config file at $GPUPLAN_CONFIG (env set in the test)
     (("launch", "{good}", "-y"), "config file"),
     (("reconcile", "--cloud", "aws"), "config file"),
+    (("launch", "{good}", "--dry-run"), "does not exist"),  # $GPUPLAN_CONFIG names a file that is not there
     # unknown commands and options
     (("lanch",), "No such command"),
     (("budget", "sett"), "No such command"),
     (("runs", "--jsn"), "--jsn"),
 ]
-# Cases that run with $GPUPLAN_CONFIG pointing at a malformed TOML file.
-BAD_CONFIG_CASES = {("launch", "{good}", "-y"), ("reconcile", "--cloud", "aws")}
+# Cases that run with $GPUPLAN_CONFIG pointing at a malformed TOML file, or at no file at all.
+CASE_CONFIG = {("launch", "{good}", "-y"): "bad_config", ("reconcile", "--cloud", "aws"): "bad_config",
+               ("launch", "{good}", "--dry-run"): "missing"}
 
 
 def assert_one_error_line(result: Result, argv: list[str], fragment: str) -> None:
@@ -376,7 +378,7 @@ def assert_one_error_line(result: Result, argv: list[str], fragment: str) -> Non
 
 @pytest.mark.parametrize("argv,fragment", BAD_INPUT, ids=lambda v: " ".join(v) if isinstance(v, tuple) else "")
 def test_bad_input_is_one_line_exit_2(argv: tuple[str, ...], fragment: str, files: dict[str, str]) -> None:
-    env = {"GPUPLAN_CONFIG": files["bad_config"]} if argv in BAD_CONFIG_CASES else None
+    env = {"GPUPLAN_CONFIG": files[CASE_CONFIG[argv]]} if argv in CASE_CONFIG else None
     args = fill(argv, files)
     assert_one_error_line(run_cli(*args, env=env), args, fragment)
 
