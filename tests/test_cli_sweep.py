@@ -348,6 +348,8 @@ BAD_INPUT: list[tuple[tuple[str, ...], str]] = [
     (("db", "history", "--limit", "3"), "No such option"),  # it reads the migration scripts, not the database
     (("--db", "postgresql://u@[::1/x", "db", "upgrade"), "not a database URL"),
     (("--db", "nosuchdb+driver://x/y", "runs"), "no database driver"),
+    (("--db", "sqlite:///{not_a_folder}", "db", "current"), "is not a database"),
+    (("--db", "sqlite:///{not_a_folder}", "report"), "is not a database"),
     (("--db", "not a url", "calibrate", "--show"), "not a database URL"),
     (("--db", "not a url", "budget", "list"), "not a database URL"),
     (("--db", "not a url", "schedule", "list"), "not a database URL"),
@@ -517,3 +519,22 @@ def test_unexpected_exception_is_one_line_with_a_hint(capsys: pytest.CaptureFixt
     err = capsys.readouterr().err
     assert "Traceback" in err and err.strip().splitlines()[-1].startswith("error: unexpected RuntimeError")
 
+
+
+def test_db_current_calls_a_newer_revision_unknown(tmp_path: Path) -> None:
+    """A database from a newer gpuplan is refused by every command (exit 1, nothing touched), and `db current`
+    says it is unknown rather than telling the user the database is behind."""
+    from sqlalchemy import create_engine, text
+
+    url = f"sqlite:///{tmp_path / 'newer.db'}"
+    assert run_cli("--db", url, "db", "upgrade").exit_code == 0
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE alembic_version SET version_num = '0099_future'"))
+    engine.dispose()
+    current = run_cli("--db", url, "db", "current")
+    assert current.exit_code == 0
+    assert "unknown to this gpuplan" in current.stdout and "behind" not in current.stdout
+    refused = run_cli("--db", url, "budget", "set", "x", "--amount", "5", "--period", "month")
+    assert refused.exit_code == 1 and "newer version" in refused.stderr
+    assert run_cli("--db", url, "db", "current", "--json").json()["revision"] == "0099_future"
