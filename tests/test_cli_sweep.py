@@ -247,6 +247,21 @@ JSON_NEEDS_A_CLOUD = {
 JSON_COVERED_ELSEWHERE_HERE = {("launch",), ("status",), ("stop",), ("bench",)}
 
 
+# Commands that print no data of their own, so have no --json, and why.
+NO_JSON: dict[Path_, str] = {
+    ("logs",): "prints the job's own log text as it was written",
+    ("scheduler", "run"): "a long-running loop; what it fired is read with `schedule show --json`",
+}
+
+
+def test_every_command_that_prints_data_has_json() -> None:
+    runnable = [p for p in COMMAND_PATHS
+                if not isinstance(TREE[p], click.Group) or TREE[p].invoke_without_command]
+    missing = [" ".join(p) for p in runnable if not has_json(TREE[p]) and p not in NO_JSON]
+    assert not missing, f"commands without --json: {missing}"
+    assert all(not has_json(TREE[p]) for p in NO_JSON), "NO_JSON lists a command that has --json now"
+
+
 def test_every_json_command_is_covered() -> None:
     covered = {resolve(list(a)) for a in EMPTY_DB_JSON + LIFECYCLE_JSON} | JSON_COVERED_ELSEWHERE_HERE
     missing = [" ".join(p) for p in COMMAND_PATHS
