@@ -90,6 +90,10 @@ def set_budget(session: Any, name: str, amount_usd: Decimal, period: str, projec
         raise UserError(f"--amount must be a positive number of dollars, got {amount_usd}")
     if period not in periods.BUDGET_PERIODS:
         raise UserError(f"--period must be one of {', '.join(periods.BUDGET_PERIODS)}, got {period!r}")
+    if project is not None and not project.strip():
+        # An empty project matches no run (runs without a project have None), so the cap would never bite.
+        raise UserError("--project must not be empty (leave it out to cap every project)")
+    _check_clouds(clouds or [])
     budget = session.query(Budget).filter_by(name=name).one_or_none() or Budget(name=name)
     budget.amount_usd = amount_usd.quantize(costing.CENT_PRECISION)
     budget.period = period
@@ -98,6 +102,16 @@ def set_budget(session: Any, name: str, amount_usd: Decimal, period: str, projec
     session.add(budget)
     session.flush()
     return budget
+
+
+def _check_clouds(clouds: list[str]) -> None:
+    """A misspelt cloud ('awz') would make a cap that matches no spend and so never stops anything."""
+    from gpuplan.providers.base import provider_names
+
+    known = provider_names()
+    for cloud in (c.strip().lower() for c in clouds):
+        if cloud and cloud not in known:
+            raise UserError(f"--cloud: unknown cloud {cloud!r}; known: {', '.join(known)}")
 
 
 def list_budgets(session: Any) -> list[Any]:

@@ -125,7 +125,15 @@ def _user_error_types() -> tuple[type[BaseException], ...]:
 
 
 def _usage_message(exc: click.UsageError) -> str:
-    message = exc.format_message()
+    """Click's message on one line: for a missing Choice option it lists the choices on tab-indented lines
+    ("Choose from:\n\tmonth,\n\tweek"), and the one-line error would otherwise end at "Choose from:"."""
+    no_args = getattr(click.exceptions, "NoArgsIsHelpError", ())  # Click >= 8.2: a bare group is an error
+    if isinstance(exc, no_args) and exc.ctx is not None and isinstance(exc.ctx.command, click.Group):
+        # Its message is the whole help page; one line naming the choices serves better.
+        names = exc.ctx.command.list_commands(exc.ctx)
+        message = f"missing command: one of {', '.join(names)}"
+    else:
+        message = " ".join(exc.format_message().split())
     if exc.ctx is not None:
         message += f" (see '{exc.ctx.command_path} --help')"
     return message

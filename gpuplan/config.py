@@ -41,6 +41,9 @@ def load_config(path: Path | None = None) -> dict[str, Any]:
     """The parsed file, or {} when there is none; a malformed file is a UserError naming it."""
     path = path or config_path()
     if not path.exists():
+        if os.environ.get("GPUPLAN_CONFIG") and path == config_path():
+            # Named on purpose, so a typo in the path must not silently drop the settings (e.g. the GCP project).
+            raise UserError(f"config file {path} (from $GPUPLAN_CONFIG) does not exist")
         return {}
     if sys.version_info >= (3, 11):
         import tomllib

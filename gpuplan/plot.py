@@ -86,8 +86,12 @@ def plot_spend(path: Path, buckets: list[dt.datetime], series: dict[str, list[fl
         if series or budgets:
             ax.legend(loc="upper left", bbox_to_anchor=(1.08, 1.0), fontsize="small")
         fig.subplots_adjust(bottom=0.2, right=0.74)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, format="png", dpi=PLOT_DPI)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fig.savefig(path, format="png", dpi=PLOT_DPI)
+        except OSError as exc:
+            # A path the user chose that cannot be written is their input, not a crash.
+            raise UserError(f"--plot: cannot write {path}: {exc.strerror or exc}") from exc
     finally:
         plt.close(fig)
     return path

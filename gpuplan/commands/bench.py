@@ -104,8 +104,13 @@ def bench(ctx: click.Context, model: str | None, model_config: str | None, modul
              if ctx.get_parameter_source(n) == ParameterSource.COMMANDLINE]
     if stray:
         raise UserError(f"{', '.join(stray)} only apply with --on PROVIDER")
+    if output:
+        _check_output_folder(output)  # before minutes of benching, not after
     store = None if no_save else app.store  # open (and upgrade) the database before minutes of benching
     result = _run_with_progress(target, settings)
+    if output:
+        # Written before the record is stored: a file that cannot be written (exit 2) leaves no record behind.
+        _write_output(output, result)
     bench_id = None
     if store is not None:
         from gpuplan.bench.records import save_result
@@ -113,12 +118,19 @@ def bench(ctx: click.Context, model: str | None, model_config: str | None, modul
         # Stored only now that the run is complete: Ctrl-C above leaves no record behind.
         with store.session() as session:
             bench_id = save_result(session, result).id
-    if output:
-        _write_output(output, result)
     if as_json:
         emit_json({"id": bench_id, **asdict(result)})
         return
     _print_result(bench_id, result)
+
+
+def _check_output_folder(path: str) -> None:
+    """--output into a folder that does not exist (a typo) is bad input, said before the bench runs."""
+    from pathlib import Path
+
+    folder = Path(path).parent
+    if not folder.is_dir():
+        raise UserError(f"--output: folder {folder} does not exist")
 
 
 def _write_output(path: str, result: BenchResult) -> None:
@@ -129,8 +141,12 @@ def _write_output(path: str, result: BenchResult) -> None:
 
     target = Path(path)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(asdict(result)) + "\n")
-    os.replace(tmp, target)
+    try:
+        tmp.write_text(json.dumps(asdict(result)) + "\n")
+        os.replace(tmp, target)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise UserError(f"--output: cannot write {target}: {exc.strerror or exc}") from exc
 
 
 def _remote_bench(app: AppContext, params: dict[str, Any], name: str, on: str, *, image: str | None,

@@ -68,7 +68,7 @@ def set_(app: AppContext, name: str, amount: str, period: str, project: str | No
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @pass_app
 def list_(app: AppContext, as_json: bool) -> None:
-    """List the budgets."""
+    """List the budgets: name, cap, period, and the project and clouds they cover."""
     from gpuplan import budgets
 
     with app.store.session() as session:
@@ -117,7 +117,7 @@ def status(app: AppContext, name: str | None, as_json: bool, now_text: str | Non
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @pass_app
 def rm(app: AppContext, name: str, as_json: bool) -> None:
-    """Delete the budget NAME."""
+    """Delete the budget NAME; launches and the watcher stop enforcing it at once (spend records stay)."""
     from gpuplan import budgets
 
     with app.store.session() as session:

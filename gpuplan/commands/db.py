@@ -31,7 +31,12 @@ def current(app: AppContext, as_json: bool) -> None:
     if as_json:
         emit_json(payload)
         return
-    status = "(head)" if payload["at_head"] else f"(behind head {migrate.HEAD_REVISION})"
+    if payload["at_head"]:
+        status = "(head)"
+    elif revision is not None and revision not in migrate.known_revisions():
+        status = f"(unknown to this gpuplan, whose head is {migrate.HEAD_REVISION}: written by a newer version?)"
+    else:
+        status = f"(behind head {migrate.HEAD_REVISION})"
     click.echo(f"{store.safe_url}: {revision or 'empty'} {status}")
 
 

@@ -27,6 +27,7 @@ def reconcile_cmd(app: AppContext, clouds: tuple[str, ...], regions: tuple[str, 
     machine is gone); with --terminate, end the orphans."""
     from gpuplan.reconcile import reconcile, terminate_orphans
 
+    _check_names(clouds)
     wanted_regions = [r.strip() for item in regions for r in item.split(",") if r.strip()]
     names, open_rows, recorded_regions = _books(app, clouds)
 
@@ -62,6 +63,18 @@ def reconcile_cmd(app: AppContext, clouds: tuple[str, ...], regions: tuple[str, 
                  for r in rows])
     if report.orphans and not terminate:
         note("run `gpuplan reconcile --terminate` to end the orphans")
+
+
+def _check_names(clouds: tuple[str, ...]) -> None:
+    """A misspelt --cloud is bad input (exit 2) before anything is checked, not 'no provider could be checked'
+    (exit 1), which reads as a cloud outage."""
+    from gpuplan.errors import UserError
+    from gpuplan.providers.base import provider_names
+
+    known = provider_names()
+    for name in clouds:
+        if name not in known:
+            raise UserError(f"--cloud: unknown provider {name!r}; known: {', '.join(known)}")
 
 
 def _books(app: AppContext, clouds: tuple[str, ...]) -> tuple[list[str], list, dict[str, set[str]]]:

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from gpuplan.context import AppContext, pass_app
+from gpuplan.errors import UserError
 from gpuplan.output import emit_json, note, print_table
 
 NOW_HELP = "Fixed clock for reproducible reports (ISO time; env GPUPLAN_NOW); running instances accrue to it."
@@ -41,6 +42,9 @@ def report(app: AppContext, since: str | None, until: str | None, by: tuple[str,
 
     now = periods.resolve_now(now_text)
     if as_json:
+        if fmt not in ("table", "json"):
+            # Both asked for a format: printing JSON where a CSV was wanted would break the reader of either.
+            raise UserError(f"give --json or --format {fmt}, not both")
         fmt = "json"
     if accuracy:
         _accuracy(app, now, fmt)

@@ -5,11 +5,13 @@ from __future__ import annotations
 import click
 
 from gpuplan.context import AppContext, pass_app
+from gpuplan.errors import UserError
 from gpuplan.output import emit_json, print_table
 
 
 @click.command("runs")
-@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
+@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True,
+              help="Show at most this many runs, newest first.")
 @click.option("--state", help="Only runs in this state (running, succeeded, failed, stopped, capped, ...).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @pass_app
@@ -21,6 +23,10 @@ def runs(app: AppContext, limit: int, state: str | None, as_json: bool) -> None:
     from gpuplan.store.types import utcnow
     from gpuplan.watch import watch_run
 
+    known = sorted(RunState.LIVE | RunState.FINAL)
+    if state is not None and state not in known:
+        # A typo ('sucess') would otherwise list nothing and look like an empty history.
+        raise UserError(f"unknown run state {state!r}; known: {', '.join(known)}")
     with app.store.session() as session:
         live = [r.id for r in list_runs(session, limit, state) if r.state in RunState.LIVE]
     for run_id in live:

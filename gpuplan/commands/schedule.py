@@ -27,6 +27,8 @@ def _read_spec(path: Path) -> tuple[str, str]:
         text = path.read_text()
     except OSError as exc:
         raise UserError(f"cannot read {path}: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise UserError(f"cannot read {path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
     name = validate_spec_text(text, source=str(path))
     return text, name
 
@@ -105,7 +107,8 @@ def list_(app: AppContext, as_json: bool) -> None:
 
 @schedule.command("show")
 @click.argument("name")
-@click.option("--fires", default=20, show_default=True, help="How many recent fires to show.")
+@click.option("--fires", type=click.IntRange(min=0), default=20, show_default=True,
+              help="How many recent fires to show (0: all).")
 @JSON_OPTION
 @pass_app
 def show(app: AppContext, name: str, fires: int, as_json: bool) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy import Engine, create_engine, event, inspect, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
+from sqlalchemy.exc import ArgumentError, DatabaseError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from gpuplan.errors import GpuplanError, UserError
@@ -36,7 +36,9 @@ def normalise_url(url: str | None) -> str:
     url = url or default_db_url()
     try:
         parsed = make_url(url)
-    except ArgumentError as exc:
+    except (ArgumentError, ValueError) as exc:
+        # A non-numeric port ('postgresql://u@host:abc/db', an unclosed '[::1') raises ValueError, not
+        # ArgumentError: it is still the user's URL that is wrong, so one line and exit 2, not a crash.
         raise UserError(f"not a database URL: {url!r} (expected e.g. sqlite:///path/gpuplan.db)") from exc
     if parsed.drivername in ("postgresql", "postgres"):
         parsed = parsed.set(drivername="postgresql+psycopg")
@@ -96,10 +98,7 @@ class Store:
 
     def ensure_schema(self) -> None:
         """Upgrade to head unless already there; the at-head check costs one query, not an Alembic import."""
-        try:
-            current = self.current_revision()
-        except OperationalError as exc:
-            raise GpuplanError(f"cannot open the database {self.safe_url}: {exc.orig}") from exc
+        current = self.current_revision()
         if current == migrate.HEAD_REVISION:
             return
         if current is not None and current not in migrate.known_revisions():
@@ -111,11 +110,21 @@ class Store:
         migrate.upgrade(self.engine, "head")
 
     def current_revision(self) -> str | None:
-        """The Alembic revision stamped in the database, or None for an empty database."""
-        with self.engine.connect() as conn:
-            if not inspect(conn).has_table("alembic_version"):
-                return None
-            return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+        """The Alembic revision stamped in the database, or None for an empty database.
+
+        The first query on a new URL is where a wrong --db shows: a server or file that cannot be opened is a
+        failure (exit 1), a file that is not a database at all (SQLite's 'file is not a database') is the
+        user pointing --db at the wrong file (exit 2).
+        """
+        try:
+            with self.engine.connect() as conn:
+                if not inspect(conn).has_table("alembic_version"):
+                    return None
+                return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+        except OperationalError as exc:
+            raise GpuplanError(f"cannot open the database {self.safe_url}: {exc.orig}") from exc
+        except DatabaseError as exc:
+            raise UserError(f"{self.safe_url} is not a database: {exc.orig}") from exc
 
     @property
     def safe_url(self) -> str:
