@@ -15,7 +15,7 @@ from typing import Any
 from gpuplan.architecture import Architecture
 from gpuplan.estimating import comms, flops, memory
 from gpuplan.estimating.memory import OPTIMIZERS, SHARDINGS
-from gpuplan.estimating.mfu import default_mfu, mfu_prior
+from gpuplan.estimating.mfu import PRIOR_RATIO_BAND, default_mfu, mfu_prior
 from gpuplan.estimating.shape import Shape, shape_of
 from gpuplan.gpus import PRECISIONS, GpuSpec
 
@@ -195,6 +195,9 @@ class Estimate:
     wall_hours: float
     gpu_hours: float
     cost: list[dict[str, Any]] = field(default_factory=list)
+    # With the default prior: the range 80% of published runs fell in (mfu.PRIOR_RATIO_BAND); None otherwise.
+    wall_hours_range: tuple[float, float] | None = None
+    gpu_hours_range: tuple[float, float] | None = None
     # Explanation.
     mode: str = "train"
     gpus_per_node: int = 1
@@ -405,6 +408,11 @@ def estimate(workload: Workload, hardware: Hardware, throughput: Throughput | No
     )
     effective_tps = tps * comm.efficiency
     wall_s = workload.tokens / (effective_tps * gpus)
+    wall_range = gpu_range = None
+    if throughput is None:
+        low, high = PRIOR_RATIO_BAND
+        wall_range = (wall_s * low / 3600, wall_s * high / 3600)
+        gpu_range = (wall_range[0] * gpus, wall_range[1] * gpus)
     model_flops = fpt.model * workload.tokens
     return Estimate(
         params=workload.params, tokens=workload.tokens, flops=model_flops, gpu=gpu.name, gpus=gpus,
@@ -413,7 +421,7 @@ def estimate(workload: Workload, hardware: Hardware, throughput: Throughput | No
                                           mem.overhead, total),
         fits=fits, min_gpus=needed, mfu=mfu, mfu_source=source, tokens_per_s_per_gpu=effective_tps,
         scaling_efficiency=comm.efficiency, wall_hours=wall_s / 3600, gpu_hours=wall_s * gpus / 3600,
-        mode="train", gpus_per_node=hardware.per_node, gpu_memory_gb=gpu.memory_gb,
+        wall_hours_range=wall_range, gpu_hours_range=gpu_range, mode="train", gpus_per_node=hardware.per_node, gpu_memory_gb=gpu.memory_gb,
         precision=workload.precision, peak_tflops=peak, trainable_params=trainable, model_flops=model_flops,
         hardware_flops=fpt.hardware * workload.tokens, flops_per_token=fpt.model, effective_mfu=mfu * comm.efficiency,
         seq_len=workload.seq_len, global_batch=global_batch, micro_batch=workload.micro_batch,

@@ -30,6 +30,22 @@ def test_json_has_the_documented_keys_in_order() -> None:
     assert 0 < data["scaling_efficiency"] <= 1
 
 
+def test_default_prior_shows_the_band_published_runs_fell_in() -> None:
+    """The prior is a point in a wide spread (bench/estimate_accuracy.py --loo); the answer says how wide."""
+    from gpuplan.estimating.mfu import PRIOR_RATIO_BAND
+
+    args = ["estimate", "--params", "7B", "--tokens", "1T", "--gpu", "H100", "--gpus", "16", "--sharding", "fsdp"]
+    data = run_cli(*args, "--json").json()
+    low, high = data["wall_hours_range"]
+    assert low == pytest.approx(data["wall_hours"] * PRIOR_RATIO_BAND[0])
+    assert high == pytest.approx(data["wall_hours"] * PRIOR_RATIO_BAND[1])
+    assert data["gpu_hours_range"] == pytest.approx([low * 16, high * 16])
+    assert "80% of published runs" in run_cli(*args).stdout
+    measured = run_cli(*args, "--throughput", "3000", "--json").json()
+    assert measured["wall_hours_range"] is None and measured["gpu_hours_range"] is None
+    assert "published runs" not in run_cli(*args, "--throughput", "3000").stdout
+
+
 def test_readable_output() -> None:
     result = run_cli("estimate", "--params", "7B", "--tokens", "1T", "--gpu", "H100", "--gpus", "16",
                      "--sharding", "fsdp")

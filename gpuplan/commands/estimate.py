@@ -125,6 +125,10 @@ def render(result: Estimate) -> None:
     echo(f"  speed      {result.tokens_per_s_per_gpu:,.0f} tokens/s per GPU, MFU {result.mfu:.1%}"
          f" ({result.mfu_source}: {result.mfu_detail}), scaling efficiency {result.scaling_efficiency:.1%}")
     echo(f"  time       {_fmt_hours(result.wall_hours)} wall, {result.gpu_hours:,.0f} GPU-hours")
+    if result.wall_hours_range is not None:
+        low, high = result.wall_hours_range
+        echo(f"  likely     {_fmt_hours(low)} to {_fmt_hours(high)} wall: 80% of published runs fell in this"
+             " band around the default prior (bench it for a measured figure)")
     for i, c in enumerate(result.cost[:3]):
         market = "spot" if c["spot"] else "on-demand"
         plural = "s" if c["gpus_per_node"] > 1 else ""
