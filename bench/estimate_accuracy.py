@@ -13,7 +13,8 @@ bench record) and report the error. Splits:
 - `test`: rows found after the model and its constants were frozen, by someone told not to look at
   predictions; evaluated once, never fitted. Their median is the figure for runs we have not seen.
 Rows with a reason in `exclude` (hours that cover more than one model's pre-training, mixture-of-experts,
-non-NVIDIA hardware, unknown GPU count: rules fixed before any of them was predicted) are listed, not scored.
+non-NVIDIA hardware, unknown GPU count, not an attention transformer: rules fixed before any of them was
+predicted) are listed, not scored. A row without the model's shape is predicted from its parameter count.
 The `checked` column says whether the figure was re-read from a source.
 """
 
@@ -51,14 +52,17 @@ def load_runs(path: Path = RUNS, *, scored: bool = True) -> list[dict[str, str]]
 
 def workload_of(row: dict[str, str]) -> tuple[Workload, Hardware]:
     """The Workload and Hardware a published run describes."""
-    gated = row["gated"] == "1"
     seq = int(row["seq_len"])
-    arch = Architecture(
-        name=row["run"], hidden_size=int(row["hidden"]), num_layers=int(row["layers"]),
-        num_heads=int(row["heads"]), num_kv_heads=int(row["kv_heads"]), intermediate_size=int(row["intermediate"]),
-        vocab_size=int(row["vocab"]), max_seq_len=seq, gated_mlp=gated, tied_embeddings=row["tied"] == "1",
-        learned_positions=False, biases=not gated, layernorm=not gated,
-    )
+    arch = None  # a row without the model's shape is predicted from its parameter count, as `--params` does
+    if row["layers"].strip():
+        gated = row["gated"] == "1"
+        arch = Architecture(
+            name=row["run"], hidden_size=int(row["hidden"]), num_layers=int(row["layers"]),
+            num_heads=int(row["heads"]), num_kv_heads=int(row["kv_heads"]),
+            intermediate_size=int(row["intermediate"]), vocab_size=int(row["vocab"]), max_seq_len=seq,
+            gated_mlp=gated, tied_embeddings=row["tied"] == "1", learned_positions=False, biases=not gated,
+            layernorm=not gated,
+        )
     gpus = int(row["gpus"])
     gpu = resolve_gpu(row["gpu"])
     precision = "bf16" if gpu.peak_tflops("bf16") else "fp16"  # V100-era runs trained in fp16
