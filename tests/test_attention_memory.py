@@ -140,3 +140,48 @@ def test_cli_bad_attention_is_one_line_exit_2() -> None:
     assert result.exit_code == 2
     assert result.stdout == ""
     assert "'sdpa' is not one of 'flash', 'eager'" in result.stderr
+
+
+@pytest.mark.parametrize("attention", ["flash", "eager"])
+def test_formula_matches_what_torch_saves(attention: str) -> None:
+    """A real grouped-query attention block (q/k/v/o projections, causal, 4 query heads sharing 2 KV heads) in
+    bf16: the bytes autograd saves for backward — weights and the constant causal mask left out, they are not
+    activations — equal the formula. Fused: PyTorch's SDPA (its CPU flash kernel, same saved set as CUDA's flash
+    and memory-efficient kernels: Q, K, V, O, fp32 logsumexp); eager: K/V expanded to all heads, softmax kept."""
+    torch = pytest.importorskip("torch")
+    functional = torch.nn.functional
+    batch, heads, kv_heads, seq, head_dim = 2, 4, 2, 256, 32
+    hidden = heads * head_dim
+    torch.manual_seed(0)
+    wq, wo = (torch.randn(hidden, hidden, dtype=torch.bfloat16, requires_grad=True) for _ in range(2))
+    wk, wv = (torch.randn(kv_heads * head_dim, hidden, dtype=torch.bfloat16, requires_grad=True) for _ in range(2))
+    causal = torch.ones(seq, seq, dtype=torch.bool).triu(1)
+    constants = {t.untyped_storage().data_ptr() for t in (wq, wk, wv, wo, causal)}
+
+    def block(x: torch.Tensor) -> torch.Tensor:
+        q = functional.linear(x, wq).view(batch, seq, heads, head_dim).transpose(1, 2)
+        k = functional.linear(x, wk).view(batch, seq, kv_heads, head_dim).transpose(1, 2)
+        v = functional.linear(x, wv).view(batch, seq, kv_heads, head_dim).transpose(1, 2)
+        if attention == "flash":
+            o = functional.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        else:  # Hugging Face's eager path: repeat_kv, then softmax(QK^T/sqrt(d) + mask) V
+            k, v = (t[:, :, None].expand(batch, kv_heads, heads // kv_heads, seq, head_dim)
+                    .reshape(batch, heads, seq, head_dim) for t in (k, v))
+            scores = (q @ k.transpose(-2, -1) * head_dim**-0.5).masked_fill(causal, float("-inf"))
+            o = torch.softmax(scores, dim=-1) @ v
+        return functional.linear(o.transpose(1, 2).reshape(batch, seq, hidden), wo)
+
+    saved: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        ptr = t.untyped_storage().data_ptr()
+        if ptr not in constants:
+            saved[ptr] = t.untyped_storage().nbytes()
+        return t
+
+    x = torch.randn(batch, seq, hidden, dtype=torch.bfloat16, requires_grad=True)
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        block(x).sum().backward()
+    shape = shape_of(0, Architecture("t", hidden, 1, heads, kv_heads, 4 * hidden, 1000, seq))
+    expected = memory.attention_activation_bytes(shape, batch * seq, "bf16", seq_len=seq, attention=attention)
+    assert sum(saved.values()) == expected

@@ -76,29 +76,39 @@ class MemoryParts:
         return self.weights + self.gradients + self.optimizer + self.activations + self.overhead
 
 
-def layer_activation_bytes(shape: Shape, tokens: int, precision: str, *, seq_len: int | None = None,
-                           attention: str = "flash", dropout: bool = False) -> float:
-    """Activations one transformer layer keeps for the backward pass, for `tokens` tokens (micro-batch x seq).
+def attention_activation_bytes(shape: Shape, tokens: int, precision: str, *, seq_len: int | None = None,
+                               attention: str = "flash", dropout: bool = False) -> float:
+    """What the attention block keeps for backward, for `tokens` tokens in sequences of `seq_len` (default: one).
 
-    `seq_len` is the length of each sequence (default: one sequence of `tokens`); only eager attention needs it,
-    because its scores grow with s² per sequence: tokens/s sequences x a·s² = a·s·tokens elements.
+    Only eager attention needs `seq_len`: its scores grow with s² per sequence, tokens/s sequences x a·s² =
+    a·s·tokens elements. tests/test_attention_memory.py measures these bytes on a real torch block.
     """
     if attention not in ATTENTIONS:
         raise ValueError(f"attention must be one of {', '.join(ATTENTIONS)}")
     b = activation_bytes(precision)
-    h, i, a = shape.hidden, shape.intermediate, shape.heads
+    h, a = shape.hidden, shape.heads
     s = seq_len or tokens
     if attention == "flash":
         # Layer input, Q and O (h each), K and V at their own width (GQA), and the fp32 logsumexp per query head.
-        attn = b * (3 * h + 2 * shape.kv_dim) + LOGSUMEXP_BYTES * a
+        per_token = b * (3 * h + 2 * shape.kv_dim) + LOGSUMEXP_BYTES * a
     else:
         # Layer input, Q, O and K, V expanded to every query head (h each); the softmax output (a·s per token),
         # and with dropout its 1-byte mask and the dropped-out copy (Korthikanti's 2as² + as² + 2as²).
-        attn = b * 5 * h + a * s * (b + ((1 + b) if dropout else 0))
+        per_token = b * 5 * h + a * s * (b + ((1 + b) if dropout else 0))
+    return tokens * per_token
+
+
+def layer_activation_bytes(shape: Shape, tokens: int, precision: str, *, seq_len: int | None = None,
+                           attention: str = "flash", dropout: bool = False) -> float:
+    """Activations one transformer layer keeps for the backward pass, for `tokens` tokens (micro-batch x seq)."""
+    b = activation_bytes(precision)
+    h, i = shape.hidden, shape.intermediate
+    attn = attention_activation_bytes(shape, tokens, precision, seq_len=seq_len, attention=attention,
+                                      dropout=dropout)
     mlp = b * (h + (4 * i if shape.gated_mlp else 2 * i))
     norms = 2 * b * h
     masks = (2 * h) if dropout else 0  # 1-byte dropout masks after attention and MLP
-    return tokens * (attn + mlp + norms + masks)
+    return attn + tokens * (mlp + norms + masks)
 
 
 def training_memory(
