@@ -199,8 +199,12 @@ def memory_table() -> str:
             ("same, ZeRO-1 (optimizer states sharded)", 31.4, states("zero1")),
             ("same, ZeRO-2 (+ gradients)", 16.6, states("zero2")),
             ("same, ZeRO-3 (+ parameters)", 1.9, states("zero3")),
-            ("Korthikanti et al. Table 2: activations per layer, 34·s·b·h bytes (s=2048, b=1, h=2048), MB",
-             34 * 2048 * 2048 / 1e6, memory.layer_activation_bytes(gpt, 2048, "bf16", dropout=True) / 1e6)]
+            ("Korthikanti et al. Table 2, eager attention: activations per layer, s·b·h·(34 + 5·a·s/h) bytes "
+             "(s=2048, b=1, h=2048, a=16), MB", 2048 * 2048 * (34 + 5 * 16 * 2048 / 2048) / 1e6,
+             memory.layer_activation_bytes(gpt, 2048, "bf16", attention="eager", dropout=True) / 1e6),
+            ("same, flash attention: the 5·a·s² scores replaced by the fp32 logsumexp (Dao et al. 2022 sec. 3.1), "
+             "34·s·b·h + 4·a·s·b bytes, MB", (34 * 2048 * 2048 + 4 * 16 * 2048) / 1e6,
+             memory.layer_activation_bytes(gpt, 2048, "bf16", attention="flash", dropout=True) / 1e6)]
     for precision, floor in (("fp32", 28.0), ("fp16", 14.0)):
         est = estimate(Workload(params=7 * 10**9, tokens=1, mode="inference", precision=precision),
                        Hardware(resolve_gpu("A100-80GB")))

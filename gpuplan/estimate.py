@@ -14,12 +14,13 @@ from typing import Any
 
 from gpuplan.architecture import Architecture
 from gpuplan.estimating import comms, flops, memory
-from gpuplan.estimating.memory import OPTIMIZERS, SHARDINGS
+from gpuplan.estimating.memory import ATTENTIONS, OPTIMIZERS, SHARDINGS
 from gpuplan.estimating.mfu import PRIOR_RATIO_BAND, default_mfu, mfu_prior
 from gpuplan.estimating.shape import Shape, shape_of
 from gpuplan.gpus import PRECISIONS, GpuSpec
 
 __all__ = [
+    "ATTENTIONS",
     "MODES",
     "OPTIMIZERS",
     "PRECISIONS",
@@ -66,6 +67,9 @@ class Workload:
     mode: str = "train"
     batch: int = 1  # inference: concurrent sequences
     context: int = 2048  # inference: tokens of context per sequence (prompt + generated)
+    # flash: fused attention that never stores the s x s scores (PyTorch 2 SDPA, FlashAttention); eager:
+    # softmax(QK^T) materialised (torch < 2.0, custom attention). Only the activation memory depends on it.
+    attention: str = "flash"
 
     def __post_init__(self) -> None:
         problems = []
@@ -84,6 +88,8 @@ class Workload:
             problems.append(f"sharding must be one of {', '.join(SHARDINGS)}")
         if self.mode not in MODES:
             problems.append(f"mode must be one of {', '.join(MODES)}")
+        if self.attention not in ATTENTIONS:
+            problems.append(f"attention must be one of {', '.join(ATTENTIONS)}")
         if problems:
             raise ValueError("; ".join(problems))
 
@@ -213,6 +219,7 @@ class Estimate:
     global_batch: int = 0
     micro_batch: int = 1
     sharding: str = "none"
+    attention: str = "flash"
     mfu_detail: str = ""
     fit_hint: str | None = None
     assumptions: list[str] = field(default_factory=list)
@@ -249,13 +256,15 @@ def _training_memory(workload: Workload, shape: Shape, dp: int, sharding: str | 
         optimizer=workload.optimizer, sharding=sharding or workload.sharding, dp=dp,
         micro_batch=workload.micro_batch, seq_len=workload.seq_len,
         checkpointing=workload.activation_checkpointing if checkpointing is None else checkpointing,
+        attention=workload.attention,
     )
 
 
 def _memory(workload: Workload, shape: Shape, gpus: int, **overrides: Any) -> memory.MemoryParts:
     if workload.mode == "inference":
         return memory.inference_memory(shape, params=workload.params, precision=workload.precision, gpus=gpus,
-                                       batch=workload.batch, context=workload.context)
+                                       batch=workload.batch, context=workload.context,
+                                       attention=workload.attention)
     return _training_memory(workload, shape, gpus, **overrides)
 
 
@@ -418,7 +427,7 @@ def estimate(workload: Workload, hardware: Hardware, throughput: Throughput | No
         params=workload.params, tokens=workload.tokens, flops=model_flops, gpu=gpu.name, gpus=gpus,
         nodes=hardware.node_count,
         memory_gb_per_gpu=MemoryBreakdown(mem.weights, mem.gradients, mem.optimizer, mem.activations,
-                                          mem.overhead, total),
+                                          mem.overhead, total), attention=workload.attention,
         fits=fits, min_gpus=needed, mfu=mfu, mfu_source=source, tokens_per_s_per_gpu=effective_tps,
         scaling_efficiency=comm.efficiency, wall_hours=wall_s / 3600, gpu_hours=wall_s * gpus / 3600,
         wall_hours_range=wall_range, gpu_hours_range=gpu_range, mode="train", gpus_per_node=hardware.per_node, gpu_memory_gb=gpu.memory_gb,
@@ -436,13 +445,14 @@ def _inference_estimate(workload: Workload, hardware: Hardware, throughput: Thro
     gpu, gpus = hardware.gpu, hardware.gpus
     shape = shape_of(workload.params, workload.architecture)
     peak = _peak(gpu, workload.precision)
-    mem = memory.inference_memory(shape, params=workload.params, precision=workload.precision, gpus=gpus,
-                                  batch=workload.batch, context=workload.context)
+    mem = _memory(workload, shape, gpus)
+    # Decode reads the weights and KV cache, never the prefill's attention scores: time it on the fused working set.
+    timed = mem if workload.attention == "flash" else _memory(replace(workload, attention="flash"), shape, gpus)
     fits = mem.total <= gpu.memory_gb
     needed = min_gpus(workload, gpu, gpus_per_node=hardware.per_node)
     bandwidth = (gpu.memory_bandwidth_gbps or 0.0) * 1e9
     # Each decode step reads every weight once and, on average, half of the full KV cache.
-    read_bytes_per_gpu = (mem.weights + mem.activations / 2) * 1e9
+    read_bytes_per_gpu = (timed.weights + timed.activations / 2) * 1e9
     fpt = flops.forward_flops_per_token(shape, workload.context // 2)
     compute_s = workload.batch * fpt / gpus / (peak * 1e12 * PREFILL_MFU)
     memory_s = read_bytes_per_gpu / (bandwidth * DECODE_BANDWIDTH_EFFICIENCY) if bandwidth else compute_s
@@ -464,6 +474,7 @@ def _inference_estimate(workload: Workload, hardware: Hardware, throughput: Thro
         params=workload.params, tokens=workload.tokens, flops=fpt * workload.tokens, gpu=gpu.name, gpus=gpus,
         nodes=hardware.node_count,
         memory_gb_per_gpu=MemoryBreakdown(mem.weights, 0.0, 0.0, mem.activations, mem.overhead, mem.total),
+        attention=workload.attention,
         fits=fits, min_gpus=needed, mfu=mfu, mfu_source=source, tokens_per_s_per_gpu=tps,
         scaling_efficiency=scaling, wall_hours=wall_s / 3600, gpu_hours=wall_s * gpus / 3600, mode="inference",
         gpus_per_node=hardware.per_node, gpu_memory_gb=gpu.memory_gb, precision=workload.precision,
@@ -505,6 +516,7 @@ def workload_from_job(job_workload: Any) -> tuple[Workload, Throughput | None]:
         global_batch=job_workload.global_batch, micro_batch=job_workload.micro_batch or 1,
         precision=job_workload.precision, optimizer=job_workload.optimizer, sharding=job_workload.sharding,
         activation_checkpointing=job_workload.activation_checkpointing, lora_rank=job_workload.lora,
+        attention=getattr(job_workload, "attention", None) or "flash",
     )
     throughput = None
     if getattr(job_workload, "throughput", None):

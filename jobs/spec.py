@@ -159,6 +159,8 @@ class Workload(_Model):
     sharding: Literal["none", "zero1", "zero2", "zero3", "fsdp"] = "none"
     activation_checkpointing: bool = False
     lora: int | None = Field(default=None, gt=0)
+    attention: Literal["flash", "eager"] = Field(
+        default="flash", description="flash: fused attention (no s x s scores kept); eager: scores materialised")
     throughput: float | None = Field(default=None, gt=0, description="measured tokens/s per GPU")
     mfu: float | None = Field(default=None, gt=0, le=1)
 

@@ -47,10 +47,14 @@ def test_sixteen_bytes_per_parameter_and_fp32() -> None:
 
 
 def test_activations_match_korthikanti() -> None:
-    """34·s·b·h bytes per layer for a GPT layer (4h GELU MLP, dropout masks) once the s² term is gone."""
+    """Korthikanti et al. 2022 Table 2: s·b·h·(34 + 5·a·s/h) bytes per GPT layer (4h GELU MLP, dropout masks) with
+    eager attention; a fused kernel drops the 5·a·s²·b scores and keeps a 4-byte logsumexp per head and token."""
     gpt = shape_of(0, Architecture("g", 2048, 24, 16, 16, 8192, 50257, 2048))
-    tokens = 4 * 2048
-    assert memory.layer_activation_bytes(gpt, tokens, "bf16", dropout=True) == 34 * tokens * 2048
+    s, b, h, a = 2048, 4, 2048, 16
+    eager = memory.layer_activation_bytes(gpt, b * s, "bf16", seq_len=s, attention="eager", dropout=True)
+    assert eager == s * b * h * (34 + 5 * a * s / h)
+    flash = memory.layer_activation_bytes(gpt, b * s, "bf16", seq_len=s, attention="flash", dropout=True)
+    assert flash == 34 * s * b * h + 4 * a * s * b
 
 
 def test_inference_floor_is_the_seeds_figure() -> None:

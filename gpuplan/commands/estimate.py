@@ -114,10 +114,11 @@ def render(result: Estimate) -> None:
     if result.mode == "train":
         echo(f"  memory/GPU {m.total:.1f} GB of {result.gpu_memory_gb:g} GB: weights {m.weights:.1f}, gradients "
              f"{m.gradients:.1f}, optimizer {m.optimizer:.1f}, activations {m.activations:.1f}, overhead "
-             f"{m.overhead:.1f} (sharding {result.sharding})")
+             f"{m.overhead:.1f} (sharding {result.sharding}, {result.attention} attention)")
     else:
         echo(f"  memory/GPU {m.total:.1f} GB of {result.gpu_memory_gb:g} GB: weights {m.weights:.1f}, KV cache and "
-             f"activations {m.activations:.1f}, overhead {m.overhead:.1f} (split over {result.gpus} GPUs)")
+             f"activations {m.activations:.1f}, overhead {m.overhead:.1f} (split over {result.gpus} GPUs, "
+             f"{result.attention} attention)")
     if result.fits:
         echo(f"  fits       yes (smallest that fits: {result.min_gpus} x {result.gpu})")
     else:

@@ -16,7 +16,7 @@ import click
 
 from gpuplan.architecture import Architecture, load_hf_config, preset
 from gpuplan.errors import UserError
-from gpuplan.estimate import MODES, OPTIMIZERS, PRECISIONS, SHARDINGS, Workload
+from gpuplan.estimate import ATTENTIONS, MODES, OPTIMIZERS, PRECISIONS, SHARDINGS, Workload
 from gpuplan.units import parse_size
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -39,6 +39,12 @@ _OPTIONS = [
     click.option("--sharding", type=click.Choice(SHARDINGS), default="none", show_default=True,
                  help="How weights/gradients/optimizer state are split across GPUs (ZeRO stage or FSDP)."),
     click.option("--activation-checkpointing", is_flag=True, help="Recompute activations in the backward pass."),
+    click.option("--attention", type=click.Choice(ATTENTIONS), default="flash", show_default=True,
+                 help="Attention kernel, for activation memory. flash: fused kernels that never store the s x s "
+                      "scores (PyTorch >= 2.0 scaled_dot_product_attention, FlashAttention; fp32 uses SDPA's "
+                      "memory-efficient kernel). eager: the scores are kept (a·s² per layer and sequence); pick it "
+                      "for torch < 2.0, custom attention the fused kernels cannot run (your own softmax/bias, "
+                      "output_attentions, attn_implementation=\"eager\") or GPUs/backends without fused kernels."),
     click.option("--lora", type=int, metavar="RANK", help="Train LoRA adapters of this rank only."),
     click.option("--mode", type=click.Choice(MODES), default="train", show_default=True,
                  help="Training, or inference (generation with --batch and --context)."),
@@ -158,6 +164,7 @@ def build_workload(options: dict[str, Any]) -> Workload:
             precision=options["precision"], optimizer=options["optimizer"], sharding=options["sharding"],
             activation_checkpointing=options["activation_checkpointing"], lora_rank=options["lora"], mode=mode,
             batch=options["batch"] or 1, context=options["context"] or (arch.max_seq_len if arch else 2048),
+            attention=options.get("attention") or "flash",
         )
     except ValueError as exc:
         raise UserError(str(exc)) from exc

@@ -9,12 +9,27 @@ Sources for the byte counts:
 - 8-bit Adam: two 1-byte moments (Dettmers et al. 2022, "8-bit Optimizers via Block-wise Quantization");
   Adafactor: factored second moment, ~0 bytes/parameter at LLM shapes (Shazeer & Stern 2018) — we count
   nothing for it; SGD with momentum: one state.
-- Activations per layer, per sequence of s tokens, hidden h, 16-bit: 34·s·h bytes with flash attention (no
-  s² attention-score term) — Korthikanti et al. 2022, "Reducing Activation Recomputation", Table 2, with
-  its 5·a·s²/h term removed because FlashAttention/SDPA never materialises the scores. We split the 34 into
-  attention (11·s·h, generalised to grouped-query K/V), MLP (19·s·h for a 4h GELU MLP, 2sh + 8·s·i for a
-  SwiGLU MLP) and two norms (4·s·h). Full activation checkpointing keeps only each layer's 2·s·h input plus
-  one layer's full set while it is recomputed. The logits add s·V·(2 + 4) bytes (bf16 logits, fp32 softmax).
+- Activations per layer, per sequence of s tokens, hidden h, a query heads, 16-bit: Korthikanti et al. 2022,
+  "Reducing Activation Recomputation", sec. 4.1 and Table 2: s·h·(34 + 5·a·s/h) bytes = attention 11·s·h +
+  5·a·s² (softmax output 2as², its dropout mask as², dropout output 2as²), MLP 19·s·h (4h GELU MLP; 2sh + 8·s·i
+  for a SwiGLU MLP), two norms 4·s·h. That is `attention="eager"`: the scores are materialised.
+  `attention="flash"` (the default): FlashAttention (Dao et al. 2022, sec. 3.1 and Algorithm 2; FlashAttention-2,
+  Dao 2023) and PyTorch 2's scaled_dot_product_attention keep, for the backward pass, Q, K, V, the output O and
+  the per-row softmax statistic L = m + log(l) (the logsumexp) — fp32, one per query head and query token — and
+  regenerate the dropout mask from the RNG seed. So the 5·a·s² term goes and 4·a·s bytes come in: the layer keeps
+  11·s·h + 4·a·s + MLP + norms, i.e. 34·s·h + 4·a·s (for Llama-2-7B, a=32, h=4096: +0.4%).
+  Grouped-query/multi-query attention (kv_heads < heads): the fused kernels index the shared K/V head per query
+  head (FlashAttention-2 handles MQA/GQA natively; PyTorch SDPA's enable_gqa), so K and V cost 2·s·kv_dim each
+  instead of 2·s·h. Eager attention implementations (Hugging Face's `repeat_kv`, Megatron's repeat_interleave)
+  expand K and V to every query head before the two matmuls, which save the expanded copies: 2·s·h each again.
+  fp32/tf32: there is no fp32 FlashAttention kernel (flash-attention issue #622: "fp32 is not supported";
+  PyTorch's flash backend takes fp16/bf16 only), but SDPA then dispatches to its memory-efficient kernel (Rabe &
+  Staats 2021; xformers' CUTLASS kernel), which accepts fp32 on every CUDA GPU (sdp_utils.cpp,
+  can_use_mem_efficient_attention: fp16/fp32 below sm80, plus bf16 from sm80) and likewise saves only O and the
+  fp32 logsumexp. So "flash" means "fused attention, scores never stored" in every precision, with 4-byte
+  activations in fp32. Full activation checkpointing keeps only each layer's 2·s·h input plus one layer's full
+  set while it is recomputed (including, with eager attention, that layer's scores). The logits add s·V·(2 + 4)
+  bytes (bf16 logits, fp32 softmax).
 - Overhead: CUDA context and NCCL buffers (~1 GB, what `nvidia-smi` shows for an idle PyTorch process)
   plus 5% allocator fragmentation; ZeRO-3/FSDP also holds one gathered layer (and the prefetched next).
 """
@@ -33,6 +48,10 @@ FRAGMENTATION = 0.05
 _OPTIMIZER_STATE_BYTES = {"adamw": 8.0, "adam": 8.0, "adam8bit": 2.0, "sgd": 4.0, "adafactor": 0.0}
 OPTIMIZERS = tuple(_OPTIMIZER_STATE_BYTES)
 SHARDINGS = ("none", "zero1", "zero2", "zero3", "fsdp")
+# flash: a fused kernel (FlashAttention, PyTorch SDPA flash / memory-efficient) that never stores the s x s scores;
+# eager: softmax(QK^T) computed and kept by ordinary ops.
+ATTENTIONS = ("flash", "eager")
+LOGSUMEXP_BYTES = 4.0  # FlashAttention's softmax statistic is fp32 whatever the activation precision
 
 
 def weight_bytes(precision: str) -> float:
@@ -57,15 +76,39 @@ class MemoryParts:
         return self.weights + self.gradients + self.optimizer + self.activations + self.overhead
 
 
-def layer_activation_bytes(shape: Shape, tokens: int, precision: str, *, dropout: bool = False) -> float:
+def attention_activation_bytes(shape: Shape, tokens: int, precision: str, *, seq_len: int | None = None,
+                               attention: str = "flash", dropout: bool = False) -> float:
+    """What the attention block keeps for backward, for `tokens` tokens in sequences of `seq_len` (default: one).
+
+    Only eager attention needs `seq_len`: its scores grow with s² per sequence, tokens/s sequences x a·s² =
+    a·s·tokens elements. tests/test_attention_memory.py measures these bytes on a real torch block.
+    """
+    if attention not in ATTENTIONS:
+        raise ValueError(f"attention must be one of {', '.join(ATTENTIONS)}")
+    b = activation_bytes(precision)
+    h, a = shape.hidden, shape.heads
+    s = seq_len or tokens
+    if attention == "flash":
+        # Layer input, Q and O (h each), K and V at their own width (GQA), and the fp32 logsumexp per query head.
+        per_token = b * (3 * h + 2 * shape.kv_dim) + LOGSUMEXP_BYTES * a
+    else:
+        # Layer input, Q, O and K, V expanded to every query head (h each); the softmax output (a·s per token),
+        # and with dropout its 1-byte mask and the dropped-out copy (Korthikanti's 2as² + as² + 2as²).
+        per_token = b * 5 * h + a * s * (b + ((1 + b) if dropout else 0))
+    return tokens * per_token
+
+
+def layer_activation_bytes(shape: Shape, tokens: int, precision: str, *, seq_len: int | None = None,
+                           attention: str = "flash", dropout: bool = False) -> float:
     """Activations one transformer layer keeps for the backward pass, for `tokens` tokens (micro-batch x seq)."""
     b = activation_bytes(precision)
-    h, kv, i = shape.hidden, shape.kv_dim, shape.intermediate
-    attention = b * (3 * h + 2 * kv)  # layer input, Q, attention output (h each) and K, V (kv_dim each)
+    h, i = shape.hidden, shape.intermediate
+    attn = attention_activation_bytes(shape, tokens, precision, seq_len=seq_len, attention=attention,
+                                      dropout=dropout)
     mlp = b * (h + (4 * i if shape.gated_mlp else 2 * i))
     norms = 2 * b * h
     masks = (2 * h) if dropout else 0  # 1-byte dropout masks after attention and MLP
-    return tokens * (attention + mlp + norms + masks)
+    return attn + tokens * (mlp + norms + masks)
 
 
 def training_memory(
@@ -80,6 +123,7 @@ def training_memory(
     micro_batch: int,
     seq_len: int,
     checkpointing: bool,
+    attention: str = "flash",
 ) -> MemoryParts:
     """Per-GPU memory of data-parallel training over `dp` ranks with the given ZeRO/FSDP `sharding`."""
     wb = weight_bytes(precision)
@@ -102,7 +146,7 @@ def training_memory(
         weights = (frozen + trainable_params) * wb / dp
         gathered = 2 * shape.layer_params * wb if dp > 1 else 0.0
     tokens = micro_batch * seq_len
-    per_layer = layer_activation_bytes(shape, tokens, precision)
+    per_layer = layer_activation_bytes(shape, tokens, precision, seq_len=seq_len, attention=attention)
     if checkpointing:
         activations = shape.layers * tokens * shape.hidden * activation_bytes(precision) + per_layer
     else:
@@ -119,17 +163,27 @@ def kv_cache_bytes(shape: Shape, *, batch: int, context: int, precision: str) ->
 
 
 def inference_memory(shape: Shape, *, params: int, precision: str, gpus: int, batch: int,
-                     context: int) -> MemoryParts:
+                     context: int, attention: str = "flash") -> MemoryParts:
     """Per-GPU memory when serving with the weights and KV cache split over `gpus` (tensor parallel).
 
     The floor is the weights alone: 7B x 4 bytes = 28 GB in fp32, 14 GB in fp16. fp8 stores 1 byte per weight.
+    The KV cache is the same whichever attention kernel reads it. Prefill is not: eager attention materialises,
+    for a chunk of c query tokens against the whole context, the scores and their softmax (a·c·context elements
+    each, alive together), while a fused kernel keeps only tiles in on-chip SRAM (its logsumexp is not kept
+    without a backward pass: serving kernels such as vLLM's flash_attn_varlen_func do not return it).
     """
+    if attention not in ATTENTIONS:
+        raise ValueError(f"attention must be one of {', '.join(ATTENTIONS)}")
     wb = {"fp32": 4.0, "tf32": 4.0, "fp8": 1.0}.get(precision, 2.0)
+    ab = activation_bytes(precision)
     weights = params * wb / gpus
     kv = kv_cache_bytes(shape, batch=batch, context=context, precision=precision) / gpus
     # Working activations of one layer for one prefill chunk of up to 2048 tokens per sequence.
     chunk = batch * min(context, 2048)
-    working = chunk * (2 * shape.hidden + 2 * shape.intermediate) * activation_bytes(precision) / gpus
+    working = chunk * (2 * shape.hidden + 2 * shape.intermediate) * ab
+    if attention == "eager":
+        working += chunk * shape.heads * context * 2 * ab
+    working /= gpus  # tensor parallel splits the heads and the MLP
     subtotal = weights + kv + working
     overhead = CONTEXT_OVERHEAD_GB * GB + FRAGMENTATION * subtotal
     return MemoryParts(weights / GB, 0.0, 0.0, (kv + working) / GB, overhead / GB)
