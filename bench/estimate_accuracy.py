@@ -2,14 +2,15 @@
 
 Usage:
     python bench/estimate_accuracy.py            # the table (markdown) and the median errors per split
-    python bench/estimate_accuracy.py --loo      # + leave-one-out errors on the tune rows and the prior's spread
+    python bench/estimate_accuracy.py --loo      # + leave-one-out / leave-one-family-out errors (all scored rows)
     python bench/estimate_accuracy.py --fit      # fit the prior's constants on the *tune* rows only
 
 Each row of tests/data/published_runs.csv is a real run with its source: model shape, GPU type and count,
 tokens, and the GPU-hours the authors reported. We predict GPU-hours with the default prior (no --mfu, no
 bench record) and report the error. Splits:
-- `tune`: the rows the constants are fitted on. Their in-sample median flatters the prior; the leave-one-out
-  median (each row predicted by constants fitted on all the others) is the honest figure for this split.
+- `tune`: the rows the constants are fitted on. Their in-sample median flatters the prior; `--loo` predicts
+  every scored row (tune and test) from constants fitted on all the other rows, and on all the other model
+  families: the honest figures for a run, and for a model family, the prior has not seen.
 - `test`: rows found after the model and its constants were frozen, by someone told not to look at
   predictions; evaluated once, never fitted. Their median is the figure for runs we have not seen.
 Rows with a reason in `exclude` (hours that cover more than one model's pre-training, mixture-of-experts,
@@ -24,6 +25,7 @@ import argparse
 import contextlib
 import csv
 import math
+import re
 import statistics
 import sys
 from collections.abc import Iterator
@@ -176,6 +178,24 @@ def leave_one_out(rows: list[dict[str, str]]) -> list[float]:
     return out
 
 
+def family(run: str) -> str:
+    """A run's model family: the letters its name starts with (llama-2-7b and llama-3.1-405b are both llama)."""
+    return re.match(r"[a-z]*", run.lower()).group(0) or run
+
+
+def leave_family_out(rows: list[dict[str, str]]) -> list[float]:
+    """Signed errors of each row predicted by constants fitted without any run of its family: how the prior
+    does on a model family it has never seen, which is what a new user's model is."""
+    out: dict[int, float] = {}
+    for name in sorted({family(r["run"]) for r in rows}):
+        inside = [i for i, r in enumerate(rows) if family(r["run"]) == name]
+        values = fit([r for r in rows if family(r["run"]) != name], rounds=30)
+        with prior_constants(values):
+            for i in inside:
+                out[i] = predict(rows[i]) / float(rows[i]["reported_gpu_hours"]) - 1
+    return [out[i] for i in range(len(rows))]
+
+
 def spread(signed_errors: list[float]) -> tuple[float, float]:
     """10th and 90th percentiles of reported / predicted: the band 80% of runs fell in."""
     ratios = sorted(1 / (1 + e) for e in signed_errors)
@@ -223,7 +243,8 @@ def describe(name: str, errs: list[float]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--fit", action="store_true", help="fit the prior's constants on the tune split")
-    parser.add_argument("--loo", action="store_true", help="leave-one-out errors on the tune split")
+    parser.add_argument("--loo", action="store_true",
+                        help="leave-one-out and leave-one-family-out errors over all scored rows (slow: refits)")
     args = parser.parse_args()
     rows = load_runs()
     tune = [r for r in rows if r["split"] == "tune"]
@@ -238,11 +259,15 @@ def main() -> int:
         subset = [r for r in rows if r["split"] == name]
         if subset:
             print(describe(f"{name} (in-sample)" if name == "tune" else name, errors(subset)))
+    print(describe("all scored", errors(rows)))
     if args.loo:
-        loo = leave_one_out(tune)
+        # Out of sample for every run: refit without it (or without its whole family), predict it.
+        loo = leave_one_out(rows)
         lo, hi = spread(loo)
-        print(describe("tune, leave-one-out", loo))
+        print(describe("all scored, leave-one-out", loo))
         print(f"reported / predicted, leave-one-out: 80% of runs between {lo:.2f}x and {hi:.2f}x")
+        families = len({family(r["run"]) for r in rows})
+        print(describe(f"all scored, leave-one-family-out ({families} families)", leave_family_out(rows)))
     print(f"naive 6·N·D at 40% MFU, all scored runs: median |error| {naive(rows):.1%}")
     excluded = [r for r in load_runs(scored=False) if r.get("exclude", "").strip()]
     for r in excluded:

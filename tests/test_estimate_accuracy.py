@@ -23,7 +23,8 @@ def test_table_is_cited_and_covers_two_generations() -> None:
     assert {r["gpu"] for r in rows} >= {"A100-80GB", "A100-40GB", "H100"}
     assert all(r["source"] and float(r["reported_gpu_hours"]) > 0 for r in rows)
     assert {r["split"] for r in rows} <= set(SPLITS)
-    assert all(r["checked"] == "no" or r["checked"].startswith("yes: ") for r in load_runs(scored=False))
+    assert all(r["checked"] == "no" or r["checked"].startswith(("yes: ", "yes (secondary): "))
+               for r in load_runs(scored=False))
 
 
 def test_excluded_rows_say_which_rule() -> None:
@@ -38,4 +39,7 @@ def test_default_prior_beats_naive() -> None:
     overall = statistics.median(abs(e) for e in errors(rows))
     tune = statistics.median(abs(e) for e in errors([r for r in rows if r["split"] == "tune"]))
     assert overall < naive(rows)
-    assert tune <= 0.13, tune  # README: in-sample median over the tune rows
+    test = statistics.median(abs(e) for e in errors([r for r in rows if r["split"] == "test"]))
+    assert tune <= 0.13, tune  # README: 12.3% in-sample over the 47 tune rows
+    assert overall <= 0.17, overall  # README: 16.3% over all 67 scored rows
+    assert test <= 0.56, test  # README: 54.4% on the 20 test rows the frozen constants never saw
