@@ -53,13 +53,15 @@ class StoredObject:
 
 @dataclass
 class FakeGcs:
-    """The service's state: buckets, objects, and what the tests inspect (`uploads`: (name, had the token))."""
+    """The service's state: buckets, objects, and what the tests inspect (`uploads`: (name, carried the token);
+    `media_reads`: names downloaded)."""
 
     buckets: set[str] = field(default_factory=lambda: {"gpuplan-runs"})
     upload_token: str | None = None
     can_overwrite: bool = True
     objects: dict[tuple[str, str], StoredObject] = field(default_factory=dict)
     uploads: list[tuple[str, bool]] = field(default_factory=list)
+    media_reads: list[str] = field(default_factory=list)  # object names whose bytes were downloaded
     lock: threading.Lock = field(default_factory=threading.Lock)
     _generations: Iterator[int] = field(default_factory=lambda: itertools.count(1_700_000_000_000_001))
 
@@ -145,6 +147,7 @@ class GcsApp:
             return Response(json.dumps(body), mimetype="application/json")
         obj = self.state.get(bucket, args["name"])
         if endpoint == "media" or request.args.get("alt") == "media":
+            self.state.media_reads.append(obj.name)
             headers = {"x-goog-hash": f"crc32c={_crc32c(obj.data)},md5={_md5(obj.data)}",
                        "x-goog-generation": str(obj.generation)}
             return Response(obj.data, mimetype=obj.content_type, headers=headers)
@@ -217,7 +220,7 @@ def _crc32c(data: bytes) -> str:
 class FakeMetadata:
     """The metadata server's state: the token it hands out, and the guest attributes written to it."""
 
-    token: str
+    token: str | None  # None: the VM has no service account (GCE answers 404 for its token)
     guest_attributes: dict[str, str] = field(default_factory=dict)
     token_requests: int = 0
 
@@ -231,6 +234,8 @@ class MetadataApp:
         path = request.path
         if request.headers.get("Metadata-Flavor") != "Google":
             response = Response("Missing Metadata-Flavor:Google header.", status=403)
+        elif path.endswith("/service-accounts/default/token") and self.state.token is None:
+            response = Response("service account not found", status=404)
         elif path == "/computeMetadata/v1/instance/service-accounts/default/token" and request.method == "GET":
             self.state.token_requests += 1
             response = Response(json.dumps({"access_token": self.state.token, "expires_in": 3599,
@@ -285,7 +290,7 @@ def serve(state: FakeGcs | None = None, host: str = "127.0.0.1") -> Iterator[Run
 
 
 @contextmanager
-def serve_metadata(token: str, host: str = "127.0.0.1") -> Iterator[Running]:
+def serve_metadata(token: str | None, host: str = "127.0.0.1") -> Iterator[Running]:
     """Serve the metadata server's token and guest-attribute paths; the base URL for the boot script is
     `<url>/computeMetadata/v1`."""
     state = FakeMetadata(token)
