@@ -259,7 +259,7 @@ class AwsProvider(Provider):
     def outcome_hint(self) -> str | None:
         if self.bucket:
             return None
-        return bucket_hint("GPUPLAN_AWS_BUCKET",
+        return "no exit record: " + bucket_hint("GPUPLAN_AWS_BUCKET",
                            "an instance profile, GPUPLAN_AWS_INSTANCE_PROFILE, with s3:PutObject on BUCKET/gpuplan/*")
 
     def fetch_outputs(self, instance: Instance, run_dir: str) -> None:

@@ -97,7 +97,7 @@ class GcsOutputs:
         if self.bucket:
             return GUEST_HINT
         return f"{GUEST_HINT}; " + bucket_hint(
-            f"{BUCKET_ENV} (or bucket in [providers.gcp])",
+            f"{BUCKET_ENV} or `bucket` in [providers.gcp]",
             "a service account with storage.objects.create and storage.objects.delete on that bucket")
 
     def client(self) -> Any:

@@ -103,5 +103,4 @@ def sync_node_outputs(objects: Iterable[StoredObject], prefix: str, read: Callab
 
 def bucket_hint(setting: str, permission: str) -> str:
     """The outcome hint of a provider without run storage: which setting turns it on, and what the machine needs."""
-    return (f"no exit record: set {setting} (and give the machines {permission}) so runs ship their logs, "
-            "metrics and exit code")
+    return f"set {setting} (and give the machines {permission}) so runs ship their logs, metrics and exit code"
