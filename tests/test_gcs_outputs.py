@@ -268,3 +268,17 @@ def test_without_a_bucket_a_run_that_left_no_exit_code_says_how_to_ship_outputs(
     assert final["state"] == "lost" and final["exit_code"] is None, final
     assert "GPUPLAN_GCS_BUCKET" in final["state_reason"]
     assert "storage.objects.delete" in final["state_reason"]
+
+
+def test_the_bucket_comes_from_the_config_file_or_the_environment(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpuplan.config import make_provider
+
+    config = tmp_path / "config.toml"
+    config.write_text(f'[providers.gcp]\nbucket = "gs://{BUCKET}/"\n')
+    monkeypatch.setenv("GPUPLAN_CONFIG", str(config))
+    assert make_provider("gcp").outputs_url("r-1") == f"gs://{BUCKET}/gpuplan/r-1"
+    config.write_text("[providers.gcp]\n")
+    assert make_provider("gcp").outputs_url("r-1") is None
+    monkeypatch.setenv("GPUPLAN_GCS_BUCKET", "from-env")
+    assert make_provider("gcp").outputs_url("r-1") == "gs://from-env/gpuplan/r-1"
