@@ -17,9 +17,10 @@ Where the cloud has a secret store, the script carries only secret *names* (`sec
 parameter) and reads the values at boot with `aws ssm get-parameter --with-decryption`, so user-data (readable
 by anyone who may describe the instance) holds no secret. How a run's outcome gets back to gpuplan:
 `storage_url` (s3:// or gs://, one prefix per node) receives job.log and metrics.jsonl every minute and
-exit.json at the end; with `guest_attributes` (GCP) the exit code and a status are also written to the VM's
-guest attributes (`gpuplan/exit_code`, `gpuplan/status`, `gpuplan/reason`), readable through the Compute API
-without any bucket or IAM.
+exit.json at the end (gs:// with curl alone: the VM's service-account token from the metadata server, handed
+to curl on stdin, and the GCS JSON API's media upload); with `guest_attributes` (GCP) the exit code and a
+status are also written to the VM's guest attributes (`gpuplan/exit_code`, `gpuplan/status`, `gpuplan/reason`),
+readable through the Compute API without any bucket or IAM.
 """
 
 from __future__ import annotations
@@ -33,6 +34,10 @@ from typing import Any
 from gpuplan.jobs.runner import CONTAINER_RUN_DIR, NodeLaunch, job_environment, refuse_options
 
 SHIP_INTERVAL_SECONDS = 60
+# Where a GCP VM ships its outputs (the GCS JSON API) and asks for its service account's token. Both can be moved
+# (a Private Service Connect endpoint; the tests' loopback fakes), never to anything the user's job controls.
+DEFAULT_GCS_ENDPOINT = "https://storage.googleapis.com"
+DEFAULT_METADATA_URL = "http://metadata.google.internal/computeMetadata/v1"
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,8 @@ class BootPlan:
     poweroff: bool = True
     secret_params: Mapping[str, str] = field(default_factory=dict)  # NAME -> SSM parameter read at boot
     guest_attributes: bool = False  # GCP: report status and exit code as guest attributes
+    gcs_endpoint: str | None = None  # gs:// uploads go to this JSON API endpoint (default: DEFAULT_GCS_ENDPOINT)
+    metadata_url: str | None = None  # the GCE metadata server (default: DEFAULT_METADATA_URL)
 
 
 def q(value: object) -> str:
@@ -125,6 +132,8 @@ def render_boot_script(plan: BootPlan) -> str:
         _array("SECRET_NAMES", list(by_reference)),
         _array("SECRET_PARAMS", list(by_reference.values())),
         _assign("GUEST_ATTRIBUTES", 1 if plan.guest_attributes else 0),
+        _assign("GCS_ENDPOINT", (plan.gcs_endpoint or DEFAULT_GCS_ENDPOINT).rstrip("/")),
+        _assign("METADATA_URL", (plan.metadata_url or DEFAULT_METADATA_URL).rstrip("/")),
         "",
         "# --- the job's environment (values quoted; secrets are exported, never printed)",
         *(f"export {_assign(k, v)}" for k, v in user_env.items()),
@@ -139,7 +148,7 @@ def render_boot_script(plan: BootPlan) -> str:
 def boot_plan_for(launch: NodeLaunch, *, secrets: Mapping[str, str], storage_url: str | None = None,
                   master_addr: str | None = None, poweroff: bool = True,
                   base_dir: str = "/var/lib/gpuplan", secret_params: Mapping[str, str] | None = None,
-                  guest_attributes: bool = False) -> BootPlan:
+                  guest_attributes: bool = False, gcs_endpoint: str | None = None) -> BootPlan:
     """A BootPlan from the same NodeLaunch the local runner uses, so clouds and local share one contract."""
     return BootPlan(run_id=launch.run_id, name=launch.name, argv=list(launch.argv), image=launch.image,
                     runtime=launch.runtime, workdir=launch.workdir, env=dict(launch.env), secrets=dict(secrets),
@@ -147,7 +156,7 @@ def boot_plan_for(launch: NodeLaunch, *, secrets: Mapping[str, str], storage_url
                     master_addr=master_addr, master_port=launch.master_port, gpus=launch.gpus,
                     max_hours=launch.max_hours, storage_url=storage_url, checkpoint_dir=launch.checkpoint_dir,
                     poweroff=poweroff, base_dir=base_dir, secret_params=dict(secret_params or {}),
-                    guest_attributes=guest_attributes)
+                    guest_attributes=guest_attributes, gcs_endpoint=gcs_endpoint)
 
 
 def boot_script_for_request(request: Any, node_rank: int, *, storage_url: str | None = None,
@@ -182,23 +191,81 @@ log() {
 ship() {
   # Copy the log, metrics and exit record to this node's prefix of the run's storage (best effort: a failed
   # copy never stops the job). The exit record goes last, so a reader that sees it also sees the final log.
-  local f
+  local f token=''
   [ -n "$STORAGE_URL" ] || return 0
+  case "$STORAGE_URL" in
+    gs://*)
+      if ! token=$(gcs_token); then
+        echo "gpuplan: no access token from the metadata server (does the VM have a service account?)" >&2
+        return 0
+      fi
+      ;;
+    *) ;;
+  esac
   for f in job.log metrics.jsonl exit.json; do
     [ -f "$RUN_DIR/$f" ] || continue
     case "$STORAGE_URL" in
       s3://*) aws s3 cp --only-show-errors -- "$RUN_DIR/$f" "${STORAGE_URL%/}/$f" || true ;;
-      gs://*) gcloud storage cp --quiet -- "$RUN_DIR/$f" "${STORAGE_URL%/}/$f" || true ;;
+      gs://*) gcs_upload "$RUN_DIR/$f" "$f" "$token" || true ;;
       *) ;;
     esac
   done
+}
+
+gcs_token() {
+  # GCP: an OAuth access token of the VM's service account, from the metadata server. It lives only in shell
+  # variables: never in a file, a log line or a command line (curl gets it on stdin).
+  local body
+  body=$(curl -fsS -m 10 -H 'Metadata-Flavor: Google' \
+    "$METADATA_URL/instance/service-accounts/default/token" 2>/dev/null) || return 1
+  case "$body" in
+    *'"access_token"'*) ;;
+    *) return 1 ;;
+  esac
+  body=${body#*\"access_token\"}
+  body=${body#*\"}
+  body=${body%%\"*}
+  [ -n "$body" ] || return 1
+  printf '%s' "$body"
+}
+
+urlencode() {
+  # Percent-encode one URL component, byte by byte (LC_ALL=C), so an object name is never read as a path.
+  local LC_ALL=C s=$1 out='' c i
+  for ((i = 0; i < ${#s}; i++)); do
+    c=${s:i:1}
+    case "$c" in
+      [A-Za-z0-9._~-]) out+=$c ;;
+      *) printf -v c '%%%02X' "'$c"; out+=$c ;;
+    esac
+  done
+  printf '%s' "$out"
+}
+
+gcs_upload() {
+  # One file to gs://BUCKET/PREFIX/NAME through the GCS JSON API's media upload (no gsutil/gcloud needed).
+  local file=$1 name=$2 token=$3 rest bucket object type=text/plain
+  rest=${STORAGE_URL#gs://}
+  bucket=${rest%%/*}
+  object=${rest#"$bucket"}
+  object=${object#/}
+  object=${object%/}
+  object=${object:+$object/}$name
+  case "$name" in
+    *.jsonl) type=application/x-ndjson ;;
+    *.json) type=application/json ;;
+    *) ;;
+  esac
+  printf 'Authorization: Bearer %s\n' "$token" | curl -fsS -m 120 --retry 3 -o /dev/null -X POST -H @- \
+    -H "Content-Type: $type" --data-binary "@$file" \
+    "$GCS_ENDPOINT/upload/storage/v1/b/$(urlencode "$bucket")/o?uploadType=media&name=$(urlencode "$object")"
 }
 
 guest_attribute() {
   # GCP: publish KEY=VALUE under guest-attributes/gpuplan/ (read back with instances.getGuestAttributes).
   [ "$GUEST_ATTRIBUTES" = 1 ] || return 0
   curl -fsS -m 10 -X PUT -H 'Metadata-Flavor: Google' --data-binary "$2" \
-    "http://metadata.google.internal/computeMetadata/v1/instance/guest-attributes/gpuplan/$1" \
+    "$METADATA_URL/instance/guest-attributes/gpuplan/$1" \
     >/dev/null 2>&1 || true
 }
 

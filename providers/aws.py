@@ -48,6 +48,7 @@ from gpuplan.providers.base import (
     Provider,
     ProviderError,
 )
+from gpuplan.providers.outputs import StoredObject, bucket_hint, node_prefix, run_url, sync_node_outputs
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +98,7 @@ class AwsProvider(Provider):
     ) -> None:
         env = os.environ
         self.bucket = (bucket or env.get("GPUPLAN_AWS_BUCKET") or "").strip() or None
-        self._etags: dict[tuple[str, str], str] = {}
+        self._etags: dict[str, str] = {}  # key -> ETag of the copy fetched last
         self._session = session
         self.region = region or self._default_region()
         self.regions: list[str] = []
@@ -253,38 +254,30 @@ class AwsProvider(Provider):
     # ---- outputs (S3) ----------------------------------------------------------------------------------------
 
     def outputs_url(self, run_id: str) -> str | None:
-        return f"s3://{self.bucket}/gpuplan/{run_id}" if self.bucket else None
+        return run_url("s3", self.bucket, run_id)
 
     def outcome_hint(self) -> str | None:
         if self.bucket:
             return None
-        return ("no exit record: set GPUPLAN_AWS_BUCKET (and GPUPLAN_AWS_INSTANCE_PROFILE with s3:PutObject on "
-                "BUCKET/gpuplan/*) so runs ship their logs and exit code")
+        return "no exit record: " + bucket_hint("GPUPLAN_AWS_BUCKET",
+                           "an instance profile, GPUPLAN_AWS_INSTANCE_PROFILE, with s3:PutObject on BUCKET/gpuplan/*")
 
     def fetch_outputs(self, instance: Instance, run_dir: str) -> None:
         """Download what the node shipped to `s3://BUCKET/gpuplan/<run_id>/node-<rank>/` (only changed objects),
         and, once the machine is gone and the run has no live instance left, delete the run's SSM secrets."""
-        from gpuplan.providers.outputs import OUTPUT_FILES, node_prefix, store_output
-
         region = instance.region or self._region_of.get(instance.instance_id) or self.region
         if instance.state in InstanceState.GONE:
             self._forget_secrets_if_done(region, instance.run_id)
         if not self.bucket or not instance.run_id or not run_dir:
             return
         s3 = self.client("s3", region)
+        bucket = self.bucket
         prefix = node_prefix(instance.run_id, instance.node_rank)
         try:
-            listing = s3.list_objects_v2(Bucket=self.bucket, Prefix=prefix)
-            for obj in listing.get("Contents", []):
-                name = obj["Key"][len(prefix):]
-                if name not in OUTPUT_FILES:
-                    continue
-                key = (self.bucket, obj["Key"])
-                if self._etags.get(key) == obj.get("ETag"):
-                    continue
-                body = s3.get_object(Bucket=self.bucket, Key=obj["Key"])["Body"].read()
-                store_output(run_dir, instance.node_rank, name, body)
-                self._etags[key] = obj.get("ETag", "")
+            listing = s3.list_objects_v2(Bucket=bucket, Prefix=prefix)
+            objects = [StoredObject(o["Key"], o.get("ETag", "")) for o in listing.get("Contents", [])]
+            sync_node_outputs(objects, prefix, lambda key: s3.get_object(Bucket=bucket, Key=key)["Body"].read(),
+                              run_dir, instance.node_rank, self._etags)
         except Exception as exc:
             raise map_client_error(exc, region=region) from exc
 

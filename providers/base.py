@@ -161,8 +161,13 @@ class Provider(abc.ABC):
     reports_guest_attributes: ClassVar[bool] = False
 
     def outputs_url(self, run_id: str) -> str | None:
-        """Where this run's machines ship their outputs (`s3://BUCKET/gpuplan/RUN_ID`), or None when the provider
-        has no storage configured; node `r` writes under `<url>/node-<r>/`."""
+        """Where this run's machines ship their outputs (`s3://` or `gs://BUCKET/gpuplan/RUN_ID`), or None when
+        the provider has no storage configured; node `r` writes under `<url>/node-<r>/`."""
+        return None
+
+    def outputs_endpoint(self) -> str | None:
+        """The storage API endpoint the machines upload to when it is not the cloud's default (GCP: a moved GCS
+        JSON API endpoint), or None."""
         return None
 
     def secret_parameter(self, run_id: str, name: str) -> str:

@@ -39,6 +39,12 @@ from gpuplan.providers.base import (
     Provider,
     ProviderError,
 )
+from gpuplan.providers.gcp_instance import instance_body, to_instance
+from gpuplan.providers.gcp_outputs import (
+    GcsOutputs,
+    outcome_from_attributes,
+    read_guest_attributes,
+)
 from gpuplan.providers.gcp_rules import (
     DEFAULT_BOOT_DISK_GB,
     DEFAULT_BOOT_DISK_TYPE,
@@ -46,29 +52,25 @@ from gpuplan.providers.gcp_rules import (
     DEFAULT_IMAGE_PROJECT,
     DEFAULT_REGION,
     ENDPOINT_ENV,
-    GPU_NAMES,
     LABEL_CREATED_BY,
     LABEL_RUN_ID,
     MAX_REQUEST_ATTEMPTS,
-    NETWORK_TAG,
     PREEMPTED_OPERATION,
     PROJECT_ENVS,
-    STATUS_MAP,
     Endpoint,
     accelerator_type,
     choose_machine_type,
     has_fixed_gpus,
     instance_name,
     label_value,
-    labels_for,
     last_segment,
     map_api_error,
     map_operation_error,
-    parse_time,
     region_of,
     request_id,
     retryable,
 )
+from gpuplan.providers.outputs import read_exit_record, write_exit_record
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +86,10 @@ class GcpProvider(Provider):
     `image` (an explicit VM image URL; per launch `options["vm_image"]`) or `image_project` + `image_family`,
     `boot_disk_gb`, `boot_disk_type`, `network`, `subnetwork`, `external_ip`, `service_account` (+ `scopes`;
     default: no service account, least privilege), `wait_timeout` (seconds to wait for an operation),
-    `retry_initial` / `retry_timeout` (throttling).
+    `retry_initial` / `retry_timeout` (throttling), `bucket` (else GPUPLAN_GCS_BUCKET: the GCS bucket the boot
+    script ships each node's job.log, metrics and exit.json to, under `gpuplan/<run_id>/node-<rank>/`; with it
+    the VM gets a service account with the devstorage.read_write scope: see providers/gcp_outputs.py) and
+    `storage_endpoint` (else CLOUDSDK_API_ENDPOINT_OVERRIDES_STORAGE).
     """
 
     name: ClassVar[str] = "gcp"
@@ -108,11 +113,13 @@ class GcpProvider(Provider):
         subnetwork: str | None = None,
         external_ip: bool = True,
         service_account: str | None = None,
-        scopes: Sequence[str] = ("https://www.googleapis.com/auth/cloud-platform",),
+        scopes: Sequence[str] | None = None,
         delete_when_stopped: bool = True,
         wait_timeout: float = 900.0,
         retry_initial: float = 1.0,
         retry_timeout: float = 120.0,
+        bucket: str | None = None,
+        storage_endpoint: str | None = None,
         credentials: Any = None,
     ) -> None:
         self.endpoint = Endpoint.parse(endpoint if endpoint is not None else os.environ.get(ENDPOINT_ENV))
@@ -129,7 +136,7 @@ class GcpProvider(Provider):
         self.subnetwork = subnetwork
         self.external_ip = external_ip
         self.service_account = service_account
-        self.scopes = list(scopes)
+        self.scopes = list(scopes) if scopes else None
         self.delete_when_stopped = delete_when_stopped
         self.wait_timeout = wait_timeout
         self.retry_initial = retry_initial
@@ -137,6 +144,12 @@ class GcpProvider(Provider):
         self._clients: dict[str, Any] = {}
         # zone/name -> the exit record read from the VM's guest attributes (read before gpuplan deletes the VM).
         self._outcomes: dict[str, dict[str, Any]] = {}
+        self.outputs = GcsOutputs.configure(bucket, storage_endpoint, credentials=credentials,
+                                            project=lambda: self.project)
+
+    @property
+    def bucket(self) -> str | None:
+        return self.outputs.bucket
 
     # ---- configuration and clients -------------------------------------------------------------------------
 
@@ -289,108 +302,10 @@ class GcpProvider(Provider):
             raise map_api_error(exc, zone=zone) from exc
         return acc, int(request.gpus_per_node)
 
-    def _image(self, request: LaunchRequest) -> str:
-        explicit = self._option(request, "vm_image", self.image)
-        if explicit:
-            return str(explicit)
-        project = self._option(request, "image_project", self.image_project)
-        family = self._option(request, "image_family", self.image_family)
-        return f"projects/{project}/global/images/family/{family}"
-
     def _instance_body(self, request: LaunchRequest, zone: str, name: str, machine_type: str,
                        gpus: tuple[str | None, int], rank: int) -> Any:
-        """The Instance resource: labels, boot disk, GPUs, startup script, scheduling (spot, fail-safe)."""
-        from google.cloud import compute_v1
-
-        labels = {**labels_for(request), "gpuplan-node-rank": str(rank)}
-        disk = compute_v1.AttachedDisk(
-            boot=True, auto_delete=True,
-            initialize_params=compute_v1.AttachedDiskInitializeParams(
-                source_image=self._image(request),
-                disk_size_gb=int(self._option(request, "boot_disk_gb", self.boot_disk_gb)),
-                disk_type=f"zones/{zone}/diskTypes/{self._option(request, 'boot_disk_type', self.boot_disk_type)}",
-                labels=labels,
-            ),
-        )
-        nic = compute_v1.NetworkInterface(network=self._option(request, "network", self.network))
-        subnetwork = self._option(request, "subnetwork", self.subnetwork)
-        if subnetwork:
-            nic.subnetwork = subnetwork
-        if bool(self._option(request, "external_ip", self.external_ip)):
-            nic.access_configs = [compute_v1.AccessConfig(name="External NAT", type_="ONE_TO_ONE_NAT")]
-        metadata = [
-            compute_v1.Items(key="startup-script", value=self._startup_script(request, zone, rank)),
-            compute_v1.Items(key="install-nvidia-driver", value="True"),
-            compute_v1.Items(key="enable-oslogin", value="TRUE"),
-            compute_v1.Items(key="block-project-ssh-keys", value="TRUE"),
-            # The boot script writes its exit code here (no bucket or IAM needed); see fetch_outputs.
-            compute_v1.Items(key="enable-guest-attributes", value="TRUE"),
-        ]
-        instance = compute_v1.Instance(
-            name=name,
-            machine_type=f"zones/{zone}/machineTypes/{machine_type}",
-            labels=labels,
-            disks=[disk],
-            network_interfaces=[nic],
-            metadata=compute_v1.Metadata(items=metadata),
-            scheduling=self._scheduling(request),
-            tags=compute_v1.Tags(items=[NETWORK_TAG]),
-        )
-        acc, count = gpus
-        if acc and count and not has_fixed_gpus(machine_type):
-            instance.guest_accelerators = [compute_v1.AcceleratorConfig(
-                accelerator_type=f"zones/{zone}/acceleratorTypes/{acc}", accelerator_count=count)]
-        account = self._option(request, "service_account", self.service_account)
-        if account:
-            instance.service_accounts = [compute_v1.ServiceAccount(email=account, scopes=self.scopes)]
-        return instance
-
-    def _startup_script(self, request: LaunchRequest, zone: str, rank: int) -> str:
-        """This node's startup script: orchestration's per-node renderer (`options["boot_script_for"]`), else the
-        request's one script, else jobs.bootstrap's for this node; rank 0's zonal DNS name is the master address.
-
-        GCE gives every VM the internal DNS name `NAME.ZONE.c.PROJECT.internal`, and the names are deterministic,
-        so every rank knows the master's address before rank 0 has booted.
-        """
-        generation = int(self._option(request, "generation", 0))
-        master = f"{instance_name(request.run_id, 0, generation)}.{zone}.c.{self.project}.internal"
-        per_node = request.options.get("boot_script_for")
-        if callable(per_node):  # orchestration's renderer: (rank, master address or None on rank 0) -> script
-            return str(per_node(rank, master if rank else None))
-        if request.boot_script is not None:
-            return request.boot_script
-        from gpuplan.jobs.bootstrap import boot_plan_for, render_boot_script
-        from gpuplan.jobs.runner import NodeLaunch
-
-        node = NodeLaunch(
-            run_id=request.run_id, name=request.name,
-            argv=list(request.options.get("argv") or ["/bin/sh", "-c", request.command]),
-            run_dir=request.run_dir, node_rank=rank, nnodes=request.nodes,
-            nproc_per_node=max(int(request.gpus_per_node or 1), 1), master_addr=master,
-            master_port=int(request.options.get("master_port") or 29500), runtime=request.runtime or "auto",
-            image=request.image, workdir=request.workdir, env=dict(request.env),
-            secret_names=sorted(request.secrets), gpus=int(request.gpus_per_node or 0), max_hours=request.max_hours,
-            checkpoint_dir=request.options.get("checkpoint_dir"),
-        )
-        plan = boot_plan_for(node, secrets=request.secrets, storage_url=request.options.get("storage_url"),
-                             master_addr=master if rank else None)
-        return render_boot_script(plan)
-
-    def _scheduling(self, request: LaunchRequest) -> Any:
-        """GPUs cannot live-migrate; spot VMs are deleted on preemption; max_hours becomes maxRunDuration."""
-        from google.cloud import compute_v1
-
-        scheduling = compute_v1.Scheduling(on_host_maintenance="TERMINATE", automatic_restart=False)
-        if request.spot:
-            scheduling.provisioning_model = "SPOT"
-            scheduling.instance_termination_action = "DELETE"
-        else:
-            scheduling.provisioning_model = "STANDARD"
-        if request.max_hours:
-            # GCE's own fail-safe: the VM is deleted when the run exceeds its limit, even if gpuplan is gone.
-            scheduling.max_run_duration = compute_v1.Duration(seconds=max(int(request.max_hours * 3600), 30))
-            scheduling.instance_termination_action = "DELETE"
-        return scheduling
+        """The Instance resource for one node (providers/gcp_instance.py)."""
+        return instance_body(self, request, zone, name, machine_type, gpus, rank)
 
     def _unspent_request_id(self, zone: str, run_id: str, generation: int, rank: int) -> str:
         """The requestId for this insert: attempt 0's, unless GCE already finished an insert with that id.
@@ -507,19 +422,7 @@ class GcpProvider(Provider):
 
     def guest_attributes(self, zone: str, name: str) -> dict[str, str]:
         """The VM's `gpuplan/` guest attributes (key -> value); {} when it has written none yet."""
-        from google.api_core import exceptions as gexc
-        from google.cloud import compute_v1
-
-        request = compute_v1.GetGuestAttributesInstanceRequest(project=self.project, zone=zone, instance=name,
-                                                               query_path="gpuplan/")
-        try:
-            found = self.client("InstancesClient").get_guest_attributes(request=request, retry=self._retry())
-        except gexc.NotFound:
-            return {}
-        except Exception as exc:
-            raise map_api_error(exc, zone=zone) from exc
-        return {entry.key: entry.value for entry in found.query_value.items
-                if (entry.namespace or "gpuplan") == "gpuplan"}
+        return read_guest_attributes(self.client("InstancesClient"), self.project, zone, name, self._retry())
 
     def _learn_outcome(self, inst: Instance, zone: str, name: str) -> None:
         """Read the exit code the boot script left in guest attributes; remember it and put it on `inst`."""
@@ -529,36 +432,42 @@ class GcpProvider(Provider):
             except ProviderError as exc:
                 log.warning("cannot read the guest attributes of %s/%s: %s", zone, name, exc)
                 return
-            code = attributes.get("exit_code", "").strip()
-            if not code.lstrip("-").isdigit():
+            outcome = outcome_from_attributes(attributes, inst.ended_at.isoformat() if inst.ended_at else None)
+            if outcome is None:
                 return
-            self._outcomes[inst.instance_id] = {
-                "exit_code": int(code), "reason": attributes.get("reason", ""),
-                "ended_at": inst.ended_at.isoformat() if inst.ended_at else None}
+            self._outcomes[inst.instance_id] = outcome
         inst.exit_code = int(self._outcomes[inst.instance_id]["exit_code"])
 
+    def outputs_url(self, run_id: str) -> str | None:
+        return self.outputs.url(run_id)
+
+    def outputs_endpoint(self) -> str | None:
+        return self.outputs.upload_endpoint()
+
     def fetch_outputs(self, instance: Instance, run_dir: str) -> None:
-        """Write the exit record learnt from the VM's guest attributes into RUN_DIR/node-<rank>/exit.json.
+        """Copy what the node shipped to GCS (with a bucket) into the run folder; failing an exit.json there,
+        write the exit record learnt from the VM's guest attributes into RUN_DIR/node-<rank>/exit.json.
 
         describe() reads the attributes when the job has powered the VM off (before deleting it); a VM that is
         shutting down is asked here too (its job may have written the code a moment ago).
         """
-        from gpuplan.providers.outputs import read_exit_record, write_exit_record
-
-        if not run_dir or read_exit_record(run_dir, instance.node_rank) is not None:
+        if not run_dir:
             return
-        outcome = self._outcomes.get(instance.instance_id)
-        if outcome is None and instance.state == InstanceState.STOPPING:
-            zone, name = split_instance_id(instance.instance_id)
-            self._learn_outcome(instance, zone, name)
-            outcome = self._outcomes.get(instance.instance_id)
-        if outcome is not None:
-            write_exit_record(run_dir, instance.node_rank, outcome["exit_code"], outcome.get("reason"),
-                              outcome.get("ended_at"))
+        try:
+            self.outputs.fetch(instance, run_dir)
+        finally:
+            if read_exit_record(run_dir, instance.node_rank) is None:
+                outcome = self._outcomes.get(instance.instance_id)
+                if outcome is None and instance.state == InstanceState.STOPPING:
+                    zone, name = split_instance_id(instance.instance_id)
+                    self._learn_outcome(instance, zone, name)
+                    outcome = self._outcomes.get(instance.instance_id)
+                if outcome is not None:
+                    write_exit_record(run_dir, instance.node_rank, outcome["exit_code"], outcome.get("reason"),
+                                      outcome.get("ended_at"))
 
     def outcome_hint(self) -> str | None:
-        return ("no exit record: the VM left no exit code in its guest attributes (gpuplan/exit_code); "
-                "it was deleted or powered off before its boot script finished")
+        return self.outputs.hint()
 
     def _delete_nowait(self, zone: str, name: str) -> None:
         from google.api_core import exceptions as gexc
@@ -620,31 +529,7 @@ class GcpProvider(Provider):
             self._wait(zone, op)
 
     def _to_instance(self, raw: Any) -> Instance:
-        zone = last_segment(raw.zone)
-        labels = dict(raw.labels)
-        machine_type = last_segment(raw.machine_type)
-        gpu, count = None, 0.0
-        if raw.guest_accelerators:
-            acc = raw.guest_accelerators[0]
-            gpu_type = last_segment(acc.accelerator_type)
-            gpu, count = GPU_NAMES.get(gpu_type, gpu_type), float(acc.accelerator_count)
-        status = str(raw.status or "")
-        spot = str(raw.scheduling.provisioning_model or "") == "SPOT" or bool(raw.scheduling.preemptible)
-        try:
-            rank = int(labels.get("gpuplan-node-rank", "0"))
-        except ValueError:
-            rank = 0
-        return Instance(
-            provider=self.name, instance_id=f"{zone}/{raw.name}", state=STATUS_MAP.get(status, InstanceState.UNKNOWN),
-            run_id=labels.get(LABEL_RUN_ID), cloud=self.cloud, zone=zone, region=region_of(zone),
-            instance_type=machine_type, gpu=gpu, gpu_count=count, spot=spot, node_rank=rank,
-            launched_at=parse_time(raw.creation_timestamp),
-            ended_at=parse_time(raw.last_stop_timestamp) if status == "TERMINATED" else None,
-            state_reason=(raw.status_message or None) if status != "TERMINATED"
-            else "stopped; its disk bills until the VM is deleted",
-            tags=labels,
-        )
-
+        return to_instance(self, raw)
 
 def _is_done(operation: Any) -> bool:
     """Operation.status is a proto enum in compute_v1 (its `.name` is "DONE" when finished)."""

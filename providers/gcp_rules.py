@@ -193,16 +193,17 @@ class Endpoint:
     loopback: bool
 
     @classmethod
-    def parse(cls, override: str | None) -> Endpoint:
+    def parse(cls, override: str | None, service: str = "compute") -> Endpoint:
         """gcloud's form `http://127.0.0.1:8089/compute/v1/` -> the client's api_endpoint `http://127.0.0.1:8089`.
 
-        The google clients add `/compute/v1/...` to every path themselves, so the version suffix is dropped.
+        The google clients add `/compute/v1/...` (`/storage/v1/...` for service="storage") to every path
+        themselves, so the version suffix is dropped.
         """
         if not override:
             return cls(None, False)
         url = override.strip()
         parsed = urlparse(url if "://" in url else f"https://{url}")
-        path = re.sub(r"/?compute/(v1|beta|alpha)/?$", "", parsed.path.rstrip("/") + "/").rstrip("/")
+        path = re.sub(rf"/?{re.escape(service)}/(v1|beta|alpha)/?$", "", parsed.path.rstrip("/") + "/").rstrip("/")
         api_endpoint = f"{parsed.scheme}://{parsed.netloc}{path}"
         host = parsed.hostname or ""
         try:

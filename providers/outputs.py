@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable, Iterable, MutableMapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,12 @@ EXIT_FILE = "exit.json"
 def node_prefix(run_id: str, rank: int) -> str:
     """The key prefix of one node's outputs in a bucket: `gpuplan/<run_id>/node-<rank>/`."""
     return f"gpuplan/{run_id}/node-{int(rank)}/"
+
+
+def run_url(scheme: str, bucket: str | None, run_id: str) -> str | None:
+    """A run's storage URL (`s3://BUCKET/gpuplan/<run_id>`, `gs://...`), or None without a bucket; node `r`
+    ships under `<url>/node-<r>/`, which is `node_prefix` inside the bucket."""
+    return f"{scheme}://{bucket}/gpuplan/{run_id}" if bucket else None
 
 
 def node_dir(run_dir: str | os.PathLike[str], rank: int) -> Path:
@@ -67,3 +75,32 @@ def read_exit_record(run_dir: str | os.PathLike[str] | None, rank: int) -> dict[
     if not isinstance(record, dict) or not isinstance(record.get("exit_code"), int):
         return None
     return record
+
+
+@dataclass(frozen=True)
+class StoredObject:
+    """One object listed under a node's prefix: its key and a version tag that changes when it is rewritten
+    (an S3 ETag, a GCS generation), so a watch step downloads only what changed since the last one."""
+
+    key: str
+    version: str
+
+
+def sync_node_outputs(objects: Iterable[StoredObject], prefix: str, read: Callable[[str], bytes],
+                      run_dir: str | os.PathLike[str], rank: int, seen: MutableMapping[str, str]) -> list[Path]:
+    """Copy a node's shipped output files into the run folder, skipping objects whose version `seen` already
+    holds (the cache lives as long as the provider object). Shared by every bucket-backed provider: only the
+    listing and the `read(key) -> bytes` call differ between clouds. Returns the paths written."""
+    written: list[Path] = []
+    for obj in objects:
+        name = obj.key[len(prefix):] if obj.key.startswith(prefix) else ""
+        if name not in OUTPUT_FILES or seen.get(obj.key) == obj.version:
+            continue
+        written.append(store_output(run_dir, rank, name, read(obj.key)))
+        seen[obj.key] = obj.version
+    return written
+
+
+def bucket_hint(setting: str, permission: str) -> str:
+    """The outcome hint of a provider without run storage: which setting turns it on, and what the machine needs."""
+    return f"set {setting} (and give the machines {permission}) so runs ship their logs, metrics and exit code"

@@ -39,6 +39,8 @@ def _isolated_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     # Anything that forgets to set its own endpoint fails fast on a closed loopback port, not on AWS.
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
     monkeypatch.setenv("CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE", "http://127.0.0.1:9/compute/v1/")
+    monkeypatch.setenv("CLOUDSDK_API_ENDPOINT_OVERRIDES_STORAGE", "http://127.0.0.1:9/storage/v1/")
+    monkeypatch.delenv("GPUPLAN_GCS_BUCKET", raising=False)
     monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "gpuplan-test")
     monkeypatch.delenv("GPUPLAN_DEBUG", raising=False)
 

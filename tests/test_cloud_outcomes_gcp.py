@@ -53,7 +53,8 @@ def test_guest_attributes_are_read_before_the_stopped_vm_is_deleted(gce: Running
     assert metadata["enable-guest-attributes"] == "TRUE"
     script = metadata["startup-script"]
     assert "GUEST_ATTRIBUTES=1" in script
-    assert "computeMetadata/v1/instance/guest-attributes/gpuplan/" in script
+    assert "METADATA_URL=http://metadata.google.internal/computeMetadata/v1" in script
+    assert '"$METADATA_URL/instance/guest-attributes/gpuplan/$1"' in script
     assert provider.guest_attributes(ZONE, vm["name"]) == {}  # nothing written yet: not an error
 
     job_ends(gce, vm["name"], 7)
