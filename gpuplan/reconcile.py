@@ -94,8 +94,7 @@ def classify(inst: Instance, run_state: str | None, grace: dt.timedelta,
     age_s = int(age.total_seconds()) if age is not None else None
     run = f"run {inst.run_id}"
     if run_state in LAUNCHING:
-        return IN_FLIGHT, age_s, (f"{run} is {run_state}: its launch records this machine, or `gpuplan watch` "
-                                  "adopts it if the launch died")
+        return IN_FLIGHT, age_s, f"{run} is {run_state} (its launch records it; if that died, `gpuplan watch` does)"
     if run_state in RunState.FINAL:
         return ORPHAN, age_s, f"{run} is {run_state}"
     if run_state is None:
@@ -106,7 +105,7 @@ def classify(inst: Instance, run_state: str | None, grace: dt.timedelta,
         if age is None:
             return YOUNG, None, f"{books}; the provider does not say when it was created (--grace 0 ends it)"
         if age < grace:
-            return YOUNG, age_s, f"{books}; created {format_age(age)} ago, within the {format_age(grace)} grace"
+            return YOUNG, age_s, f"{books}; younger than the {format_age(grace)} grace"
     return ORPHAN, age_s, books
 
 
