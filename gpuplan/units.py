@@ -41,8 +41,9 @@ def format_size(value: float) -> str:
     return f"{value:.3g}"
 
 
-def parse_duration_hours(text: str | int | float, *, what: str = "duration") -> float:
-    """`48h` -> 48.0, `90m` -> 1.5, `2d` -> 48.0; a bare number is hours. Must be > 0."""
+def parse_duration_hours(text: str | int | float, *, what: str = "duration", allow_zero: bool = False) -> float:
+    """`48h` -> 48.0, `90m` -> 1.5, `2d` -> 48.0; a bare number is hours. Must be > 0 (>= 0 with allow_zero, for
+    flags where zero means "off", such as `reconcile --grace 0`)."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         hours = float(text)
     else:
@@ -50,6 +51,6 @@ def parse_duration_hours(text: str | int | float, *, what: str = "duration") -> 
         if not match:
             raise ValueError(f"{what} must look like 48h, 90m or 2d, not {text!r}")
         hours = float(match.group(1)) * _DURATION_SECONDS[(match.group(2) or "h").lower()] / 3600
-    if not math.isfinite(hours) or hours <= 0:
-        raise ValueError(f"{what} must be greater than zero, not {text!r}")
+    if not math.isfinite(hours) or hours < 0 or (hours == 0 and not allow_zero):
+        raise ValueError(f"{what} must be {'zero or more' if allow_zero else 'greater than zero'}, not {text!r}")
     return hours

@@ -492,6 +492,7 @@ class AwsProvider(Provider):
             node_rank=int(rank) if rank and rank.isdigit() else int(raw.get("AmiLaunchIndex") or 0),
             price_per_hour=request.price_per_hour if request else decimal(tags.get(TAG_PRICE)),
             launched_at=raw.get("LaunchTime"),
+            created_at=raw.get("LaunchTime"),  # gpuplan never stops and restarts a machine, so this is its birth
             ended_at=ended_at(raw) if mapped in InstanceState.GONE else None,
             state_reason=reason.get("Code") or raw.get("StateTransitionReason") or None,
             tags=tags,

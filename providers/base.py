@@ -128,6 +128,11 @@ class Instance:
     exit_code: int | None = None
     state_reason: str | None = None
     tags: dict[str, str] = field(default_factory=dict)
+    # When the provider accepted the create call (AWS LaunchTime, GCE creationTimestamp, Slurm submit time, local
+    # process start). Unlike `launched_at`, which billing reads and which a queued Slurm job only gets when it
+    # starts, this is set from the first moment the machine exists: `gpuplan reconcile` measures an unknown
+    # machine's age from it, so a launch that has created its machine but not yet recorded it is not killed.
+    created_at: dt.datetime | None = None
 
 
 class Provider(abc.ABC):

@@ -531,6 +531,7 @@ class GcpProvider(Provider):
     def _to_instance(self, raw: Any) -> Instance:
         return to_instance(self, raw)
 
+
 def _is_done(operation: Any) -> bool:
     """Operation.status is a proto enum in compute_v1 (its `.name` is "DONE" when finished)."""
     return getattr(operation.status, "name", str(operation.status)) == "DONE"

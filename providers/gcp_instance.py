@@ -168,7 +168,7 @@ def to_instance(provider: GcpProvider, raw: Any) -> Instance:
         state=STATUS_MAP.get(status, InstanceState.UNKNOWN),
         run_id=labels.get(LABEL_RUN_ID), cloud=provider.cloud, zone=zone, region=region_of(zone),
         instance_type=machine_type, gpu=gpu, gpu_count=count, spot=spot, node_rank=rank,
-        launched_at=parse_time(raw.creation_timestamp),
+        launched_at=parse_time(raw.creation_timestamp), created_at=parse_time(raw.creation_timestamp),
         ended_at=parse_time(raw.last_stop_timestamp) if status == "TERMINATED" else None,
         state_reason=(raw.status_message or None) if status != "TERMINATED"
         else "stopped; its disk bills until the VM is deleted",

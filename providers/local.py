@@ -161,12 +161,12 @@ class LocalProvider(Provider):
     def _instance(self, node_dir: Path, state: str, *, run_id: str | None, rank: int,
                   launched: dt.datetime | None, gpus: float = 0, tags: dict[str, str] | None = None,
                   ended: dt.datetime | None = None, exit_code: int | None = None,
-                  reason: str | None = None) -> Instance:
+                  reason: str | None = None, created: dt.datetime | None = None) -> Instance:
         return Instance(provider=self.name, instance_id=self._instance_id(node_dir), state=state, run_id=run_id,
                         cloud=self.cloud, region="local", zone=socket.gethostname(), instance_type="localhost",
                         gpu=None, gpu_count=gpus, node_rank=rank, price_per_hour=self.price_per_hour,
                         launched_at=launched, ended_at=ended, exit_code=exit_code, state_reason=reason,
-                        tags=tags or {})
+                        tags=tags or {}, created_at=created or launched)
 
     def describe(self, instance_ids: Sequence[str]) -> list[Instance]:
         return [self._describe_one(self.node_dir(i)) for i in instance_ids]
@@ -178,8 +178,9 @@ class LocalProvider(Provider):
         launch = NodeLaunch.from_json((node_dir / LAUNCH_FILE).read_text())
         tags = json.loads((node_dir / TAGS_FILE).read_text()) if (node_dir / TAGS_FILE).exists() else {}
         launched = _read_time(node_dir / STARTED_FILE)
+        # A node whose process has not started yet was still created when its launch.json was written.
         common = {"run_id": launch.run_id, "rank": launch.node_rank, "launched": launched,
-                  "gpus": float(launch.gpus), "tags": tags}
+                  "gpus": float(launch.gpus), "tags": tags, "created": launched or _mtime(node_dir / LAUNCH_FILE)}
         ended = read_exit(node_dir)
         if ended is not None:
             code = int(ended["exit_code"])

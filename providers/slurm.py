@@ -276,6 +276,7 @@ class SlurmProvider(Provider):
             record = next((r for r in self._squeue([job_id])), record)
         instance = self._instance(record, request.run_id, request)
         instance.launched_at = instance.launched_at or now
+        instance.created_at = instance.created_at or now
         return [instance]
 
     # ---- status ------------------------------------------------------------------------------------------
@@ -408,6 +409,6 @@ class SlurmProvider(Provider):
             region=None, zone=record.partition, instance_type=f"slurm:{nodes}x{record.partition or 'default'}",
             gpu=request.gpu if request else None, gpu_count=gpus_per_node * nodes,
             price_per_hour=self.charge_per_hour(gpus_per_node, nodes),
-            launched_at=record.start, ended_at=record.end, exit_code=record.exit_code,
+            launched_at=record.start, ended_at=record.end, exit_code=record.exit_code, created_at=record.submit,
             state_reason=reason or (record.slurm_state if record.finished else None), tags=tags,
         )

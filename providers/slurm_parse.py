@@ -52,8 +52,8 @@ _STATE_MAP = {
 }
 
 # The squeue columns of the parsable fallback; the comment (free text) goes last so a `|` in it is harmless.
-SQUEUE_FORMAT = "%i|%j|%T|%r|%S|%e|%D|%P|%b|%k"
-SACCT_FIELDS = "JobID,JobName,State,ExitCode,Start,End,NNodes,Partition,AllocTRES,Comment"
+SQUEUE_FORMAT = "%i|%j|%T|%r|%S|%e|%D|%P|%b|%V|%k"  # %V: submit time; %k (comment) last
+SACCT_FIELDS = "JobID,JobName,State,ExitCode,Start,End,NNodes,Partition,AllocTRES,Submit,Comment"
 _GPU_TRES = re.compile(r"^(?:gres[:/])?gpu(?::(?!\d+$)[^:=]+)?(?:[:=](?P<count>\d+))?$")
 _UNSET = {"", "N/A", "None", "Unknown", "(null)"}
 
@@ -77,6 +77,7 @@ class JobRecord:
     partition: str | None = None
     comment: str | None = None
     gpus_per_node: int = 0
+    submit: dt.datetime | None = None  # when sbatch handed it over: a queued job has no start yet
 
     @property
     def state(self) -> str:
@@ -189,11 +190,12 @@ def parse_squeue_json(text: str) -> list[JobRecord]:
             partition=_clean(job.get("partition")),
             comment=_clean(comment if isinstance(comment, str) else None),
             gpus_per_node=gpus_from_tres_per_node(job.get("tres_per_node")),
+            submit=_epoch(job.get("submit_time")),
         ))
     return records
 
 
-def _pipe_rows(text: str, fields: int = 10) -> list[list[str]]:
+def _pipe_rows(text: str, fields: int = 11) -> list[list[str]]:
     """The `|`-separated rows of a parsable squeue/sacct listing; the last field keeps any further `|`."""
     rows = []
     for line in text.splitlines():
@@ -207,12 +209,13 @@ def parse_squeue_parsable(text: str) -> list[JobRecord]:
     """Lines of `squeue -h -t all -o SQUEUE_FORMAT`."""
     records = []
     for parts in _pipe_rows(text):
-        job_id, name, state, reason, start, end, nodes, partition, tres, comment = parts
+        job_id, name, state, reason, start, end, nodes, partition, tres, submit, comment = parts
         finished = map_state(state) in InstanceState.GONE
         records.append(JobRecord(
             job_id=job_id.strip(), name=name, slurm_state=state, reason=_clean(reason), start=_local_time(start),
             end=_local_time(end) if finished else None, nodes=int(nodes) if nodes.isdigit() else None,
             partition=_clean(partition), comment=_clean(comment), gpus_per_node=gpus_from_tres_per_node(tres),
+            submit=_local_time(submit),
         ))
     return records
 
@@ -231,12 +234,13 @@ def parse_sacct_parsable(text: str) -> list[JobRecord]:
     """Lines of `sacct -X -P -n --format=SACCT_FIELDS` (one line per allocation, job steps excluded by -X)."""
     records = []
     for parts in _pipe_rows(text):
-        job_id, name, state, exit_code, start, end, nodes, partition, alloc_tres, comment = parts
+        job_id, name, state, exit_code, start, end, nodes, partition, alloc_tres, submit, comment = parts
         node_count = int(nodes) if nodes.isdigit() else None
         records.append(JobRecord(
             job_id=job_id.strip(), name=name, slurm_state=state, start=_local_time(start), end=_local_time(end),
             exit_code=exit_code_from_pair(exit_code), nodes=node_count, partition=_clean(partition),
             comment=_clean(comment), gpus_per_node=gpus_from_alloc_tres(alloc_tres, node_count or 1),
+            submit=_local_time(submit),
         ))
     return records
 

@@ -216,7 +216,7 @@ def test_no_capacity_anywhere_prints_what_was_tried(moto_server: MotoServer, job
 
 @pytest.mark.parametrize(("fault", "orphans"), [
     ("before-run-instances", 0),
-    ("after-run-instances", 1),  # the machine exists, the database never heard of it
+    ("after-run-instances", 1),  # the machine exists, the database has its run (provisioning) but not the machine
     ("after-commit", 0),  # recorded: the books know it, watch looks after it
 ])
 def test_a_launch_killed_at_each_step_leaves_nothing_reconcile_cannot_find(
@@ -229,18 +229,26 @@ def test_a_launch_killed_at_each_step_leaves_nothing_reconcile_cannot_find(
     assert state == ("running" if fault == "after-commit" else "provisioning")
     assert len(rows) == (1 if fault == "after-commit" else 0)
 
-    # Default providers: every provider the books have runs on (aws here); the rows say what was found.
-    ended = gpuplan("reconcile", "--terminate", "-y", "--json")
+    # Default providers: every provider the books have runs on (aws here); the rows say what was found. Its run
+    # still says provisioning, so the machine looks exactly like a launch in flight: found, never terminated,
+    # whatever --grace says (`gpuplan watch` would adopt it).
+    ended = gpuplan("reconcile", "--terminate", "-y", "--grace", "0", "--json")
     assert ended.exit_code == 0, ended.stderr
     rows_found = ended.json()
     assert [(r["kind"], r["run_id"], r["cloud"], r["region"], r["action"]) for r in rows_found] == \
-        [("orphan", run_id, "aws", "us-east-1", "terminated")] * orphans
-    assert all(set(r) == {"cloud", "region", "instance_id", "run_id", "state", "kind", "action"}
+        [("in-flight", run_id, "aws", "us-east-1", None)] * orphans
+    assert all(list(r) == ["cloud", "region", "instance_id", "run_id", "state", "kind", "age_s", "why", "action"]
                for r in rows_found)
     live = live_tagged(moto_server, run_id)
-    assert len(live) == (1 if fault == "after-commit" else 0)  # a recorded machine is not an orphan
+    assert len(live) == (1 if fault in ("after-commit", "after-run-instances") else 0)
     if not orphans:
         return
+    # Give the run up: once it is stopped no launch of it can be in flight, and its machine is an orphan.
+    assert gpuplan("stop", run_id).exit_code == 0
+    ended = gpuplan("reconcile", "--terminate", "-y", "--json")
+    assert [(r["kind"], r["run_id"], r["action"], r["why"]) for r in ended.json()] == \
+        [("orphan", run_id, "terminated", f"run {run_id} is stopped")]
+    assert live_tagged(moto_server, run_id) == []
     assert "reconcile.terminated" in db_rows(run_id)[2]
     # Launching again starts exactly one new machine: the orphan is gone, nothing doubles up.
     again = gpuplan("launch", str(job), "--provider", "aws", "-y", "--detach", "--json")

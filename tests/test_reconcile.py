@@ -1,4 +1,5 @@
-"""`gpuplan reconcile` in-process against moto: orphans, missing machines, regions, confirmation, skipped providers."""
+"""`gpuplan reconcile` in-process against moto: orphans, missing machines, regions, confirmation, skipped providers,
+and the machines it must spare: an in-flight launch of a known run, and young unknown machines (--grace)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from clihelp import run_cli
 from gpuplan.providers.aws import AwsProvider
 from gpuplan.providers.base import LaunchRequest, Provider, ProviderError
 
-from gpuplan.reconcile import OpenRow, compare, reconcile
+from gpuplan.reconcile import OpenRow, Policy, compare, reconcile
 from gpuplan.store.db import Store
 from gpuplan.store.models import Event, Instance, Run, RunState
 
@@ -29,6 +30,15 @@ def start(aws: AwsProvider, run_id: str, region: str = "us-east-1") -> str:
                                       instance_type="g5.xlarge", price_per_hour=Decimal("1.006"),
                                       boot_script="#!/bin/sh\n"))
     return inst.instance_id
+
+
+def backdate(instance_id: str, age: dt.timedelta, region: str = "us-east-1") -> None:
+    """Make moto report the machine as created `age` ago (what EC2's LaunchTime says of an old machine)."""
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.ec2.models import ec2_backends
+
+    inst = ec2_backends[DEFAULT_ACCOUNT_ID][region].get_instance(instance_id)
+    inst.launch_time = inst.launch_time - age
 
 
 def record(run_id: str, instance_id: str | None, *, state: str = RunState.RUNNING, region: str = "us-east-1",
@@ -59,19 +69,32 @@ def test_orphans_and_missing_rows_across_regions(aws: AwsProvider) -> None:
     result = run_cli("reconcile", "--cloud", "aws", "--regions", "us-east-1,us-west-2", "--json")
     assert result.exit_code == 0, result.stderr
     rows = {(r["kind"], r["instance_id"]): r for r in result.json()}
-    assert set(rows) == {("orphan", crashed), ("orphan", stray_west), ("orphan", finished),
+    # Default grace (15m): the run still provisioning is in flight, the unknown machine of seconds ago is young;
+    # the finished run's machine is an orphan at any age.
+    assert set(rows) == {("in-flight", crashed), ("young", stray_west), ("orphan", finished),
                          ("missing", "i-0123456789abcdef0")}
-    assert rows[("orphan", stray_west)]["region"] == "us-west-2"
-    assert rows[("orphan", crashed)]["run_id"] == "r-crashed001"
+    assert rows[("young", stray_west)]["region"] == "us-west-2"
+    assert rows[("in-flight", crashed)]["run_id"] == "r-crashed001"
+    assert "r-crashed001 is provisioning" in rows[("in-flight", crashed)]["why"]
+    assert "no run r-unknown001 in the database" in rows[("young", stray_west)]["why"]
+    assert rows[("young", stray_west)]["why"].endswith("younger than the 15m grace")
+    assert 0 <= rows[("young", stray_west)]["age_s"] < 120
+    assert rows[("orphan", finished)]["why"] == "run r-finished01 is stopped"
     assert rows[("missing", "i-0123456789abcdef0")]["state"] == "terminated"
-    assert list(result.json()[0]) == ["cloud", "region", "instance_id", "run_id", "state", "kind", "action"]
+    assert list(result.json()[0]) == ["cloud", "region", "instance_id", "run_id", "state", "kind", "age_s", "why",
+                                      "action"]
+
+    # --grace 0 turns the age rule off; a launching run's machine is spared all the same.
+    no_grace = run_cli("reconcile", "--cloud", "aws", "--regions", "us-east-1,us-west-2", "--grace", "0", "--json")
+    kinds = {r["instance_id"]: r["kind"] for r in no_grace.json()}
+    assert (kinds[stray_west], kinds[crashed], kinds[finished]) == ("orphan", "in-flight", "orphan")
 
 
 def test_terminate_asks_first_and_ends_only_orphans(aws: AwsProvider) -> None:
     known = start(aws, "r-known00002")
     record("r-known00002", known)
-    orphan = start(aws, "r-orphan0002")
-    record("r-orphan0002", None, state=RunState.PROVISIONING)
+    orphan = start(aws, "r-orphan0002")  # the launch failed after creating it: no launch of the run is in flight
+    record("r-orphan0002", None, state=RunState.FAILED)
 
     declined = run_cli("reconcile", "--cloud", "aws", "--terminate", input="n\n")
     assert declined.exit_code != 0
@@ -95,7 +118,7 @@ def test_terminate_asks_first_and_ends_only_orphans(aws: AwsProvider) -> None:
 def test_default_providers_are_the_ones_the_books_used(aws: AwsProvider) -> None:
     assert run_cli("reconcile", "--json").json() == []  # no runs: nothing to check, nothing printed but []
     orphan = start(aws, "r-defaults01")
-    record("r-defaults01", None, state=RunState.PROVISIONING)
+    record("r-defaults01", None, state=RunState.LOST)
     assert [r["instance_id"] for r in run_cli("reconcile", "--json").json()] == [orphan]
 
 
@@ -119,7 +142,8 @@ class Broken(Provider):
 def test_a_provider_that_cannot_list_is_reported_skipped(aws: AwsProvider) -> None:
     orphan = start(aws, "r-skipped001")
     built = {"aws": aws, "broken": Broken()}
-    report = reconcile(["broken", "aws"], [], lambda name: [], build=lambda name, regions: built[name])
+    report = reconcile(["broken", "aws"], [], lambda name: [], build=lambda name, regions: built[name],
+                       policy=Policy(grace=dt.timedelta(0)))
     assert report.skipped == {"broken": "no credentials for broken"}
     assert report.checked == ["aws"]
     assert [f.instance_id for f in report.orphans] == [orphan]

@@ -135,19 +135,33 @@ def test_squeue_shows_gpuplan_jobs_by_name(env: dict[str, str], slurm: SlurmClus
 
 def test_reconcile_finds_and_cancels_a_gpuplan_job_the_books_do_not_know(
         env: dict[str, str], slurm: SlurmCluster, tmp_path: Path) -> None:
-    """A job named gpuplan-* that no run row owns is an orphan; `reconcile --terminate -y` cancels it."""
+    """A job named gpuplan-* that no run row owns is an orphan; `reconcile --terminate -y` cancels it once it is
+    older than --grace (by its submit time: seconds old here, so it is spared until --grace 0)."""
+    from gpuplan.config import make_provider
+
     script = tmp_path / "orphan.sh"
     script.write_text("#!/bin/sh\nsleep 120\n")
+    before = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
     job_id = slurm.run("sbatch", "--parsable", "--job-name", "gpuplan-r-0rphan0001", "--comment", "r-0rphan0001",
                        "--output", str(tmp_path / "orphan.log"), str(script)).stdout.strip().split(";")[0]
-    assert wait_for(lambda: squeue_state(slurm, job_id) in ("PENDING", "RUNNING"))
-    found = run_cli("reconcile", "--cloud", "slurm", "--json")
-    assert found.exit_code == 0, found.stderr
-    rows = [r for r in found.json() if r["instance_id"] == job_id]
-    assert rows and rows[0]["kind"] == "orphan" and rows[0]["run_id"] == "r-0rphan0001", found.json()
-    ended = run_cli("reconcile", "--cloud", "slurm", "--terminate", "-y", "--json")
-    assert ended.exit_code == 0, ended.stderr
-    assert wait_for(lambda: squeue_state(slurm, job_id) in ("", "CANCELLED", "COMPLETED"))
+    try:
+        assert wait_for(lambda: squeue_state(slurm, job_id) in ("PENDING", "RUNNING"))
+        [listed] = [i for i in make_provider("slurm").list_tagged() if i.instance_id == job_id]
+        assert listed.created_at is not None
+        assert before - dt.timedelta(seconds=2) <= listed.created_at <= dt.datetime.now(dt.timezone.utc)
+        found = run_cli("reconcile", "--cloud", "slurm", "--terminate", "-y", "--json")
+        assert found.exit_code == 0, found.stderr
+        rows = [r for r in found.json() if r["instance_id"] == job_id]
+        assert rows and rows[0]["kind"] == "young" and rows[0]["run_id"] == "r-0rphan0001", found.json()
+        assert rows[0]["action"] is None and 0 <= rows[0]["age_s"] < 120
+        assert squeue_state(slurm, job_id) in ("PENDING", "RUNNING")
+        ended = run_cli("reconcile", "--cloud", "slurm", "--terminate", "-y", "--grace", "0", "--json")
+        assert ended.exit_code == 0, ended.stderr
+        assert [(r["kind"], r["action"]) for r in ended.json() if r["instance_id"] == job_id] == [
+            ("orphan", "terminated")]
+        assert wait_for(lambda: squeue_state(slurm, job_id) in ("", "CANCELLED", "COMPLETED"))
+    finally:
+        slurm.run("scancel", job_id)
     again = run_cli("reconcile", "--cloud", "slurm", "--json")
     assert all(r["instance_id"] != job_id for r in again.json())
 

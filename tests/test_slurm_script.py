@@ -125,13 +125,15 @@ def test_squeue_json_of_newer_slurm() -> None:
          "exit_code": {"status": ["ERROR"], "return_code": {"set": True, "number": 3}},
          "start_time": {"set": True, "number": 1700000000}, "end_time": {"set": True, "number": 1700000005}},
         {"job_id": 43, "name": "gpuplan-r-c", "job_state": ["RUNNING"], "exit_code": {"return_code": 0},
-         "start_time": {"set": True, "number": 1700000000}, "end_time": {"set": True, "number": 1800000000}},
+         "start_time": {"set": True, "number": 1700000000}, "end_time": {"set": True, "number": 1800000000},
+         "submit_time": {"set": True, "number": 1699999990}},
     ], "errors": []})
     done, failed, running = parse_squeue_json(text)
     assert (done.state, done.exit_code, done.nodes, done.gpus_per_node) == (InstanceState.SUCCEEDED, 0, 2, 4)
     assert done.end == dt.datetime.fromtimestamp(1700000100, dt.timezone.utc)
     assert (failed.state, failed.exit_code) == (InstanceState.FAILED, 3)
     assert running.state == InstanceState.RUNNING and running.end is None and running.exit_code is None
+    assert running.submit == dt.datetime.fromtimestamp(1699999990, dt.timezone.utc) and done.submit is None
 
 
 def test_squeue_json_errors_are_not_an_empty_cluster() -> None:
@@ -142,11 +144,13 @@ def test_squeue_json_errors_are_not_an_empty_cluster() -> None:
 
 def test_parsable_outputs_and_exit_codes() -> None:
     [rec] = parse_squeue_parsable("7|gpuplan-r-x|CANCELLED by 0|None|2026-01-02T03:04:05|2026-01-02T03:05:00|1|debug|"
-                                  "gres:gpu:2|r-x | with a bar\n")
+                                  "gres:gpu:2|2026-01-02T03:00:00|r-x | with a bar\n")
     assert rec.state == InstanceState.TERMINATED and rec.comment == "r-x | with a bar" and rec.gpus_per_node == 2
+    assert rec.submit == dt.datetime(2026, 1, 2, 3, 0).astimezone(dt.timezone.utc)  # the cluster's local time
     [acct] = parse_sacct_parsable("8|gpuplan-r-y|TIMEOUT|0:15|2026-01-02T03:04:05|2026-01-02T04:04:05|2|gpu|"
-                                  "billing=8,cpu=8,gres/gpu=8,node=2|\n")
+                                  "billing=8,cpu=8,gres/gpu=8,node=2|Unknown|\n")
     assert acct.state == InstanceState.FAILED and acct.exit_code == 143 and acct.gpus_per_node == 4
+    assert acct.submit is None
     assert exit_code_from_wait_status(768) == 3 and exit_code_from_wait_status(9) == 137
     assert exit_code_from_pair("3:0") == 3 and exit_code_from_pair("") is None
     assert gpus_from_tres_per_node("gres:gpu:2") == 2 and gpus_from_tres_per_node("gres/gpu:a100:4") == 4

@@ -36,3 +36,13 @@ def test_durations() -> None:
         parse_duration_hours("-1h")
     with pytest.raises(ValueError):
         parse_duration_hours("soon")
+
+
+def test_zero_duration_only_where_zero_means_off() -> None:
+    assert parse_duration_hours("0", allow_zero=True) == 0
+    assert parse_duration_hours("0m", allow_zero=True) == 0
+    assert parse_duration_hours("15m", allow_zero=True) == 0.25
+    with pytest.raises(ValueError, match="greater than zero"):
+        parse_duration_hours("0m")
+    with pytest.raises(ValueError, match="zero or more"):
+        parse_duration_hours(-1, allow_zero=True)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+from collections.abc import Callable, Collection, Mapping
 
 import click
 
@@ -17,17 +19,31 @@ from gpuplan.output import emit_json, note, print_table, warn
               help="Regions to search (repeatable or comma-separated). Default: the regions of recorded runs "
                    "plus the SDK's default region.")
 @click.option("--terminate", is_flag=True, help="Terminate every orphan found (asks first unless -y).")
+@click.option("--grace", "grace_text", default="15m", show_default=True, metavar="DURATION",
+              help="Spare unknown machines created less than this long ago (e.g. 30m, 2h); 0 turns it off. "
+                   "Machines of a run that is still launching are spared whatever this says.")
 @click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON rows (cloud, region, instance_id, run_id, state, "
-                                                     "kind, action).")
+                                                     "kind, age_s, why, action).")
 @pass_app
-def reconcile_cmd(app: AppContext, clouds: tuple[str, ...], regions: tuple[str, ...], terminate: bool, yes: bool,
-                  as_json: bool) -> None:
+def reconcile_cmd(app: AppContext, clouds: tuple[str, ...], regions: tuple[str, ...], terminate: bool,
+                  grace_text: str, yes: bool, as_json: bool) -> None:
     """List orphans (tagged machines the database does not consider live) and missing machines (open rows whose
-    machine is gone); with --terminate, end the orphans."""
-    from gpuplan.reconcile import reconcile, terminate_orphans
+    machine is gone); with --terminate, end the orphans.
+
+    \b
+    A launch creates its machine a moment before it records it, so two kinds
+    of unknown machine are spared (listed, never terminated):
+      in-flight  its run-id tag names a run still pending or provisioning:
+                 a launch of a known run, at any age (`gpuplan watch` adopts
+                 it if that launch died; once the run is final, an orphan)
+      young      any other unknown machine created less than --grace ago,
+                 by the provider's own creation time
+    """
+    from gpuplan.reconcile import Policy, reconcile, terminate_orphans
 
     _check_names(clouds)
+    grace = _parse_grace(grace_text)
     wanted_regions = [r.strip() for item in regions for r in item.split(",") if r.strip()]
     names, open_rows, recorded_regions = _books(app, clouds)
 
@@ -36,7 +52,7 @@ def reconcile_cmd(app: AppContext, clouds: tuple[str, ...], regions: tuple[str, 
 
     if not names:
         note("no runs recorded and no --cloud given: nothing to reconcile")
-    report = reconcile(names, open_rows, regions_of)
+    report = reconcile(names, open_rows, regions_of, policy=Policy(grace=grace, run_states=_run_states(app)))
     for name, why in report.skipped.items():
         warn(f"{name}: not checked: {why}")
     if clouds and not report.checked:
@@ -58,11 +74,45 @@ def reconcile_cmd(app: AppContext, clouds: tuple[str, ...], regions: tuple[str, 
     if not rows:
         note(f"in agreement: checked {', '.join(report.checked) or 'nothing'}; no orphans, nothing missing")
         return
-    print_table(["kind", "cloud", "region", "instance", "run", "state", "action"],
-                [(r["kind"], r["cloud"], r["region"], r["instance_id"], r["run_id"], r["state"], r["action"] or "")
-                 for r in rows])
+    from gpuplan.reconcile import format_age
+
+    print_table(["kind", "cloud", "region", "instance", "run", "state", "age", "action / why"],
+                [(r["kind"], r["cloud"], r["region"], r["instance_id"], r["run_id"], r["state"],
+                  format_age(dt.timedelta(seconds=r["age_s"])) if r["age_s"] is not None else "",
+                  r["action"] or r["why"] or "") for r in rows])
+    if report.spared:
+        note(f"{len(report.spared)} spared: a launch may be about to record them (never terminated; "
+             "see `gpuplan reconcile --help`)")
     if report.orphans and not terminate:
         note("run `gpuplan reconcile --terminate` to end the orphans")
+
+
+def _parse_grace(text: str) -> dt.timedelta:
+    """--grace as a timedelta; zero is allowed (it turns the age rule off), a typo is bad input."""
+    from gpuplan.errors import UserError
+    from gpuplan.units import parse_duration_hours
+
+    try:
+        return dt.timedelta(hours=parse_duration_hours(text, what="--grace", allow_zero=True))
+    except ValueError as exc:
+        raise UserError(str(exc)) from exc
+
+
+def _run_states(app: AppContext) -> Callable[[Collection[str]], Mapping[str, str]]:
+    """The lookup reconcile asks for the states of the runs the unknown machines' tags name."""
+
+    def states(run_ids: Collection[str]) -> Mapping[str, str]:
+        from sqlalchemy import select
+
+        from gpuplan.store.models import Run
+
+        if not run_ids:
+            return {}
+        with app.store.session() as s:
+            rows = s.execute(select(Run.id, Run.state).where(Run.id.in_(sorted(run_ids)))).all()
+            return {run_id: state for run_id, state in rows}
+
+    return states
 
 
 def _check_names(clouds: tuple[str, ...]) -> None:

@@ -1,0 +1,225 @@
+"""`reconcile --terminate` never kills a launch in flight, and still ends what no launch will ever record.
+
+The race it guards against is real and is reproduced here, not simulated: a `gpuplan reconcile --terminate -y`
+runs inside botocore's after-call hook of the launch's own RunInstances (in moto), i.e. after EC2 created the
+machine and before the launch committed its instance row. The local provider shows the same rule on real
+processes, and the age each provider reports (Instance.created_at) is checked where it is read.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from clihelp import run_cli
+from gpuplan.jobs.runner import NodeLaunch
+from gpuplan.providers.aws import AwsProvider
+from gpuplan.providers.base import Instance, LaunchRequest
+from gpuplan.providers.local import LAUNCH_FILE, STARTED_FILE, LocalProvider
+from test_reconcile import backdate, record, start
+
+from gpuplan.paths import runs_dir
+from gpuplan.reconcile import IN_FLIGHT, ORPHAN, YOUNG, classify
+from gpuplan.store.db import Store
+from gpuplan.store.models import Event, Run, RunState
+from gpuplan.store.models import Instance as InstanceRow
+
+NOW = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.timezone.utc)
+GRACE = dt.timedelta(minutes=15)
+
+JOB = """\
+name: inflight
+command: python train.py
+resources:
+  gpu: A10G:1
+  regions: [us-east-1]
+limits:
+  max_hours: 1
+"""
+
+
+def machine(created: dt.datetime | None, run_id: str | None = "r-0000000001", **extra: Any) -> Instance:
+    return Instance(provider="aws", instance_id="i-1", state="running", run_id=run_id, created_at=created, **extra)
+
+
+@pytest.mark.parametrize(("inst", "run_state", "grace", "kind"), [
+    # A launching run's machine is in flight at any age, with or without a grace.
+    (machine(NOW - dt.timedelta(days=3)), RunState.PROVISIONING, dt.timedelta(0), IN_FLIGHT),
+    (machine(NOW - dt.timedelta(seconds=5)), RunState.PENDING, GRACE, IN_FLIGHT),
+    # A final run's machine is an orphan at any age: no launch of it can still be going on.
+    (machine(NOW - dt.timedelta(seconds=5)), RunState.FAILED, GRACE, ORPHAN),
+    # No run row (or a running run without a row for it): the age decides.
+    (machine(NOW - dt.timedelta(minutes=14)), None, GRACE, YOUNG),
+    (machine(NOW - dt.timedelta(minutes=16)), None, GRACE, ORPHAN),
+    (machine(NOW - dt.timedelta(seconds=5)), RunState.RUNNING, GRACE, YOUNG),  # e.g. a spot relaunch
+    (machine(NOW - dt.timedelta(seconds=5)), None, dt.timedelta(0), ORPHAN),
+    (machine(None, run_id=None), None, GRACE, YOUNG),  # the provider does not say: spared while a grace is asked
+    (machine(None, run_id=None), None, dt.timedelta(0), ORPHAN),
+    # A provider that fills only launched_at is measured from it; a naive time is read as UTC.
+    (machine(None, launched_at=NOW - dt.timedelta(hours=2)), None, GRACE, ORPHAN),
+    (machine((NOW - dt.timedelta(minutes=1)).replace(tzinfo=None)), None, GRACE, YOUNG),
+])
+def test_classify(inst: Instance, run_state: str | None, grace: dt.timedelta, kind: str) -> None:
+    got, age_s, why = classify(inst, run_state, grace, NOW)
+    assert got == kind, why
+    created = inst.created_at or inst.launched_at
+    assert age_s == (None if created is None else int((NOW - created.replace(tzinfo=dt.timezone.utc)).total_seconds()))
+    assert why
+
+
+@pytest.fixture
+def aws(moto_env: dict[str, str], aws_session: Any, monkeypatch: pytest.MonkeyPatch) -> AwsProvider:
+    monkeypatch.setenv("GPUPLAN_AWS_IMAGE_ID", moto_env["us-east-1"])
+    return AwsProvider(session=aws_session, waiter_delay=0.05)
+
+
+def test_aws_created_at_is_the_launch_time(aws: AwsProvider) -> None:
+    before = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+    instance_id = start(aws, "r-created001")
+    [listed] = aws.list_tagged("r-created001")
+    assert listed.created_at is not None and before <= listed.created_at <= dt.datetime.now(dt.timezone.utc)
+    backdate(instance_id, dt.timedelta(days=2))
+    [old] = aws.describe([instance_id])
+    assert old.created_at is not None and old.created_at < before - dt.timedelta(days=1)
+
+
+def test_reconcile_during_the_launch_spares_the_machine_the_launch_then_records(
+        aws: AwsProvider, aws_session: Any, tmp_path: Path) -> None:
+    """`reconcile --terminate -y --grace 0` between RunInstances and the commit: the launch still succeeds."""
+    from gpuplan.jobs.spec import load_spec
+
+    from gpuplan import launch as orchestration
+
+    job = tmp_path / "job.yaml"
+    job.write_text(JOB)
+    launching = AwsProvider(session=aws_session, waiter_delay=0.05)
+    during: list[Any] = []
+
+    def reconcile_now(**_: Any) -> None:
+        during.append(run_cli("reconcile", "--cloud", "aws", "--terminate", "-y", "--grace", "0", "--json"))
+
+    launching.client("ec2", "us-east-1").meta.events.register("after-call.ec2.RunInstances", reconcile_now)
+    store = Store.open(os.environ["GPUPLAN_DB"])
+    try:
+        plan = orchestration.plan_launch(load_spec(job), JOB, provider=launching)
+        run_id = orchestration.record_run(store, plan)
+        [inst] = orchestration.launch_recorded_run(store, run_id, plan, launching, {})
+        with store.session() as s:
+            run = s.get(Run, run_id)
+            assert run is not None and run.state == RunState.RUNNING
+            assert [i.provider_instance_id for i in run.instances] == [inst.instance_id]
+    finally:
+        store.close()
+    [result] = during
+    assert result.exit_code == 0, result.stderr
+    [row] = result.json()
+    assert (row["kind"], row["instance_id"], row["run_id"], row["action"]) == (
+        "in-flight", inst.instance_id, run_id, None)
+    assert f"run {run_id} is provisioning" in row["why"]
+    assert [i.instance_id for i in aws.list_tagged(run_id)] == [inst.instance_id]  # still running
+    after = run_cli("reconcile", "--cloud", "aws", "--terminate", "-y", "--grace", "0")
+    assert after.exit_code == 0 and "in agreement" in after.stderr
+
+
+def test_in_flight_survives_at_any_age_old_unknown_dies_young_unknown_waits(aws: AwsProvider) -> None:
+    in_flight = start(aws, "r-inflight01")
+    record("r-inflight01", None, state=RunState.PROVISIONING)
+    backdate(in_flight, dt.timedelta(days=2))  # a launch that died long ago: `gpuplan watch` adopts it
+    stale = start(aws, "r-stale00001")  # no run row, two days old: nobody will ever record it
+    backdate(stale, dt.timedelta(days=2))
+    young = start(aws, "r-young00001")  # no run row, seconds old: maybe a launch from another machine
+
+    ended = run_cli("reconcile", "--cloud", "aws", "--terminate", "-y", "--json")
+    assert ended.exit_code == 0, ended.stderr
+    rows = {r["instance_id"]: r for r in ended.json()}
+    assert {i: (r["kind"], r["action"]) for i, r in rows.items()} == {
+        in_flight: ("in-flight", None), stale: ("orphan", "terminated"), young: ("young", None)}
+    assert rows[stale]["age_s"] >= 2 * 86400 and rows[stale]["why"] == "no run r-stale00001 in the database"
+    assert rows[in_flight]["age_s"] >= 2 * 86400
+    assert {i.instance_id for i in aws.list_tagged()} == {in_flight, young}
+
+    table = run_cli("reconcile", "--cloud", "aws")
+    assert table.exit_code == 0
+    assert "in-flight" in table.stdout and "young" in table.stdout and "r-inflight01 is provisioning" in table.stdout
+    assert "2 spared" in table.stderr
+
+    # The run is given up (marked failed): no launch of it is in flight any more, and its machine is an orphan.
+    store = Store.open(os.environ["GPUPLAN_DB"])
+    with store.session() as s:
+        run = s.get(Run, "r-inflight01")
+        assert run is not None
+        run.state = RunState.FAILED
+    store.close()
+    again = run_cli("reconcile", "--cloud", "aws", "--terminate", "-y", "--json")
+    rows = {r["instance_id"]: r for r in again.json()}
+    assert (rows[in_flight]["kind"], rows[in_flight]["action"], rows[in_flight]["why"]) == (
+        "orphan", "terminated", "run r-inflight01 is failed")
+    assert (rows[young]["kind"], rows[young]["action"]) == ("young", None)
+    assert [i.instance_id for i in aws.list_tagged()] == [young]
+
+
+def test_bad_grace_is_bad_input() -> None:
+    result = run_cli("reconcile", "--cloud", "aws", "--grace", "soon")
+    assert result.exit_code == 2 and "--grace must look like" in result.stderr
+
+
+# ---- the local provider: real processes --------------------------------------------------------------------
+
+
+def local_record(run_id: str, state: str) -> None:
+    store = Store.open(os.environ["GPUPLAN_DB"])
+    with store.session() as s:
+        s.add(Run(id=run_id, name="loc", provider="local", state=state, spec_text="name: loc", spec_hash="x",
+                  cloud="local", region="local"))
+    store.close()
+
+
+def local_start(run_id: str) -> Instance:
+    [inst] = LocalProvider().launch(LaunchRequest(run_id=run_id, name="loc", command="sleep 60",
+                                                  run_dir=str(runs_dir() / run_id), runtime="process",
+                                                  price_per_hour=Decimal(0)))
+    return inst
+
+
+def test_local_in_flight_survives_and_an_old_stray_process_is_ended() -> None:
+    local = LocalProvider()
+    in_flight = local_start("r-10ca1f1141")
+    local_record("r-10ca1f1141", RunState.PROVISIONING)
+    stray = local_start("r-10ca1d0000")  # no run row
+    assert in_flight.created_at is not None
+    assert abs((in_flight.created_at - dt.datetime.now(dt.timezone.utc)).total_seconds()) < 30
+    # The process started an hour ago, as its node folder says (what `list_tagged` reads back).
+    old = dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=1)
+    (local.node_dir(stray.instance_id) / STARTED_FILE).write_text(old.isoformat())
+    [listed] = local.list_tagged("r-10ca1d0000")
+    assert listed.created_at == old
+    try:
+        ended = run_cli("reconcile", "--cloud", "local", "--terminate", "-y", "--json")
+        assert ended.exit_code == 0, ended.stderr
+        assert {r["instance_id"]: (r["kind"], r["action"]) for r in ended.json()} == {
+            in_flight.instance_id: ("in-flight", None), stray.instance_id: ("orphan", "terminated")}
+        assert [i.instance_id for i in local.list_tagged()] == [in_flight.instance_id]
+        store = Store.open(os.environ["GPUPLAN_DB"])
+        with store.session() as s:
+            assert [e.kind for e in s.query(Event).all()] == ["reconcile.terminated"]
+            assert s.query(InstanceRow).count() == 0
+        store.close()
+    finally:
+        local.terminate([in_flight.instance_id, stray.instance_id])
+
+
+def test_local_node_not_yet_started_is_dated_by_its_launch_file(tmp_path: Path) -> None:
+    """Between writing launch.json and starting the process a node has no start time: its folder dates it."""
+    local = LocalProvider(root=tmp_path)
+    node = tmp_path / "r-notstarted" / "node-0"
+    node.mkdir(parents=True)
+    launch = NodeLaunch(run_id="r-notstarted", name="n", argv=["true"], run_dir=str(node.parent))
+    (node / LAUNCH_FILE).write_text(launch.to_json())
+    [pending] = local.list_tagged("r-notstarted")
+    assert pending.state == "pending" and pending.launched_at is None
+    assert pending.created_at is not None
+    assert abs((pending.created_at - dt.datetime.now(dt.timezone.utc)).total_seconds()) < 30
