@@ -9,6 +9,7 @@ a service account only where one is configured or a bucket needs one (providers/
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 from gpuplan.providers.base import Instance, InstanceState, LaunchRequest
@@ -25,6 +26,8 @@ from gpuplan.providers.gcp_rules import (
     parse_time,
     region_of,
 )
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from gpuplan.providers.gcp import GcpProvider
@@ -93,6 +96,12 @@ def instance_body(provider: GcpProvider, request: LaunchRequest, zone: str, name
                                  provider.bucket)
     if account:
         instance.service_accounts = [compute_v1.ServiceAccount(email=account[0], scopes=account[1])]
+        if account[0] == "default" and rank == 0:
+            # The default Compute Engine account usually holds Editor on the project: with a storage scope
+            # the VM could write to every bucket. Say so once per launch; the README shows the narrow setup.
+            log.warning("GCS outputs use the project's default service account (often Editor); set "
+                        "service_account in [providers.gcp] to one allowed to write only to gs://%s",
+                        provider.bucket)
     return instance
 
 

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -184,16 +185,22 @@ def test_fetch_outputs_copies_only_what_changed(tmp_path: Path, gcs: Running) ->
 
 
 def test_a_bucket_gives_the_vm_a_storage_scope_and_its_script_the_bucket(gce: RunningFake, gcs: Running,
-                                                                        tmp_path: Path) -> None:
+                                                                        tmp_path: Path,
+                                                                        caplog: pytest.LogCaptureFixture) -> None:
     from gpuplan.cloudlaunch import with_boot_scripts
 
     p = provider(gcs)
     request = with_boot_scripts(LaunchRequest(
         run_id="r-bucket0001", name="tiny", command="python train.py", run_dir=str(tmp_path), gpu="T4",
         instance_type="n1-standard-8", gpus_per_node=1, zones=(ZONE,), price_per_hour=Decimal("0.5")), p)
-    p.launch(request)
+    with caplog.at_level(logging.WARNING, logger="gpuplan.providers.gcp_instance"):
+        p.launch(request)
     [vm] = gce.state.live()
     assert vm["serviceAccounts"] == [{"email": "default", "scopes": [STORAGE_RW_SCOPE]}]
+    # Falling back to the default account (often Editor) is allowed, but not silently.
+    assert [r.getMessage() for r in caplog.records if "default service account" in r.getMessage()] == [
+        f"GCS outputs use the project's default service account (often Editor); set service_account in "
+        f"[providers.gcp] to one allowed to write only to gs://{BUCKET}"]
     script = {i["key"]: i["value"] for i in vm["metadata"]["items"]}["startup-script"]
     assert f"STORAGE_URL=gs://{BUCKET}/gpuplan/r-bucket0001/node-0" in script
     assert f"GCS_ENDPOINT={gcs.url}" in script
