@@ -97,3 +97,36 @@ def test_a_cpu_job_uses_a_cpu_bench_of_its_model_on_this_host(db_url: str) -> No
     assert "micro-batch 16" in closest.detail
     assert cpu_throughput(db_url, signature=signature, precision="fp32", seq_len=128, micro_batch=4) is None
     assert cpu_throughput(db_url, signature="h1-l1", precision="fp32", seq_len=32, micro_batch=4) is None
+
+
+def test_a_scheduled_launch_is_estimated_from_the_store_like_a_launch(tmp_path: object) -> None:
+    """The scheduler's launcher plans with the store: the CPU bench and the measured start-up, not the defaults."""
+    import os
+    from pathlib import Path
+
+    from gpuplan.schedule_launch import make_launcher
+    from gpuplan.scheduler import FireRequest, Gates
+    from gpuplan.store.models import Schedule
+    from gpuplan.watch import watch_run
+
+    store = Store.open(os.environ["GPUPLAN_DB"])
+    spec_text = ("name: nightly\nruntime: process\ncommand: 'true'\n"
+                 "workload: {model: gpt-tiny, tokens: 6400, seq_len: 32, micro_batch: 4, precision: fp32}\n")
+    with store.session() as s:
+        add_run(s, "r-before", wall=57)  # 7 s of start-up on this machine
+        bench_id = add_bench(s, host=socket.gethostname(), tps=3200.0)
+        schedule = Schedule(name="nightly", cron="0 3 * * *", spec_text=spec_text, spec_hash="x")
+        s.add(schedule)
+        s.flush()
+        schedule_id = schedule.id
+    launcher = make_launcher(store, spec_dir=str(Path(str(tmp_path))))
+    run_id = launcher(FireRequest(schedule_id=schedule_id, schedule_name="nightly", spec_text=spec_text,
+                                  fire_at=T0, now=dt.datetime.now(UTC), gates=Gates()))
+    with store.session() as s:
+        run = s.get(Run, run_id)
+        assert run is not None
+        basis = json.loads(run.estimate_json or "{}")
+        assert basis["mfu_source"] == "bench" and basis["mfu_ref"]["bench_id"] == bench_id
+        assert basis["startup_source"] == "measured" and basis["startup_runs"] == ["r-before"]
+        assert run.est_hours == pytest.approx((7.0 + 6400 / 3200.0) / 3600)
+    watch_run(store, run_id)  # settle the `true` job's books
