@@ -272,7 +272,8 @@ def _estimate_from_cpu_bench(spec: JobSpec, offer: Offer, params: int | None,
                            seq_len=shaped.seq_len, micro_batch=workload.micro_batch)
     if found is None or found.tokens_per_s_per_gpu is None:
         return None
-    rate = found.tokens_per_s_per_gpu * max(offer.nodes, 1)  # a CPU bench measures one whole machine
+    # Local nodes are processes on this one machine, which the bench measured: the machine's rate is the job's.
+    rate = found.tokens_per_s_per_gpu
     return RunEstimate(hours=shaped.tokens / rate / 3600, tokens_per_s=rate, cost_usd=None,
                        source=f"measured: {found.detail}", params=params or shaped.params,
                        detail={"mfu_source": "bench", "mfu_ref": found.ref, "tokens_per_s_source": found.detail})
