@@ -60,6 +60,16 @@ class RunEstimate:
     source: str
     params: int | None = None
     detail: Mapping[str, Any] = field(default_factory=dict)
+    # `hours` = startup_s / 3600 + the throughput's time for the tokens (gpuplan.startup says why and how).
+    startup_s: float = 0.0
+    startup_source: str | None = None
+    startup_detail: str | None = None
+
+    @property
+    def mfu_source(self) -> str | None:
+        """Which throughput the estimate used ("user", "bench", "calibrated", "default"), when known."""
+        value = self.detail.get("mfu_source")
+        return None if value is None else str(value)
 
 
 @dataclass(frozen=True)
@@ -89,6 +99,10 @@ class LaunchPlan:
             "est_cost_usd": est.cost_usd if est else None,
             "est_tokens_per_s": est.tokens_per_s if est else None,
             "estimate_source": est.source if est else None,
+            "mfu_source": est.mfu_source if est else None,
+            "startup_s": round(est.startup_s, 3) if est else None,
+            "startup_source": est.startup_source if est else None,
+            "startup_detail": est.startup_detail if est else None,
             "max_hours": self.spec.limits.max_hours,
             "budget_usd": self.spec.limits.budget_usd,
         }
@@ -202,7 +216,10 @@ def estimate_run(spec: JobSpec, offer: Offer, *, db_url: str | None = None) -> R
     """Estimated wall time and cost, or None when the spec has no workload to estimate from.
 
     Preference: the workload's own measured `throughput` (tokens/s per GPU, or per node for a CPU job), then
-    the estimator (gpuplan.estimate) when it is installed. Cost = hours x the offer's price for all nodes.
+    for a CPU job on this machine a CPU bench of the model here (gpuplan.localbench), then the estimator
+    (gpuplan.estimate). Wall time = the provider's start-up allowance (gpuplan.startup: measured from its
+    finished runs, else a documented default) + tokens / throughput. Cost = hours x the offer's price for all
+    nodes (start-up is billed too).
     """
     workload = spec.workload
     if workload is None or workload.total_tokens is None:
@@ -214,15 +231,52 @@ def estimate_run(spec: JobSpec, offer: Offer, *, db_url: str | None = None) -> R
         workers = max(offer.gpus_per_node, 1) * offer.nodes
         rate = workload.throughput * workers
         result = RunEstimate(hours=tokens / rate / 3600, tokens_per_s=rate, cost_usd=None,
-                             source="workload.throughput", params=params)
+                             source="workload.throughput", params=params, detail={"mfu_source": "user"})
     else:
-        result = _estimate_with_estimator(spec, offer, params, db_url)
+        result = _estimate_from_cpu_bench(spec, offer, params, db_url) or \
+            _estimate_with_estimator(spec, offer, params, db_url)
     if result is None:
         return None
+    from gpuplan.startup import startup_allowance
+
+    startup = startup_allowance(offer.provider, db_url)
+    hours = result.hours + startup.seconds / 3600
     total_price = offer.total_price_per_hour
-    cost = None if total_price is None else (total_price * Decimal(str(result.hours))).quantize(Decimal("0.000001"))
-    return RunEstimate(hours=result.hours, tokens_per_s=result.tokens_per_s, cost_usd=cost, source=result.source,
-                       params=result.params or params, detail=result.detail)
+    cost = None if total_price is None else (total_price * Decimal(str(hours))).quantize(Decimal("0.000001"))
+    detail = {**dict(result.detail), "run_hours": result.hours, **startup.as_dict()}
+    return RunEstimate(hours=hours, tokens_per_s=result.tokens_per_s, cost_usd=cost, source=result.source,
+                       params=result.params or params, detail=detail, startup_s=startup.seconds,
+                       startup_source=startup.source, startup_detail=startup.detail)
+
+
+def _estimate_from_cpu_bench(spec: JobSpec, offer: Offer, params: int | None,
+                             db_url: str | None) -> RunEstimate | None:
+    """A CPU job on this machine (local provider, no GPU): the throughput of a CPU bench of its model here.
+
+    None when it is not such a job, the workload names no architecture, or no bench matches (gpuplan.localbench
+    says what must match).
+    """
+    workload = spec.workload
+    if offer.provider != "local" or offer.gpu or workload is None or db_url is None:
+        return None
+    from gpuplan.estimate import workload_from_job
+    from gpuplan.localbench import cpu_throughput
+
+    try:
+        shaped, _ = workload_from_job(workload)
+    except ValueError:
+        return None
+    if shaped.architecture is None:
+        return None
+    found = cpu_throughput(db_url, signature=shaped.architecture.signature(), precision=shaped.precision,
+                           seq_len=shaped.seq_len, micro_batch=workload.micro_batch)
+    if found is None or found.tokens_per_s_per_gpu is None:
+        return None
+    # Local nodes are processes on this one machine, which the bench measured: the machine's rate is the job's.
+    rate = found.tokens_per_s_per_gpu
+    return RunEstimate(hours=shaped.tokens / rate / 3600, tokens_per_s=rate, cost_usd=None,
+                       source=f"measured: {found.detail}", params=params or shaped.params,
+                       detail={"mfu_source": "bench", "mfu_ref": found.ref, "tokens_per_s_source": found.detail})
 
 
 def _params(spec: JobSpec) -> int | None:
@@ -273,7 +327,8 @@ def _estimate_with_estimator(spec: JobSpec, offer: Offer, params: int | None,
         return None
     return RunEstimate(hours=float(est.wall_hours), tokens_per_s=est.tokens_per_s_per_gpu * est.gpus,
                        cost_usd=None, source=f"estimate (mfu {est.mfu:.2f}, {est.mfu_source})", params=est.params,
-                       detail={"mfu": est.mfu, "mfu_source": est.mfu_source, "fits": est.fits,
+                       detail={"mfu": est.mfu, "mfu_source": est.mfu_source, "mfu_ref": est.mfu_ref,
+                               "fits": est.fits,
                                "memory_gb_per_gpu": est.memory_gb_per_gpu.total, "flops": est.flops})
 
 

@@ -124,6 +124,19 @@ def close_instance(instance: Instance, state: str, at: dt.datetime | None) -> No
         instance.terminated_at = max(at or utcnow(), instance.launched_at)
 
 
+def estimate_basis(run: Run) -> dict[str, Any]:
+    """What the launch-time estimate rested on (from `estimate_json`): its throughput's source and the
+    start-up allowance in it (gpuplan.startup). None values for runs recorded without them."""
+    try:
+        data = json.loads(run.estimate_json) if run.estimate_json else {}
+    except ValueError:
+        data = {}
+    if not isinstance(data, dict):
+        data = {}
+    return {"estimate_source": data.get("source"), "mfu_source": data.get("mfu_source"),
+            "startup_s": data.get("startup_s"), "startup_source": data.get("startup_source")}
+
+
 def summary(run: Run, now: dt.datetime | None = None, progress: Any = None) -> dict[str, Any]:
     """The run as the stable JSON of `launch --json` and `status --json`."""
     now = now or utcnow()
@@ -159,6 +172,7 @@ def summary(run: Run, now: dt.datetime | None = None, progress: Any = None) -> d
         "est_hours": run.est_hours,
         "est_cost_usd": run.est_cost_usd,
         "est_tokens_per_s": run.est_tokens_per_s,
+        **estimate_basis(run),
         "tokens_done": run.tokens_done,
         "total_tokens": run.total_tokens,
         "tokens_per_s": run.tokens_per_s,

@@ -43,8 +43,11 @@ def make_launcher(store: Any, *, spec_dir: str | None = None) -> Launcher:
 
         spec = parse_spec(request.spec_text, source=f"schedule {request.schedule_name}")
         provider = orchestration.provider_for(provider_name_for(spec))
+        # db_url: the store's bench records, calibrations and finished runs (start-up) shape the estimate, as
+        # for `gpuplan launch`.
         plan = orchestration.plan_launch(spec, request.spec_text, provider=provider,
-                                         source_dir=spec_dir or _source_dir(store, request.schedule_id, Schedule))
+                                         source_dir=spec_dir or _source_dir(store, request.schedule_id, Schedule),
+                                         db_url=store.url)
         _check_gates(plan, request.gates)
         _check_budgets(store, plan, request.now)
         secrets = orchestration.read_secrets(spec)

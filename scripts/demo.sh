@@ -38,3 +38,9 @@ step report --by month
 step report --by run --format markdown
 step report --accuracy
 step report --by project --plot "${GPUPLAN_HOME:-.}/spend.png"
+
+# The measured path: bench the tiny GPT at a job's shape, then launch a job whose spec gives no throughput;
+# the estimate is start-up (learned from the runs above) + tokens / the bench's tokens/s. Estimate vs actual:
+OMP_NUM_THREADS=1 step bench --model gpt-tiny --seq-len 64 --micro-batch 16 --precision fp32 --steps 40
+step launch examples/tiny-gpt-measured.yaml -y
+step report --accuracy

@@ -10,7 +10,11 @@ from pathlib import Path
 import pytest
 from clihelp import run_cli
 
+from gpuplan.startup import DEFAULTS
+
 PRICE = {"GPUPLAN_LOCAL_PRICE_PER_HOUR": "36"}  # $36/h: the 1-hour estimate below costs $36
+# ... plus the local start-up allowance (no finished runs yet: its documented default), billed too.
+ESTIMATE = f"${36 * (3600 + DEFAULTS['local'].seconds) / 3600:.2f}"
 
 
 def spec(tmp_path: Path, command: str) -> Path:
@@ -42,7 +46,7 @@ def test_launch_refused_over_budget_and_force_records_an_event(tmp_path: Path) -
         error = [line for line in out.stderr.splitlines() if line.startswith("error:")]
         assert len(error) == 1 and error[0].startswith(
             "error: refused: budget 'lab-month' ($20.00 this month) has $20.00 left")
-        assert "estimated at $36.00" in error[0] and out.stderr.rstrip().endswith(error[0])
+        assert f"estimated at {ESTIMATE}" in error[0] and out.stderr.rstrip().endswith(error[0])
     assert run_cli("runs", "--json").json() == []  # nothing recorded
     dry = run_cli("launch", str(job), "--dry-run", "--force", "--json", env=PRICE)
     assert dry.exit_code == 0 and dry.json()["dry_run"] is True and events("budget_override") == []

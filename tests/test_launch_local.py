@@ -80,7 +80,9 @@ def test_launch_cpu_job_end_to_end_and_secrets_never_stored(tmp_path: Path) -> N
     assert set(data) >= JSON_KEYS
     assert data["state"] == "succeeded" and data["provider"] == "local" and data["exit_code"] == 0
     assert data["started_at"] and data["ended_at"] and data["cost_usd"] == 0
-    assert data["est_hours"] == pytest.approx(4000 / 2000 / 3600)
+    # The spec's throughput, plus the local start-up allowance (no history yet: the documented default).
+    assert data["startup_source"] == "default" and data["mfu_source"] == "user"
+    assert data["est_hours"] == pytest.approx((data["startup_s"] + 4000 / 2000) / 3600)
     assert data["tokens_done"] == 4000 and data["tokens_per_s"] > 0
     assert "ETA" in launched.stderr or "%" in launched.stderr  # the progress bar went to stderr
 

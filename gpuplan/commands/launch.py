@@ -41,8 +41,9 @@ def launch(app: AppContext, spec_path: Path, provider_name: str, dry_run: bool, 
         f"{info['nodes']} node(s), CPU"
     note(f"job {spec.name}: {provider_name} {where}, {gpus}, {money(info['price_per_hour'])}/h")
     if plan.estimate is not None:
-        note(f"estimate: {duration(plan.estimate.hours)} ({plan.estimate.source}), "
-             f"{money(plan.estimate.cost_usd)}")
+        est = plan.estimate
+        note(f"estimate: {duration(est.hours)} ({est.source}; start-up {est.startup_s:.1f} s, "
+             f"{est.startup_source}: {est.startup_detail}), {money(est.cost_usd)}")
     else:
         note("estimate: none (add workload tokens and a model or throughput to the spec)")
     overridden = _budget_gate(app, plan, force)  # refuses (exit 2) a job over a budget, dry run or not

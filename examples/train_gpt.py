@@ -1,0 +1,85 @@
+"""Train the GPT of a config.json (or a preset) on CPU or GPU: the same model `gpuplan bench` measures.
+
+Bench first, then launch, and `gpuplan launch` estimates the run from the bench's measured tokens/s:
+    gpuplan bench --model-config cfg.json --seq-len 64 --micro-batch 8
+    gpuplan launch job.yaml -y     # job.yaml: command: python train_gpt.py --config cfg.json ...,
+                                   # workload: {model_config: cfg.json, tokens: ..., seq_len: 64, micro_batch: 8}
+Its own training loop (not the bench's): byte-level next-token prediction on the Zen of Python with AdamW,
+progress through gpuplan.jobs.metrics (a no-op outside gpuplan), so `launch` shows measured throughput and
+`report --accuracy` compares it with the estimate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import codecs
+import contextlib
+import io
+import math
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+from gpuplan.jobs.metrics import log_metrics
+
+from gpuplan.architecture import load_hf_config, preset
+from gpuplan.bench.model import build_gpt
+
+
+def corpus() -> bytes:
+    """The Zen of Python (the rot13 source of the `this` module), repeated: small, fixed, learnable."""
+    with contextlib.redirect_stdout(io.StringIO()):  # importing `this` prints the Zen
+        import this
+    return (codecs.decode(this.s, "rot13") + "\n").encode() * 8
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    model = parser.add_mutually_exclusive_group(required=True)
+    model.add_argument("--config", help="a Hugging Face config.json (vocab_size >= 256)")
+    model.add_argument("--model", help="a gpuplan model preset instead (e.g. gpt-tiny)")
+    parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--seq-len", type=int, default=64)
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--log-every", type=int, default=5)
+    args = parser.parse_args()
+
+    arch = load_hf_config(args.config) if args.config else preset(args.model)
+    if arch.vocab_size < 256:
+        print("the model's vocab_size must be at least 256 (byte-level tokens)", file=sys.stderr)
+        return 2
+    torch.manual_seed(0)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    data = torch.tensor(list(corpus()), dtype=torch.long)
+    model = build_gpt(arch, args.seq_len).to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
+    params = sum(p.numel() for p in model.parameters())
+    print(f"{arch.name}: {params:,} parameters, {args.steps} steps of {args.batch}x{args.seq_len} tokens on {device}",
+          flush=True)
+    generator = torch.Generator().manual_seed(0)
+    tokens_per_step = args.batch * args.seq_len
+    t0 = time.perf_counter()
+    loss = torch.zeros(())
+    for step in range(1, args.steps + 1):
+        offsets = torch.randint(0, len(data) - args.seq_len - 1, (args.batch,), generator=generator)
+        batch = torch.stack([data[o: o + args.seq_len + 1] for o in offsets.tolist()]).to(device)
+        logits = model(batch[:, :-1])
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        if step % args.log_every == 0 or step == args.steps:
+            value = loss.item()
+            if not math.isfinite(value):
+                print("loss is not finite", file=sys.stderr)
+                return 1
+            log_metrics(step, tokens=step * tokens_per_step, loss=value, total_steps=args.steps)
+    rate = args.steps * tokens_per_step / (time.perf_counter() - t0)
+    print(f"done: {args.steps} steps, final loss {loss.item():.3f}, {rate:,.0f} tokens/s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
