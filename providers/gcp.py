@@ -63,6 +63,7 @@ from gpuplan.providers.gcp_rules import (
     has_fixed_gpus,
     instance_name,
     label_value,
+    labels_for,
     last_segment,
     map_api_error,
     map_operation_error,
@@ -70,6 +71,7 @@ from gpuplan.providers.gcp_rules import (
     request_id,
     retryable,
 )
+from gpuplan.providers.gcp_secrets import LABEL_SECRETS, LABEL_SECRETS_VALUE, SecretStore
 from gpuplan.providers.outputs import read_exit_record, write_exit_record
 
 log = logging.getLogger(__name__)
@@ -89,13 +91,16 @@ class GcpProvider(Provider):
     `retry_initial` / `retry_timeout` (throttling), `bucket` (else GPUPLAN_GCS_BUCKET: the GCS bucket the boot
     script ships each node's job.log, metrics and exit.json to, under `gpuplan/<run_id>/node-<rank>/`; with it
     the VM gets a service account with the devstorage.read_write scope: see providers/gcp_outputs.py) and
-    `storage_endpoint` (else CLOUDSDK_API_ENDPOINT_OVERRIDES_STORAGE).
+    `storage_endpoint` (else CLOUDSDK_API_ENDPOINT_OVERRIDES_STORAGE), `secretmanager_endpoint` (else
+    CLOUDSDK_API_ENDPOINT_OVERRIDES_SECRETMANAGER: where a run's secrets are kept, providers/gcp_secrets.py).
     """
 
     name: ClassVar[str] = "gcp"
     cloud: ClassVar[str] = "gcp"
     min_billed_seconds: ClassVar[int] = 60
     reports_guest_attributes: ClassVar[bool] = True
+    secrets_by_reference: ClassVar[bool] = True  # Secret Manager: the startup script names secrets, holds no value
+    secret_store: ClassVar[str] = "secretmanager"
 
     def __init__(
         self,
@@ -120,6 +125,7 @@ class GcpProvider(Provider):
         retry_timeout: float = 120.0,
         bucket: str | None = None,
         storage_endpoint: str | None = None,
+        secretmanager_endpoint: str | None = None,
         credentials: Any = None,
     ) -> None:
         self.endpoint = Endpoint.parse(endpoint if endpoint is not None else os.environ.get(ENDPOINT_ENV))
@@ -146,6 +152,9 @@ class GcpProvider(Provider):
         self._outcomes: dict[str, dict[str, Any]] = {}
         self.outputs = GcsOutputs.configure(bucket, storage_endpoint, credentials=credentials,
                                             project=lambda: self.project)
+        self.secrets = SecretStore.configure(secretmanager_endpoint, lambda: self.project, credentials=credentials)
+        self._secret_runs: set[str] = set()  # runs known to keep secrets in Secret Manager (put, or VM labels)
+        self._run_of: dict[str, str] = {}  # zone/name -> run id, from the VMs' labels
 
     @property
     def bucket(self) -> str | None:
@@ -244,6 +253,9 @@ class GcpProvider(Provider):
         generation = int(self._option(request, "generation", 0))
         started: list[tuple[str, Any]] = []  # (name, insert operation)
         try:
+            if request.secrets:  # before any VM: its boot script reads them
+                self._secret_runs.add(request.run_id)
+                self.secrets.put(request.run_id, request.secrets, labels_for(request))
             for rank in missing:
                 name = instance_name(request.run_id, rank, generation)
                 body = self._instance_body(request, zone, name, machine_type, gpus, rank)
@@ -253,6 +265,8 @@ class GcpProvider(Provider):
                 self._wait(zone, operation)
         except ProviderError:
             self._delete_quietly(zone, [name for name, _ in started])
+            if not existing and request.secrets:  # this zone will not run the job: its secrets must not linger
+                self._forget_secrets(request.run_id)
             raise
         instances = [*existing, *self.describe([f"{zone}/{name}" for name, _ in started])]
         for inst in instances:
@@ -441,6 +455,29 @@ class GcpProvider(Provider):
     def outputs_url(self, run_id: str) -> str | None:
         return self.outputs.url(run_id)
 
+    def secret_parameter(self, run_id: str, name: str) -> str:
+        return self.secrets.resource(run_id, name)
+
+    def secrets_endpoint(self) -> str | None:
+        return self.secrets.vm_endpoint()
+
+    def _forget_secrets(self, run_id: str) -> None:
+        """Delete the run's Secret Manager secrets (best effort; quiet for a run not known to have any)."""
+        if self.secrets.forget(run_id, quiet=run_id not in self._secret_runs):
+            self._secret_runs.discard(run_id)
+
+    def _forget_secrets_if_done(self, run_id: str | None) -> None:
+        """Delete the run's secrets once none of its VMs is starting or running (a relaunch puts them again)."""
+        if not run_id or run_id not in self._secret_runs:
+            return
+        try:
+            live = [i for i in self.list_tagged(run_id) if i.state in (InstanceState.PENDING, InstanceState.RUNNING)]
+        except ProviderError as exc:
+            log.warning("cannot tell whether run %s still needs its secrets: %s", run_id, exc)
+            return
+        if not live:
+            self._forget_secrets(run_id)
+
     def outputs_endpoint(self) -> str | None:
         return self.outputs.upload_endpoint()
 
@@ -449,8 +486,11 @@ class GcpProvider(Provider):
         write the exit record learnt from the VM's guest attributes into RUN_DIR/node-<rank>/exit.json.
 
         describe() reads the attributes when the job has powered the VM off (before deleting it); a VM that is
-        shutting down is asked here too (its job may have written the code a moment ago).
+        shutting down is asked here too (its job may have written the code a moment ago). A VM that is gone
+        may end its run: the run's secrets are deleted once no VM of it is left running.
         """
+        if instance.state in InstanceState.GONE:
+            self._forget_secrets_if_done(instance.run_id or self._run_of.get(instance.instance_id))
         if not run_dir:
             return
         try:
@@ -511,12 +551,19 @@ class GcpProvider(Provider):
         return sorted(found, key=lambda i: (i.run_id or "", i.node_rank, i.instance_id))
 
     def terminate(self, instance_ids: Sequence[str]) -> None:
-        """Delete these VMs and wait until GCE has (idempotent: a VM already gone is fine)."""
+        """Delete these VMs and wait until GCE has (idempotent: a VM already gone is fine); then delete the
+        secrets of each run left with no VM running."""
         from google.api_core import exceptions as gexc
 
         pending: list[tuple[str, Any]] = []
         for instance_id in instance_ids:
             zone, name = split_instance_id(instance_id)
+            if instance_id not in self._run_of:  # another process launched it: its labels name the run
+                try:
+                    self._to_instance(self.client("InstancesClient").get(project=self.project, zone=zone,
+                                                                         instance=name, retry=self._retry()))
+                except Exception as exc:  # gone already, or unreadable: the delete below says which
+                    log.debug("cannot read %s before deleting it: %s", instance_id, type(exc).__name__)
             try:
                 op = self.client("InstancesClient").delete(project=self.project, zone=zone, instance=name,
                                                            retry=self._retry())
@@ -527,9 +574,16 @@ class GcpProvider(Provider):
             pending.append((zone, op))
         for zone, op in pending:
             self._wait(zone, op)
+        for run_id in sorted({self._run_of[i] for i in instance_ids if i in self._run_of}):
+            self._forget_secrets_if_done(run_id)
 
     def _to_instance(self, raw: Any) -> Instance:
-        return to_instance(self, raw)
+        inst = to_instance(self, raw)
+        if inst.run_id:
+            self._run_of[inst.instance_id] = inst.run_id
+            if inst.tags.get(LABEL_SECRETS) == LABEL_SECRETS_VALUE:
+                self._secret_runs.add(inst.run_id)
+        return inst
 
 
 def _is_done(operation: Any) -> bool:
