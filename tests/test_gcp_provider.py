@@ -8,8 +8,8 @@ can act, and describe/terminate tell the truth (preemption included).
 from __future__ import annotations
 
 import uuid
-from typing import Any
 from decimal import Decimal
+from typing import Any
 
 import pytest
 from fakes.gce_server import RunningFake

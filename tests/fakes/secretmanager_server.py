@@ -28,10 +28,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from fakes.gcs_server import Running, _serve
 from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
-
-from fakes.gcs_server import Running, _serve
 
 _SECRET_ID = re.compile(r"[A-Za-z0-9_-]{1,255}")
 _LABEL = re.compile(r"[a-z][a-z0-9_-]{0,62}")
@@ -94,7 +93,8 @@ class SecretManagerApp:
         self.state = state
         self.urls = Map([
             Rule("/v1/projects/<project>/secrets", endpoint="secrets", methods=["GET", "POST"]),
-            Rule("/v1/projects/<project>/secrets/<secret_action>", endpoint="secret", methods=["POST", "DELETE", "GET"]),
+            Rule("/v1/projects/<project>/secrets/<secret_action>", endpoint="secret",
+                 methods=["POST", "DELETE", "GET"]),
             Rule("/v1/projects/<project>/secrets/<secret>/versions/<version_action>", endpoint="version",
                  methods=["GET"]),
         ])
