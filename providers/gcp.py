@@ -153,7 +153,6 @@ class GcpProvider(Provider):
         self.outputs = GcsOutputs.configure(bucket, storage_endpoint, credentials=credentials,
                                             project=lambda: self.project)
         self.secrets = SecretStore.configure(secretmanager_endpoint, lambda: self.project, credentials=credentials)
-        self._secret_runs: set[str] = set()  # runs known to keep secrets in Secret Manager (put, or VM labels)
         self._run_of: dict[str, str] = {}  # zone/name -> run id, from the VMs' labels
 
     @property
@@ -254,7 +253,7 @@ class GcpProvider(Provider):
         started: list[tuple[str, Any]] = []  # (name, insert operation)
         try:
             if request.secrets:  # before any VM: its boot script reads them
-                self._secret_runs.add(request.run_id)
+                self.secrets.known.add(request.run_id)
                 self.secrets.put(request.run_id, request.secrets, labels_for(request))
             for rank in missing:
                 name = instance_name(request.run_id, rank, generation)
@@ -266,7 +265,7 @@ class GcpProvider(Provider):
         except ProviderError:
             self._delete_quietly(zone, [name for name, _ in started])
             if not existing and request.secrets:  # this zone will not run the job: its secrets must not linger
-                self._forget_secrets(request.run_id)
+                self.secrets.forget(request.run_id)
             raise
         instances = [*existing, *self.describe([f"{zone}/{name}" for name, _ in started])]
         for inst in instances:
@@ -461,22 +460,10 @@ class GcpProvider(Provider):
     def secrets_endpoint(self) -> str | None:
         return self.secrets.vm_endpoint()
 
-    def _forget_secrets(self, run_id: str) -> None:
-        """Delete the run's Secret Manager secrets (best effort; quiet for a run not known to have any)."""
-        if self.secrets.forget(run_id, quiet=run_id not in self._secret_runs):
-            self._secret_runs.discard(run_id)
-
     def _forget_secrets_if_done(self, run_id: str | None) -> None:
         """Delete the run's secrets once none of its VMs is starting or running (a relaunch puts them again)."""
-        if not run_id or run_id not in self._secret_runs:
-            return
-        try:
-            live = [i for i in self.list_tagged(run_id) if i.state in (InstanceState.PENDING, InstanceState.RUNNING)]
-        except ProviderError as exc:
-            log.warning("cannot tell whether run %s still needs its secrets: %s", run_id, exc)
-            return
-        if not live:
-            self._forget_secrets(run_id)
+        self.secrets.forget_if_done(run_id, lambda run: any(
+            i.state in (InstanceState.PENDING, InstanceState.RUNNING) for i in self.list_tagged(run)))
 
     def outputs_endpoint(self) -> str | None:
         return self.outputs.upload_endpoint()
@@ -559,11 +546,7 @@ class GcpProvider(Provider):
         for instance_id in instance_ids:
             zone, name = split_instance_id(instance_id)
             if instance_id not in self._run_of:  # another process launched it: its labels name the run
-                try:
-                    self._to_instance(self.client("InstancesClient").get(project=self.project, zone=zone,
-                                                                         instance=name, retry=self._retry()))
-                except Exception as exc:  # gone already, or unreadable: the delete below says which
-                    log.debug("cannot read %s before deleting it: %s", instance_id, type(exc).__name__)
+                self._read_labels(zone, name)
             try:
                 op = self.client("InstancesClient").delete(project=self.project, zone=zone, instance=name,
                                                            retry=self._retry())
@@ -577,12 +560,18 @@ class GcpProvider(Provider):
         for run_id in sorted({self._run_of[i] for i in instance_ids if i in self._run_of}):
             self._forget_secrets_if_done(run_id)
 
+    def _read_labels(self, zone: str, name: str) -> None:
+        try:  # gone already, or unreadable: terminate's delete says which
+            self._to_instance(self.client("InstancesClient").get(project=self.project, zone=zone, instance=name))
+        except Exception as exc:
+            log.debug("cannot read %s/%s before deleting it: %s", zone, name, type(exc).__name__)
+
     def _to_instance(self, raw: Any) -> Instance:
         inst = to_instance(self, raw)
         if inst.run_id:
             self._run_of[inst.instance_id] = inst.run_id
             if inst.tags.get(LABEL_SECRETS) == LABEL_SECRETS_VALUE:
-                self._secret_runs.add(inst.run_id)
+                self.secrets.known.add(inst.run_id)
         return inst
 
 

@@ -64,6 +64,7 @@ class SecretStore:
         self._project = project
         self._credentials = credentials
         self._client: Any = None
+        self.known: set[str] = set()  # runs known to keep secrets here (put by this process, or VM labels)
 
     @classmethod
     def configure(cls, endpoint: str | None, project: Callable[[], str], **kwargs: Any) -> SecretStore:
@@ -136,11 +137,23 @@ class SecretStore:
                 raise type(error)(f"cannot store secret {name} of run {run_id} in Secret Manager: {error}",
                                   code=error.code) from None
 
-    def forget(self, run_id: str, *, quiet: bool = False) -> bool:
+    def forget_if_done(self, run_id: str | None, runs_a_vm: Callable[[str], bool]) -> None:
+        """Delete the secrets of a run known to have some once `runs_a_vm(run_id)` says no VM needs them."""
+        if not run_id or run_id not in self.known:
+            return
+        try:
+            if runs_a_vm(run_id):
+                return
+        except ProviderError as exc:
+            log.warning("cannot tell whether run %s still needs its secrets: %s", run_id, exc)
+            return
+        self.forget(run_id)
+
+    def forget(self, run_id: str) -> bool:
         """Delete every secret of the run (found by name prefix, checked against gpuplan's labels).
 
-        Best effort: a failure is logged (a warning; debug when `quiet`, i.e. the run is not known to have
-        secrets) and False is returned, never raised.
+        Best effort: a failure is logged (a warning; debug for a run not known to have secrets) and False is
+        returned, never raised.
         """
         from google.api_core import exceptions as gexc
 
@@ -157,9 +170,10 @@ class SecretStore:
                     continue
             if names:
                 log.info("deleted %d secret(s) of run %s from Secret Manager", len(names), run_id)
+            self.known.discard(run_id)
             return True
         except Exception as exc:
-            say = log.debug if quiet else log.warning
+            say = log.warning if run_id in self.known else log.debug
             say("could not delete the secrets of run %s from Secret Manager: %s (delete the secrets named %s* by "
                 "hand)", run_id, map_api_error(exc), prefix)
             return False
