@@ -123,6 +123,8 @@ def boot_script_renderer(request: LaunchRequest,
               if by_reference and provider is not None else {})
     guest = bool(provider is not None and provider.reports_guest_attributes)
     gcs_endpoint = provider.outputs_endpoint() if provider is not None else None
+    store = provider.secret_store if provider is not None else "ssm"
+    secrets_endpoint = provider.secrets_endpoint() if by_reference and provider is not None else None
 
     def render(rank: int, master_addr: str | None) -> str:
         node = NodeLaunch(run_id=request.run_id, name=request.name, argv=argv, run_dir=request.run_dir,
@@ -133,7 +135,8 @@ def boot_script_renderer(request: LaunchRequest,
         storage_url = f"{base}/node-{rank}" if base else None
         return render_boot_script(boot_plan_for(node, secrets=secrets, storage_url=storage_url,
                                                 master_addr=master_addr, secret_params=params,
-                                                guest_attributes=guest, gcs_endpoint=gcs_endpoint))
+                                                guest_attributes=guest, gcs_endpoint=gcs_endpoint,
+                                                secret_store=store, secretmanager_endpoint=secrets_endpoint))
 
     return render
 

@@ -14,8 +14,10 @@ variables inside double quotes, so no value is ever parsed as shell. Secret valu
 environment and passed to the container by name (`-e NAME`), never echoed; the script never runs with `set -x`.
 
 Where the cloud has a secret store, the script carries only secret *names* (`secret_params`: NAME -> AWS SSM
-parameter) and reads the values at boot with `aws ssm get-parameter --with-decryption`, so user-data (readable
-by anyone who may describe the instance) holds no secret. How a run's outcome gets back to gpuplan:
+parameter, or GCP Secret Manager secret resource with `secret_store="secretmanager"`) and reads the values at
+boot (`aws ssm get-parameter --with-decryption`; on GCP curl to `<secret>/versions/latest:access` with the VM
+service account's token on stdin, the base64 `payload.data` decoded), so user-data / the startup-script
+metadata (readable by anyone who may describe the instance) holds no secret. How a run's outcome gets back to gpuplan:
 `storage_url` (s3:// or gs://, one prefix per node) receives job.log and metrics.jsonl every minute and
 exit.json at the end (gs:// with curl alone: the VM's service-account token from the metadata server, handed
 to curl on stdin, and the GCS JSON API's media upload); with `guest_attributes` (GCP) the exit code and a
@@ -38,6 +40,9 @@ SHIP_INTERVAL_SECONDS = 60
 # (a Private Service Connect endpoint; the tests' loopback fakes), never to anything the user's job controls.
 DEFAULT_GCS_ENDPOINT = "https://storage.googleapis.com"
 DEFAULT_METADATA_URL = "http://metadata.google.internal/computeMetadata/v1"
+# Where a GCP VM reads its run's secrets (Secret Manager's REST API), with the same service-account token.
+DEFAULT_SECRETMANAGER_ENDPOINT = "https://secretmanager.googleapis.com"
+SECRET_STORES = ("ssm", "secretmanager")
 
 
 @dataclass(frozen=True)
@@ -63,7 +68,9 @@ class BootPlan:
     checkpoint_dir: str | None = None
     base_dir: str = "/var/lib/gpuplan"
     poweroff: bool = True
-    secret_params: Mapping[str, str] = field(default_factory=dict)  # NAME -> SSM parameter read at boot
+    secret_params: Mapping[str, str] = field(default_factory=dict)  # NAME -> SSM parameter / GCP secret resource
+    secret_store: str = "ssm"  # where secret_params live: "ssm" (AWS) or "secretmanager" (GCP)
+    secretmanager_endpoint: str | None = None  # GCP: Secret Manager's REST endpoint (default: the public one)
     guest_attributes: bool = False  # GCP: report status and exit code as guest attributes
     gcs_endpoint: str | None = None  # gs:// uploads go to this JSON API endpoint (default: DEFAULT_GCS_ENDPOINT)
     metadata_url: str | None = None  # the GCE metadata server (default: DEFAULT_METADATA_URL)
@@ -103,6 +110,8 @@ def render_boot_script(plan: BootPlan) -> str:
     bad = [k for k in [*plan.secrets, *by_reference] if not _ENV_NAME.fullmatch(k)]
     if bad:
         raise ValueError(f"secret names must be environment variable names: {bad!r}")
+    if plan.secret_store not in SECRET_STORES:
+        raise ValueError(f"unknown secret store {plan.secret_store!r} (one of {', '.join(SECRET_STORES)})")
     names = [*user_env, *contract, "MASTER_ADDR", "GPUPLAN_MASTER_ADDR", *plan.secrets, *by_reference]
 
     lines = [
@@ -131,6 +140,8 @@ def render_boot_script(plan: BootPlan) -> str:
         _array("ENV_NAMES", names),
         _array("SECRET_NAMES", list(by_reference)),
         _array("SECRET_PARAMS", list(by_reference.values())),
+        _assign("SECRET_STORE", plan.secret_store),
+        _assign("SECRETMANAGER_ENDPOINT", (plan.secretmanager_endpoint or DEFAULT_SECRETMANAGER_ENDPOINT).rstrip("/")),
         _assign("GUEST_ATTRIBUTES", 1 if plan.guest_attributes else 0),
         _assign("GCS_ENDPOINT", (plan.gcs_endpoint or DEFAULT_GCS_ENDPOINT).rstrip("/")),
         _assign("METADATA_URL", (plan.metadata_url or DEFAULT_METADATA_URL).rstrip("/")),
@@ -148,7 +159,8 @@ def render_boot_script(plan: BootPlan) -> str:
 def boot_plan_for(launch: NodeLaunch, *, secrets: Mapping[str, str], storage_url: str | None = None,
                   master_addr: str | None = None, poweroff: bool = True,
                   base_dir: str = "/var/lib/gpuplan", secret_params: Mapping[str, str] | None = None,
-                  guest_attributes: bool = False, gcs_endpoint: str | None = None) -> BootPlan:
+                  guest_attributes: bool = False, gcs_endpoint: str | None = None, secret_store: str = "ssm",
+                  secretmanager_endpoint: str | None = None) -> BootPlan:
     """A BootPlan from the same NodeLaunch the local runner uses, so clouds and local share one contract."""
     return BootPlan(run_id=launch.run_id, name=launch.name, argv=list(launch.argv), image=launch.image,
                     runtime=launch.runtime, workdir=launch.workdir, env=dict(launch.env), secrets=dict(secrets),
@@ -156,7 +168,8 @@ def boot_plan_for(launch: NodeLaunch, *, secrets: Mapping[str, str], storage_url
                     master_addr=master_addr, master_port=launch.master_port, gpus=launch.gpus,
                     max_hours=launch.max_hours, storage_url=storage_url, checkpoint_dir=launch.checkpoint_dir,
                     poweroff=poweroff, base_dir=base_dir, secret_params=dict(secret_params or {}),
-                    guest_attributes=guest_attributes, gcs_endpoint=gcs_endpoint)
+                    guest_attributes=guest_attributes, gcs_endpoint=gcs_endpoint, secret_store=secret_store,
+                    secretmanager_endpoint=secretmanager_endpoint)
 
 
 def boot_script_for_request(request: Any, node_rank: int, *, storage_url: str | None = None,
@@ -279,9 +292,17 @@ imds_region() {
 }
 
 fetch_secrets() {
-  # Secret values live in SSM Parameter Store (SecureString); the script only knows their names.
-  local i name value region
+  # Secret values live in the cloud's secret store (AWS SSM Parameter Store, GCP Secret Manager); the script
+  # only knows their names. Values are exported to the job's environment, never printed or written.
   [ "${#SECRET_NAMES[@]}" -gt 0 ] || return 0
+  case "$SECRET_STORE" in
+    secretmanager) fetch_gcp_secrets ;;
+    *) fetch_ssm_secrets ;;
+  esac
+}
+
+fetch_ssm_secrets() {
+  local i name value region
   region=${AWS_REGION:-$(imds_region || true)}
   for i in "${!SECRET_NAMES[@]}"; do
     name=${SECRET_NAMES[$i]}
@@ -292,6 +313,40 @@ fetch_secrets() {
     fi
     export "$name=$value"
   done
+}
+
+fetch_gcp_secrets() {
+  # GCP Secret Manager's REST API with the VM service account's token (on curl's stdin, like the GCS upload).
+  local i name value token
+  if ! token=$(gcs_token); then
+    log "cannot read secrets: no access token from the metadata server (does the VM have a service account?)"
+    return 1
+  fi
+  for i in "${!SECRET_NAMES[@]}"; do
+    name=${SECRET_NAMES[$i]}
+    if ! value=$(gcp_secret_value "${SECRET_PARAMS[$i]}" "$token"); then
+      log "cannot read the secret $name from Secret Manager"
+      return 1
+    fi
+    # gcp_secret_value ends the value with a guard character, so trailing newlines of the value survive $(...).
+    export "$name=${value%x}"
+  done
+}
+
+gcp_secret_value() {
+  # The latest version of secret resource $1 (projects/P/secrets/S), base64-decoded from `payload.data`.
+  local body data
+  body=$(printf 'Authorization: Bearer %s\n' "$2" | curl -fsS -m 30 --retry 3 -H @- \
+    "$SECRETMANAGER_ENDPOINT/v1/$1/versions/latest:access") || return 1
+  case "$body" in
+    *'"data"'*) ;;
+    *) return 1 ;;
+  esac
+  data=${body#*\"data\"}
+  data=${data#*\"}
+  data=${data%%\"*}
+  printf '%s' "$data" | base64 -d || return 1
+  printf x
 }
 
 power_off() {

@@ -162,6 +162,8 @@ class Provider(abc.ABC):
     # True when the provider keeps a run's secret values in the cloud's secret store (see `secret_parameter`),
     # so the boot script carries only names.
     secrets_by_reference: ClassVar[bool] = False
+    # Which store the boot script reads those names from: "ssm" (AWS SSM) or "secretmanager" (GCP Secret Manager).
+    secret_store: ClassVar[str] = "ssm"
     # True when the machine reports its exit code through the cloud's own metadata (GCP guest attributes).
     reports_guest_attributes: ClassVar[bool] = False
 
@@ -178,6 +180,10 @@ class Provider(abc.ABC):
     def secret_parameter(self, run_id: str, name: str) -> str:
         """The name under which a run's secret is kept in the cloud's secret store (secrets_by_reference)."""
         return f"/gpuplan/{run_id}/{name}"
+
+    def secrets_endpoint(self) -> str | None:
+        """The secret store's API endpoint the machines read from when it is not the cloud's default, or None."""
+        return None
 
     def fetch_outputs(self, instance: Instance, run_dir: str) -> None:
         """Copy what this machine's job shipped (job.log, metrics, exit record) into the local run folder.

@@ -63,6 +63,7 @@ from gpuplan.providers.gcp_rules import (
     has_fixed_gpus,
     instance_name,
     label_value,
+    labels_for,
     last_segment,
     map_api_error,
     map_operation_error,
@@ -70,6 +71,7 @@ from gpuplan.providers.gcp_rules import (
     request_id,
     retryable,
 )
+from gpuplan.providers.gcp_secrets import LABEL_SECRETS, LABEL_SECRETS_VALUE, SecretStore
 from gpuplan.providers.outputs import read_exit_record, write_exit_record
 
 log = logging.getLogger(__name__)
@@ -89,13 +91,16 @@ class GcpProvider(Provider):
     `retry_initial` / `retry_timeout` (throttling), `bucket` (else GPUPLAN_GCS_BUCKET: the GCS bucket the boot
     script ships each node's job.log, metrics and exit.json to, under `gpuplan/<run_id>/node-<rank>/`; with it
     the VM gets a service account with the devstorage.read_write scope: see providers/gcp_outputs.py) and
-    `storage_endpoint` (else CLOUDSDK_API_ENDPOINT_OVERRIDES_STORAGE).
+    `storage_endpoint` (else CLOUDSDK_API_ENDPOINT_OVERRIDES_STORAGE), `secretmanager_endpoint` (else
+    CLOUDSDK_API_ENDPOINT_OVERRIDES_SECRETMANAGER: where a run's secrets are kept, providers/gcp_secrets.py).
     """
 
     name: ClassVar[str] = "gcp"
     cloud: ClassVar[str] = "gcp"
     min_billed_seconds: ClassVar[int] = 60
     reports_guest_attributes: ClassVar[bool] = True
+    secrets_by_reference: ClassVar[bool] = True  # Secret Manager: the startup script names secrets, holds no value
+    secret_store: ClassVar[str] = "secretmanager"
 
     def __init__(
         self,
@@ -120,6 +125,7 @@ class GcpProvider(Provider):
         retry_timeout: float = 120.0,
         bucket: str | None = None,
         storage_endpoint: str | None = None,
+        secretmanager_endpoint: str | None = None,
         credentials: Any = None,
     ) -> None:
         self.endpoint = Endpoint.parse(endpoint if endpoint is not None else os.environ.get(ENDPOINT_ENV))
@@ -146,6 +152,8 @@ class GcpProvider(Provider):
         self._outcomes: dict[str, dict[str, Any]] = {}
         self.outputs = GcsOutputs.configure(bucket, storage_endpoint, credentials=credentials,
                                             project=lambda: self.project)
+        self.secrets = SecretStore.configure(secretmanager_endpoint, lambda: self.project, credentials=credentials)
+        self._run_of: dict[str, str] = {}  # zone/name -> run id, from the VMs' labels
 
     @property
     def bucket(self) -> str | None:
@@ -244,6 +252,9 @@ class GcpProvider(Provider):
         generation = int(self._option(request, "generation", 0))
         started: list[tuple[str, Any]] = []  # (name, insert operation)
         try:
+            if request.secrets:  # before any VM: its boot script reads them
+                self.secrets.known.add(request.run_id)
+                self.secrets.put(request.run_id, request.secrets, labels_for(request))
             for rank in missing:
                 name = instance_name(request.run_id, rank, generation)
                 body = self._instance_body(request, zone, name, machine_type, gpus, rank)
@@ -253,6 +264,8 @@ class GcpProvider(Provider):
                 self._wait(zone, operation)
         except ProviderError:
             self._delete_quietly(zone, [name for name, _ in started])
+            if not existing and request.secrets:  # this zone will not run the job: its secrets must not linger
+                self.secrets.forget(request.run_id)
             raise
         instances = [*existing, *self.describe([f"{zone}/{name}" for name, _ in started])]
         for inst in instances:
@@ -441,6 +454,17 @@ class GcpProvider(Provider):
     def outputs_url(self, run_id: str) -> str | None:
         return self.outputs.url(run_id)
 
+    def secret_parameter(self, run_id: str, name: str) -> str:
+        return self.secrets.resource(run_id, name)
+
+    def secrets_endpoint(self) -> str | None:
+        return self.secrets.vm_endpoint()
+
+    def _forget_secrets_if_done(self, run_id: str | None) -> None:
+        """Delete the run's secrets once none of its VMs is starting or running (a relaunch puts them again)."""
+        self.secrets.forget_if_done(run_id, lambda run: any(
+            i.state in (InstanceState.PENDING, InstanceState.RUNNING) for i in self.list_tagged(run)))
+
     def outputs_endpoint(self) -> str | None:
         return self.outputs.upload_endpoint()
 
@@ -449,8 +473,11 @@ class GcpProvider(Provider):
         write the exit record learnt from the VM's guest attributes into RUN_DIR/node-<rank>/exit.json.
 
         describe() reads the attributes when the job has powered the VM off (before deleting it); a VM that is
-        shutting down is asked here too (its job may have written the code a moment ago).
+        shutting down is asked here too (its job may have written the code a moment ago). A VM that is gone
+        may end its run: the run's secrets are deleted once no VM of it is left running.
         """
+        if instance.state in InstanceState.GONE:
+            self._forget_secrets_if_done(instance.run_id or self._run_of.get(instance.instance_id))
         if not run_dir:
             return
         try:
@@ -511,12 +538,15 @@ class GcpProvider(Provider):
         return sorted(found, key=lambda i: (i.run_id or "", i.node_rank, i.instance_id))
 
     def terminate(self, instance_ids: Sequence[str]) -> None:
-        """Delete these VMs and wait until GCE has (idempotent: a VM already gone is fine)."""
+        """Delete these VMs and wait until GCE has (idempotent: a VM already gone is fine); then delete the
+        secrets of each run left with no VM running."""
         from google.api_core import exceptions as gexc
 
         pending: list[tuple[str, Any]] = []
         for instance_id in instance_ids:
             zone, name = split_instance_id(instance_id)
+            if instance_id not in self._run_of:  # another process launched it: its labels name the run
+                self._read_labels(zone, name)
             try:
                 op = self.client("InstancesClient").delete(project=self.project, zone=zone, instance=name,
                                                            retry=self._retry())
@@ -527,9 +557,22 @@ class GcpProvider(Provider):
             pending.append((zone, op))
         for zone, op in pending:
             self._wait(zone, op)
+        for run_id in sorted({self._run_of[i] for i in instance_ids if i in self._run_of}):
+            self._forget_secrets_if_done(run_id)
+
+    def _read_labels(self, zone: str, name: str) -> None:
+        try:  # gone already, or unreadable: terminate's delete says which
+            self._to_instance(self.client("InstancesClient").get(project=self.project, zone=zone, instance=name))
+        except Exception as exc:
+            log.debug("cannot read %s/%s before deleting it: %s", zone, name, type(exc).__name__)
 
     def _to_instance(self, raw: Any) -> Instance:
-        return to_instance(self, raw)
+        inst = to_instance(self, raw)
+        if inst.run_id:
+            self._run_of[inst.instance_id] = inst.run_id
+            if inst.tags.get(LABEL_SECRETS) == LABEL_SECRETS_VALUE:
+                self.secrets.known.add(inst.run_id)
+        return inst
 
 
 def _is_done(operation: Any) -> bool:

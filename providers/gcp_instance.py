@@ -4,7 +4,7 @@ reads back. Split from providers/gcp.py (the launch/describe/terminate flow) so 
 The body carries what the provider's safety rules need: gpuplan's labels on the VM and its boot disk, the
 startup script, guest attributes on (the exit code channel), OS Login with project SSH keys blocked, GPUs that
 terminate on host maintenance, spot VMs deleted on preemption, `max_hours` as `maxRunDuration` with DELETE, and
-a service account only where one is configured or a bucket needs one (providers/gcp_outputs.py).
+a service account only where one is configured or a bucket or secrets need one (providers/gcp_outputs.py).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from gpuplan.providers.gcp_rules import (
     parse_time,
     region_of,
 )
+from gpuplan.providers.gcp_secrets import LABEL_SECRETS, LABEL_SECRETS_VALUE
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +56,8 @@ def instance_body(provider: GcpProvider, request: LaunchRequest, zone: str, name
     from google.cloud import compute_v1
 
     labels = {**labels_for(request), "gpuplan-node-rank": str(rank)}
+    if request.secrets:  # a later process learns from the VM alone that the run's secrets must go at its end
+        labels[LABEL_SECRETS] = LABEL_SECRETS_VALUE
     disk = compute_v1.AttachedDisk(
         boot=True, auto_delete=True,
         initialize_params=compute_v1.AttachedDiskInitializeParams(
@@ -93,15 +96,22 @@ def instance_body(provider: GcpProvider, request: LaunchRequest, zone: str, name
         instance.guest_accelerators = [compute_v1.AcceleratorConfig(
             accelerator_type=f"zones/{zone}/acceleratorTypes/{acc}", accelerator_count=count)]
     account = vm_service_account(option(request, "service_account", provider.service_account), provider.scopes,
-                                 provider.bucket)
+                                 provider.bucket, secrets=bool(request.secrets))
     if account:
         instance.service_accounts = [compute_v1.ServiceAccount(email=account[0], scopes=account[1])]
         if account[0] == "default" and rank == 0:
-            # The default Compute Engine account usually holds Editor on the project: with a storage scope
-            # the VM could write to every bucket. Say so once per launch; the README shows the narrow setup.
-            log.warning("GCS outputs use the project's default service account (often Editor); set "
-                        "service_account in [providers.gcp] to one allowed to write only to gs://%s",
-                        provider.bucket)
+            # The default Compute Engine account usually holds Editor on the project: with a storage (or the
+            # cloud-platform) scope the VM could write to every bucket and read every secret. Say so once per
+            # launch; the README shows the narrow setup.
+            if not request.secrets:
+                log.warning("GCS outputs use the project's default service account (often Editor); set "
+                            "service_account in [providers.gcp] to one allowed to write only to gs://%s",
+                            provider.bucket)
+            else:
+                log.warning("secrets%s use the project's default service account (often Editor) with the "
+                            "cloud-platform scope; set service_account in [providers.gcp] to a dedicated one "
+                            "holding roles/secretmanager.secretAccessor on gpuplan's secrets only (README, GCP)",
+                            " and GCS outputs" if provider.bucket else "")
     return instance
 
 
@@ -134,8 +144,11 @@ def startup_script(provider: GcpProvider, request: LaunchRequest, zone: str, ran
     )
     bucket_url = provider.outputs_url(request.run_id)
     storage_url = request.options.get("storage_url") or (f"{bucket_url}/node-{rank}" if bucket_url else None)
-    plan = boot_plan_for(node, secrets=request.secrets, storage_url=storage_url,
-                         master_addr=master if rank else None, gcs_endpoint=provider.outputs_endpoint())
+    # Secrets by reference: the script names each Secret Manager secret; the values never enter the metadata.
+    params = {name: provider.secret_parameter(request.run_id, name) for name in sorted(request.secrets)}
+    plan = boot_plan_for(node, secrets={}, storage_url=storage_url, master_addr=master if rank else None,
+                         gcs_endpoint=provider.outputs_endpoint(), secret_params=params,
+                         secret_store=provider.secret_store, secretmanager_endpoint=provider.secrets_endpoint())
     return render_boot_script(plan)
 
 

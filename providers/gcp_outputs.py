@@ -42,14 +42,22 @@ GUEST_HINT = ("no exit record: the VM left no exit code in its guest attributes 
 
 
 def vm_service_account(account: str | None, scopes: Sequence[str] | None,
-                       bucket: str | None) -> tuple[str, list[str]] | None:
+                       bucket: str | None, *, secrets: bool = False) -> tuple[str, list[str]] | None:
     """(service account email, scopes) for the VM, or None for no service account at all.
 
-    Without a bucket nothing changes: a service account only when one is configured (default scope
+    Without a bucket or secrets nothing changes: a service account only when one is configured (default scope
     cloud-platform, narrowed by its IAM roles). With a bucket the VM needs a token to upload, so it gets the
     configured account (else the project's default Compute Engine account, "default") with exactly
-    `devstorage.read_write` unless explicit scopes already allow writing to Cloud Storage.
+    `devstorage.read_write` unless explicit scopes already allow writing to Cloud Storage. With secrets (kept in
+    Secret Manager, read by the boot script) it needs `cloud-platform`: Secret Manager has no narrower OAuth
+    scope, so the account's IAM roles are what limit it (secretAccessor on the run's secrets only: README).
+    cloud-platform covers Cloud Storage as well, so a bucket adds nothing then.
     """
+    if secrets:
+        chosen = list(scopes) if scopes else [CLOUD_PLATFORM_SCOPE]
+        if CLOUD_PLATFORM_SCOPE not in chosen:
+            chosen.append(CLOUD_PLATFORM_SCOPE)
+        return account or "default", chosen
     if bucket:
         chosen = list(scopes) if scopes else [STORAGE_RW_SCOPE]
         if not _STORAGE_WRITE_SCOPES.intersection(chosen):

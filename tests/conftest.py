@@ -40,6 +40,7 @@ def _isolated_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
     monkeypatch.setenv("CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE", "http://127.0.0.1:9/compute/v1/")
     monkeypatch.setenv("CLOUDSDK_API_ENDPOINT_OVERRIDES_STORAGE", "http://127.0.0.1:9/storage/v1/")
+    monkeypatch.setenv("CLOUDSDK_API_ENDPOINT_OVERRIDES_SECRETMANAGER", "http://127.0.0.1:9/")
     monkeypatch.delenv("GPUPLAN_GCS_BUCKET", raising=False)
     monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "gpuplan-test")
     monkeypatch.delenv("GPUPLAN_DEBUG", raising=False)
@@ -127,4 +128,15 @@ def gce(monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
     with serve(FakeCompute(project="gpuplan-test")) as fake:
         monkeypatch.setenv("CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE", fake.endpoint)
         monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "gpuplan-test")
+        yield fake
+
+
+@pytest.fixture
+def secretmanager(monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
+    """The fake Secret Manager REST API (tests/fakes/secretmanager_server.py) on a loopback port, found through
+    gcloud's CLOUDSDK_API_ENDPOINT_OVERRIDES_SECRETMANAGER."""
+    from fakes.secretmanager_server import FakeSecretManager, serve
+
+    with serve(FakeSecretManager(project="gpuplan-test")) as fake:
+        monkeypatch.setenv("CLOUDSDK_API_ENDPOINT_OVERRIDES_SECRETMANAGER", fake.endpoint)
         yield fake

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from decimal import Decimal
+from typing import Any
 
 import pytest
 from fakes.gce_server import RunningFake
@@ -351,8 +352,8 @@ def test_missing_project_is_a_clear_error(gce: RunningFake, monkeypatch: pytest.
         GcpProvider().zones("us-central1")
 
 
-def test_startup_script_is_rendered_per_node_when_the_request_has_none(provider: GcpProvider,
-                                                                        gce: RunningFake) -> None:
+def test_startup_script_is_rendered_per_node_when_the_request_has_none(secretmanager: Any, gce: RunningFake,
+                                                                        provider: GcpProvider) -> None:
     provider.launch(req(boot_script=None, nodes=2, command="python train.py --name \"$(reboot)\"",
                         secrets={"HF_TOKEN": "hf_secret_value"}, max_hours=1))
     vms = sorted(stored(gce), key=lambda vm: vm["name"])
@@ -361,9 +362,12 @@ def test_startup_script_is_rendered_per_node_when_the_request_has_none(provider:
     assert all(s.startswith("#!") for s in scripts)
     assert "NODE_RANK_=0" in scripts[0] and "NODE_RANK_=1" in scripts[1]
     assert f"MASTER_ADDR_={master}" in scripts[1]
-    # User text enters only shell-quoted; the secret rides in the script but never in labels.
+    # User text enters only shell-quoted; the secret is kept in Secret Manager: the scripts and labels only name it.
     assert "'python train.py --name \"$(reboot)\"'" in scripts[0]
+    assert all("hf_secret_value" not in s for s in scripts)
+    assert all(f"SECRET_PARAMS=(projects/gpuplan-test/secrets/gpuplan-{RUN}-HF_TOKEN)" in s for s in scripts)
     assert all("hf_secret_value" not in v for vm in vms for v in vm["labels"].values())
+    assert secretmanager.state.value(f"gpuplan-{RUN}-HF_TOKEN") == b"hf_secret_value"
 
 
 def test_a_multi_node_launch_cut_short_is_completed_not_doubled(provider: GcpProvider, gce: RunningFake) -> None:

@@ -5,8 +5,8 @@ secret set in the launching environment, then a look everywhere gpuplan keeps or
 column of the database (and the raw bytes of the database and its WAL), the events' data, every file in gpuplan's
 home (run folders: launch.json, tags.json, the Slurm batch script, ...), the stdout and stderr of launch, status,
 runs and logs (`--json` and human), the log records, a provider's error, and what the cloud keeps: AWS tags,
-user-data and SSM parameter names (moto server), GCP labels and metadata (the fake Compute API; the value rides in
-the startup script only, as the README says).
+user-data and SSM parameter names (moto server), GCP labels and metadata (the fake Compute API; the value is kept
+in Secret Manager, the fake of tests/fakes/secretmanager_server.py, and the startup script only names it).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import pytest
 from awsmoto import MotoServer
 from clihelp import Result, run_cli
 from fakes.gce_server import RunningFake
+from fakes.secretmanager_server import RunningSecretManager
 
 SECRET = "s3cr3t-VALUE-$(touch PWNED)-`id`-'q'"
 MARK = "s3cr3t-VALUE"  # any fragment of the value is a leak
@@ -136,8 +137,8 @@ def test_aws_launch_and_a_failed_one(tmp_path: Path, moto_server: MotoServer, se
     assert_nowhere([*outputs, failed], caplog)
 
 
-def test_gcp_launch_and_a_failed_one(tmp_path: Path, gce: RunningFake, secret_env: None,
-                                     caplog: pytest.LogCaptureFixture) -> None:
+def test_gcp_launch_and_a_failed_one(tmp_path: Path, gce: RunningFake, secretmanager: RunningSecretManager,
+                                     secret_env: None, caplog: pytest.LogCaptureFixture) -> None:
     spec = write(tmp_path, "name: secret-gcp\nimage: us-docker.pkg.dev/x/y:1\ncommand: python train.py\n"
                  + SPEC_SECRETS + "resources:\n  gpu: L4\n  gpus_per_node: 1\n  regions: [us-central1]\n"
                  + "limits:\n  max_hours: 1\n")
@@ -145,17 +146,25 @@ def test_gcp_launch_and_a_failed_one(tmp_path: Path, gce: RunningFake, secret_en
     assert launched.exit_code == 0, launched.stderr
     run_id = launched.json()["run_id"]
     [vm] = gce.state.live()
-    # Documented (README, GCP): the value rides in the startup script, quoted, and nowhere else on the VM.
+    # The value is kept in Secret Manager (labelled like the run); the VM's metadata only names the secret.
+    secret = f"gpuplan-{run_id}-API_TOKEN"
     metadata = {i["key"]: i["value"] for i in vm["metadata"]["items"]}
-    assert "export API_TOKEN=" in metadata.pop("startup-script")
+    assert f"SECRET_PARAMS=(projects/gpuplan-test/secrets/{secret})" in metadata["startup-script"]
     assert MARK not in str(metadata) and MARK not in str(vm["labels"])
     assert MARK not in str(vm["disks"]) and MARK not in vm["name"]
+    assert secretmanager.state.value(secret) == SECRET.encode()
+    labels = secretmanager.state.get(secret).labels
+    assert labels["gpuplan-created-by"] == "gpuplan" and labels["gpuplan-run-id"] == run_id
+    assert MARK not in str(labels)
     outputs = [launched, *queries(run_id)]
 
+    # A launch that fails after its secrets were stored deletes them again; the error and logs stay clean.
     for zone in ("us-central1-a", "us-central1-b", "us-central1-c", "us-central1-f"):
         gce.state.fail_http(zone, 403, "forbidden", times=None)
     failed = cli("launch", str(spec), "--provider", "gcp", "-y", "--detach", "--json")
     assert failed.exit_code != 0 and "error:" in failed.stderr
+    assert list(secretmanager.state.secrets) == [secret]  # the failed run's secret came and went
+    assert [d for d in secretmanager.state.deleted if d != secret]
     assert_nowhere([*outputs, failed], caplog)
 
 
