@@ -46,6 +46,7 @@ from gpuplan.providers.gcp_outputs import (
     read_guest_attributes,
 )
 from gpuplan.providers.gcp_rules import (
+    CLOUD_PLATFORM_SCOPE,
     DEFAULT_BOOT_DISK_GB,
     DEFAULT_BOOT_DISK_TYPE,
     DEFAULT_IMAGE_FAMILY,
@@ -178,17 +179,7 @@ class GcpProvider(Provider):
 
     def _default_credentials(self) -> tuple[Any, str | None]:
         """Anonymous credentials for a loopback endpoint (the tests' fake), Application Default Credentials else."""
-        if self.endpoint.loopback:
-            from google.auth.credentials import AnonymousCredentials
-
-            return AnonymousCredentials(), None
-        import google.auth
-
-        try:
-            creds, project = google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
-        except Exception as exc:
-            raise map_api_error(exc) from exc
-        return creds, project
+        return self.endpoint.default_credentials([CLOUD_PLATFORM_SCOPE])
 
     def client(self, kind: str) -> Any:
         """One REST client per service (`InstancesClient`, `ZoneOperationsClient`, ...), all on the same endpoint."""
@@ -197,10 +188,8 @@ class GcpProvider(Provider):
 
             if self._credentials is None:
                 self._credentials, _ = self._default_credentials()
-            kwargs: dict[str, Any] = {"credentials": self._credentials, "transport": "rest"}
-            if self.endpoint.api_endpoint:
-                kwargs["client_options"] = {"api_endpoint": self.endpoint.api_endpoint}
-            self._clients[kind] = getattr(compute_v1, kind)(**kwargs)
+            self._clients[kind] = getattr(compute_v1, kind)(credentials=self._credentials, transport="rest",
+                                                            **self.endpoint.client_kwargs())
         return self._clients[kind]
 
     def _retry(self) -> Any:

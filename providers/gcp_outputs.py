@@ -25,14 +25,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from gpuplan.providers.base import Instance, ProviderError
-from gpuplan.providers.gcp_rules import Endpoint, map_api_error
+from gpuplan.providers.gcp_rules import CLOUD_PLATFORM_SCOPE, Endpoint, map_api_error
 from gpuplan.providers.outputs import StoredObject, bucket_hint, node_prefix, run_url, sync_node_outputs
 
 log = logging.getLogger(__name__)
 
 BUCKET_ENV = "GPUPLAN_GCS_BUCKET"
 STORAGE_ENDPOINT_ENV = "CLOUDSDK_API_ENDPOINT_OVERRIDES_STORAGE"  # gcloud's own override, like Compute's
-CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 STORAGE_RW_SCOPE = "https://www.googleapis.com/auth/devstorage.read_write"
 STORAGE_RO_SCOPE = "https://www.googleapis.com/auth/devstorage.read_only"
 _STORAGE_WRITE_SCOPES = {CLOUD_PLATFORM_SCOPE, STORAGE_RW_SCOPE,
@@ -113,23 +112,11 @@ class GcsOutputs:
         if self._client is None:
             from google.cloud import storage
 
-            kwargs: dict[str, Any] = {}
-            if self.endpoint.api_endpoint:
-                kwargs["client_options"] = {"api_endpoint": self.endpoint.api_endpoint}
             credentials = self._credentials
-            if self.endpoint.loopback:
-                from google.auth.credentials import AnonymousCredentials
-
-                credentials = AnonymousCredentials()
-            elif credentials is None:
-                import google.auth
-
-                try:
-                    credentials, _ = google.auth.default(scopes=[STORAGE_RO_SCOPE])
-                except Exception as exc:
-                    raise map_api_error(exc) from exc
+            if self.endpoint.loopback or credentials is None:
+                credentials, _ = self.endpoint.default_credentials([STORAGE_RO_SCOPE])
             project = self._project() if self._project is not None else None
-            self._client = storage.Client(project=project, credentials=credentials, **kwargs)
+            self._client = storage.Client(project=project, credentials=credentials, **self.endpoint.client_kwargs())
         return self._client
 
     def fetch(self, instance: Instance, run_dir: str) -> None:

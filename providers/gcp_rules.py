@@ -185,6 +185,9 @@ def choose_machine_type(instance_type: str | None, gpu: str | None, gpus_per_nod
     return "n1-standard-4"
 
 
+CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"  # all APIs, narrowed by IAM roles
+
+
 @dataclass(frozen=True)
 class Endpoint:
     """Where the Compute API is and whether anonymous credentials may be used there (loopback only)."""
@@ -211,6 +214,25 @@ class Endpoint:
         except ValueError:
             loopback = False
         return cls(api_endpoint, loopback)
+
+    def client_kwargs(self) -> dict[str, Any]:
+        """The google client constructor's `client_options` for this endpoint (none for Google's own)."""
+        return {"client_options": {"api_endpoint": self.api_endpoint}} if self.api_endpoint else {}
+
+    def default_credentials(self, scopes: list[str]) -> tuple[Any, str | None]:
+        """(credentials, ADC project): anonymous on a loopback endpoint (the tests' fakes) so no real credential
+        ever reaches a fake, else Application Default Credentials with `scopes`."""
+        if self.loopback:
+            from google.auth.credentials import AnonymousCredentials
+
+            return AnonymousCredentials(), None
+        import google.auth
+
+        try:
+            credentials, project = google.auth.default(scopes=scopes)
+        except Exception as exc:
+            raise map_api_error(exc) from exc
+        return credentials, project
 
 
 def _error_items(exc: Any) -> list[dict[str, Any]]:

@@ -26,12 +26,18 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from gpuplan.providers.base import ProviderError
-from gpuplan.providers.gcp_rules import LABEL_CREATED_BY, LABEL_RUN_ID, Endpoint, label_value, map_api_error
+from gpuplan.providers.gcp_rules import (
+    CLOUD_PLATFORM_SCOPE,
+    LABEL_CREATED_BY,
+    LABEL_RUN_ID,
+    Endpoint,
+    label_value,
+    map_api_error,
+)
 
 log = logging.getLogger(__name__)
 
 SECRETMANAGER_ENDPOINT_ENV = "CLOUDSDK_API_ENDPOINT_OVERRIDES_SECRETMANAGER"
-CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 SECRET_PREFIX = "gpuplan-"
 # The VM label that says "this run keeps secrets in Secret Manager": a later process (`gpuplan stop`, a watch
 # step) learns from the VM alone that the run's secrets must be deleted when it ends.
@@ -88,22 +94,11 @@ class SecretStore:
         if self._client is None:
             from google.cloud import secretmanager
 
-            kwargs: dict[str, Any] = {"transport": "rest"}
-            if self.endpoint.api_endpoint:
-                kwargs["client_options"] = {"api_endpoint": self.endpoint.api_endpoint}
             credentials = self._credentials
-            if self.endpoint.loopback:
-                from google.auth.credentials import AnonymousCredentials
-
-                credentials = AnonymousCredentials()
-            elif credentials is None:
-                import google.auth
-
-                try:
-                    credentials, _ = google.auth.default(scopes=[CLOUD_PLATFORM_SCOPE])
-                except Exception as exc:
-                    raise map_api_error(exc) from None
-            self._client = secretmanager.SecretManagerServiceClient(credentials=credentials, **kwargs)
+            if self.endpoint.loopback or credentials is None:
+                credentials, _ = self.endpoint.default_credentials([CLOUD_PLATFORM_SCOPE])
+            self._client = secretmanager.SecretManagerServiceClient(credentials=credentials, transport="rest",
+                                                                    **self.endpoint.client_kwargs())
         return self._client
 
     def put(self, run_id: str, secrets: Mapping[str, str], labels: Mapping[str, str]) -> None:

@@ -33,9 +33,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from fakes.wsgi import serve_wsgi
 from werkzeug.exceptions import HTTPException
 from werkzeug.routing import Map, Rule
-from werkzeug.serving import WSGIRequestHandler, make_server
 from werkzeug.wrappers import Request, Response
 
 BASE = "https://www.googleapis.com/compute/v1"
@@ -608,23 +608,9 @@ class RunningFake:
         return f"{self.api_endpoint}/compute/v1/"
 
 
-class _QuietHandler(WSGIRequestHandler):
-    """No access log on stderr: the tests read the CLI's stderr, and the fake's `calls` records requests anyway."""
-
-    def log_request(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-
 @contextmanager
 def serve(state: FakeCompute | None = None, host: str = "127.0.0.1") -> Iterator[RunningFake]:
     """Serve a fake Compute API on a free loopback port in a thread of this process."""
     state = state or FakeCompute()
-    server = make_server(host, 0, GceApp(state), threaded=True, request_handler=_QuietHandler)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-gce",
-                              daemon=True)
-    thread.start()
-    try:
-        yield RunningFake(state, host, server.server_port)
-    finally:
-        server.shutdown()
-        thread.join(timeout=5)
+    with serve_wsgi(GceApp(state), host, "fake-gce") as port:
+        yield RunningFake(state, host, port)

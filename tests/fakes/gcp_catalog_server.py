@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from werkzeug.serving import WSGIRequestHandler, make_server
+from fakes.wsgi import QuietHandler
+from werkzeug.serving import make_server
 from werkzeug.wrappers import Request, Response
 
 COMPUTE_SERVICE = "6F81-5844-456A"
@@ -130,11 +131,6 @@ def default_accelerator_types() -> dict[str, list[dict[str, Any]]]:
     }
 
 
-class _QuietHandler(WSGIRequestHandler):
-    def log_request(self, *args: Any, **kwargs: Any) -> None:  # keep test output clean
-        pass
-
-
 @dataclass
 class FakeGcpCatalog:
     """The fake server; `with FakeGcpCatalog() as fake:` serves on fake.url until the block ends."""
@@ -148,7 +144,7 @@ class FakeGcpCatalog:
     url: str = ""
 
     def __enter__(self) -> FakeGcpCatalog:
-        self._server = make_server("127.0.0.1", 0, self._app, threaded=True, request_handler=_QuietHandler)
+        self._server = make_server("127.0.0.1", 0, self._app, threaded=True, request_handler=QuietHandler)
         self.url = f"http://127.0.0.1:{self._server.server_port}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()

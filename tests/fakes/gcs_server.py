@@ -35,9 +35,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
+from fakes.wsgi import serve_wsgi
 from werkzeug.exceptions import HTTPException
 from werkzeug.routing import Map, Rule
-from werkzeug.serving import WSGIRequestHandler, make_server
 from werkzeug.wrappers import Request, Response
 
 
@@ -262,23 +262,10 @@ class Running:
         return f"http://{self.host}:{self.port}"
 
 
-class _QuietHandler(WSGIRequestHandler):
-    """No access log on stderr (the tests read the CLI's stderr)."""
-
-    def log_request(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-
 @contextmanager
 def _serve(app: Any, state: Any, host: str, name: str) -> Iterator[Running]:
-    server = make_server(host, 0, app, threaded=True, request_handler=_QuietHandler)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, name=name, daemon=True)
-    thread.start()
-    try:
-        yield Running(state, host, server.server_port)
-    finally:
-        server.shutdown()
-        thread.join(timeout=5)
+    with serve_wsgi(app, host, name) as port:
+        yield Running(state, host, port)
 
 
 @contextmanager
