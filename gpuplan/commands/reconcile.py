@@ -222,6 +222,10 @@ def _print_secrets(rows: list[dict[str, Any]]) -> None:
                 [(r["kind"], r["cloud"], r["region"] or "", r["secret"], r["run_id"] or "", r["run_state"] or "",
                   format_age(dt.timedelta(seconds=r["age_s"])) if r["age_s"] is not None else "",
                   r["action"] or r["why"] or "") for r in rows])
+    spared = sum(1 for r in rows if r["kind"] != "orphan")
+    if spared:
+        note(f"{spared} secret(s) spared: an unknown run's secret younger than --grace, or one whose run cannot be "
+             "read (never deleted)")
     if any(r["kind"] == "orphan" and r["action"] is None for r in rows):
         note("run `gpuplan reconcile --terminate` to delete the orphan secrets")
 
