@@ -176,3 +176,13 @@ def test_the_rule_for_a_secret() -> None:
     assert kind(None, None, dt.timedelta(days=30)) == "unattributed"
     unknown = CloudSecret(provider="aws", name="/gpuplan/r-1/Y", run_id="r-1")
     assert classify_secret(unknown, None, dt.timedelta(0), now)[0] == "orphan"
+
+
+def test_a_provider_that_keeps_no_secrets_reports_none(tmp_path: Any) -> None:
+    from gpuplan.providers.local import LocalProvider
+
+    local = LocalProvider()
+    assert local.list_secrets() == []
+    assert local.delete_secrets([CloudSecret(provider="local", name="x", run_id="r-1")]) == {}
+    report = check_secrets(["local"], lambda name: [], Policy())
+    assert report.findings == [] and report.skipped == {}

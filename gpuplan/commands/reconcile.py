@@ -22,8 +22,9 @@ from gpuplan.output import emit_json, note, print_table, warn
 @click.option("--terminate", is_flag=True,
               help="Terminate every orphan machine and delete every orphan run secret found (asks first unless -y).")
 @click.option("--grace", "grace_text", default="15m", show_default=True, metavar="DURATION",
-              help="Spare unknown machines created less than this long ago (e.g. 30m, 2h); 0 turns it off. "
-                   "Machines of a run that is still launching are spared whatever this says.")
+              help="Spare unknown machines (and secrets of unknown runs) created less than this long ago (e.g. "
+                   "30m, 2h); 0 turns it off. Machines of a run that is still launching are spared whatever this "
+                   "says, and a live run's secrets are never touched.")
 @click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON rows (cloud, region, instance_id, run_id, state, "
                                                      "kind, age_s, why, action); secret rows have resource: secret, "
