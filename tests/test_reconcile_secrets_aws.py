@@ -178,7 +178,7 @@ def test_the_rule_for_a_secret() -> None:
     assert classify_secret(unknown, None, dt.timedelta(0), now)[0] == "orphan"
 
 
-def test_a_provider_that_keeps_no_secrets_reports_none(tmp_path: Any) -> None:
+def test_a_provider_that_keeps_no_secrets_reports_none() -> None:
     from gpuplan.providers.local import LocalProvider
 
     local = LocalProvider()
