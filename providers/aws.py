@@ -22,6 +22,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
+from gpuplan.providers import aws_secrets
 from gpuplan.providers.aws_rules import (
     DEFAULT_AMI_PARAMETER,
     DEFAULT_REGION,
@@ -42,6 +43,7 @@ from gpuplan.providers.aws_rules import (
 )
 from gpuplan.providers.base import (
     TAG_RUN_ID,
+    CloudSecret,
     Instance,
     InstanceState,
     LaunchRequest,
@@ -250,6 +252,22 @@ class AwsProvider(Provider):
     def _forget_secrets_if_done(self, region: str, run_id: str | None) -> None:
         if run_id and not self._find(region, run_id):
             self._forget_secrets(region, run_id)
+
+    def list_secrets(self) -> list[CloudSecret]:
+        """gpuplan's secret parameters in every configured region (names only): reconcile's leftover check."""
+        found: list[CloudSecret] = []
+        for region in list(self.regions):
+            found.extend(aws_secrets.list_secrets(self.client("ssm", region), region, self.name))
+        return found
+
+    def delete_secrets(self, secrets: Sequence[CloudSecret]) -> dict[CloudSecret, str]:
+        failed: dict[CloudSecret, str] = {}
+        by_region: dict[str, list[CloudSecret]] = {}
+        for secret in secrets:
+            by_region.setdefault(secret.region or self.region, []).append(secret)
+        for region, items in by_region.items():
+            failed.update(aws_secrets.delete_secrets(self.client("ssm", region), region, items))
+        return failed
 
     # ---- outputs (S3) ----------------------------------------------------------------------------------------
 

@@ -135,6 +135,22 @@ class Instance:
     created_at: dt.datetime | None = None
 
 
+@dataclass(frozen=True)
+class CloudSecret:
+    """A run's secret as the cloud's secret store lists it: its name and whose it is, never its value.
+
+    `name` is what the store calls it (AWS: the SSM parameter `/gpuplan/<run_id>/<NAME>`; GCP: the Secret Manager
+    id `gpuplan-<run_id>-<NAME>`); `region` is where it lives (AWS) or None (GCP secrets are global).
+    `created_at` is the store's own time (AWS: last modified; GCP: createTime): reconcile's grace rule reads it.
+    """
+
+    provider: str
+    name: str
+    run_id: str | None
+    region: str | None = None
+    created_at: dt.datetime | None = None
+
+
 class Provider(abc.ABC):
     """One backend that can run a job's machines."""
 
@@ -184,6 +200,18 @@ class Provider(abc.ABC):
     def secrets_endpoint(self) -> str | None:
         """The secret store's API endpoint the machines read from when it is not the cloud's default, or None."""
         return None
+
+    def list_secrets(self) -> list[CloudSecret]:
+        """Every run secret gpuplan keeps in this backend's secret store (names only): what reconcile checks for
+        leftovers of runs that ended or that a crash forgot. Default: none (the backend keeps no secrets).
+
+        Raises ProviderError when the store cannot be listed (no permission, no endpoint)."""
+        return []
+
+    def delete_secrets(self, secrets: Sequence[CloudSecret]) -> dict[CloudSecret, str]:
+        """Delete these secrets (one already gone counts as deleted); returns those that could not be deleted,
+        each with why. Never raises for a single refusal: reconcile reports it and goes on."""
+        return {}
 
     def fetch_outputs(self, instance: Instance, run_dir: str) -> None:
         """Copy what this machine's job shipped (job.log, metrics, exit record) into the local run folder.

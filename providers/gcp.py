@@ -33,6 +33,7 @@ from typing import Any, ClassVar
 
 from gpuplan.providers.base import (
     CapacityError,
+    CloudSecret,
     Instance,
     InstanceState,
     LaunchRequest,
@@ -448,6 +449,13 @@ class GcpProvider(Provider):
 
     def secrets_endpoint(self) -> str | None:
         return self.secrets.vm_endpoint()
+
+    def list_secrets(self) -> list[CloudSecret]:
+        """gpuplan's secrets in the project's Secret Manager (names and runs only): reconcile's leftover check."""
+        return self.secrets.list_all(self.name)
+
+    def delete_secrets(self, secrets: Sequence[CloudSecret]) -> dict[CloudSecret, str]:
+        return self.secrets.delete(secrets)
 
     def _forget_secrets_if_done(self, run_id: str | None) -> None:
         """Delete the run's secrets once none of its VMs is starting or running (a relaunch puts them again)."""

@@ -19,13 +19,14 @@ VM; only a loopback endpoint is used without credentials (the tests' fake, tests
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from gpuplan.providers.base import ProviderError
+from gpuplan.providers.base import CloudSecret, ProviderError
 from gpuplan.providers.gcp_rules import (
     CLOUD_PLATFORM_SCOPE,
     LABEL_CREATED_BY,
@@ -172,6 +173,69 @@ class SecretStore:
             say("could not delete the secrets of run %s from Secret Manager: %s (delete the secrets named %s* by "
                 "hand)", run_id, map_api_error(exc), prefix)
             return False
+
+
+    def list_all(self, provider: str) -> list[CloudSecret]:
+        """Every secret gpuplan made in the project (id prefix `gpuplan-` and gpuplan's created-by label), with the
+        run its labels name: what `gpuplan reconcile` checks for leftovers. Only metadata is read, never a value.
+
+        Raises the mapped ProviderError when the project's secrets cannot be listed."""
+        try:
+            listing = self.client().list_secrets(request={"parent": f"projects/{self._project()}",
+                                                          "filter": f"name:{SECRET_PREFIX}"})
+            found = []
+            for secret in listing:
+                sid = str(secret.name).rsplit("/", 1)[-1]
+                labels = dict(secret.labels)
+                if not sid.startswith(SECRET_PREFIX) or labels.get(LABEL_CREATED_BY) != "gpuplan":
+                    continue
+                found.append(CloudSecret(provider=provider, name=sid, run_id=run_of(sid, labels.get(LABEL_RUN_ID)),
+                                         created_at=_timestamp(getattr(secret, "create_time", None))))
+            return found
+        except ProviderError:
+            raise
+        except Exception as exc:
+            error = map_api_error(exc)
+            raise type(error)(f"cannot list Secret Manager secrets: {error}", code=error.code) from None
+
+    def delete(self, secrets: Sequence[CloudSecret]) -> dict[CloudSecret, str]:
+        """Delete these secrets by id (one already gone counts as deleted); returns the refused ones with why."""
+        from google.api_core import exceptions as gexc
+
+        failed: dict[CloudSecret, str] = {}
+        for secret in secrets:
+            try:
+                self.client().delete_secret(request={"name": f"projects/{self._project()}/secrets/{secret.name}"})
+            except gexc.NotFound:
+                continue
+            except Exception as exc:
+                failed[secret] = str(map_api_error(exc))
+        return failed
+
+
+def run_of(secret_id: str, run_label: str | None) -> str | None:
+    """The run a secret `gpuplan-<run_id>-<NAME>` belongs to, read from its id where its run-id label agrees.
+
+    The id alone is ambiguous (run ids and names may hold `-`), and the label is the run id made label-safe
+    (lower case, at most 63 characters), so the run id is the stretch of the id after the prefix that the label
+    describes. None when they disagree: reconcile then cannot tell the secret's run and never deletes it.
+    """
+    if not run_label or not secret_id.startswith(SECRET_PREFIX):
+        return None
+    rest = secret_id[len(SECRET_PREFIX):]
+    if rest.startswith(run_label + "-"):
+        return run_label
+    candidate = rest[:len(run_label)]
+    if len(run_label) < 63 and label_value(candidate) == run_label and rest[len(run_label):].startswith("-"):
+        return candidate
+    return None
+
+
+def _timestamp(value: Any) -> dt.datetime | None:
+    """createTime as an aware datetime (proto-plus gives a DatetimeWithNanoseconds, already a datetime)."""
+    if not isinstance(value, dt.datetime):
+        return None
+    return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
 
 
 def _owned(secret: Any, prefix: str, run_id: str) -> bool:

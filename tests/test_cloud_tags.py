@@ -70,16 +70,20 @@ def test_every_gcp_vm_and_disk_of_a_launch_is_labelled(gce: RunningFake) -> None
 
 
 def test_the_documented_instance_policy_is_scoped_to_gpuplans_prefixes() -> None:
-    """The README's IAM policy for the instance role: only PutObject under gpuplan/ and GetParameter under
-    /gpuplan/ (least privilege: no wildcard action, no whole bucket, no other parameters)."""
+    """The README's IAM policies: the instance role's, only PutObject under gpuplan/ and GetParameter under
+    /gpuplan/ (least privilege: no wildcard action, no whole bucket, no other parameters); reconcile's, only
+    listing parameter metadata and deleting under /gpuplan/."""
     import json
     import re
     from pathlib import Path
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    [block] = [b for b in re.findall(r"```json\n(.*?)```", readme, re.S) if '"Statement"' in b]
-    statements = json.loads(block)["Statement"]
-    assert {(s["Effect"], s["Action"], s["Resource"]) for s in statements} == {
-        ("Allow", "s3:PutObject", "arn:aws:s3:::BUCKET/gpuplan/*"),
-        ("Allow", "ssm:GetParameter", "arn:aws:ssm:*:*:parameter/gpuplan/*"),
-    }
+    policies = [json.loads(b)["Statement"] for b in re.findall(r"```json\n(.*?)```", readme, re.S)
+                if '"Statement"' in b]
+    assert [{(s["Effect"], s["Action"], s["Resource"]) for s in statements} for statements in policies] == [
+        {("Allow", "s3:PutObject", "arn:aws:s3:::BUCKET/gpuplan/*"),
+         ("Allow", "ssm:GetParameter", "arn:aws:ssm:*:*:parameter/gpuplan/*")},
+        # reconcile's leftover-secret check: listing cannot be scoped (metadata only), deleting is
+        {("Allow", "ssm:DescribeParameters", "*"),
+         ("Allow", "ssm:DeleteParameters", "arn:aws:ssm:*:ACCOUNT_ID:parameter/gpuplan/*")},
+    ]

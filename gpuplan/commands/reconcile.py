@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Callable, Collection, Mapping
+from typing import Any
 
 import click
 
@@ -18,18 +19,23 @@ from gpuplan.output import emit_json, note, print_table, warn
 @click.option("--regions", "regions", multiple=True, metavar="REGION",
               help="Regions to search (repeatable or comma-separated). Default: the regions of recorded runs "
                    "plus the SDK's default region.")
-@click.option("--terminate", is_flag=True, help="Terminate every orphan found (asks first unless -y).")
+@click.option("--terminate", is_flag=True,
+              help="Terminate every orphan machine and delete every orphan run secret found (asks first unless -y).")
 @click.option("--grace", "grace_text", default="15m", show_default=True, metavar="DURATION",
-              help="Spare unknown machines created less than this long ago (e.g. 30m, 2h); 0 turns it off. "
-                   "Machines of a run that is still launching are spared whatever this says.")
+              help="Spare unknown machines (and secrets of unknown runs) created less than this long ago (e.g. "
+                   "30m, 2h); 0 turns it off. Machines of a run that is still launching are spared whatever this "
+                   "says, and a live run's secrets are never touched.")
 @click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON rows (cloud, region, instance_id, run_id, state, "
-                                                     "kind, age_s, why, action).")
+                                                     "kind, age_s, why, action); secret rows have resource: secret, "
+                                                     "provider, secret, run_state instead of instance_id and state.")
 @pass_app
 def reconcile_cmd(app: AppContext, clouds: tuple[str, ...], regions: tuple[str, ...], terminate: bool,
                   grace_text: str, yes: bool, as_json: bool) -> None:
     """List orphans (tagged machines the database does not consider live) and missing machines (open rows whose
-    machine is gone); with --terminate, end the orphans.
+    machine is gone); with --terminate, end the orphans. Leftover run secrets in the clouds' secret stores (AWS
+    SSM /gpuplan/..., GCP Secret Manager gpuplan-...) of runs that are final or unknown are orphans too, and
+    --terminate deletes them; a running run's secrets are never touched. Only names are shown, never values.
 
     \b
     A launch creates its machine a moment before it records it, so two kinds
@@ -52,7 +58,8 @@ def reconcile_cmd(app: AppContext, clouds: tuple[str, ...], regions: tuple[str, 
 
     if not names:
         note("no runs recorded and no --cloud given: nothing to reconcile")
-    report = reconcile(names, open_rows, regions_of, policy=Policy(grace=grace, run_states=_run_states(app)))
+    policy = Policy(grace=grace, run_states=_run_states(app))
+    report = reconcile(names, open_rows, regions_of, policy=policy)
     for name, why in report.skipped.items():
         warn(f"{name}: not checked: {why}")
     if clouds and not report.checked:
@@ -68,23 +75,27 @@ def reconcile_cmd(app: AppContext, clouds: tuple[str, ...], regions: tuple[str, 
         ended = set(terminate_orphans(report.orphans, regions_of))
         _record_terminations(app, [f for f in report.orphans if f.instance_id in ended])
     rows = [{**f.as_dict(), "action": "terminated" if f.instance_id in ended else None} for f in report.findings]
+    secret_rows = _secrets(app, report.checked, regions_of, policy, terminate=terminate, yes=yes)
     if as_json:
-        emit_json(rows)
+        emit_json(rows + secret_rows)
         return
-    if not rows:
+    if not rows and not secret_rows:
         note(f"in agreement: checked {', '.join(report.checked) or 'nothing'}; no orphans, nothing missing")
         return
     from gpuplan.reconcile import format_age
 
-    print_table(["kind", "cloud", "region", "instance", "run", "state", "age", "action / why"],
-                [(r["kind"], r["cloud"], r["region"], r["instance_id"], r["run_id"], r["state"],
-                  format_age(dt.timedelta(seconds=r["age_s"])) if r["age_s"] is not None else "",
-                  r["action"] or r["why"] or "") for r in rows])
+    if rows:
+        print_table(["kind", "cloud", "region", "instance", "run", "state", "age", "action / why"],
+                    [(r["kind"], r["cloud"], r["region"], r["instance_id"], r["run_id"], r["state"],
+                      format_age(dt.timedelta(seconds=r["age_s"])) if r["age_s"] is not None else "",
+                      r["action"] or r["why"] or "") for r in rows])
     if report.spared:
         note(f"{len(report.spared)} spared: a launch may be about to record them (never terminated; "
              "see `gpuplan reconcile --help`)")
     if report.orphans and not terminate:
         note("run `gpuplan reconcile --terminate` to end the orphans")
+    if secret_rows:
+        _print_secrets(secret_rows)
 
 
 def _parse_grace(text: str) -> dt.timedelta:
@@ -170,4 +181,65 @@ def _record_terminations(app: AppContext, findings: list) -> None:
             s.add(Event(run_id=run_id, kind="reconcile.terminated",
                         message=f"orphan {f.instance_id} ({f.cloud} {f.region}) terminated by reconcile",
                         data_json=json.dumps(f.as_dict())))
+        s.commit()
+
+
+def _secrets(app: AppContext, checked: list[str], regions_of: Callable[[str], list[str]], policy: Any, *,
+             terminate: bool, yes: bool) -> list[dict[str, Any]]:
+    """Check the checked providers' secret stores for leftover run secrets; with --terminate delete the orphans.
+
+    A store that cannot be listed, or a secret that cannot be deleted, is a warning, never fatal: the machines'
+    verdict stands. Rows carry names only (gpuplan.reconcile_secrets)."""
+    from gpuplan.reconcile_secrets import check_secrets, delete_orphan_secrets
+
+    found = check_secrets(checked, regions_of, policy)
+    for name, why in found.skipped.items():
+        warn(f"{name}: secrets not checked: {why}")
+    outcome: dict[Any, str | None] = {}
+    if terminate and found.orphans:
+        if not yes:
+            names = ", ".join(f.secret.name for f in found.orphans)
+            click.confirm(f"Delete {len(found.orphans)} orphan secret(s): {names}?", abort=True, err=True)
+        outcome = delete_orphan_secrets(found.orphans, regions_of)
+        for secret, why in outcome.items():
+            if why is not None:
+                warn(f"{secret.provider}: could not delete secret {secret.name}: {why}")
+        _record_secret_deletions(app, [f for f in found.orphans if f.secret in outcome
+                                       and outcome[f.secret] is None])
+    rows = []
+    for f in found.findings:
+        action = None
+        if f.secret in outcome:
+            why = outcome[f.secret]
+            action = "deleted" if why is None else f"delete failed: {why}"
+        rows.append(f.as_dict(action))
+    return rows
+
+
+def _print_secrets(rows: list[dict[str, Any]]) -> None:
+    from gpuplan.reconcile import format_age
+
+    print_table(["kind", "cloud", "region", "secret", "run", "run state", "age", "action / why"],
+                [(r["kind"], r["cloud"], r["region"] or "", r["secret"], r["run_id"] or "", r["run_state"] or "",
+                  format_age(dt.timedelta(seconds=r["age_s"])) if r["age_s"] is not None else "",
+                  r["action"] or r["why"] or "") for r in rows])
+    spared = sum(1 for r in rows if r["kind"] != "orphan")
+    if spared:
+        note(f"{spared} secret(s) spared: an unknown run's secret younger than --grace, or one whose run cannot be "
+             "read (never deleted)")
+    if any(r["kind"] == "orphan" and r["action"] is None for r in rows):
+        note("run `gpuplan reconcile --terminate` to delete the orphan secrets")
+
+
+def _record_secret_deletions(app: AppContext, findings: list) -> None:
+    """An event per deleted secret (its name, never its value), on its run when the database has it."""
+    from gpuplan.store.models import Event, Run
+
+    with app.store.session() as s:
+        for f in findings:
+            run_id = f.secret.run_id if f.secret.run_id and s.get(Run, f.secret.run_id) is not None else None
+            where = f" in {f.secret.region}" if f.secret.region else ""
+            s.add(Event(run_id=run_id, kind="reconcile.secret_deleted",
+                        message=f"orphan secret {f.secret.name} ({f.secret.provider}{where}) deleted by reconcile",
+                        data_json=json.dumps(f.as_dict("deleted"), default=str)))
         s.commit()

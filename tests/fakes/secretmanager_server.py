@@ -9,7 +9,7 @@ test process on a free port. It answers only what gpuplan uses:
 - `POST /v1/projects/P/secrets/S:addVersion` (a new version; a `dataCrc32c` that does not match is a 400);
 - `GET /v1/projects/P/secrets/S/versions/V:access` (V a number or `latest`; with `access_token` set, the request
   must carry `Authorization: Bearer <token>`, 403 otherwise: that is the VM's path);
-- `DELETE /v1/projects/P/secrets/S`;
+- `DELETE /v1/projects/P/secrets/S` (403 PERMISSION_DENIED for an id in `refuse_deletes`);
 - `GET /v1/projects/P/secrets?filter=F` with the filter terms gpuplan sends: `name:SUBSTRING` and
   `labels.KEY=VALUE` / `labels.KEY:VALUE`, joined by AND (anything else is a 400, so a changed filter is noticed).
 
@@ -56,6 +56,7 @@ class FakeSecretManager:
     accesses: list[tuple[str, bool]] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
     fail_creates: int = 0  # the next N creates answer 403 (a caller without secretmanager.secrets.create)
+    refuse_deletes: set[str] = field(default_factory=set)  # ids whose delete answers 403 (outside the caller's IAM)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def value(self, secret_id: str, version: str = "latest") -> bytes:
@@ -151,6 +152,9 @@ class SecretManagerApp:
         secret_id, _, action = args["secret_action"].partition(":")
         secret = self.state.get(secret_id)
         if request.method == "DELETE" and not action:
+            if secret_id in self.state.refuse_deletes:
+                raise ApiError(403, f"Permission 'secretmanager.secrets.delete' denied for resource "
+                               f"'{self._name(secret_id)}'", "PERMISSION_DENIED")
             del self.state.secrets[secret_id]
             self.state.deleted.append(secret_id)
             return {}
