@@ -81,7 +81,7 @@ def _gpuplan_alive(pid: int) -> bool:
 
 def launcher_alive(run: Any) -> bool | None:
     """Whether the process that wrote the run's last launch plan is alive: None when it cannot be told (another
-    host, or no launch plan); False for this very process (it is not launching while it asks)."""
+    host, or no launch plan). This very process counts as alive: it may be asking from inside its own launch."""
     plans = launch_plans(run)
     if not plans:
         return None
@@ -89,7 +89,7 @@ def launcher_alive(run: Any) -> bool | None:
     pid = data.get("pid")
     if data.get("host") != socket.gethostname() or not isinstance(pid, int):
         return None
-    return pid != os.getpid() and _gpuplan_alive(pid)
+    return pid == os.getpid() or _gpuplan_alive(pid)
 
 
 def launch_in_flight(run: Any, now: dt.datetime) -> bool:

@@ -236,3 +236,123 @@ def test_killed_during_teardown_the_machine_is_still_ended(tmp_path: Path, local
     assert [i["terminated_at"] is not None for i in summary["instances"]] == [True]
     assert not pid_alive(pid)
     assert_cost_is_rows(summary)
+
+
+# ---- AWS through a moto server ----------------------------------------------------------------------------------
+
+AWS_JOB = """\
+name: crash-aws
+runtime: process
+command: python train.py
+resources:
+  gpu: A10G:1
+  regions: [{regions}]
+limits:
+  max_hours: 1
+"""
+
+# Planted in the launching child only: every RunInstances in one region answers EC2's capacity error, so the
+# failover moves the machine to the next region of the plan (never used by the product).
+NO_CAPACITY_IN = """\
+import os
+import botocore.session
+from botocore.awsrequest import AWSResponse
+
+_REGION = os.environ["CRASH_TEST_NO_CAPACITY_IN"]
+
+class _Body:
+    def stream(self, **_):
+        yield (b'<Response><Errors><Error><Code>InsufficientInstanceCapacity</Code>'
+               b'<Message>We currently do not have sufficient capacity</Message></Error>'
+               b'</Errors><RequestID>t</RequestID></Response>')
+
+_create = botocore.session.Session.create_client
+
+def create_client(self, service_name, *args, **kwargs):
+    client = _create(self, service_name, *args, **kwargs)
+    if service_name == "ec2" and client.meta.region_name == _REGION:
+        client.meta.events.register_first(
+            "before-send.ec2.RunInstances", lambda request, **_: AWSResponse(request.url, 400, {}, _Body()))
+    return client
+
+botocore.session.Session.create_client = create_client
+"""
+
+
+def live_in(endpoint: str, region: str, run_id: str) -> list[dict[str, Any]]:
+    import boto3
+    from gpuplan.providers.base import TAG_RUN_ID
+
+    ec2 = boto3.client("ec2", region_name=region, endpoint_url=endpoint)
+    pages = ec2.describe_instances(Filters=[{"Name": "instance-state-name", "Values": ["pending", "running"]},
+                                            {"Name": f"tag:{TAG_RUN_ID}", "Values": [run_id]}])["Reservations"]
+    return [i for r in pages for i in r["Instances"]]
+
+
+def assert_aws_cost(summary: dict[str, Any]) -> None:
+    """Per second with AWS's 60 s minimum, at the price recorded on the machine's tag."""
+    [row] = summary["instances"]
+    seconds = (dt.datetime.fromisoformat(row["terminated_at"]) -
+               dt.datetime.fromisoformat(row["launched_at"])).total_seconds()
+    expected = Decimal(str(row["price_per_hour"])) * Decimal(str(max(seconds, 60))) / 3600
+    assert Decimal(str(row["price_per_hour"])) > 0
+    assert abs(Decimal(str(summary["cost_usd"])) - expected) <= Decimal("0.000002")
+
+
+def test_aws_killed_before_run_instances_leaves_a_failed_run_and_no_machine(moto_server: Any,
+                                                                             tmp_path: Path) -> None:
+    killed_launch(tmp_path, AWS_JOB.format(regions="us-east-1"), "recorded", "--provider", "aws", "--detach")
+    run = books()
+    assert run["state"] == "provisioning" and run["plans"][0]["regions"] == ["us-east-1"]
+    assert live_in(moto_server.endpoint, "us-east-1", run["id"]) == []
+    status = gpuplan("status", run["id"], "--json")
+    assert status.exit_code == 0, status.stderr
+    assert status.json()["state"] == "failed" and status.json()["instances"] == []
+
+
+def test_aws_killed_after_run_instances_stop_adopts_and_terminates(moto_server: Any, tmp_path: Path) -> None:
+    killed_launch(tmp_path, AWS_JOB.format(regions="us-east-1"), "launched", "--provider", "aws", "--detach")
+    run = books()
+    assert run["state"] == "provisioning" and run["rows"] == []
+    [machine] = live_in(moto_server.endpoint, "us-east-1", run["id"])
+
+    stopped = gpuplan("stop", run["id"], "--json")
+    assert stopped.exit_code == 0, stopped.stderr
+    summary = stopped.json()
+    assert summary["state"] == "stopped"
+    [row] = summary["instances"]
+    assert row["instance_id"] == machine["InstanceId"] and row["terminated_at"] is not None
+    assert dt.datetime.fromisoformat(row["launched_at"]) == machine["LaunchTime"]  # billed from EC2's LaunchTime
+    assert_aws_cost(summary)
+    assert live_in(moto_server.endpoint, "us-east-1", run["id"]) == []
+    assert "adopted" in books(run["id"])["events"]
+
+
+def test_aws_killed_after_failover_reconcile_finds_the_machine_in_the_planned_region(
+        moto_server: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first region has no capacity, the machine starts in the second, and the launch dies before recording
+    it: the run row still names the first region; only the launch plan says where else to look."""
+    job = tmp_path / "plan.yaml"
+    job.write_text(AWS_JOB.format(regions="us-east-1, us-west-2"))
+    chosen = gpuplan("launch", str(job), "--provider", "aws", "--dry-run", "--json").json()["region"]
+    [fallback] = [r for r in ("us-east-1", "us-west-2") if r != chosen]
+    # The recovering processes' default region is neither, so nothing but the launch plan points at `fallback`.
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "sitecustomize.py").write_text(NO_CAPACITY_IN)
+    killed_launch(tmp_path, AWS_JOB.format(regions="us-east-1, us-west-2"), "launched", "--provider", "aws",
+                  "--detach", env={"PYTHONPATH": str(hooks), "CRASH_TEST_NO_CAPACITY_IN": chosen})
+    run = books()
+    assert run["rows"] == [] and set(run["plans"][0]["regions"]) == {"us-east-1", "us-west-2"}
+    [machine] = live_in(moto_server.endpoint, fallback, run["id"])
+
+    found = gpuplan("reconcile", "--cloud", "aws", "--json")
+    assert found.exit_code == 0, found.stderr
+    assert [(r["region"], r["instance_id"], r["run_id"], r["action"]) for r in found.json()] == \
+        [(fallback, machine["InstanceId"], run["id"], "adopted")]
+    stopped = gpuplan("stop", run["id"], "--json")
+    assert stopped.exit_code == 0, stopped.stderr
+    assert stopped.json()["state"] == "stopped"
+    assert_aws_cost(stopped.json())
+    assert live_in(moto_server.endpoint, fallback, run["id"]) == []
