@@ -238,6 +238,68 @@ def test_killed_during_teardown_the_machine_is_still_ended(tmp_path: Path, local
     assert_cost_is_rows(summary)
 
 
+# ---- the local wrapper when its launcher dies around Popen ---------------------------------------------------
+
+
+def _node(root: Path, run_id: str, argv: list[str]) -> Path:
+    """A node folder as LocalProvider.launch writes it before starting the wrapper."""
+    from gpuplan.jobs.runner import LAUNCH_FILE, NodeLaunch
+    from gpuplan.providers.base import TAG_RUN_ID
+
+    node_dir = root / run_id / "node-0"
+    node_dir.mkdir(parents=True)
+    launch = NodeLaunch(run_id=run_id, name="n", argv=argv, run_dir=str(node_dir.parent), runtime="process")
+    (node_dir / LAUNCH_FILE).write_text(launch.to_json())
+    (node_dir / "tags.json").write_text(json.dumps({TAG_RUN_ID: run_id}))
+    return node_dir
+
+
+def test_a_wrapper_whose_launcher_died_before_writing_its_pid_is_found_and_stopped(tmp_path: Path) -> None:
+    """The launcher started the wrapper and died before writing wrapper.pid: the wrapper wrote it itself."""
+    from gpuplan.providers.base import InstanceState
+    from gpuplan.providers.local import LocalProvider
+
+    local = LocalProvider(root=tmp_path / "runs")
+    node_dir = _node(local.root, "r-popen", ["sleep", "300"])
+    wrapper = subprocess.Popen([sys.executable, "-m", "gpuplan.jobs.runner", str(node_dir)],
+                               start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while not (node_dir / "job.pid").exists():  # the job started: the wrapper is past its pid file
+            assert time.monotonic() < deadline and wrapper.poll() is None
+            time.sleep(0.05)
+        assert wrapper_pid(str(node_dir.parent)) == wrapper.pid
+        [found] = local.list_tagged("r-popen")
+        assert found.state == InstanceState.RUNNING
+        local.terminate([found.instance_id])
+        assert wrapper.wait(timeout=30) is not None
+        [ended] = local.describe([found.instance_id])
+        assert ended.state == InstanceState.TERMINATED and ended.state_reason == "stopped"
+    finally:
+        if wrapper.poll() is None:
+            os.killpg(wrapper.pid, signal.SIGKILL)
+            wrapper.wait()
+
+
+def test_a_node_stopped_before_its_wrapper_started_runs_nothing(tmp_path: Path) -> None:
+    """The launcher wrote the node folder and died before (or while) starting the wrapper: a stop records the end,
+    and a wrapper that starts afterwards does not run the job."""
+    from gpuplan.providers.base import InstanceState
+    from gpuplan.providers.local import LocalProvider
+
+    local = LocalProvider(root=tmp_path / "runs")
+    ran = tmp_path / "ran"
+    node_dir = _node(local.root, "r-early", ["touch", str(ran)])
+    [pending] = local.list_tagged("r-early")
+    assert pending.state == InstanceState.PENDING
+    local.terminate([pending.instance_id])
+    [ended] = local.describe([pending.instance_id])
+    assert ended.state == InstanceState.TERMINATED and ended.state_reason == "stopped"
+    assert local.list_tagged("r-early") == []
+    late = subprocess.run([sys.executable, "-m", "gpuplan.jobs.runner", str(node_dir)], timeout=60)
+    assert late.returncode == 0 and not ran.exists()
+
+
 # ---- AWS through a moto server ----------------------------------------------------------------------------------
 
 AWS_JOB = """\
