@@ -84,9 +84,13 @@ def reconcile_cmd(app: AppContext, clouds: tuple[str, ...], regions: tuple[str, 
                 [(r["kind"], r["cloud"], r["region"], r["instance_id"], r["run_id"], r["state"],
                   format_age(dt.timedelta(seconds=r["age_s"])) if r["age_s"] is not None else "",
                   r["action"] or r["why"] or "") for r in rows])
-    if report.spared:
-        note(f"{len(report.spared)} spared: a launch may be about to record them (never terminated; "
+    spared = [f for f in report.spared if f.instance_id not in adopted]
+    if spared:
+        note(f"{len(spared)} spared: a launch may be about to record them (never terminated; "
              "see `gpuplan reconcile --help`)")
+    if adopted:
+        note(f"{len(adopted)} adopted: recorded in their runs, billed from their launch "
+             "(a run still live keeps running: `gpuplan stop RUN` ends it)")
     if report.orphans and not terminate:
         note("run `gpuplan reconcile --terminate` to end the orphans")
 
