@@ -53,11 +53,17 @@ def killed_launch(tmp_path: Path, job_text: str, point: str | None, *args: str,
     """Run `gpuplan launch` until it reaches `point` (or `until()` holds), then SIGKILL it."""
     job = tmp_path / "job.yaml"
     job.write_text(job_text)
-    marker = tmp_path / "paused"
+    killed(tmp_path, ["launch", str(job), "-y", "--interval", "0.2", *args], point, env=env, until=until)
+
+
+def killed(tmp_path: Path, argv: list[str], point: str | None, *, env: dict[str, str] | None = None,
+           until: Any = None) -> None:
+    """Run `gpuplan ARGV` until it reaches `point` (or `until()` holds), then SIGKILL it."""
+    marker = tmp_path / f"paused-{point}"
     full_env = {**os.environ, **(env or {})}
     if point:
         full_env.update({"GPUPLAN_TEST_PAUSE_AT": point, "GPUPLAN_TEST_PAUSE_FILE": str(marker)})
-    proc = subprocess.Popen([sys.executable, "-m", "gpuplan", "launch", str(job), "-y", "--interval", "0.2", *args],
+    proc = subprocess.Popen([sys.executable, "-m", "gpuplan", *argv],
                             env=full_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 90
@@ -418,3 +424,20 @@ def test_aws_killed_after_failover_reconcile_finds_the_machine_in_the_planned_re
     assert stopped.json()["state"] == "stopped"
     assert_aws_cost(stopped.json())
     assert live_in(moto_server.endpoint, fallback, run["id"]) == []
+
+
+def test_aws_stop_killed_before_terminating_is_finished_by_the_next_stop(moto_server: Any, tmp_path: Path) -> None:
+    job = tmp_path / "job.yaml"
+    job.write_text(AWS_JOB.format(regions="us-east-1"))
+    launched = gpuplan("launch", str(job), "--provider", "aws", "-y", "--detach", "--json")
+    assert launched.exit_code == 0, launched.stderr
+    run_id = launched.json()["run_id"]
+    killed(tmp_path, ["stop", run_id], "teardown")
+    run = books(run_id)
+    assert run["state"] == "stopped" and [r[2] for r in run["rows"]] == [None]  # committed, not yet terminated
+    [machine] = live_in(moto_server.endpoint, "us-east-1", run_id)
+    again = gpuplan("stop", run_id, "--json")
+    assert again.exit_code == 0, again.stderr
+    assert [i["instance_id"] for i in again.json()["instances"]] == [machine["InstanceId"]]
+    assert_aws_cost(again.json())
+    assert live_in(moto_server.endpoint, "us-east-1", run_id) == []
