@@ -150,11 +150,13 @@ def with_boot_scripts(request: LaunchRequest, provider: Provider | None = None) 
     return dataclasses.replace(request, boot_script=render(0, None), options=options)
 
 
-def start_with_failover(provider: Provider, request: LaunchRequest, *,
-                        on_attempt: AttemptCallback | None = None, db_url: str | None = None) -> FailoverResult:
-    """Launch on the first placement with capacity; FailoverExhausted (with the attempts) when none has."""
-    if provider.cloud in BOOTED_CLOUDS:
-        request = with_boot_scripts(request, provider)
+def planned_placements(provider: Provider, request: LaunchRequest, *,
+                       db_url: str | None = None) -> list[Placement]:
+    """Every placement a launch of `request` may try, in order (the chosen offer first, then the catalog's next).
+
+    Computed before any cloud call so orchestration can record where machines may appear (the `launch_plan`
+    event): a later process that finds the launch died knows which regions to search (gpuplan.adopt).
+    """
     patterns = [str(r) for r in request.options.get("regions") or ()]
     max_price = request.options.get("max_price_per_hour")
     try:
@@ -165,6 +167,19 @@ def start_with_failover(provider: Provider, request: LaunchRequest, *,
     except GpuplanError:  # a GPU or cloud the catalog does not know: only the chosen offer is tried
         choices = []
     choices = [c for c in choices if _in_regions(c.region, patterns)]
-    placements = placements_for(provider, request, choices)
+    return placements_for(provider, request, choices)
+
+
+def start_with_failover(provider: Provider, request: LaunchRequest, *,
+                        on_attempt: AttemptCallback | None = None, db_url: str | None = None,
+                        placements: Sequence[Placement] | None = None) -> FailoverResult:
+    """Launch on the first placement with capacity; FailoverExhausted (with the attempts) when none has.
+
+    `placements`: the ones `planned_placements` returned (and orchestration recorded); computed here if None.
+    """
+    if provider.cloud in BOOTED_CLOUDS:
+        request = with_boot_scripts(request, provider)
+    if placements is None:
+        placements = planned_placements(provider, request, db_url=db_url)
     return launch_with_failover(request, placements, {provider.name: provider}, on_attempt=on_attempt,
                                 max_attempts=MAX_ATTEMPTS)

@@ -1,8 +1,9 @@
 """Orchestration of `gpuplan launch`: spec -> estimate -> offer -> Run row (pending) -> provider.launch -> rows.
 
-The order is the promise of DESIGN.md: the Run row is committed BEFORE any provider call, so a crash between
-the two leaves a recorded run that `gpuplan watch` can reconcile (the run id is the provider's idempotency
-token), never an unknown machine. The single provider call lives in `start_instances`, the one place a cloud
+The order is the promise of DESIGN.md: the Run row and its `launch_plan` event are committed BEFORE any
+provider call, so a crash between the two leaves a recorded run whose machines `gpuplan stop`, `status`/`watch`
+and `reconcile` find and adopt (the run id is the provider's idempotency token and tag; gpuplan.launcher and
+gpuplan.adopt), never an unknown machine. The single provider call lives in `start_instances`, the one place a cloud
 provider can wrap with zone/region/offer failover.
 
 Secrets: values are read from the caller's environment here and travel only inside the LaunchRequest; the
@@ -16,14 +17,14 @@ import getpass
 import json
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 from gpuplan.errors import UserError
-from gpuplan.failover import Attempt, AttemptCallback
+from gpuplan.failover import Attempt, AttemptCallback, Placement
 from gpuplan.jobs.spec import JobSpec, spec_hash
 from gpuplan.providers.base import Instance, LaunchRequest, Provider, ProviderError
 
@@ -415,27 +416,28 @@ def build_request(plan: LaunchPlan, run_id: str, run_dir: str, secrets: Mapping[
     )
 
 
-def start_instances(provider: Provider, request: LaunchRequest,
-                    on_attempt: AttemptCallback | None = None) -> list[Instance]:
+def start_instances(provider: Provider, request: LaunchRequest, on_attempt: AttemptCallback | None = None, *,
+                    placements: Sequence[Placement] | None = None) -> list[Instance]:
     """The one provider call that starts machines: local directly; every other provider through failover over
-    zones, regions and the catalog's next offers (gpuplan.cloudlaunch), each attempt reported to `on_attempt`."""
+    zones, regions and the catalog's next offers (gpuplan.cloudlaunch), each attempt reported to `on_attempt`.
+    `placements`: the ones already recorded in the run's `launch_plan` event (gpuplan.launcher)."""
     if provider.cloud == "local":
         return provider.launch(request)
     from gpuplan.cloudlaunch import start_with_failover
 
-    return start_with_failover(provider, request, on_attempt=on_attempt).instances
+    return start_with_failover(provider, request, on_attempt=on_attempt, placements=placements).instances
 
 
 def launch_recorded_run(store: Any, run_id: str, plan: LaunchPlan, provider: Provider,
                         secrets: Mapping[str, str]) -> list[Instance]:
-    """Start an already recorded run: provisioning -> provider.launch -> instance rows -> running.
+    """Start an already recorded run: provisioning -> launch plan -> provider.launch -> instance rows -> running
+    (gpuplan.launcher does the last three as one step a crash cannot make unknowable).
 
     A provider error marks the run failed with the provider's (secret-free) message and is raised again.
     """
+    from gpuplan.launcher import start_and_record
     from gpuplan.runs import record_event, set_state
-    from gpuplan.store.models import Instance as InstanceRow
     from gpuplan.store.models import Run, RunState
-    from gpuplan.store.types import utcnow
 
     with store.session() as session:
         run = session.get(Run, run_id)
@@ -456,7 +458,8 @@ def launch_recorded_run(store: Any, run_id: str, plan: LaunchPlan, provider: Pro
                          **{("why" if k == "message" else k): v for k, v in attempt.as_dict().items()})
 
     try:
-        instances = start_instances(provider, request, on_attempt)
+        return start_and_record(store, run_id, provider, request, default_price=plan.offer.price_per_hour,
+                                on_attempt=on_attempt)
     except ProviderError as exc:
         with store.session() as session:
             run = session.get(Run, run_id)
@@ -464,30 +467,6 @@ def launch_recorded_run(store: Any, run_id: str, plan: LaunchPlan, provider: Pro
             record_event(session, run, "launch_failed", str(exc), error=type(exc).__name__, code=exc.code)
             set_state(session, run, RunState.FAILED, f"launch failed: {exc}")
         raise
-    now = utcnow()
-    with store.session() as session:
-        run = session.get(Run, run_id)
-        assert run is not None
-        for inst in instances:
-            session.add(InstanceRow(
-                run_id=run_id, provider=provider.name, provider_instance_id=inst.instance_id,
-                cloud=inst.cloud or provider.cloud, region=inst.region, zone=inst.zone,
-                instance_type=inst.instance_type, gpu=inst.gpu, gpu_count=inst.gpu_count, spot=inst.spot,
-                node_rank=inst.node_rank,
-                price_per_hour=inst.price_per_hour if inst.price_per_hour is not None else (
-                    plan.offer.price_per_hour or Decimal(0)),
-                min_billed_seconds=provider.min_billed_seconds, state=inst.state,
-                launched_at=inst.launched_at or now,
-            ))
-        if instances:  # failover may have moved the run to another zone, region or instance type
-            run.zone = instances[0].zone or run.zone
-            run.region = instances[0].region or run.region
-            run.instance_type = instances[0].instance_type or run.instance_type
-        record_event(session, run, "launched", f"{len(instances)} instance(s) started",
-                     instances=[i.instance_id for i in instances])
-        set_state(session, run, RunState.RUNNING, at=min((i.launched_at for i in instances if i.launched_at),
-                                                         default=now))
-    return instances
 
 
 def launch(store: Any, plan: LaunchPlan, provider: Provider, secrets: Mapping[str, str], *,

@@ -29,6 +29,7 @@ from gpuplan.runs import close_instance, elapsed_hours, record_event, run_cost, 
 from gpuplan.spot import current_instances, relaunch_after_preemption
 from gpuplan.store.models import Instance, Run, RunState
 from gpuplan.store.types import utcnow
+from gpuplan.testpoint import pause_point
 
 log = logging.getLogger(__name__)
 
@@ -121,30 +122,18 @@ def _first_bad(codes: list[tuple[int, int | None]]) -> int | None:
     return next((code for _, code in codes if code not in (0, None)), None)
 
 
-ORPHAN_AFTER = dt.timedelta(minutes=10)
-
-
 def adopt_orphans(session: Any, run: Run, provider: Provider, now: dt.datetime) -> bool:
-    """A run recorded but without instance rows (the launching CLI died around the provider call): find its
-    machines by tag and record them, or, after ORPHAN_AFTER with none found, mark it failed."""
-    if run.state not in (RunState.PENDING, RunState.PROVISIONING) or run.instances:
+    """A run still launching whose launch is no longer in flight (the launching gpuplan died, or ORPHAN_AFTER has
+    passed): record the machines that carry its tag (gpuplan.adopt), or, with none, mark it failed."""
+    from gpuplan.adopt import adopt, launch_in_flight
+
+    if run.state not in (RunState.PENDING, RunState.PROVISIONING) or launch_in_flight(run, now):
         return False
-    if now - run.created_at < ORPHAN_AFTER:
+    if adopt(session, run, provider, now):
+        return True
+    if run.instances:
         return False
-    hint_regions(provider, [run.region])
-    found = provider.list_tagged(run.id)
-    if not found:
-        return set_state(session, run, RunState.FAILED, "the launch never completed and no machine carries its tag")
-    for inst in found:
-        run.instances.append(Instance(
-            provider=provider.name, provider_instance_id=inst.instance_id, cloud=inst.cloud or provider.cloud,
-            region=inst.region, zone=inst.zone, instance_type=inst.instance_type, gpu=inst.gpu,
-            gpu_count=inst.gpu_count, spot=inst.spot, node_rank=inst.node_rank,
-            price_per_hour=inst.price_per_hour or Decimal(0), min_billed_seconds=provider.min_billed_seconds,
-            state=inst.state, launched_at=inst.launched_at or run.created_at))
-    record_event(session, run, "adopted", f"{len(found)} tagged instance(s) found and recorded")
-    return set_state(session, run, RunState.RUNNING, at=min((i.launched_at for i in found if i.launched_at),
-                                                            default=now))
+    return set_state(session, run, RunState.FAILED, "the launch never completed and no machine carries its tag")
 
 
 def _start_billing_when_started(run: Run, row: Instance, inst: ProviderInstance) -> None:
@@ -220,6 +209,7 @@ def stop_instances(session: Any, run: Run, provider: Provider, now: dt.datetime)
     open_rows = [i for i in run.instances if i.terminated_at is None]
     if not open_rows:
         return
+    pause_point("teardown")
     hint_regions(provider, [i.region for i in open_rows])
     provider.terminate([i.provider_instance_id for i in open_rows])
     ended = {i.instance_id: i for i in provider.describe([i.provider_instance_id for i in open_rows])}
@@ -278,11 +268,25 @@ def stop_run(store: Any, run_id: str, *, reason: str = "stopped by the user", st
             record_event(session, run, "stop", reason)
             session.commit()
         provider = factory(run.provider)
+        _adopt_before_stop(session, run, provider)
         stop_instances(session, run, provider, utcnow())
         progress = measure(metrics_path(run), run.total_tokens)
         data = summary(run, utcnow(), progress)
         result_state = run.state
     return WatchResult(run_id=run_id, state=result_state, changed=True, capped=None, progress=progress, summary=data)
+
+
+def _adopt_before_stop(session: Any, run: Run, provider: Provider) -> None:
+    """Record (and commit) the machines a crashed launch of the run started but never recorded, so the stop
+    terminates them too and bills them from their launch; a listing error leaves the recorded machines to stop."""
+    from gpuplan.adopt import adopt
+
+    try:
+        adopt(session, run, provider, utcnow())
+    except ProviderError as exc:
+        log.warning("cannot list the machines of %s to adopt: %s", run.id, exc)
+        record_event(session, run, "adopt_failed", f"could not look for unrecorded machines: {exc}")
+    session.commit()
 
 
 def runs_to_watch(store: Any) -> list[str]:

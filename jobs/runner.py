@@ -210,6 +210,14 @@ def write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def stop_before_start(node_dir: Path) -> None:
+    """Record a stop for a node whose wrapper has not written its pid (never started, or starting): exit.json
+    with reason `stopped`, so the node reads as terminated and a wrapper starting after this runs no job."""
+    write_atomic(node_dir / EXIT_FILE, json.dumps(
+        {"exit_code": -int(signal.SIGTERM), "ended_at": _now(), "reason": "stopped",
+         "detail": "stopped before its job started"}))
+
+
 def read_exit(node_dir: Path) -> dict[str, Any] | None:
     """The recorded end of a node (exit_code, ended_at, reason), or None while it has not ended."""
     try:
@@ -291,6 +299,8 @@ class NodeRunner:
             write_atomic(self.node_dir / EXIT_FILE, json.dumps(
                 {"exit_code": 127, "ended_at": _now(), "reason": f"could not start: {exc}"}))
             return 127
+        if self._stopping.is_set() and child.poll() is None:  # a stop that came while the job was starting
+            child.terminate()
         if self.launch.max_hours:
             timer = threading.Timer(self.launch.max_hours * 3600, self.stop, args=("max_hours",))
             timer.daemon = True
@@ -309,11 +319,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("usage: python -m gpuplan.jobs.runner NODE_DIR", file=sys.stderr)
         return 2
     node_dir = Path(args[0])
+    # First, before anything that can fail or take time: the pid file, so the node can be found and stopped even
+    # if the gpuplan that started this process dies before writing it (it writes the same pid).
+    write_atomic(node_dir / PID_FILE, str(os.getpid()))
     launch = NodeLaunch.from_json((node_dir / LAUNCH_FILE).read_text())
     runner = NodeRunner(node_dir, launch)
     signal.signal(signal.SIGTERM, lambda *_: runner.stop("stopped"))
     signal.signal(signal.SIGINT, lambda *_: runner.stop("stopped"))
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    if read_exit(node_dir) is not None:  # stopped before it started (stop_before_start): run nothing
+        return 0
     return runner.run()
 
 

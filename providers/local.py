@@ -31,7 +31,15 @@ from decimal import Decimal
 from pathlib import Path
 from typing import ClassVar
 
-from gpuplan.jobs.runner import LAUNCH_FILE, LOG_FILE, PID_FILE, NodeLaunch, read_exit
+from gpuplan.jobs.runner import (
+    LAUNCH_FILE,
+    LOG_FILE,
+    PID_FILE,
+    NodeLaunch,
+    read_exit,
+    stop_before_start,
+    write_atomic,
+)
 from gpuplan.providers.base import (
     Instance,
     InstanceState,
@@ -144,6 +152,9 @@ class LocalProvider(Provider):
         # Secrets travel only in the wrapper's environment; launch.json holds their names.
         env = {**os.environ, **dict(request.secrets)}
         started = dt.datetime.now(dt.timezone.utc)
+        # The start time goes down before the process exists: if this process dies right after Popen, the node
+        # is still billed from (just before) its real start. The wrapper writes its own pid file first thing.
+        write_atomic(node_dir / STARTED_FILE, started.isoformat())
         try:
             with open(node_dir / "wrapper.err", "ab") as wrapper_err:
                 proc = subprocess.Popen(
@@ -153,8 +164,7 @@ class LocalProvider(Provider):
                 )
         except OSError as exc:
             raise ProviderError(f"could not start the local job wrapper: {exc}") from exc
-        (node_dir / PID_FILE).write_text(str(proc.pid))
-        (node_dir / STARTED_FILE).write_text(started.isoformat())
+        write_atomic(node_dir / PID_FILE, str(proc.pid))  # the wrapper wrote it too, unless not yet started
         return self._instance(node_dir, InstanceState.RUNNING, run_id=request.run_id, rank=rank, launched=started,
                               gpus=float(request.gpus_per_node or 0), tags=request.tags())
 
@@ -203,8 +213,17 @@ class LocalProvider(Provider):
         groups = []
         for instance_id in instance_ids:
             node_dir = self.node_dir(instance_id)
+            if read_exit(node_dir) is not None:
+                continue
             pid = _read_pid(node_dir / PID_FILE)
-            if pid is None or read_exit(node_dir) is not None or not _is_our_wrapper(pid, node_dir):
+            if pid is None:
+                # Never started, or starting right now (its launcher may have died before recording the pid):
+                # record the stop; a wrapper that starts later reads it and runs nothing.
+                stop_before_start(node_dir)
+                pid = _read_pid(node_dir / PID_FILE)  # it may have written its pid before seeing the stop
+                if pid is None:
+                    continue
+            if not _is_our_wrapper(pid, node_dir):
                 continue
             try:
                 os.killpg(pid, signal.SIGTERM)  # the wrapper leads its own session: pgid == pid

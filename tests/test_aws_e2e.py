@@ -230,26 +230,25 @@ def test_a_launch_killed_at_each_step_leaves_nothing_reconcile_cannot_find(
     assert len(rows) == (1 if fault == "after-commit" else 0)
 
     # Default providers: every provider the books have runs on (aws here); the rows say what was found. Its run
-    # still says provisioning, so the machine looks exactly like a launch in flight: found, never terminated,
-    # whatever --grace says (`gpuplan watch` would adopt it).
+    # still says provisioning, so the machine is never terminated whatever --grace says; the launching gpuplan is
+    # dead (its pid is in the run's launch_plan event), so reconcile adopts the machine into its run.
     ended = gpuplan("reconcile", "--terminate", "-y", "--grace", "0", "--json")
     assert ended.exit_code == 0, ended.stderr
     rows_found = ended.json()
     assert [(r["kind"], r["run_id"], r["cloud"], r["region"], r["action"]) for r in rows_found] == \
-        [("in-flight", run_id, "aws", "us-east-1", None)] * orphans
+        [("in-flight", run_id, "aws", "us-east-1", "adopted")] * orphans
     assert all(list(r) == ["cloud", "region", "instance_id", "run_id", "state", "kind", "age_s", "why", "action"]
                for r in rows_found)
     live = live_tagged(moto_server, run_id)
     assert len(live) == (1 if fault in ("after-commit", "after-run-instances") else 0)
     if not orphans:
         return
-    # Give the run up: once it is stopped no launch of it can be in flight, and its machine is an orphan.
+    # Adopted: the run is running with the machine's row (billed from its LaunchTime); `gpuplan stop` ends it.
+    state, rows, events = db_rows(run_id)
+    assert state == "running" and [i for i, _ in rows] == [live[0]["InstanceId"]] and "adopted" in events
     assert gpuplan("stop", run_id).exit_code == 0
-    ended = gpuplan("reconcile", "--terminate", "-y", "--json")
-    assert [(r["kind"], r["run_id"], r["action"], r["why"]) for r in ended.json()] == \
-        [("orphan", run_id, "terminated", f"run {run_id} is stopped")]
     assert live_tagged(moto_server, run_id) == []
-    assert "reconcile.terminated" in db_rows(run_id)[2]
+    assert gpuplan("reconcile", "--terminate", "-y", "--json").json() == []
     # Launching again starts exactly one new machine: the orphan is gone, nothing doubles up.
     again = gpuplan("launch", str(job), "--provider", "aws", "-y", "--detach", "--json")
     assert again.exit_code == 0, again.stderr

@@ -82,10 +82,10 @@ def test_reconcile_finds_orphans_and_missing_then_terminates_orphans(gce: Runnin
     assert gce.state.live() == []
 
 
-def test_a_vm_left_by_a_killed_launch_is_spared_until_its_run_is_stopped(gce: RunningFake, tmp_path: Path) -> None:
-    """The CLI killed between instances.insert and its commit: the run is recorded (provisioning), so its VM is an
-    in-flight launch of a known run, never terminated, even with --grace 0. Once the run is stopped, it is an
-    orphan and --terminate ends it."""
+def test_a_vm_left_by_a_killed_launch_is_adopted_then_stopped(gce: RunningFake, tmp_path: Path) -> None:
+    """The CLI killed between instances.insert and its commit: the run is recorded (provisioning), so its VM is a
+    launch of a known run, never terminated, even with --grace 0; its launching process is dead, so reconcile
+    adopts the VM into the run (billed at the launch plan's price), and `gpuplan stop` ends it."""
     from test_gcp_cli import kill_cli_after_insert
 
     job = tmp_path / "job.yaml"
@@ -96,12 +96,13 @@ def test_a_vm_left_by_a_killed_launch_is_spared_until_its_run_is_stopped(gce: Ru
     spared = run_subprocess("reconcile", "--cloud", "gcp", "--terminate", "-y", "--grace", "0", "--json")
     assert spared.exit_code == 0, spared.stderr
     [row] = spared.json()
-    assert (row["kind"], row["action"], row["run_id"]) == ("in-flight", None, run_id)
+    assert (row["kind"], row["action"], row["run_id"]) == ("in-flight", "adopted", run_id)
     assert len(gce.state.live()) == 1
+    assert run_subprocess("reconcile", "--cloud", "gcp", "--json").json() == []  # the books know it now
 
-    assert run_subprocess("stop", run_id).exit_code == 0
-    found = run_subprocess("reconcile", "--cloud", "gcp", "--terminate", "-y", "--json")
-    assert found.exit_code == 0, found.stderr
-    [row] = found.json()
-    assert (row["kind"], row["action"], row["why"]) == ("orphan", "terminated", f"run {run_id} is stopped")
+    stopped = run_subprocess("stop", run_id, "--json")
+    assert stopped.exit_code == 0, stopped.stderr
+    [inst] = stopped.json()["instances"]
+    assert inst["terminated_at"] is not None and inst["price_per_hour"] > 0 and stopped.json()["cost_usd"] > 0
     assert gce.state.live() == []
+    assert run_subprocess("reconcile", "--cloud", "gcp", "--terminate", "-y", "--json").json() == []

@@ -33,16 +33,19 @@ from gpuplan.output import emit_json, note, print_table, warn
 def reconcile_cmd(app: AppContext, clouds: tuple[str, ...], regions: tuple[str, ...], terminate: bool,
                   grace_text: str, yes: bool, as_json: bool) -> None:
     """List orphans (tagged machines the database does not consider live) and missing machines (open rows whose
-    machine is gone); with --terminate, end the orphans. Leftover run secrets in the clouds' secret stores (AWS
-    SSM /gpuplan/..., GCP Secret Manager gpuplan-...) of runs that are final or unknown are orphans too, and
-    --terminate deletes them; a running run's secrets are never touched. Only names are shown, never values.
+    machine is gone); with --terminate, end the orphans. Unknown machines of a recorded run are adopted (recorded
+    in that run, billed from their launch time) unless its launch is still in flight. Leftover run secrets in the
+    clouds' secret stores (AWS SSM /gpuplan/..., GCP Secret Manager gpuplan-...) of runs that are final or
+    unknown are orphans too, and --terminate deletes them; a running run's secrets are never touched. Only names
+    are shown, never values.
 
     \b
     A launch creates its machine a moment before it records it, so two kinds
     of unknown machine are spared (listed, never terminated):
-      in-flight  its run-id tag names a run still pending or provisioning:
-                 a launch of a known run, at any age (`gpuplan watch` adopts
-                 it if that launch died; once the run is final, an orphan)
+      in-flight  its run-id tag names a run still pending or provisioning
+                 whose launching gpuplan is still alive (or, on another host,
+                 started less than 10 min ago); once that process is gone,
+                 reconcile adopts the machine into its run instead
       young      any other unknown machine created less than --grace ago,
                  by the provider's own creation time
     """
@@ -67,6 +70,7 @@ def reconcile_cmd(app: AppContext, clouds: tuple[str, ...], regions: tuple[str, 
 
         raise GpuplanError("no provider could be checked: " + "; ".join(f"{k}: {v}"
                                                                          for k, v in report.skipped.items()))
+    adopted = _adopt_unknown(app, report.findings, regions_of)
     ended: set[str] = set()
     if terminate and report.orphans:
         ids = ", ".join(f.instance_id for f in report.orphans)
@@ -74,7 +78,8 @@ def reconcile_cmd(app: AppContext, clouds: tuple[str, ...], regions: tuple[str, 
             click.confirm(f"Terminate {len(report.orphans)} orphan(s): {ids}?", abort=True, err=True)
         ended = set(terminate_orphans(report.orphans, regions_of))
         _record_terminations(app, [f for f in report.orphans if f.instance_id in ended])
-    rows = [{**f.as_dict(), "action": "terminated" if f.instance_id in ended else None} for f in report.findings]
+    rows = [{**f.as_dict(), "action": "terminated" if f.instance_id in ended else
+             "adopted" if f.instance_id in adopted else None} for f in report.findings]
     secret_rows = _secrets(app, report.checked, regions_of, policy, terminate=terminate, yes=yes)
     if as_json:
         emit_json(rows + secret_rows)
@@ -89,9 +94,13 @@ def reconcile_cmd(app: AppContext, clouds: tuple[str, ...], regions: tuple[str, 
                     [(r["kind"], r["cloud"], r["region"], r["instance_id"], r["run_id"], r["state"],
                       format_age(dt.timedelta(seconds=r["age_s"])) if r["age_s"] is not None else "",
                       r["action"] or r["why"] or "") for r in rows])
-    if report.spared:
-        note(f"{len(report.spared)} spared: a launch may be about to record them (never terminated; "
+    spared = [f for f in report.spared if f.instance_id not in adopted]
+    if spared:
+        note(f"{len(spared)} spared: a launch may be about to record them (never terminated; "
              "see `gpuplan reconcile --help`)")
+    if adopted:
+        note(f"{len(adopted)} adopted: recorded in their runs, billed from their launch "
+             "(a run still live keeps running: `gpuplan stop RUN` ends it)")
     if report.orphans and not terminate:
         note("run `gpuplan reconcile --terminate` to end the orphans")
     if secret_rows:
@@ -142,8 +151,10 @@ def _books(app: AppContext, clouds: tuple[str, ...]) -> tuple[list[str], list, d
     """The providers to check, the open instance rows, and the regions each provider has been used in."""
     from sqlalchemy import select
 
+    from gpuplan.adopt import planned_regions
     from gpuplan.reconcile import OpenRow
     from gpuplan.store.models import Instance, Run, RunState
+    from gpuplan.store.types import utcnow
 
     with app.store.session() as s:
         providers = sorted(set(s.scalars(select(Run.provider).distinct())))
@@ -153,6 +164,7 @@ def _books(app: AppContext, clouds: tuple[str, ...]) -> tuple[list[str], list, d
                          .where(Instance.terminated_at.is_(None))).all()
         region_pairs = set(s.execute(select(Instance.provider, Instance.region).distinct()).all())
         region_pairs |= set(s.execute(select(Run.provider, Run.region).distinct()).all())
+        region_pairs |= {(p, r) for p, regions in planned_regions(s, utcnow()).items() for r in regions}
     recorded: dict[str, set[str]] = {}
     for provider, region in region_pairs:
         if region:
@@ -243,3 +255,34 @@ def _record_secret_deletions(app: AppContext, findings: list) -> None:
                         message=f"orphan secret {f.secret.name} ({f.secret.provider}{where}) deleted by reconcile",
                         data_json=json.dumps(f.as_dict("deleted"), default=str)))
         s.commit()
+
+
+def _adopt_unknown(app: AppContext, findings: list, regions_of: Callable[[str], list[str]]) -> set[str]:
+    """Record the unknown machines of recorded runs (gpuplan.adopt), unless their launch is still in flight: a
+    launch killed before its commit leaves machines only reconcile (or stop, or watch) can give back to their run,
+    and an orphan of a known run is billed to it from its real launch time. Returns the instance ids adopted."""
+    from gpuplan.adopt import adopt, launch_in_flight
+    from gpuplan.providers.base import ProviderError
+    from gpuplan.reconcile import MISSING, configure_provider
+    from gpuplan.store.models import Run
+    from gpuplan.store.types import utcnow
+
+    by_run: dict[str, str] = {f.run_id: f.provider or f.cloud for f in findings if f.kind != MISSING and f.run_id}
+    adopted: set[str] = set()
+    providers: dict[str, object] = {}
+    now = utcnow()
+    with app.store.session() as s:
+        for run_id, name in by_run.items():
+            run = s.get(Run, run_id)
+            if run is None or run.provider != name or launch_in_flight(run, now):
+                continue
+            if name not in providers:
+                providers[name] = configure_provider(name, regions_of(name))
+            try:
+                rows = adopt(s, run, providers[name], now)  # type: ignore[arg-type]
+            except ProviderError as exc:
+                warn(f"{name}: could not adopt the machines of run {run_id}: {exc}")
+                continue
+            adopted.update(row.provider_instance_id for row in rows)
+            s.commit()
+    return adopted

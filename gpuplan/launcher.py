@@ -1,0 +1,132 @@
+"""Start a recorded run's machines and record what came back: the one step of a launch a crash can split.
+
+A launch is: Run row committed -> `launch_plan` event committed (where machines may appear) -> provider call ->
+Instance rows committed. The provider call and the commit after it cannot be one transaction, so a process killed
+in between leaves machines the rows do not know. What makes that recoverable is written before the call: the run id
+(every machine carries it as a tag) and the `launch_plan` event (the provider, every region/zone/instance type the
+failover may try and its price there, and the host and pid of the launching process). A later `gpuplan stop`,
+`status`/`watch` or `reconcile` reads that event and adopts the machines (gpuplan.adopt).
+
+Recording is idempotent: a machine already recorded for the run (adopted by another process meanwhile) is not
+recorded twice; and if the run was stopped while its machines were starting, they are terminated at once.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterable, Sequence
+from decimal import Decimal
+from typing import Any
+
+from gpuplan.failover import AttemptCallback, Placement
+from gpuplan.providers.base import Instance, LaunchRequest, Provider
+from gpuplan.testpoint import pause_point
+
+LAUNCH_PLAN = "launch_plan"
+
+
+def placements_for_launch(provider: Provider, request: LaunchRequest) -> list[Placement]:
+    """Where this launch may start machines: the failover's placements on a cloud, the request's own elsewhere."""
+    if provider.cloud == "local":
+        return [Placement(provider.name, request.region, None, request.instance_type, request.price_per_hour,
+                          request.spot)]
+    from gpuplan.cloudlaunch import planned_placements
+
+    return planned_placements(provider, request)
+
+
+def launch_plan_data(provider: Provider, placements: Sequence[Placement]) -> dict[str, Any]:
+    """The `launch_plan` event's data: where to look, what each place costs, and who is launching."""
+    return {
+        "provider": provider.name,
+        "cloud": provider.cloud,
+        "regions": sorted({p.region for p in placements if p.region}),
+        "zones": sorted({p.zone for p in placements if p.zone}),
+        "instance_types": sorted({p.instance_type for p in placements if p.instance_type}),
+        "placements": [{"region": p.region, "zone": p.zone, "instance_type": p.instance_type,
+                        "price_per_hour": str(p.price_per_hour) if p.price_per_hour is not None else None,
+                        "spot": p.spot} for p in placements],
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+    }
+
+
+def record_launch_plan(store: Any, run_id: str, provider: Provider, placements: Sequence[Placement]) -> None:
+    """Commit the `launch_plan` event before any provider call."""
+    from gpuplan.runs import record_event
+    from gpuplan.store.models import Run
+
+    data = launch_plan_data(provider, placements)
+    with store.session() as session:
+        run = session.get(Run, run_id)
+        assert run is not None, run_id
+        record_event(session, run, LAUNCH_PLAN,
+                     f"will try {len(placements)} placement(s) on {provider.name} in "
+                     f"{', '.join(data['regions']) or '(default region)'}", **data)
+
+
+def record_instances(session: Any, run: Any, provider: Provider, instances: Iterable[Instance], *,
+                     default_price: Decimal | None, now: Any) -> list[Any]:
+    """Add an Instance row per machine the run does not have yet; returns the rows added.
+
+    Price: the provider's, else `default_price` (the placement's), else 0 (unknown: the cost undercounts).
+    Billing starts at the provider's launch time, else `now`.
+    """
+    from gpuplan.store.models import Instance as InstanceRow
+
+    known = {row.provider_instance_id for row in run.instances}
+    added = []
+    for inst in instances:
+        if inst.instance_id in known:
+            continue
+        known.add(inst.instance_id)
+        price = inst.price_per_hour if inst.price_per_hour is not None else default_price
+        row = InstanceRow(
+            provider=provider.name, provider_instance_id=inst.instance_id, cloud=inst.cloud or provider.cloud,
+            region=inst.region, zone=inst.zone, instance_type=inst.instance_type, gpu=inst.gpu,
+            gpu_count=inst.gpu_count, spot=inst.spot, node_rank=inst.node_rank,
+            price_per_hour=price if price is not None else Decimal(0),
+            min_billed_seconds=provider.min_billed_seconds, state=inst.state,
+            launched_at=inst.launched_at or inst.created_at or now)
+        run.instances.append(row)
+        added.append(row)
+    return added
+
+
+def start_and_record(store: Any, run_id: str, provider: Provider, request: LaunchRequest, *,
+                     default_price: Decimal | None, on_attempt: AttemptCallback | None = None) -> list[Instance]:
+    """Record the launch plan, start the machines, record them, and move the run to running.
+
+    Provider errors propagate (the caller records the failure). A run stopped while this was starting its
+    machines gets them terminated here, so a stop during a launch never leaves one running.
+    """
+    from gpuplan.launch import start_instances
+    from gpuplan.runs import record_event, set_state
+    from gpuplan.store.models import Run, RunState
+    from gpuplan.store.types import utcnow
+
+    placements = placements_for_launch(provider, request)
+    record_launch_plan(store, run_id, provider, placements)
+    pause_point("recorded")
+    instances = start_instances(provider, request, on_attempt, placements=placements)
+    pause_point("launched")
+    now = utcnow()
+    with store.session() as session:
+        run = session.get(Run, run_id)
+        assert run is not None
+        record_instances(session, run, provider, instances, default_price=default_price, now=now)
+        if instances:  # failover may have moved the run to another zone, region or instance type
+            run.zone = instances[0].zone or run.zone
+            run.region = instances[0].region or run.region
+            run.instance_type = instances[0].instance_type or run.instance_type
+        record_event(session, run, "launched", f"{len(instances)} instance(s) started",
+                     instances=[i.instance_id for i in instances])
+        set_state(session, run, RunState.RUNNING, at=min((i.launched_at for i in instances if i.launched_at),
+                                                         default=now))
+        if run.state in RunState.FINAL and any(row.terminated_at is None for row in run.instances):
+            session.commit()
+            from gpuplan.watch import stop_instances
+
+            stop_instances(session, run, provider, utcnow())
+    return instances
