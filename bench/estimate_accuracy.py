@@ -375,9 +375,11 @@ def twin_pairs(rows: list[dict[str, str]], params_tolerance: float = 0.05,
     given, whose token counts are within that factor.
 
     Why: a predictor that sees only the model, the GPU type and count and the tokens gives two such runs
-    (nearly) the same MFU, i.e. the same GPU-hours per 6·N·D. If a prediction p is within 10% of both a and b
-    (in GPU-hours per 6·N·D), then 0.9·b <= p <= 1.1·a, so b/a <= 1.1/0.9 = 1.222: a pair whose ratio exceeds
-    TWIN_LIMIT has at least one run more than 10% off for *any* such predictor. The scatter between what two
+    (nearly) the same MFU, i.e. the same predicted GPU-hours per 6·N·D, p. N and D are given, so a run's
+    relative error in GPU-hours equals its relative error in GPU-hours per 6·N·D. Let a <= b be the twins'
+    reported GPU-hours per 6·N·D. If p is within 10% of both, then p <= 1.1·a and p >= 0.9·b, so
+    b/a <= 1.1/0.9 = 1.222 (TWIN_LIMIT): a pair further apart has at least one run more than 10% off for
+    *any* such predictor. The scatter between what two
     teams report for the same job is a floor under the error that no constant can remove.
     Limits: (1) it binds only a predictor that gives the twins the same hours per 6·N·D; the twins can
     differ in what a predictor may see (sequence length, GPU count, batch, vocabulary), and 5% in N moves the
