@@ -28,7 +28,7 @@ peak dense FLOP/s for the precision. The prior is a product of factors, each wit
   only 1/split of the gradients on each node's NICs: the penalty is 0.0, kept as a named knob.
 - How the numbers were chosen: ampere, hopper, N0 and alpha minimise the mean |log(predicted / reported)| over
   the 47 `tune` runs of tests/data/published_runs.csv (15 model families on V100, A100 and H100;
-  `python bench/estimate_accuracy.py --fit`, coordinate descent), rounded: ampere 0.58, hopper 0.39, N0 3e8,
+  `python bench/estimate_accuracy.py --fit --on tune`, coordinate descent), rounded: ampere 0.58, hopper 0.39, N0 3e8,
   alpha 0.30. They were frozen before the 20 `test` runs were found (by someone who never saw a prediction)
   and have not been refitted since: on those 20 the median |error| is 54%, worse than the naive 6·N·D at
   40% MFU (36%): the size factor, fitted mostly on Pythia, punishes small models that MobileLLM trained fast,
