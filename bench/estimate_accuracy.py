@@ -25,6 +25,8 @@ Rows with a reason in `exclude` (hours that cover more than one model's pre-trai
 non-NVIDIA hardware, unknown GPU count, not an attention transformer: rules fixed before any of them was
 predicted) are listed, not scored. A row without the model's shape is predicted from its parameter count.
 The `checked` column says whether the figure was re-read from a source.
+The `precision` column names the precision a run trained in when its source says it was not bf16 (fp8); the
+prior is asked about it as a user would ask: `--precision fp8`. Empty means bf16 (fp16 before Ampere).
 """
 
 from __future__ import annotations
@@ -90,7 +92,8 @@ def workload_of(row: dict[str, str]) -> tuple[Workload, Hardware]:
         )
     gpus = int(row["gpus"])
     gpu = resolve_gpu(row["gpu"])
-    precision = "bf16" if gpu.peak_tflops("bf16") else "fp16"  # V100-era runs trained in fp16
+    # The precision the authors trained in where the table states one (fp8 runs), else bf16 (fp16 before Ampere)
+    precision = (row.get("precision") or "").strip() or ("bf16" if gpu.peak_tflops("bf16") else "fp16")
     global_batch = max(1, round(float(row["global_batch_tokens"]) / seq))
     workload = Workload(params=round(float(row["params"])), tokens=round(float(row["tokens"])), architecture=arch,
                         seq_len=seq, global_batch=global_batch, micro_batch=max(1, min(4, global_batch // gpus)),
