@@ -28,9 +28,23 @@ def parse_size(text: str | int | float, *, what: str = "size") -> int:
         if not match:
             raise ValueError(f"{what} must be a number like 7B, 1.3e9 or 125M, not {text!r}")
         value = float(match.group(1)) * _SIZE_SUFFIX[match.group(2).upper()]
-    if not math.isfinite(value) or value <= 0:
+    value = finite(value, what=what, text=text)
+    if value <= 0:
         raise ValueError(f"{what} must be greater than zero, not {text!r}")
     return round(value)
+
+
+def finite(value: float, *, what: str = "number", text: object = None) -> float:
+    """`value` if it is a finite number; else a ValueError fit to show the user.
+
+    The one rule for every number a user types (flags, job spec): nan, inf, -inf and literals that overflow a
+    float (`1e999`) mean nothing as a size, price, rate or count, and would turn into nan hours or $inf budgets.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{what} must be a number, not {value!r}")
+    if not math.isfinite(value):
+        raise ValueError(f"{what} must be a finite number, not {(value if text is None else text)!r}")
+    return float(value)
 
 
 def format_size(value: float) -> str:
@@ -51,6 +65,7 @@ def parse_duration_hours(text: str | int | float, *, what: str = "duration", all
         if not match:
             raise ValueError(f"{what} must look like 48h, 90m or 2d, not {text!r}")
         hours = float(match.group(1)) * _DURATION_SECONDS[(match.group(2) or "h").lower()] / 3600
-    if not math.isfinite(hours) or hours < 0 or (hours == 0 and not allow_zero):
+    hours = finite(hours, what=what, text=text)
+    if hours < 0 or (hours == 0 and not allow_zero):
         raise ValueError(f"{what} must be {'zero or more' if allow_zero else 'greater than zero'}, not {text!r}")
     return hours

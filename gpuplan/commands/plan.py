@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from gpuplan.commands.params import NUMBER
 from gpuplan.commands.workload_options import build_workload, workload_options
 from gpuplan.context import AppContext, pass_app
 from gpuplan.errors import UserError
@@ -30,14 +31,14 @@ AUTO_SHARDINGS = ("none", "zero1", "zero2", "zero3")
 @click.option("--region", "region_text", metavar="PATTERN[,PATTERN]", help="Region glob(s), e.g. 'us-*'.")
 @click.option("--spot/--no-spot", default=None, help="Only spot, or only on-demand (default: both).")
 @click.option("--deadline", metavar="DURATION", help="Must finish within this wall time: 48h, 3d.")
-@click.option("--budget", type=float, metavar="USD", help="Must cost at most this much in total.")
-@click.option("--max-price", type=float, metavar="USD", help="At most this much per hour for all nodes.")
+@click.option("--budget", type=NUMBER, metavar="USD", help="Must cost at most this much in total.")
+@click.option("--max-price", type=NUMBER, metavar="USD", help="At most this much per hour for all nodes.")
 @click.option("--max-nodes", type=click.IntRange(min=1), default=64, show_default=True,
               help="Largest number of instances to consider.")
 @click.option("--auto-shard/--no-auto-shard", default=True, show_default=True,
               help="Let the planner pick ZeRO-1/2/3 per GPU type when the model does not fit unsharded "
                    "(only when --sharding is none).")
-@click.option("--interruption-rate", type=float, metavar="PER_HOUR",
+@click.option("--interruption-rate", type=NUMBER, metavar="PER_HOUR",
               help="Spot interruptions per node-hour for every cloud (default: AWS 1/20, GCP 1/12).")
 @click.option("--checkpoint-interval", metavar="DURATION",
               help="Time between checkpoints, for the spot interruption cost (default: the spec's, else 1h).")

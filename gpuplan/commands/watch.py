@@ -6,13 +6,14 @@ import time
 
 import click
 
+from gpuplan.commands.params import FiniteFloat
 from gpuplan.context import AppContext, pass_app
 from gpuplan.output import emit_json, note
 
 
 @click.command("watch")
 @click.option("--once", is_flag=True, help="One pass, then exit (for cron or a systemd timer).")
-@click.option("--interval", type=click.FloatRange(min=0.5), default=30.0, show_default=True,
+@click.option("--interval", type=FiniteFloat(min=0.5), default=30.0, show_default=True,
               help="Seconds between passes.")
 @click.option("--json", "as_json", is_flag=True, help="With --once: the runs looked at, as JSON.")
 @pass_app

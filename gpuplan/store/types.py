@@ -12,6 +12,8 @@ from sqlalchemy.types import TypeDecorator
 # Money: 6 decimal places covers sub-cent spot prices (AWS quotes spot to 4-6 places); 16 digits is
 # plenty for any bill.
 Money = Numeric(16, 6, asdecimal=True)
+# The first amount a Money column cannot hold (16 digits, 6 after the point): larger input is refused up front.
+MONEY_LIMIT = Decimal(10) ** 10
 
 
 def utcnow() -> dt.datetime:
