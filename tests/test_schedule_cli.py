@@ -82,6 +82,19 @@ def test_bad_cron_tz_and_spec_are_one_line_exit_2(tmp_path: Path) -> None:
     assert run_cli("scheduler", "tick", "--at", "tomorrow").exit_code == 2
 
 
+def test_a_cron_that_never_fires_is_refused_and_records_nothing(tmp_path: Path) -> None:
+    spec = _spec(tmp_path)
+    for cron in ("0 0 30 2 *", "0 0 31 4,6,9,11 *"):  # February 30th; the 31st of 30-day months
+        result = run_cli("schedule", "add", str(spec), "--cron", cron)
+        assert result.exit_code == 2, result.stderr
+        assert result.stderr == f"error: cron expression {cron!r} never fires (no such date)\n"
+    assert run_cli("schedule", "list", "--json").json() == []
+    assert run_cli("schedule", "add", str(spec), "--cron", "0 0 29 2 *").exit_code == 0  # leap years: fires
+    result = run_cli("schedule", "update", "nightly-hello", "--cron", "0 0 30 2 *")
+    assert result.exit_code == 2 and "never fires" in result.stderr
+    assert run_cli("schedule", "show", "nightly-hello", "--json").json()["cron"] == "0 0 29 2 *"
+
+
 def test_tick_launches_once_with_the_local_provider(tmp_path: Path) -> None:
     spec = _spec(tmp_path)
     assert run_cli("schedule", "add", str(spec), "--cron", "0 2 * * *").exit_code == 0
