@@ -10,8 +10,17 @@ import re
 
 _SIZE_SUFFIX = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "G": 10**9, "T": 10**12}
 _SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([KMBGT]?)\s*$", re.IGNORECASE)
-_DURATION_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(s|m|min|h|d|w)?\s*$", re.IGNORECASE)
-_DURATION_SECONDS = {"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 604800}
+_DURATION_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([a-z]*)\s*$", re.IGNORECASE)
+# Short and spelt-out units alike (`3d` and `3 days`), so any form a person writes either works or is refused.
+_DURATION_UNITS = {
+    1: ("s", "sec", "secs", "second", "seconds"),
+    60: ("m", "min", "mins", "minute", "minutes"),
+    3600: ("", "h", "hr", "hrs", "hour", "hours"),
+    86400: ("d", "day", "days"),
+    604800: ("w", "wk", "wks", "week", "weeks"),
+}
+_DURATION_SECONDS = {unit: seconds for seconds, units in _DURATION_UNITS.items() for unit in units}
+DURATION_FORMS = "72h, 90m, 3d or 3 days (units s, m, h, d, w; a bare number is hours)"
 
 
 def parse_size(text: str | int | float, *, what: str = "size") -> int:
@@ -56,15 +65,15 @@ def format_size(value: float) -> str:
 
 
 def parse_duration_hours(text: str | int | float, *, what: str = "duration", allow_zero: bool = False) -> float:
-    """`48h` -> 48.0, `90m` -> 1.5, `2d` -> 48.0; a bare number is hours. Must be > 0 (>= 0 with allow_zero, for
-    flags where zero means "off", such as `reconcile --grace 0`)."""
+    """`48h` -> 48.0, `90m` -> 1.5, `2d` and `2 days` -> 48.0; a bare number is hours. Must be > 0 (>= 0 with
+    allow_zero, for flags where zero means "off", such as `reconcile --grace 0`)."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         hours = float(text)
     else:
         match = _DURATION_RE.match(str(text))
-        if not match:
-            raise ValueError(f"{what} must look like 48h, 90m or 2d, not {text!r}")
-        hours = float(match.group(1)) * _DURATION_SECONDS[(match.group(2) or "h").lower()] / 3600
+        if not match or match.group(2).lower() not in _DURATION_SECONDS:
+            raise ValueError(f"{what} must look like {DURATION_FORMS}, not {text!r}")
+        hours = float(match.group(1)) * _DURATION_SECONDS[match.group(2).lower()] / 3600
     hours = finite(hours, what=what, text=text)
     if hours < 0 or (hours == 0 and not allow_zero):
         raise ValueError(f"{what} must be {'zero or more' if allow_zero else 'greater than zero'}, not {text!r}")

@@ -30,7 +30,8 @@ AUTO_SHARDINGS = ("none", "zero1", "zero2", "zero3")
 @click.option("--cloud", "cloud_text", metavar="CLOUD[,CLOUD]", help="aws, gcp (default: both).")
 @click.option("--region", "region_text", metavar="PATTERN[,PATTERN]", help="Region glob(s), e.g. 'us-*'.")
 @click.option("--spot/--no-spot", default=None, help="Only spot, or only on-demand (default: both).")
-@click.option("--deadline", metavar="DURATION", help="Must finish within this wall time: 48h, 3d.")
+@click.option("--deadline", metavar="DURATION", help="Must finish within this wall time: 72h, 3d or '3 days' "
+                                                    "(units s, m, h, d, w; a bare number is hours).")
 @click.option("--budget", type=NUMBER, metavar="USD", help="Must cost at most this much in total.")
 @click.option("--max-price", type=NUMBER, metavar="USD", help="At most this much per hour for all nodes.")
 @click.option("--max-nodes", type=click.IntRange(min=1), default=64, show_default=True,
