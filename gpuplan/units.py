@@ -8,6 +8,9 @@ from __future__ import annotations
 import math
 import re
 
+# Dollar amounts a user types (budgets, caps) must fit the books' Money column (16 digits, 6 after the point).
+MONEY_LIMIT = 10**10
+
 _SIZE_SUFFIX = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "G": 10**9, "T": 10**12}
 _SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([KMBGT]?)\s*$", re.IGNORECASE)
 _DURATION_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([a-z]*)\s*$", re.IGNORECASE)

@@ -95,6 +95,17 @@ def test_deadline_relative_to_launch() -> None:
         ("name: x\n", 1, "exactly one of command"),
         ("command: a\n", 1, "name: required"),
         ("name: x\nruntime: process\ncommand: true\n", 3, "command: must be a string or a list of strings"),
+        ("name: x\ncommand: a\nresources:\n  nodes: 2\n  gpu: H100:-1\n", 5, "resources.gpu: gpu 'H100:-1': the "
+         "count after ':' must be a whole number of GPUs per node, 1 or more"),
+        ("name: x\ncommand: a\nresources:\n  gpu: H100:0\n", 4, "must be a whole number of GPUs per node"),
+        ("name: x\ncommand: a\nresources:\n  gpu: H100\n  gpus_per_node: 0\n", 5, "needs at least 1 GPU per node"),
+        ("name: x\ncommand: a\nworkload:\n  params: 7B\n  tokens: 1B\n  throughput: .inf\n", 6,
+         "workload.throughput: Input should be a finite number"),
+        ("name: x\ncommand: a\nworkload:\n  params: 7B\n  tokens: 1B\n  mfu: .nan\n", 6, "finite number"),
+        ("name: x\ncommand: a\nworkload:\n  params: .inf\n", 4, "workload.params: size must be a finite number"),
+        ("name: x\ncommand: a\nlimits:\n  max_hours: .inf\n", 4, "must be a finite number"),
+        ("name: x\ncommand: a\nlimits:\n  budget_usd: 1e300\n", 4, "less than $10,000,000,000"),
+        ("name: x\ncommand: a\nschedule:\n  cron: 0 0 30 2 *\n", 4, "never fires"),
     ],
 )
 def test_errors_name_the_line(text: str, line: int, fragment: str) -> None:
@@ -104,6 +115,19 @@ def test_errors_name_the_line(text: str, line: int, fragment: str) -> None:
     assert message.startswith(f"job.yaml:{line}: "), message
     assert fragment in message, message
     assert "\n" not in message
+
+
+def test_bad_gpu_count_and_infinite_throughput_are_exit_2_through_the_cli(tmp_path: Path) -> None:
+    from clihelp import run_cli
+
+    for body, line in (("resources:\n  gpu: H100:-1\n", 5), ("workload:\n  params: 7B\n  tokens: 1B\n"
+                                                             "  throughput: .inf\n", 7)):
+        spec = tmp_path / "job.yaml"
+        spec.write_text(f"name: x\nruntime: process\ncommand: 'true'\n{body}")
+        for command in (["launch", "--dry-run"], ["plan"]):
+            result = run_cli(*command, str(spec))
+            assert result.exit_code == 2, (command, result.stderr)
+            assert result.stderr.startswith(f"error: {spec}:{line}: ") and result.stderr.count("\n") == 1
 
 
 def test_missing_file_is_a_user_error(tmp_path: Path) -> None:
