@@ -76,12 +76,15 @@ def plan_command(app: AppContext, spec_path: Path | None, gpu_text: str | None, 
         max_price_per_hour=_money(max_price, "--max-price") if max_price is not None else spec_limits.get(
             "max_price_per_hour"),
         max_nodes=max_nodes,
+        nodes=spec_limits.get("nodes"),
     )
     spot_model = _spot_model(interruption_rate, checkpoint_interval, spec_limits.get("checkpoint_hours"))
     shardings = AUTO_SHARDINGS if auto_shard and workload.sharding == "none" else None
 
     catalog = Catalog.load(app.db_url, clouds)
     offers = catalog.select(gpus=gpus, regions=regions)
+    if spec_limits.get("gpus_per_node"):
+        offers = [o for o in offers if o.gpu_count == spec_limits["gpus_per_node"]]
     throughput_for = _throughput_resolver(app, workload, workload_flags, own_throughput, gpus)
     result = plan(workload, offers, constraints=constraints, throughput_for=throughput_for,
                   spot_model=spot_model, shardings=shardings)
@@ -126,6 +129,11 @@ def _workload(spec_path: Path | None, flags: dict[str, Any]) -> tuple[Any, Any, 
         found["regions"] = compile_region_patterns(",".join(res.regions))
     if res.spot:
         found["spot"] = True
+    # What the spec states outright is what `launch` will start: plan exactly that shape, not the fewest nodes.
+    if "nodes" in res.model_fields_set:
+        found["nodes"] = res.nodes
+    if res.gpus_per_node:
+        found["gpus_per_node"] = res.gpus_per_node
     if res.max_price_per_hour is not None:
         found["max_price_per_hour"] = Decimal(res.max_price_per_hour)
     if limits.budget_usd is not None:
@@ -205,6 +213,8 @@ def _render(workload: Any, constraints: Any, spot_model: Any, result: Any, shown
         limits.append(f"budget ${constraints.budget_usd:,.0f}")
     if constraints.max_price_per_hour:
         limits.append(f"max ${constraints.max_price_per_hour:,.2f}/h")
+    if constraints.nodes:
+        limits.append(f"exactly {constraints.nodes} node{'s' if constraints.nodes > 1 else ''}")
     market = {None: "spot and on-demand", True: "spot only", False: "on-demand only"}[constraints.spot]
     note(f"plan: {format_size(workload.params)} parameters, {format_size(workload.tokens)} tokens, "
          f"{workload.precision}; {market}" + (f"; {', '.join(limits)}" if limits else ""))
