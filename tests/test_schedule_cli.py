@@ -113,6 +113,34 @@ def test_tick_launches_once_with_the_local_provider(tmp_path: Path) -> None:
     assert [(f["outcome"], f["run_id"]) for f in shown["fires"]] == [("launched", run_id)]
 
 
+def test_add_takes_cron_and_tz_from_the_spec_and_its_limits_apply_to_the_fire(tmp_path: Path) -> None:
+    spec = _spec(tmp_path, JOB.replace('  cron: "0 2 * * *"\n', '  cron: "0 2 * * *"\n  tz: Europe/Berlin\n')
+                 + "limits:\n  budget_usd: 5\n  max_hours: 2\n")
+    added = run_cli("schedule", "add", str(spec), "--json")
+    assert added.exit_code == 0, added.stderr
+    assert (added.json()["cron"], added.json()["tz"]) == ("0 2 * * *", "Europe/Berlin")
+    # A flag still wins; the spec's tz stays the zone the cron is read in unless --tz says otherwise.
+    other = run_cli("schedule", "add", str(spec), "--name", "other", "--cron", "30 1 * * *", "--json").json()
+    assert (other["cron"], other["tz"]) == ("30 1 * * *", "Europe/Berlin")
+    slot = next_fire("0 2 * * *", "Europe/Berlin", dt.datetime.now(dt.timezone.utc))
+    fires = run_cli("scheduler", "tick", "--at", slot.isoformat().replace("+00:00", "Z"), "--json").json()["fires"]
+    [fire] = [f for f in fires if f["schedule"] == "nightly-hello"]
+    assert fire["outcome"] == "launched", fire
+    status = run_cli("status", fire["run_id"], "--json").json()
+    assert float(status["budget_usd"]) == 5 and float(status["max_hours"]) == 2
+    _wait_finished(fire["run_id"])
+
+
+def test_add_without_any_cron_or_with_several_clouds_is_refused(tmp_path: Path) -> None:
+    no_cron = _spec(tmp_path, JOB.replace('schedule:\n  cron: "0 2 * * *"\n', ""))
+    result = run_cli("schedule", "add", str(no_cron))
+    assert result.exit_code == 2 and result.stderr.startswith('error: say when: --cron "0 2 * * *", or schedule.cron')
+    several = _spec(tmp_path, JOB + "resources:\n  clouds: [aws, gcp]\n")
+    result = run_cli("schedule", "add", str(several))
+    assert result.exit_code == 2 and "runs on one provider; resources.clouds lists aws, gcp" in result.stderr
+    assert run_cli("schedule", "list", "--json").json() == []
+
+
 def test_budget_gate_skip_is_recorded_and_shown(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("GPUPLAN_LOCAL_PRICE_PER_HOUR", "36")  # 36M tokens at 10k tok/s = 1 h = $36
     spec = _spec(tmp_path)
