@@ -140,3 +140,34 @@ def test_examples_are_valid() -> None:
     assert examples, "examples/ holds job specs"
     for path in examples:
         assert isinstance(load_spec(path), JobSpec)
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "examples").glob("*.yaml")), ids=lambda p: p.name)
+def test_every_example_spec_works_with_the_cli(path: Path) -> None:
+    """Each example dry-runs where it says it runs, plans when it has a workload, and schedules when it has a
+    schedule section: an example that only parses can still be one no command accepts."""
+    from clihelp import run_cli
+
+    spec = load_spec(path)
+    clouds = list(spec.resources.clouds)
+    provider = clouds[0] if len(clouds) == 1 else "local"
+    dry = run_cli("launch", str(path), "--provider", provider, "--dry-run", "--json")
+    assert dry.exit_code == 0, dry.stderr
+    assert dry.json()["nodes"] == spec.resources.nodes
+    if spec.workload is not None and spec.resources.gpu:
+        planned = run_cli("plan", str(path), "--json")
+        assert planned.exit_code == 0 and planned.json(), planned.stderr
+        est = dry.json()["est_cost_usd"]
+        if spec.limits.budget_usd is not None:  # an example that cannot fit its own budget teaches nothing
+            assert est is not None and Decimal(str(est)) <= spec.limits.budget_usd
+    if spec.schedule is not None:
+        added = run_cli("schedule", "add", str(path), "--json")
+        assert added.exit_code == 0, added.stderr
+        assert added.json()["cron"] == spec.schedule.cron
+
+
+def test_example_scripts_compile() -> None:
+    scripts = sorted((ROOT / "examples").glob("*.py"))
+    assert scripts
+    for script in scripts:
+        compile(script.read_text(), str(script), "exec")  # a SyntaxError fails the test
