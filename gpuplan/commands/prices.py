@@ -49,6 +49,7 @@ def prices(app: AppContext, gpu_text: str | None, min_gpus: float | None, min_gp
         raise UserError(f"--limit must be 0 (all) or more, got {limit}")
 
     catalog = Catalog.load(app.db_url, clouds)
+    catalog.check_regions(regions)
     offers = catalog.select(gpus=gpus, spot=spot, min_gpus=min_gpus, min_gpu_memory_gb=min_gpu_memory,
                             regions=regions, max_price=max_price)
     rows = sort_rows(cheapest_per_region(offers, spot=spot, peak_tflops=peak_tflops_table()), sort_by)
