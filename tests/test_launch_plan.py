@@ -56,6 +56,8 @@ def test_launch_dry_run_starts_the_nodes_the_spec_asks_for(tmp_path) -> None:  #
     assert planned.exit_code == 0, planned.stderr
     rows = planned.json()
     assert rows and {(r["nodes"], r["gpus_per_node"]) for r in rows} == {(2, 8)}
+    capped = run_cli("plan", str(path), "--max-nodes", "1")
+    assert capped.exit_code == 2 and "--max-nodes 1 is below the spec's resources.nodes 2" in capped.stderr
 
 
 def test_spot_only_when_the_spec_asks() -> None:

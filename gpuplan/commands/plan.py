@@ -69,6 +69,8 @@ def plan_command(app: AppContext, spec_path: Path | None, gpu_text: str | None, 
     regions = compile_region_patterns(region_text) if region_text else spec_limits.get("regions")
     if spot is None:
         spot = spec_limits.get("spot")
+    if spec_limits.get("nodes") and max_nodes < spec_limits["nodes"]:
+        raise UserError(f"--max-nodes {max_nodes} is below the spec's resources.nodes {spec_limits['nodes']}")
     constraints = Constraints(
         deadline_hours=_hours(deadline, "--deadline") if deadline else spec_limits.get("deadline_hours"),
         budget_usd=_money(budget, "--budget") if budget is not None else spec_limits.get("budget_usd"),
