@@ -34,7 +34,7 @@ def parse_size(text: str | int | float, *, what: str = "size") -> int:
     if isinstance(text, bool):
         raise ValueError(f"{what} must be a number like 7B, 1.3e9 or 125M, not {text!r}")
     if isinstance(text, (int, float)):
-        value = float(text)
+        value = _as_float(text)
     else:
         match = _SIZE_RE.match(str(text).replace("_", "").replace(",", ""))
         if not match:
@@ -59,6 +59,15 @@ def finite(value: float, *, what: str = "number", text: object = None) -> float:
     return float(value)
 
 
+def _as_float(number: int | float) -> float:
+    """float(number), with an int too large for a float (a YAML `params: 999...9`) as infinity for finite()
+    to refuse, rather than an OverflowError that escapes as a crash."""
+    try:
+        return float(number)
+    except OverflowError:
+        return math.inf
+
+
 def format_size(value: float) -> str:
     """7_000_000_000 -> `7B`; 1_300_000_000 -> `1.3B` (3 significant digits)."""
     for suffix, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
@@ -71,7 +80,7 @@ def parse_duration_hours(text: str | int | float, *, what: str = "duration", all
     """`48h` -> 48.0, `90m` -> 1.5, `2d` and `2 days` -> 48.0; a bare number is hours. Must be > 0 (>= 0 with
     allow_zero, for flags where zero means "off", such as `reconcile --grace 0`)."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
-        hours = float(text)
+        hours = _as_float(text)
     else:
         match = _DURATION_RE.match(str(text))
         if not match or match.group(2).lower() not in _DURATION_SECONDS:

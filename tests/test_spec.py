@@ -106,6 +106,8 @@ def test_deadline_relative_to_launch() -> None:
         ("name: x\ncommand: a\nlimits:\n  max_hours: .inf\n", 4, "must be a finite number"),
         ("name: x\ncommand: a\nlimits:\n  budget_usd: 1e300\n", 4, "less than $10,000,000,000"),
         ("name: x\ncommand: a\nschedule:\n  cron: 0 0 30 2 *\n", 4, "never fires"),
+        ("name: x\ncommand: a\nworkload:\n  params: " + "9" * 400 + "\n", 4, "size must be a finite number"),
+        ("name: x\ncommand: a\nlimits:\n  max_hours: " + "9" * 400 + "\n", 4, "must be a finite number"),
     ],
 )
 def test_errors_name_the_line(text: str, line: int, fragment: str) -> None:
