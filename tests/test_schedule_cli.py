@@ -131,6 +131,18 @@ def test_add_takes_cron_and_tz_from_the_spec_and_its_limits_apply_to_the_fire(tm
     _wait_finished(fire["run_id"])
 
 
+def test_update_with_a_spec_whose_cron_changed_says_the_cron_is_kept(tmp_path: Path) -> None:
+    spec = _spec(tmp_path)
+    assert run_cli("schedule", "add", str(spec)).exit_code == 0
+    spec.write_text(JOB.replace('cron: "0 2 * * *"', 'cron: "0 5 * * *"'))
+    updated = run_cli("schedule", "update", "nightly-hello", str(spec), "--json")
+    assert updated.exit_code == 0 and updated.json()["cron"] == "0 2 * * *"
+    assert "the spec's schedule.cron '0 5 * * *' is not applied: nightly-hello keeps '0 2 * * *' (pass --cron" \
+        in updated.stderr
+    again = run_cli("schedule", "update", "nightly-hello", str(spec), "--cron", "0 5 * * *", "--json")
+    assert again.json()["cron"] == "0 5 * * *" and "not applied" not in again.stderr
+
+
 def test_add_without_any_cron_or_with_several_clouds_is_refused(tmp_path: Path) -> None:
     no_cron = _spec(tmp_path, JOB.replace('schedule:\n  cron: "0 2 * * *"\n', ""))
     result = run_cli("schedule", "add", str(no_cron))

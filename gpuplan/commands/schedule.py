@@ -10,7 +10,7 @@ import click
 
 from gpuplan.context import AppContext, pass_app
 from gpuplan.errors import UserError
-from gpuplan.output import emit_json, print_table
+from gpuplan.output import emit_json, print_table, warn
 
 JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 
@@ -188,11 +188,19 @@ def update(app: AppContext, name: str, spec: Path | None, cron: str | None, tz: 
     """Replace a schedule's stored spec (from SPEC), cron or time zone, deliberately."""
     from gpuplan.scheduler import update_schedule
 
-    text = _read_spec(spec)[0] if spec is not None else None
+    text, job = _read_spec(spec) if spec is not None else (None, None)
     now = _now()
     with app.store.session() as session:
         row = schedule_row(update_schedule(session, name, now=now, spec_text=text,
                                            spec_path=str(spec.resolve()) if spec else None, cron=cron, tz=tz), now)
+    section = job.schedule if job is not None else None
+    for key, flag, given in (("cron", "--cron", cron), ("tz", "--tz", tz)):
+        stated = getattr(section, key) if section is not None else None
+        if given is None and stated is not None and " ".join(stated.split()) != row[key]:
+            # The stored schedule keeps its own cron/tz (a deliberate change takes the flag); say so rather than
+            # let the spec's new value look applied.
+            warn(f"the spec's schedule.{key} {stated!r} is not applied: {name} keeps {row[key]!r} "
+                 f"(pass {flag} to change it)")
     _emit(row, as_json, f"updated {name}: {row['cron']} ({row['tz']}), spec sha256 {row['spec_hash'][:12]}")
 
 
