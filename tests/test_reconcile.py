@@ -102,6 +102,10 @@ def test_regions_take_glob_patterns_matched_against_the_clouds_regions(aws: AwsP
     west_glob = run_cli("reconcile", "--cloud", "aws", "--regions", "us-w?st-*", "--json")
     assert west_glob.exit_code == 0 and west in {r["instance_id"] for r in west_glob.json()}
 
+    comma = run_cli("reconcile", "--cloud", "aws,local", "--regions", "us-east-1", "--json")
+    assert comma.exit_code == 0, comma.stderr
+    assert east in {r["instance_id"] for r in comma.json()}
+
     for bad, needle in (("mars-*", "--regions: 'mars-*' matches no region of aws"),
                         ("us-[east", "malformed region pattern 'us-[east'")):
         refused = run_cli("reconcile", "--cloud", "aws", "--regions", bad)

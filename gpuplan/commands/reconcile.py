@@ -13,8 +13,9 @@ from gpuplan.output import emit_json, note, print_table, warn
 
 
 @click.command("reconcile")
-@click.option("--cloud", "clouds", multiple=True, metavar="NAME",
-              help="Provider to check (repeatable; e.g. aws). Default: every provider the database has runs on.")
+@click.option("--cloud", "clouds", multiple=True, metavar="NAME[,NAME]",
+              help="Provider to check (repeatable or comma-separated; e.g. aws,gcp). Default: every provider the "
+                   "database has runs on.")
 @click.option("--regions", "regions", multiple=True, metavar="PATTERN",
               help="Regions to search (repeatable or comma-separated); globs such as 'us-*' expand to the "
                    "cloud's regions in the price catalog and the books, and one that matches none is an error. "
@@ -43,6 +44,7 @@ def reconcile_cmd(app: AppContext, clouds: tuple[str, ...], regions: tuple[str, 
     """
     from gpuplan.reconcile import Policy, reconcile, terminate_orphans
 
+    clouds = tuple(dict.fromkeys(c.strip() for raw in clouds for c in raw.split(",") if c.strip()))
     _check_names(clouds)
     grace = _parse_grace(grace_text)
     names, open_rows, recorded_regions = _books(app, clouds)
