@@ -8,6 +8,7 @@ GPT-style torch model of these dimensions) and the job spec's workload. Pure Pyt
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -130,14 +131,25 @@ def from_hf_config(config: dict[str, Any], name: str = "custom") -> Architecture
             raise ValueError(f"model config lacks {' / '.join(keys)}")
         return default
 
-    hidden = int(first("hidden_size", "n_embd", "d_model"))
-    layers = int(first("num_hidden_layers", "n_layer", "num_layers"))
-    heads = int(first("num_attention_heads", "n_head"))
-    kv_heads = int(first("num_key_value_heads", default=heads))
+    def whole(*keys: str, default: Any = None) -> int:
+        """A size as a whole number: JSON allows NaN, Infinity, 1e999 and 4096.5, and int() of those either
+        crashes (OverflowError, exit 1) or silently truncates."""
+        value = first(*keys, default=default)
+        if isinstance(value, str) and value.strip().isdigit():
+            return int(value)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                or value != int(value):
+            raise ValueError(f"model config: {keys[0]} must be a whole number, not {value!r}")
+        return int(value)
+
+    hidden = whole("hidden_size", "n_embd", "d_model")
+    layers = whole("num_hidden_layers", "n_layer", "num_layers")
+    heads = whole("num_attention_heads", "n_head")
+    kv_heads = whole("num_key_value_heads", default=heads)
     gpt2_style = "n_embd" in config or config.get("model_type") == "gpt2"
-    intermediate = int(first("intermediate_size", "n_inner", "ffn_dim", default=4 * hidden))
-    vocab = int(first("vocab_size"))
-    ctx = int(first("max_position_embeddings", "n_positions", "n_ctx", default=2048))
+    intermediate = whole("intermediate_size", "n_inner", "ffn_dim", default=4 * hidden)
+    vocab = whole("vocab_size")
+    ctx = whole("max_position_embeddings", "n_positions", "n_ctx", default=2048)
     act = str(config.get("hidden_act", config.get("activation_function", "gelu"))).lower()
     gated = not gpt2_style and act in ("silu", "swiglu", "swish", "geglu")
     if hidden <= 0 or layers <= 0 or heads <= 0 or vocab <= 0 or hidden % heads:

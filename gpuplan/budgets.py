@@ -83,11 +83,14 @@ def set_budget(session: Any, name: str, amount_usd: Decimal, period: str, projec
                clouds: list[str] | None = None) -> Any:
     """Create or replace the budget called `name`."""
     from gpuplan.store.models import Budget
+    from gpuplan.store.types import MONEY_LIMIT
 
     if not name.strip():
         raise UserError("a budget needs a name")
     if not amount_usd.is_finite() or amount_usd <= 0:
         raise UserError(f"--amount must be a positive number of dollars, got {amount_usd}")
+    if amount_usd >= MONEY_LIMIT:
+        raise UserError(f"--amount must be less than ${MONEY_LIMIT:,}, got {amount_usd}")
     if period not in periods.BUDGET_PERIODS:
         raise UserError(f"--period must be one of {', '.join(periods.BUDGET_PERIODS)}, got {period!r}")
     if project is not None and not project.strip():

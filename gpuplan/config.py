@@ -75,6 +75,8 @@ def make_provider(name: str, **overrides: Any) -> Provider:
     settings = {**provider_settings(name), **overrides}
     try:
         return get_provider(name, **settings)
+    except ValueError as exc:  # a provider refusing a setting's value: bad input, not a crash
+        raise UserError(str(exc)) from exc
     except TypeError as exc:
         if not settings or "argument" not in str(exc):
             raise

@@ -15,6 +15,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 UTC = dt.timezone.utc
 _ONE_SECOND = dt.timedelta(seconds=1)
+_NEVER_FIRES_PROBE = dt.datetime(2000, 1, 1, tzinfo=UTC)  # any fixed start: only "is there a next date" matters
 
 
 def parse_tz(name: str) -> ZoneInfo:
@@ -27,13 +28,19 @@ def parse_tz(name: str) -> ZoneInfo:
 
 def validate_cron(expr: str) -> str:
     """Normalise and check a 5-field cron expression; raises ValueError naming the problem."""
-    from croniter import croniter
+    from croniter import CroniterBadDateError, croniter
 
     normalised = " ".join(expr.split())
     if len(normalised.split(" ")) != 5:
         raise ValueError(f"cron expression {expr!r} must have 5 fields: minute hour day-of-month month day-of-week")
     if not croniter.is_valid(normalised):
         raise ValueError(f"invalid cron expression {expr!r}")
+    try:
+        # Each field can be valid while the date never exists (`0 0 30 2 *`, February 30th): such a schedule
+        # would never fire, and every later next-fire lookup would fail.
+        croniter(normalised, _NEVER_FIRES_PROBE).get_next(dt.datetime)
+    except CroniterBadDateError:
+        raise ValueError(f"cron expression {expr!r} never fires (no such date)") from None
     return normalised
 
 
@@ -64,7 +71,7 @@ def next_fire(expr: str, tz_name: str, after: dt.datetime) -> dt.datetime:
         slot: dt.datetime = it.get_next(dt.datetime)
         if not _skip(expr, tz_name, slot):
             return slot.astimezone(UTC)
-    raise ValueError(f"cron expression {expr!r} never fires")  # pragma: no cover - is_valid rules this out
+    raise ValueError(f"cron expression {expr!r} never fires")  # pragma: no cover - validate_cron rules this out
 
 
 def latest_slot(expr: str, tz_name: str, at: dt.datetime) -> dt.datetime:

@@ -190,7 +190,7 @@ def planned_offer(spec: JobSpec, provider_name: str, cloud: str, *, db_url: str 
         deadline_hours = (at - dt.datetime.now(dt.timezone.utc)).total_seconds() / 3600
     constraints = Constraints(
         deadline_hours=deadline_hours, budget_usd=limits.budget_usd, spot=bool(res.spot),
-        max_price_per_hour=res.max_price_per_hour,
+        max_price_per_hour=res.max_price_per_hour, nodes=res.nodes,
     )
     catalog = Catalog.load(db_url, (cloud,))
     offers = catalog.select(gpus=resolve_gpus(res.gpu) if res.gpu else None, clouds=(cloud,),

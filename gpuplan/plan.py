@@ -68,6 +68,9 @@ class Constraints:
     spot: bool | None = None  # True: spot only, False: on-demand only, None: both
     max_price_per_hour: Decimal | None = None  # for all nodes together
     max_nodes: int = 64
+    # Exactly this many nodes (a job spec's `resources.nodes`: its command may rely on the world size), even
+    # when fewer would fit; None: the fewest that fit, more for a deadline.
+    nodes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -216,11 +219,12 @@ def plan(
                 rejected.append(replace(base, reason=f"{gpu.name} cannot run {workload.precision}"))
                 continue
             need_key = (gpu.name, per_node)
+            most_nodes = constraints.nodes or constraints.max_nodes
             if need_key not in needed:
-                needed[need_key] = _fewest_gpus(workload, gpu, per_node, constraints.max_nodes, strategies)
+                needed[need_key] = _fewest_gpus(workload, gpu, per_node, most_nodes, strategies)
             if needed[need_key] is None:
-                rejected.append(replace(base, reason=f"does not fit on {constraints.max_nodes} nodes of "
-                                                     f"{per_node} x {gpu.name}"))
+                rejected.append(replace(base, nodes=most_nodes, reason=f"does not fit on {most_nodes} nodes of "
+                                                                       f"{per_node} x {gpu.name}"))
                 continue
             need, sharding = needed[need_key]  # type: ignore[misc]
             sharded = workload if sharding == workload.sharding else replace(workload, sharding=sharding)
@@ -230,7 +234,9 @@ def plan(
             # passes is explained once, by its last attempt (the most nodes tried, or the first limit it broke).
             last_rejected: Option | None = None
             passed = False
-            for nodes in _node_counts(need, per_node, constraints.max_nodes):
+            counts = [constraints.nodes] if constraints.nodes else _node_counts(need, per_node,
+                                                                                constraints.max_nodes)
+            for nodes in counts:
                 option = _priced_option(offer, gpu, sharded, nodes, per_node, spot, estimates, throughput_for,
                                         spot_model)
                 reason = option.reason or _constraint_violation(option, constraints)

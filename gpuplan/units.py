@@ -8,10 +8,22 @@ from __future__ import annotations
 import math
 import re
 
+# Dollar amounts a user types (budgets, caps) must fit the books' Money column (16 digits, 6 after the point).
+MONEY_LIMIT = 10**10
+
 _SIZE_SUFFIX = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "G": 10**9, "T": 10**12}
 _SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([KMBGT]?)\s*$", re.IGNORECASE)
-_DURATION_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(s|m|min|h|d|w)?\s*$", re.IGNORECASE)
-_DURATION_SECONDS = {"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 604800}
+_DURATION_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([a-z]*)\s*$", re.IGNORECASE)
+# Short and spelt-out units alike (`3d` and `3 days`), so any form a person writes either works or is refused.
+_DURATION_UNITS = {
+    1: ("s", "sec", "secs", "second", "seconds"),
+    60: ("m", "min", "mins", "minute", "minutes"),
+    3600: ("", "h", "hr", "hrs", "hour", "hours"),
+    86400: ("d", "day", "days"),
+    604800: ("w", "wk", "wks", "week", "weeks"),
+}
+_DURATION_SECONDS = {unit: seconds for seconds, units in _DURATION_UNITS.items() for unit in units}
+DURATION_FORMS = "72h, 90m, 3d or 3 days (units s, m, h, d, w; a bare number is hours)"
 
 
 def parse_size(text: str | int | float, *, what: str = "size") -> int:
@@ -22,15 +34,38 @@ def parse_size(text: str | int | float, *, what: str = "size") -> int:
     if isinstance(text, bool):
         raise ValueError(f"{what} must be a number like 7B, 1.3e9 or 125M, not {text!r}")
     if isinstance(text, (int, float)):
-        value = float(text)
+        value = _as_float(text)
     else:
         match = _SIZE_RE.match(str(text).replace("_", "").replace(",", ""))
         if not match:
             raise ValueError(f"{what} must be a number like 7B, 1.3e9 or 125M, not {text!r}")
         value = float(match.group(1)) * _SIZE_SUFFIX[match.group(2).upper()]
-    if not math.isfinite(value) or value <= 0:
+    value = finite(value, what=what, text=text)
+    if value <= 0:
         raise ValueError(f"{what} must be greater than zero, not {text!r}")
     return round(value)
+
+
+def finite(value: float, *, what: str = "number", text: object = None) -> float:
+    """`value` if it is a finite number; else a ValueError fit to show the user.
+
+    The one rule for every number a user types (flags, job spec): nan, inf, -inf and literals that overflow a
+    float (`1e999`) mean nothing as a size, price, rate or count, and would turn into nan hours or $inf budgets.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{what} must be a number, not {value!r}")
+    if not math.isfinite(value):
+        raise ValueError(f"{what} must be a finite number, not {(value if text is None else text)!r}")
+    return float(value)
+
+
+def _as_float(number: int | float) -> float:
+    """float(number), with an int too large for a float (a YAML `params: 999...9`) as infinity for finite()
+    to refuse, rather than an OverflowError that escapes as a crash."""
+    try:
+        return float(number)
+    except OverflowError:
+        return math.inf
 
 
 def format_size(value: float) -> str:
@@ -42,15 +77,16 @@ def format_size(value: float) -> str:
 
 
 def parse_duration_hours(text: str | int | float, *, what: str = "duration", allow_zero: bool = False) -> float:
-    """`48h` -> 48.0, `90m` -> 1.5, `2d` -> 48.0; a bare number is hours. Must be > 0 (>= 0 with allow_zero, for
-    flags where zero means "off", such as `reconcile --grace 0`)."""
+    """`48h` -> 48.0, `90m` -> 1.5, `2d` and `2 days` -> 48.0; a bare number is hours. Must be > 0 (>= 0 with
+    allow_zero, for flags where zero means "off", such as `reconcile --grace 0`)."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
-        hours = float(text)
+        hours = _as_float(text)
     else:
         match = _DURATION_RE.match(str(text))
-        if not match:
-            raise ValueError(f"{what} must look like 48h, 90m or 2d, not {text!r}")
-        hours = float(match.group(1)) * _DURATION_SECONDS[(match.group(2) or "h").lower()] / 3600
-    if not math.isfinite(hours) or hours < 0 or (hours == 0 and not allow_zero):
+        if not match or match.group(2).lower() not in _DURATION_SECONDS:
+            raise ValueError(f"{what} must look like {DURATION_FORMS}, not {text!r}")
+        hours = float(match.group(1)) * _DURATION_SECONDS[match.group(2).lower()] / 3600
+    hours = finite(hours, what=what, text=text)
+    if hours < 0 or (hours == 0 and not allow_zero):
         raise ValueError(f"{what} must be {'zero or more' if allow_zero else 'greater than zero'}, not {text!r}")
     return hours

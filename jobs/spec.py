@@ -28,12 +28,13 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
 
 from gpuplan.errors import UserError
-from gpuplan.units import parse_duration_hours, parse_size
+from gpuplan.units import MONEY_LIMIT, parse_duration_hours, parse_size
 
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 RESERVED_ENV_PREFIX = "GPUPLAN_"
@@ -68,6 +69,8 @@ def _money(value: Any) -> Decimal:
         raise ValueError(f"expected an amount in dollars like 25 or 0.5, not {value!r}") from exc
     if not amount.is_finite() or amount <= 0:
         raise ValueError(f"an amount must be greater than zero, not {value!r}")
+    if amount >= MONEY_LIMIT:
+        raise ValueError(f"an amount must be less than ${MONEY_LIMIT:,}, not {value!r}")
     return amount
 
 
@@ -107,7 +110,8 @@ SecretName = Annotated[str, AfterValidator(lambda key: _check_env_name(key, "sec
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=False)
+    # allow_inf_nan=False: YAML reads `.inf` and `.nan` as floats; a throughput of infinity is no measurement.
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=False, allow_inf_nan=False)
 
 
 # ---------------------------------------------------------------------------------------------- sections
@@ -130,12 +134,28 @@ class Resources(_Model):
         """`gpu: H100:8` is `gpu: H100` with `gpus_per_node: 8` (the form SkyPilot users type)."""
         if isinstance(data, dict) and isinstance(data.get("gpu"), str) and ":" in data["gpu"]:
             name, _, count = data["gpu"].rpartition(":")
-            if count.strip().isdigit() and name.strip():
+            # Only a count of 1 or more splits; anything else stays in `gpu` for _gpu_name to refuse on its line.
+            if count.strip().isdigit() and int(count) >= 1 and name.strip():
                 if data.get("gpus_per_node") not in (None, int(count)):
                     raise ValueError(f"gpu {data['gpu']!r} says {count} per node but gpus_per_node says "
                                      f"{data['gpus_per_node']}")
                 data = {**data, "gpu": name.strip(), "gpus_per_node": int(count)}
         return data
+
+    @field_validator("gpu")
+    @classmethod
+    def _gpu_name(cls, value: str | None) -> str | None:
+        if value is not None and ":" in value:
+            raise ValueError(f"gpu {value!r}: the count after ':' must be a whole number of GPUs per node, 1 or "
+                             "more (like H100:8)")
+        return value
+
+    @field_validator("gpus_per_node")
+    @classmethod
+    def _gpus_with_a_gpu(cls, value: int | None, info: ValidationInfo) -> int | None:
+        if value == 0 and info.data.get("gpu"):
+            raise ValueError(f"gpu {info.data['gpu']} needs at least 1 GPU per node (leave out gpu for a CPU job)")
+        return value
 
     @property
     def total_gpus(self) -> int:
@@ -164,7 +184,8 @@ class Workload(_Model):
     throughput: float | None = Field(default=None, gt=0, description="measured tokens/s per GPU")
     mfu: float | None = Field(default=None, gt=0, le=1)
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, protected_namespaces=())
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, protected_namespaces=(),
+                              allow_inf_nan=False)
 
     @field_validator("model")
     @classmethod
@@ -245,8 +266,11 @@ class Schedule(_Model):
     def _cron(cls, value: str) -> str:
         from croniter import croniter
 
+        from gpuplan.cronspec import validate_cron
+
         if not croniter.is_valid(value):
             raise ValueError(f"not a cron expression: {value!r} (five fields, like '0 2 * * *')")
+        validate_cron(value)  # one that never fires (`0 0 30 2 *`) is refused as `schedule add --cron` refuses it
         return value
 
     @field_validator("tz")

@@ -101,7 +101,7 @@ class LocalProvider(Provider):
         self.root = Path(root) if root is not None else runs_dir()
         env_price = os.environ.get("GPUPLAN_LOCAL_PRICE_PER_HOUR")
         chosen = price_per_hour if price_per_hour is not None else env_price
-        self.price_per_hour = Decimal(str(chosen)) if chosen not in (None, "") else Decimal(0)
+        self.price_per_hour = _price(chosen) if chosen not in (None, "") else Decimal(0)
         self.python = python or sys.executable
 
     # ------------------------------------------------------------------------------------------ ids
@@ -278,3 +278,19 @@ def _mtime(path: Path) -> dt.datetime | None:
         return dt.datetime.fromtimestamp(path.stat().st_mtime, dt.timezone.utc)
     except FileNotFoundError:
         return None
+
+
+def _price(value: Decimal | float | str) -> Decimal:
+    """The local rate in dollars per hour (GPUPLAN_LOCAL_PRICE_PER_HOUR or `price_per_hour` in the config file).
+
+    A ValueError (bad input, exit 2) for anything but a finite amount of 0 or more: `nan` or `abc` would reach
+    every cost figure of every local run, or crash the launch with a decimal error.
+    """
+    try:
+        price = Decimal(str(value).strip().lstrip("$"))
+    except ArithmeticError:
+        price = None
+    if price is None or not price.is_finite() or price < 0 or price >= 10**10:
+        raise ValueError(f"the local price per hour (GPUPLAN_LOCAL_PRICE_PER_HOUR or [providers.local] "
+                         f"price_per_hour) must be an amount of dollars, 0 or more, not {value!r}")
+    return price

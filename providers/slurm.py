@@ -95,6 +95,8 @@ def _decimal(value: Any, what: str) -> Decimal:
         result = Decimal(str(value)) if value not in (None, "") else Decimal(0)
     except InvalidOperation as exc:
         raise ProviderError(f"slurm: {what} must be a number, got {value!r}") from exc
+    if not result.is_finite():  # `nan` would also crash the comparison below with InvalidOperation
+        raise ProviderError(f"slurm: {what} must be a finite number, got {value!r}")
     if result < 0:
         raise ProviderError(f"slurm: {what} must not be negative, got {value!r}")
     return result

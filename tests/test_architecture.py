@@ -53,3 +53,20 @@ def test_bad_config_file(tmp_path) -> None:
     path.write_text(json.dumps({"hidden_size": 10}))
     with pytest.raises(ValueError, match="lacks"):
         load_hf_config(path)
+
+
+@pytest.mark.parametrize(("raw", "shown"), [("1e999", "inf"), ("NaN", "nan"), ("Infinity", "inf"),
+                                            ("4096.5", "4096.5"), ('"many"', "'many'")])
+def test_a_config_size_that_is_not_a_whole_number_is_exit_2(tmp_path, raw: str, shown: str) -> None:
+    """JSON's NaN/Infinity/1e999 crashed `estimate --model-config` with OverflowError (exit 1)."""
+    from clihelp import run_cli
+
+    path = tmp_path / "config.json"
+    rest = '"num_hidden_layers": 2, "num_attention_heads": 2, "vocab_size": 10'
+    path.write_text(f'{{"hidden_size": {raw}, {rest}}}')
+    result = run_cli("estimate", "--gpu", "H100", "--model-config", str(path), "--tokens", "1B")
+    assert result.exit_code == 2, result.stderr
+    assert result.stderr == f"error: model config: hidden_size must be a whole number, not {shown}\n"
+    path.write_text(json.dumps({"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
+                                "vocab_size": 10, "max_position_embeddings": "128"}))
+    assert load_hf_config(path).max_seq_len == 128

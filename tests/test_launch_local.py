@@ -273,3 +273,15 @@ def test_launch_a_container_job_with_podman(tmp_path: Path) -> None:
     assert "hi $(there) in /gpuplan/run" in log and "(podman)" in log
     assert (Path(data["run_dir"]) / "token").read_text() == SECRET_VALUE  # reached the container by name
     assert "s3cr3t" not in log
+
+
+@pytest.mark.parametrize("price", ["nan", "inf", "-1", "abc", "1e300"])
+def test_a_bad_local_price_is_bad_input_and_records_nothing(price: str) -> None:
+    """GPUPLAN_LOCAL_PRICE_PER_HOUR=nan priced every local run at $nan/h; `abc` crashed with a decimal error."""
+    spec = Path(__file__).resolve().parents[1] / "examples" / "cpu-hello.yaml"
+    result = run_cli("launch", str(spec), "-y", env={"GPUPLAN_LOCAL_PRICE_PER_HOUR": price})
+    assert result.exit_code == 2, result.stderr
+    assert result.stderr == ("error: the local price per hour (GPUPLAN_LOCAL_PRICE_PER_HOUR or [providers.local] "
+                             f"price_per_hour) must be an amount of dollars, 0 or more, not {price!r}\n")
+    assert run_cli("runs", "--json").json() == []
+    assert run_cli("launch", str(spec), "--dry-run", env={"GPUPLAN_LOCAL_PRICE_PER_HOUR": "$2.50"}).exit_code == 0

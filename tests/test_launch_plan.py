@@ -34,6 +34,32 @@ def test_planner_picks_an_on_demand_aws_offer_within_the_spec() -> None:
     assert plan.as_dict()["instance_type"] == offer.instance_type
 
 
+def test_the_specs_node_count_is_honoured_even_when_fewer_would_fit() -> None:
+    one = planned_offer(parse_spec(SPEC), "aws", "aws")
+    spec = parse_spec(SPEC.replace('regions: ["us-*"]', 'regions: ["us-*"], nodes: 2'))
+    two = planned_offer(spec, "aws", "aws")
+    assert one is not None and one.nodes == 1
+    assert two is not None and two.nodes == 2 and two.gpus_per_node == 8
+    est_one, est_two = estimate_run(parse_spec(SPEC), one), estimate_run(spec, two)
+    assert est_one is not None and est_two is not None and est_two.hours < est_one.hours
+
+
+def test_launch_dry_run_starts_the_nodes_the_spec_asks_for(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from clihelp import run_cli
+
+    path = tmp_path / "job.yaml"
+    path.write_text(SPEC.replace('regions: ["us-*"]', 'regions: ["us-*"], nodes: 2'))
+    result = run_cli("launch", str(path), "--provider", "aws", "--dry-run", "--json")
+    assert result.exit_code == 0, result.stderr
+    assert result.json()["nodes"] == 2 and result.json()["gpus_per_node"] == 8
+    planned = run_cli("plan", str(path), "--json", "--limit", "0")
+    assert planned.exit_code == 0, planned.stderr
+    rows = planned.json()
+    assert rows and {(r["nodes"], r["gpus_per_node"]) for r in rows} == {(2, 8)}
+    capped = run_cli("plan", str(path), "--max-nodes", "1")
+    assert capped.exit_code == 2 and "--max-nodes 1 is below the spec's resources.nodes 2" in capped.stderr
+
+
 def test_spot_only_when_the_spec_asks() -> None:
     offer = planned_offer(parse_spec(SPEC.replace('regions: ["us-*"]', 'regions: ["us-*"], spot: true')),
                           "aws", "aws")

@@ -64,6 +64,22 @@ def test_a_model_that_needs_several_nodes(catalog: Catalog) -> None:
     assert result.options[0].nodes > 1
 
 
+def test_a_nodes_constraint_plans_exactly_that_many_nodes(catalog: Catalog) -> None:
+    offers = [o for o in catalog.select(gpus={"H100"}, clouds={"aws"}) if o.gpu_count == 8]
+    fewest = plan(llama7b(), offers, constraints=Constraints(spot=False))
+    assert {o.nodes for o in fewest.options} == {1}
+    two = plan(llama7b(), offers, constraints=Constraints(spot=False, nodes=2))
+    assert two.options and {o.nodes for o in two.options} == {2}
+    assert two.options[0].est_hours < fewest.options[0].est_hours
+    # 70B with ZeRO-3 needs more than one 8 x A100-40GB node: one node exactly is refused with the reason.
+    arch = preset("llama-2-70b")
+    big = Workload(params=arch.param_count(), tokens=10**11, architecture=arch, seq_len=4096, sharding="zero3",
+                   activation_checkpointing=True)
+    one = plan(big, catalog.select(gpus={"A100-40GB"}, clouds={"aws"}), constraints=Constraints(spot=False, nodes=1))
+    assert not one.options
+    assert any("does not fit on 1 nodes" in (o.reason or "") for o in one.rejected)
+
+
 def test_deadline_buys_more_gpus(catalog: Catalog) -> None:
     offers = catalog.select(gpus={"H100"}, clouds={"aws"})
     relaxed = plan(llama7b(), offers, constraints=Constraints(spot=False)).options[0]

@@ -76,6 +76,7 @@ def test_job_spec_drives_the_plan(tmp_path: Path) -> None:
         (["--params", "7B", "--tokens", "1B", "--deadline", "-3h"], "--deadline"),
         (["--params", "7B", "--tokens", "1B", "--budget", "-5"], "--budget"),
         (["--params", "7B", "--tokens", "1B", "--region", "us-[east"], "region"),
+        (["--params", "7B", "--tokens", "1B", "--region", "mars-*"], "--region: 'mars-*' matches no region"),
         (["--params", "-7B", "--tokens", "1B"], "--params"),
         (["--tokens", "1B"], "which model"),
         (["--params", "7B", "--tokens", "1B", "--throughput", "3000"], "one --gpu"),
@@ -86,6 +87,15 @@ def test_bad_input_is_one_line_exit_2(args: list[str], message: str) -> None:
     assert result.exit_code == 2, (result.stdout, result.stderr)
     assert result.stderr.startswith("error: ") and len(result.stderr.strip().splitlines()) == 1
     assert message in result.stderr
+
+
+def test_a_spec_region_that_matches_nothing_is_named(tmp_path: Path) -> None:
+    spec = tmp_path / "job.yaml"
+    spec.write_text("name: x\ncommand: 'true'\nresources: {regions: [us-est-*]}\n"
+                    "workload:\n  params: 1B\n  tokens: 1B\n")
+    result = run_cli("plan", str(spec))
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"error: {spec}: resources.regions: 'us-est-*' matches no region")
 
 
 def test_spec_and_flags_conflict(tmp_path: Path) -> None:

@@ -118,6 +118,8 @@ def test_empty_result_is_an_answer_not_an_error() -> None:
     (("--cloud", "azure"), "unknown cloud 'azure'"),
     (("--region", "us-[east"), "malformed region pattern"),
     (("--region", "us east"), "malformed region pattern"),
+    (("--region", "us-est-*"), "--region: 'us-est-*' matches no region of aws, gcp in the price catalog"),
+    (("--region", "us-central1", "--cloud", "aws"), "'us-central1' matches no region of aws"),
     (("--max-price", "-3"), "--max-price must be a positive number"),
     (("--limit", "-1"), "--limit must be"),
     (("--sort", "cheapest"), "Invalid value for '--sort'"),

@@ -90,6 +90,29 @@ def test_orphans_and_missing_rows_across_regions(aws: AwsProvider) -> None:
     assert (kinds[stray_west], kinds[crashed], kinds[finished]) == ("orphan", "in-flight", "orphan")
 
 
+def test_regions_take_glob_patterns_matched_against_the_clouds_regions(aws: AwsProvider) -> None:
+    west = start(aws, "r-westdone01", region="us-west-2")
+    record("r-westdone01", west, state=RunState.STOPPED, region="us-west-2")
+    east = start(aws, "r-eastdone01", region="us-east-1")
+    record("r-eastdone01", east, state=RunState.STOPPED, region="us-east-1")
+
+    result = run_cli("reconcile", "--cloud", "aws", "--regions", "us-*", "--json")
+    assert result.exit_code == 0, result.stderr
+    assert {(r["instance_id"], r["region"]) for r in result.json()} == {(west, "us-west-2"), (east, "us-east-1")}
+    west_glob = run_cli("reconcile", "--cloud", "aws", "--regions", "us-w?st-*", "--json")
+    assert west_glob.exit_code == 0 and west in {r["instance_id"] for r in west_glob.json()}
+
+    comma = run_cli("reconcile", "--cloud", "aws,local", "--regions", "us-east-1", "--json")
+    assert comma.exit_code == 0, comma.stderr
+    assert east in {r["instance_id"] for r in comma.json()}
+
+    for bad, needle in (("mars-*", "--regions: 'mars-*' matches no region of aws"),
+                        ("us-[east", "malformed region pattern 'us-[east'")):
+        refused = run_cli("reconcile", "--cloud", "aws", "--regions", bad)
+        assert refused.exit_code == 2, refused.stderr
+        assert needle in refused.stderr and refused.stderr.count("\n") == 1 and refused.stdout == ""
+
+
 def test_terminate_asks_first_and_ends_only_orphans(aws: AwsProvider) -> None:
     known = start(aws, "r-known00002")
     record("r-known00002", known)

@@ -167,3 +167,11 @@ def test_refresh_of_a_region_without_gpu_offers_keeps_the_previous_prices(aws: d
     finally:
         store.close()
     assert Catalog.load(f"sqlite:///{tmp_path / 'aws.db'}", {"aws"}).sources["aws"].shipped
+
+
+def test_project_is_refused_for_aws_before_any_call() -> None:
+    """--project only means something to GCP; for aws it was silently ignored (and the refresh went ahead)."""
+    result = run_cli("catalog", "refresh", "--cloud", "aws", "--project", "my-project")
+    assert result.exit_code == 2, result.stderr
+    assert result.stderr == "error: --project is a GCP option; --cloud aws does not take it\n"
+    assert result.stdout == ""

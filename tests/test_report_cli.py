@@ -105,6 +105,17 @@ def test_accuracy_json_for_calibration() -> None:
     assert table.exit_code == 0 and "+25.0%" in table.stdout and "2 runs" in table.stdout
 
 
+def test_cloud_takes_a_comma_list_like_plan() -> None:
+    lf.seed(os.environ["GPUPLAN_DB"])
+    comma = report("--by", "cloud", "--cloud", "aws,gcp", "--json")
+    repeated = report("--by", "cloud", "--cloud", "aws", "--cloud", "GCP", "--json")
+    assert comma.exit_code == 0, comma.stderr
+    assert {r["key"] for r in comma.json()["rows"]} == {"aws", "gcp"}
+    assert comma.json()["rows"] == repeated.json()["rows"]
+    every = report("--json").json()["total"]["cost_usd"]
+    assert comma.json()["total"]["cost_usd"] == every  # the fixture's local run costs $0
+
+
 @pytest.mark.parametrize("args,needle", [
     (["--since", "yesterday"], "--since: not a date"),
     (["--until", "2026-13-01"], "--until: not a date"),
@@ -112,6 +123,12 @@ def test_accuracy_json_for_calibration() -> None:
     (["--by", "fortnight"], "--by: unknown grouping 'fortnight'"),
     (["--by", "day,month"], "--by: give at most one"),
     (["--format", "pdf"], "Invalid value for '--format'"),
+    (["--cloud", "awz"], "--cloud: unknown cloud 'awz'"),
+    (["--accuracy", "--since", "2026-11-01", "--cloud", "aws"], "does not take --since, --cloud"),
+    (["--accuracy", "--by", "gpu", "--project", "nlp"], "does not take --by, --project"),
+    (["--accuracy", "--until", "2026-12-01"], "does not take --until"),
+    (["--accuracy", "--format", "csv"], "does not take --format csv"),
+    (["--accuracy", "--plot", "x.png"], "does not take --plot"),
 ])
 def test_bad_input_is_one_line_exit_2(args: list[str], needle: str) -> None:
     out = report(*args)

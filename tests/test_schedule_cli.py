@@ -82,6 +82,19 @@ def test_bad_cron_tz_and_spec_are_one_line_exit_2(tmp_path: Path) -> None:
     assert run_cli("scheduler", "tick", "--at", "tomorrow").exit_code == 2
 
 
+def test_a_cron_that_never_fires_is_refused_and_records_nothing(tmp_path: Path) -> None:
+    spec = _spec(tmp_path)
+    for cron in ("0 0 30 2 *", "0 0 31 4,6,9,11 *"):  # February 30th; the 31st of 30-day months
+        result = run_cli("schedule", "add", str(spec), "--cron", cron)
+        assert result.exit_code == 2, result.stderr
+        assert result.stderr == f"error: cron expression {cron!r} never fires (no such date)\n"
+    assert run_cli("schedule", "list", "--json").json() == []
+    assert run_cli("schedule", "add", str(spec), "--cron", "0 0 29 2 *").exit_code == 0  # leap years: fires
+    result = run_cli("schedule", "update", "nightly-hello", "--cron", "0 0 30 2 *")
+    assert result.exit_code == 2 and "never fires" in result.stderr
+    assert run_cli("schedule", "show", "nightly-hello", "--json").json()["cron"] == "0 0 29 2 *"
+
+
 def test_tick_launches_once_with_the_local_provider(tmp_path: Path) -> None:
     spec = _spec(tmp_path)
     assert run_cli("schedule", "add", str(spec), "--cron", "0 2 * * *").exit_code == 0
@@ -98,6 +111,46 @@ def test_tick_launches_once_with_the_local_provider(tmp_path: Path) -> None:
     assert "hello from the schedule" in logs.stdout
     shown = run_cli("schedule", "show", "nightly-hello", "--json").json()
     assert [(f["outcome"], f["run_id"]) for f in shown["fires"]] == [("launched", run_id)]
+
+
+def test_add_takes_cron_and_tz_from_the_spec_and_its_limits_apply_to_the_fire(tmp_path: Path) -> None:
+    spec = _spec(tmp_path, JOB.replace('  cron: "0 2 * * *"\n', '  cron: "0 2 * * *"\n  tz: Europe/Berlin\n')
+                 + "limits:\n  budget_usd: 5\n  max_hours: 2\n")
+    added = run_cli("schedule", "add", str(spec), "--json")
+    assert added.exit_code == 0, added.stderr
+    assert (added.json()["cron"], added.json()["tz"]) == ("0 2 * * *", "Europe/Berlin")
+    # A flag still wins; the spec's tz stays the zone the cron is read in unless --tz says otherwise.
+    other = run_cli("schedule", "add", str(spec), "--name", "other", "--cron", "30 1 * * *", "--json").json()
+    assert (other["cron"], other["tz"]) == ("30 1 * * *", "Europe/Berlin")
+    slot = next_fire("0 2 * * *", "Europe/Berlin", dt.datetime.now(dt.timezone.utc))
+    fires = run_cli("scheduler", "tick", "--at", slot.isoformat().replace("+00:00", "Z"), "--json").json()["fires"]
+    [fire] = [f for f in fires if f["schedule"] == "nightly-hello"]
+    assert fire["outcome"] == "launched", fire
+    status = run_cli("status", fire["run_id"], "--json").json()
+    assert float(status["budget_usd"]) == 5 and float(status["max_hours"]) == 2
+    _wait_finished(fire["run_id"])
+
+
+def test_update_with_a_spec_whose_cron_changed_says_the_cron_is_kept(tmp_path: Path) -> None:
+    spec = _spec(tmp_path)
+    assert run_cli("schedule", "add", str(spec)).exit_code == 0
+    spec.write_text(JOB.replace('cron: "0 2 * * *"', 'cron: "0 5 * * *"'))
+    updated = run_cli("schedule", "update", "nightly-hello", str(spec), "--json")
+    assert updated.exit_code == 0 and updated.json()["cron"] == "0 2 * * *"
+    assert "the spec's schedule.cron '0 5 * * *' is not applied: nightly-hello keeps '0 2 * * *' (pass --cron" \
+        in updated.stderr
+    again = run_cli("schedule", "update", "nightly-hello", str(spec), "--cron", "0 5 * * *", "--json")
+    assert again.json()["cron"] == "0 5 * * *" and "not applied" not in again.stderr
+
+
+def test_add_without_any_cron_or_with_several_clouds_is_refused(tmp_path: Path) -> None:
+    no_cron = _spec(tmp_path, JOB.replace('schedule:\n  cron: "0 2 * * *"\n', ""))
+    result = run_cli("schedule", "add", str(no_cron))
+    assert result.exit_code == 2 and result.stderr.startswith('error: say when: --cron "0 2 * * *", or schedule.cron')
+    several = _spec(tmp_path, JOB + "resources:\n  clouds: [aws, gcp]\n")
+    result = run_cli("schedule", "add", str(several))
+    assert result.exit_code == 2 and "runs on one provider; resources.clouds lists aws, gcp" in result.stderr
+    assert run_cli("schedule", "list", "--json").json() == []
 
 
 def test_budget_gate_skip_is_recorded_and_shown(tmp_path: Path, monkeypatch) -> None:

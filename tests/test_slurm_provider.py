@@ -260,3 +260,12 @@ def test_missing_slurm_is_a_clear_error(tmp_path: Path) -> None:
     provider = SlurmProvider(bin_dir=str(tmp_path))
     with pytest.raises(ProviderError, match="is Slurm installed"):
         provider.launch(request("r-nobin00001", "true", tmp_path / "run"))
+
+
+@pytest.mark.parametrize("rate", ["nan", "inf", "-inf"])
+def test_a_non_finite_charge_back_rate_is_refused(rate: str) -> None:
+    """`nan` crashed the constructor with decimal.InvalidOperation; `inf` priced every job at $inf/h."""
+    with pytest.raises(ProviderError, match=f"price_per_gpu_hour must be a finite number, got '{rate}'"):
+        SlurmProvider(price_per_gpu_hour=rate)
+    with pytest.raises(ProviderError, match="price_per_node_hour must be a finite number"):
+        SlurmProvider(price_per_node_hour=rate)

@@ -95,6 +95,19 @@ def test_deadline_relative_to_launch() -> None:
         ("name: x\n", 1, "exactly one of command"),
         ("command: a\n", 1, "name: required"),
         ("name: x\nruntime: process\ncommand: true\n", 3, "command: must be a string or a list of strings"),
+        ("name: x\ncommand: a\nresources:\n  nodes: 2\n  gpu: H100:-1\n", 5, "resources.gpu: gpu 'H100:-1': the "
+         "count after ':' must be a whole number of GPUs per node, 1 or more"),
+        ("name: x\ncommand: a\nresources:\n  gpu: H100:0\n", 4, "must be a whole number of GPUs per node"),
+        ("name: x\ncommand: a\nresources:\n  gpu: H100\n  gpus_per_node: 0\n", 5, "needs at least 1 GPU per node"),
+        ("name: x\ncommand: a\nworkload:\n  params: 7B\n  tokens: 1B\n  throughput: .inf\n", 6,
+         "workload.throughput: Input should be a finite number"),
+        ("name: x\ncommand: a\nworkload:\n  params: 7B\n  tokens: 1B\n  mfu: .nan\n", 6, "finite number"),
+        ("name: x\ncommand: a\nworkload:\n  params: .inf\n", 4, "workload.params: size must be a finite number"),
+        ("name: x\ncommand: a\nlimits:\n  max_hours: .inf\n", 4, "must be a finite number"),
+        ("name: x\ncommand: a\nlimits:\n  budget_usd: 1e300\n", 4, "less than $10,000,000,000"),
+        ("name: x\ncommand: a\nschedule:\n  cron: 0 0 30 2 *\n", 4, "never fires"),
+        ("name: x\ncommand: a\nworkload:\n  params: " + "9" * 400 + "\n", 4, "size must be a finite number"),
+        ("name: x\ncommand: a\nlimits:\n  max_hours: " + "9" * 400 + "\n", 4, "must be a finite number"),
     ],
 )
 def test_errors_name_the_line(text: str, line: int, fragment: str) -> None:
@@ -104,6 +117,19 @@ def test_errors_name_the_line(text: str, line: int, fragment: str) -> None:
     assert message.startswith(f"job.yaml:{line}: "), message
     assert fragment in message, message
     assert "\n" not in message
+
+
+def test_bad_gpu_count_and_infinite_throughput_are_exit_2_through_the_cli(tmp_path: Path) -> None:
+    from clihelp import run_cli
+
+    for body, line in (("resources:\n  gpu: H100:-1\n", 5), ("workload:\n  params: 7B\n  tokens: 1B\n"
+                                                             "  throughput: .inf\n", 7)):
+        spec = tmp_path / "job.yaml"
+        spec.write_text(f"name: x\nruntime: process\ncommand: 'true'\n{body}")
+        for command in (["launch", "--dry-run"], ["plan"]):
+            result = run_cli(*command, str(spec))
+            assert result.exit_code == 2, (command, result.stderr)
+            assert result.stderr.startswith(f"error: {spec}:{line}: ") and result.stderr.count("\n") == 1
 
 
 def test_missing_file_is_a_user_error(tmp_path: Path) -> None:
@@ -116,3 +142,34 @@ def test_examples_are_valid() -> None:
     assert examples, "examples/ holds job specs"
     for path in examples:
         assert isinstance(load_spec(path), JobSpec)
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "examples").glob("*.yaml")), ids=lambda p: p.name)
+def test_every_example_spec_works_with_the_cli(path: Path) -> None:
+    """Each example dry-runs where it says it runs, plans when it has a workload, and schedules when it has a
+    schedule section: an example that only parses can still be one no command accepts."""
+    from clihelp import run_cli
+
+    spec = load_spec(path)
+    clouds = list(spec.resources.clouds)
+    provider = clouds[0] if len(clouds) == 1 else "local"
+    dry = run_cli("launch", str(path), "--provider", provider, "--dry-run", "--json")
+    assert dry.exit_code == 0, dry.stderr
+    assert dry.json()["nodes"] == spec.resources.nodes
+    if spec.workload is not None and spec.resources.gpu:
+        planned = run_cli("plan", str(path), "--json")
+        assert planned.exit_code == 0 and planned.json(), planned.stderr
+        est = dry.json()["est_cost_usd"]
+        if spec.limits.budget_usd is not None:  # an example that cannot fit its own budget teaches nothing
+            assert est is not None and Decimal(str(est)) <= spec.limits.budget_usd
+    if spec.schedule is not None:
+        added = run_cli("schedule", "add", str(path), "--json")
+        assert added.exit_code == 0, added.stderr
+        assert added.json()["cron"] == spec.schedule.cron
+
+
+def test_example_scripts_compile() -> None:
+    scripts = sorted((ROOT / "examples").glob("*.py"))
+    assert scripts
+    for script in scripts:
+        compile(script.read_text(), str(script), "exec")  # a SyntaxError fails the test

@@ -38,6 +38,27 @@ def test_durations() -> None:
         parse_duration_hours("soon")
 
 
+@pytest.mark.parametrize("text", ["72h", "3d", "3 days", "3 d", "72 hours", "3D", "4320m", "4320 minutes",
+                                  "259200s", "72", "3 Days", "0.5 week"])
+def test_plan_deadline_accepts_every_form_it_advertises(text: str) -> None:
+    """`plan --deadline 3 days` was refused while `90 min` worked; every spelling of 72 hours now reads the same."""
+    from clihelp import run_cli
+
+    assert parse_duration_hours(text) == pytest.approx(72 if text != "0.5 week" else 84)
+    result = run_cli("plan", "--params", "7B", "--tokens", "10B", "--gpu", "H100", "--deadline", text, "--json")
+    assert result.exit_code == 0, result.stderr
+
+
+@pytest.mark.parametrize("text", ["3 fortnights", "3days ago", "P3D", "-1d", "d"])
+def test_plan_deadline_refuses_the_rest_naming_the_accepted_forms(text: str) -> None:
+    from clihelp import run_cli
+
+    result = run_cli("plan", "--params", "7B", "--tokens", "10B", "--deadline", text)
+    assert result.exit_code == 2
+    assert result.stderr == (f"error: --deadline must look like 72h, 90m, 3d or 3 days (units s, m, h, d, w; "
+                             f"a bare number is hours), not {text!r}\n")
+
+
 def test_zero_duration_only_where_zero_means_off() -> None:
     assert parse_duration_hours("0", allow_zero=True) == 0
     assert parse_duration_hours("0m", allow_zero=True) == 0

@@ -132,3 +132,14 @@ def test_run_is_recorded_before_the_provider_call_and_a_failure_is_kept(store: S
         kinds = [e.kind for e in session.query(Event).filter(Event.run_id == run.id).order_by(Event.id)]
         assert run.state == RunState.FAILED and run.state_reason.startswith("launch failed")
         assert kinds[0] == "created" and "launch_failed" in kinds and run.ended_at is not None
+
+
+def test_watch_json_without_once_is_refused_instead_of_looping_silently() -> None:
+    from clihelp import run_subprocess
+
+    result = run_subprocess("watch", "--json", "--interval", "0.5", timeout=60)
+    assert result.exit_code == 2, result.stderr
+    assert result.stderr.startswith("error: --json needs --once") and result.stderr.count("\n") == 1
+    assert result.stdout == ""
+    once = run_subprocess("watch", "--once", "--json")
+    assert once.exit_code == 0 and once.json() == []

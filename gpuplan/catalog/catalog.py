@@ -82,6 +82,15 @@ class Catalog:
     def gpus(self) -> frozenset[str]:
         return frozenset(self._by_gpu)
 
+    def check_regions(self, patterns: Collection[str] | None, what: str = "--region") -> None:
+        """A UserError naming the first pattern that matches no region of this catalog: a typo (`us-est-*`)
+        would otherwise filter every offer out and read as "nothing fits" or "no offers match"."""
+        regions = {offer.region for offer in self.offers}
+        for pattern in patterns or ():
+            if not fnmatch.filter(regions, pattern):
+                raise UserError(f"{what}: {pattern!r} matches no region of {', '.join(self.sources) or 'any cloud'} "
+                                "in the price catalog (see `gpuplan prices`)")
+
     def select(
         self,
         *,

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from gpuplan.commands.params import NUMBER, FiniteFloat
 from gpuplan.context import AppContext, app_from
 from gpuplan.errors import UserError
 from gpuplan.output import emit_json, note, print_table
@@ -40,7 +41,7 @@ REMOTE_ONLY = ("image", "install", "max_hours", "budget", "interval", "force")
 @click.option("--steps", type=int, default=20, show_default=True, help="Timed steps.")
 @click.option("--warmup", type=int, default=5, show_default=True, help="Untimed steps first.")
 @click.option("--compile", "compile_", is_flag=True, help="torch.compile the model first.")
-@click.option("--peak-tflops", type=float, help="The device's peak TFLOP/s for MFU (default: the GPU table; "
+@click.option("--peak-tflops", type=NUMBER, help="The device's peak TFLOP/s for MFU (default: the GPU table; "
                                                 "on a CPU, MFU is reported only with this).")
 @click.option("--output", type=click.Path(dir_okay=False, writable=True), metavar="FILE",
               help="Also write the result as one line of JSON to FILE.")
@@ -53,11 +54,11 @@ REMOTE_ONLY = ("image", "install", "max_hours", "budget", "interval", "force")
                               "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime; local/slurm: none, same Python).")
 @click.option("--install", metavar="PIP_SPEC", help="With --on: what `pip install` installs when the image lacks "
                                                     "gpuplan: your wheel or a git URL (no default).")
-@click.option("--max-hours", type=click.FloatRange(min=0, min_open=True), default=0.5, show_default=True,
+@click.option("--max-hours", type=FiniteFloat(min=0, min_open=True), default=0.5, show_default=True,
               help="With --on: the job's hard time cap.")
-@click.option("--budget", type=click.FloatRange(min=0, min_open=True),
+@click.option("--budget", type=FiniteFloat(min=0, min_open=True),
               help="With --on: the job's cost cap in USD (default: max-hours at the machine's price).")
-@click.option("--interval", type=click.FloatRange(min=0.1), default=1.0, show_default=True,
+@click.option("--interval", type=FiniteFloat(min=0.1), default=1.0, show_default=True,
               help="With --on: seconds between checks while following the job.")
 @click.option("--force", is_flag=True, help="With --on: start even if a budget would be exceeded.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")

@@ -18,7 +18,8 @@ def catalog() -> None:
 @click.option("--regions", "regions_text", metavar="REGION[,REGION]",
               help="Only these regions. The refreshed snapshot then IS that cloud's catalog (other regions drop "
                    "out of `gpuplan prices` until a full refresh).")
-@click.option("--project", help="GCP project for the machine/accelerator type lists (default: GOOGLE_CLOUD_PROJECT).")
+@click.option("--project", help="GCP only: the project for the machine/accelerator type lists (default: "
+                                "GOOGLE_CLOUD_PROJECT).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @pass_app
 def refresh(app: AppContext, cloud: str, regions_text: str | None, project: str | None, as_json: bool) -> None:
@@ -31,6 +32,10 @@ def refresh(app: AppContext, cloud: str, regions_text: str | None, project: str 
     from gpuplan.catalog.refresh import refresh as run_refresh
     from gpuplan.errors import UserError
 
+    if project is not None and cloud != "gcp":
+        # Only GCP's type lists are per project; ignoring it would let `--cloud aws --project X` look as if a
+        # project were in play.
+        raise UserError(f"--project is a GCP option; --cloud {cloud} does not take it")
     regions = None
     if regions_text is not None:
         regions = list(compile_region_patterns(regions_text))

@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from gpuplan.commands.params import NUMBER
 from gpuplan.commands.workload_options import build_workload, positive, workload_options
 from gpuplan.context import AppContext, pass_app
 from gpuplan.errors import UserError
@@ -146,7 +147,7 @@ def render(result: Estimate) -> None:
 @click.option("--gpus", type=int, help="Total GPUs (default: the fewest that fit).")
 @click.option("--nodes", type=int, help="Nodes (with --gpus-per-node, default 8).")
 @click.option("--gpus-per-node", type=int, help="GPUs per node (default 8, or --gpus if fewer).")
-@click.option("--network-gbps", type=float, help="Inter-node network per node, Gbit/s (default: the cloud's).")
+@click.option("--network-gbps", type=NUMBER, help="Inter-node network per node, Gbit/s (default: the cloud's).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @pass_app
 def estimate_command(app: AppContext, as_json: bool, **options: Any) -> None:

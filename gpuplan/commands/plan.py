@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from gpuplan.commands.params import NUMBER
 from gpuplan.commands.workload_options import build_workload, workload_options
 from gpuplan.context import AppContext, pass_app
 from gpuplan.errors import UserError
@@ -29,15 +30,16 @@ AUTO_SHARDINGS = ("none", "zero1", "zero2", "zero3")
 @click.option("--cloud", "cloud_text", metavar="CLOUD[,CLOUD]", help="aws, gcp (default: both).")
 @click.option("--region", "region_text", metavar="PATTERN[,PATTERN]", help="Region glob(s), e.g. 'us-*'.")
 @click.option("--spot/--no-spot", default=None, help="Only spot, or only on-demand (default: both).")
-@click.option("--deadline", metavar="DURATION", help="Must finish within this wall time: 48h, 3d.")
-@click.option("--budget", type=float, metavar="USD", help="Must cost at most this much in total.")
-@click.option("--max-price", type=float, metavar="USD", help="At most this much per hour for all nodes.")
+@click.option("--deadline", metavar="DURATION", help="Must finish within this wall time: 72h, 3d or '3 days' "
+                                                    "(units s, m, h, d, w; a bare number is hours).")
+@click.option("--budget", type=NUMBER, metavar="USD", help="Must cost at most this much in total.")
+@click.option("--max-price", type=NUMBER, metavar="USD", help="At most this much per hour for all nodes.")
 @click.option("--max-nodes", type=click.IntRange(min=1), default=64, show_default=True,
               help="Largest number of instances to consider.")
 @click.option("--auto-shard/--no-auto-shard", default=True, show_default=True,
               help="Let the planner pick ZeRO-1/2/3 per GPU type when the model does not fit unsharded "
                    "(only when --sharding is none).")
-@click.option("--interruption-rate", type=float, metavar="PER_HOUR",
+@click.option("--interruption-rate", type=NUMBER, metavar="PER_HOUR",
               help="Spot interruptions per node-hour for every cloud (default: AWS 1/20, GCP 1/12).")
 @click.option("--checkpoint-interval", metavar="DURATION",
               help="Time between checkpoints, for the spot interruption cost (default: the spec's, else 1h).")
@@ -67,6 +69,8 @@ def plan_command(app: AppContext, spec_path: Path | None, gpu_text: str | None, 
     regions = compile_region_patterns(region_text) if region_text else spec_limits.get("regions")
     if spot is None:
         spot = spec_limits.get("spot")
+    if spec_limits.get("nodes") and max_nodes < spec_limits["nodes"]:
+        raise UserError(f"--max-nodes {max_nodes} is below the spec's resources.nodes {spec_limits['nodes']}")
     constraints = Constraints(
         deadline_hours=_hours(deadline, "--deadline") if deadline else spec_limits.get("deadline_hours"),
         budget_usd=_money(budget, "--budget") if budget is not None else spec_limits.get("budget_usd"),
@@ -74,12 +78,16 @@ def plan_command(app: AppContext, spec_path: Path | None, gpu_text: str | None, 
         max_price_per_hour=_money(max_price, "--max-price") if max_price is not None else spec_limits.get(
             "max_price_per_hour"),
         max_nodes=max_nodes,
+        nodes=spec_limits.get("nodes"),
     )
     spot_model = _spot_model(interruption_rate, checkpoint_interval, spec_limits.get("checkpoint_hours"))
     shardings = AUTO_SHARDINGS if auto_shard and workload.sharding == "none" else None
 
     catalog = Catalog.load(app.db_url, clouds)
+    catalog.check_regions(regions, "--region" if region_text else f"{spec_path}: resources.regions")
     offers = catalog.select(gpus=gpus, regions=regions)
+    if spec_limits.get("gpus_per_node"):
+        offers = [o for o in offers if o.gpu_count == spec_limits["gpus_per_node"]]
     throughput_for = _throughput_resolver(app, workload, workload_flags, own_throughput, gpus)
     result = plan(workload, offers, constraints=constraints, throughput_for=throughput_for,
                   spot_model=spot_model, shardings=shardings)
@@ -124,6 +132,11 @@ def _workload(spec_path: Path | None, flags: dict[str, Any]) -> tuple[Any, Any, 
         found["regions"] = compile_region_patterns(",".join(res.regions))
     if res.spot:
         found["spot"] = True
+    # What the spec states outright is what `launch` will start: plan exactly that shape, not the fewest nodes.
+    if "nodes" in res.model_fields_set:
+        found["nodes"] = res.nodes
+    if res.gpus_per_node:
+        found["gpus_per_node"] = res.gpus_per_node
     if res.max_price_per_hour is not None:
         found["max_price_per_hour"] = Decimal(res.max_price_per_hour)
     if limits.budget_usd is not None:
@@ -203,6 +216,8 @@ def _render(workload: Any, constraints: Any, spot_model: Any, result: Any, shown
         limits.append(f"budget ${constraints.budget_usd:,.0f}")
     if constraints.max_price_per_hour:
         limits.append(f"max ${constraints.max_price_per_hour:,.2f}/h")
+    if constraints.nodes:
+        limits.append(f"exactly {constraints.nodes} node{'s' if constraints.nodes > 1 else ''}")
     market = {None: "spot and on-demand", True: "spot only", False: "on-demand only"}[constraints.spot]
     note(f"plan: {format_size(workload.params)} parameters, {format_size(workload.tokens)} tokens, "
          f"{workload.precision}; {market}" + (f"; {', '.join(limits)}" if limits else ""))

@@ -11,6 +11,7 @@ from gpuplan.catalog.catalog import Catalog, CatalogSource
 from gpuplan.catalog.gpu_names import compile_region_patterns, resolve_clouds, resolve_gpus
 from gpuplan.catalog.tflops import peak_tflops_table
 from gpuplan.catalog.view import SORT_KEYS, PriceRow, cheapest_per_region, sort_rows
+from gpuplan.commands.params import NUMBER
 from gpuplan.context import AppContext, pass_app
 from gpuplan.errors import UserError
 from gpuplan.output import emit_json, note, warn
@@ -18,12 +19,12 @@ from gpuplan.output import emit_json, note, warn
 
 @click.command()
 @click.option("--gpu", "gpu_text", metavar="NAME[,NAME]", help="GPU name(s), e.g. H100, A100 (both sizes), L4,T4.")
-@click.option("--min-gpus", type=float, help="At least this many GPUs per instance.")
-@click.option("--min-gpu-memory", type=float, metavar="GB", help="At least this much memory per GPU.")
+@click.option("--min-gpus", type=NUMBER, help="At least this many GPUs per instance.")
+@click.option("--min-gpu-memory", type=NUMBER, metavar="GB", help="At least this much memory per GPU.")
 @click.option("--cloud", "cloud_text", metavar="CLOUD[,CLOUD]", help="aws, gcp (default: both).")
 @click.option("--region", "region_text", metavar="PATTERN[,PATTERN]", help="Region glob(s), e.g. 'us-*'.")
 @click.option("--spot", is_flag=True, help="Spot prices (offers without a spot price are left out).")
-@click.option("--max-price", type=float, metavar="USD", help="At most this much per instance-hour.")
+@click.option("--max-price", type=NUMBER, metavar="USD", help="At most this much per instance-hour.")
 @click.option("--sort", "sort_by", type=click.Choice(SORT_KEYS), default="price", show_default=True,
               help="price-per-tflop: $/h per peak dense BF16 TFLOP/s (the table shows $/h per PFLOP/s); "
                    "GPUs without the figure go last.")
@@ -48,6 +49,7 @@ def prices(app: AppContext, gpu_text: str | None, min_gpus: float | None, min_gp
         raise UserError(f"--limit must be 0 (all) or more, got {limit}")
 
     catalog = Catalog.load(app.db_url, clouds)
+    catalog.check_regions(regions)
     offers = catalog.select(gpus=gpus, spot=spot, min_gpus=min_gpus, min_gpu_memory_gb=min_gpu_memory,
                             regions=regions, max_price=max_price)
     rows = sort_rows(cheapest_per_region(offers, spot=spot, peak_tflops=peak_tflops_table()), sort_by)

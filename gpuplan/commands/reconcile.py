@@ -14,11 +14,13 @@ from gpuplan.output import emit_json, note, print_table, warn
 
 
 @click.command("reconcile")
-@click.option("--cloud", "clouds", multiple=True, metavar="NAME",
-              help="Provider to check (repeatable; e.g. aws). Default: every provider the database has runs on.")
-@click.option("--regions", "regions", multiple=True, metavar="REGION",
-              help="Regions to search (repeatable or comma-separated). Default: the regions of recorded runs "
-                   "plus the SDK's default region.")
+@click.option("--cloud", "clouds", multiple=True, metavar="NAME[,NAME]",
+              help="Provider to check (repeatable or comma-separated; e.g. aws,gcp). Default: every provider the "
+                   "database has runs on.")
+@click.option("--regions", "regions", multiple=True, metavar="PATTERN",
+              help="Regions to search (repeatable or comma-separated); globs such as 'us-*' expand to the "
+                   "cloud's regions in the price catalog and the books, and one that matches none is an error. "
+                   "Default: the regions of recorded runs plus the SDK's default region.")
 @click.option("--terminate", is_flag=True,
               help="Terminate every orphan machine and delete every orphan run secret found (asks first unless -y).")
 @click.option("--grace", "grace_text", default="15m", show_default=True, metavar="DURATION",
@@ -51,13 +53,14 @@ def reconcile_cmd(app: AppContext, clouds: tuple[str, ...], regions: tuple[str, 
     """
     from gpuplan.reconcile import Policy, reconcile, terminate_orphans
 
+    clouds = tuple(dict.fromkeys(c.strip() for raw in clouds for c in raw.split(",") if c.strip()))
     _check_names(clouds)
     grace = _parse_grace(grace_text)
-    wanted_regions = [r.strip() for item in regions for r in item.split(",") if r.strip()]
     names, open_rows, recorded_regions = _books(app, clouds)
+    wanted_regions = _expand_regions(regions, names, recorded_regions, app.db_url) if regions else {}
 
     def regions_of(name: str) -> list[str]:
-        return wanted_regions or sorted(recorded_regions.get(name, set()))
+        return wanted_regions.get(name) or sorted(recorded_regions.get(name, set()))
 
     if not names:
         note("no runs recorded and no --cloud given: nothing to reconcile")
@@ -116,6 +119,40 @@ def _parse_grace(text: str) -> dt.timedelta:
         return dt.timedelta(hours=parse_duration_hours(text, what="--grace", allow_zero=True))
     except ValueError as exc:
         raise UserError(str(exc)) from exc
+
+
+def _expand_regions(regions: tuple[str, ...], names: list[str], recorded: Mapping[str, set[str]],
+                    db_url: str | None) -> dict[str, list[str]]:
+    """Per provider, the regions `--regions` names: plain names as given, globs matched against the regions that
+    cloud is known to have (its price catalog, plus where the books have runs). A glob that matches no region of
+    any provider checked is bad input: searching nowhere would report "in agreement" and hide every orphan."""
+    import fnmatch
+
+    from gpuplan.catalog.gpu_names import KNOWN_CLOUDS, compile_region_patterns
+    from gpuplan.errors import UserError
+
+    patterns = compile_region_patterns(",".join(regions))
+    catalog_clouds = [n for n in names if n in KNOWN_CLOUDS]
+    known: dict[str, set[str]] = {name: set(recorded.get(name, set())) for name in names}
+    if catalog_clouds and any(_is_glob(p) for p in patterns):
+        from gpuplan.catalog.catalog import Catalog
+
+        for offer in Catalog.load(db_url, catalog_clouds).offers:
+            known[offer.cloud].add(offer.region)
+    expanded: dict[str, list[str]] = {}
+    for name in names:
+        chosen: list[str] = []
+        for pattern in patterns:
+            chosen += [pattern] if not _is_glob(pattern) else sorted(fnmatch.filter(known[name], pattern))
+        expanded[name] = list(dict.fromkeys(chosen))
+    for pattern in patterns:
+        if _is_glob(pattern) and not any(fnmatch.filter(known[name], pattern) for name in names):
+            raise UserError(f"--regions: {pattern!r} matches no region of {', '.join(names) or 'any provider'}")
+    return expanded
+
+
+def _is_glob(pattern: str) -> bool:
+    return "*" in pattern or "?" in pattern
 
 
 def _run_states(app: AppContext) -> Callable[[Collection[str]], Mapping[str, str]]:

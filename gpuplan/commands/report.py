@@ -20,13 +20,15 @@ NOW_HELP = "Fixed clock for reproducible reports (ISO time; env GPUPLAN_NOW); ru
               help="Group by one of day|week|month and/or one of project|cloud|gpu|instance-type|run|user "
                    "(repeat or comma-separate; default month).")
 @click.option("--project", help="Only this project's runs.")
-@click.option("--cloud", "clouds", multiple=True, help="Only these clouds (repeatable).")
+@click.option("--cloud", "clouds", multiple=True, metavar="CLOUD[,CLOUD]",
+              help="Only these clouds (repeatable or comma-separated, e.g. aws,gcp).")
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json", "markdown", "html"]), default="table",
               show_default=True, help="Output format.")
 @click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write a PNG: spend over time stacked by the --by key, with the budget line.")
-@click.option("--accuracy", is_flag=True, help="Estimate vs actual hours and cost of finished runs instead.")
+@click.option("--accuracy", is_flag=True, help="Estimate vs actual hours and cost of every succeeded run instead "
+                                               "(table or --json only; the spend filters do not apply).")
 @click.option("--now", "now_text", envvar="GPUPLAN_NOW", hidden=True, help=NOW_HELP)
 @pass_app
 def report(app: AppContext, since: str | None, until: str | None, by: tuple[str, ...], project: str | None,
@@ -47,6 +49,15 @@ def report(app: AppContext, since: str | None, until: str | None, by: tuple[str,
             raise UserError(f"give --json or --format {fmt}, not both")
         fmt = "json"
     if accuracy:
+        given = [flag for flag, value in (("--since", since), ("--until", until), ("--by", by),
+                                          ("--project", project), ("--cloud", clouds), ("--plot", plot_path))
+                 if value]
+        if fmt not in ("table", "json"):
+            given.append(f"--format {fmt}")
+        if given:
+            # Ignoring them would show every run while the user believes the figures are filtered.
+            raise UserError(f"--accuracy covers every succeeded run as a table or JSON; it does not take "
+                            f"{', '.join(given)}")
         _accuracy(app, now, fmt)
         return
     unit, key = rep.parse_by(by)
@@ -55,7 +66,7 @@ def report(app: AppContext, since: str | None, until: str | None, by: tuple[str,
         since=periods.parse_when(since, "--since") if since else None,
         until=periods.parse_when(until, "--until") if until else None,
         unit=unit, key=key, project=project,
-        clouds=tuple(sorted({c.lower() for c in clouds})) or None,
+        clouds=_clouds(clouds),
     )
     with app.store.session() as session:
         result = rep.build(session, request)
@@ -68,6 +79,18 @@ def report(app: AppContext, since: str | None, until: str | None, by: tuple[str,
         print_table(columns, rows, justify_right=("instances", "billed_hours", "cost_usd"))
     else:
         click.echo(rep.render(result, request, fmt), nl=False)
+
+
+def _clouds(clouds: tuple[str, ...]) -> tuple[str, ...] | None:
+    """`--cloud aws,gcp --cloud local` -> ("aws", "gcp", "local"); a misspelt cloud would report $0, so refuse it."""
+    from gpuplan.providers.base import provider_names
+
+    names = sorted({c.strip().lower() for raw in clouds for c in raw.split(",") if c.strip()})
+    known = provider_names()
+    unknown = [c for c in names if c not in known]
+    if unknown:
+        raise UserError(f"--cloud: unknown cloud {', '.join(map(repr, unknown))}; known: {', '.join(known)}")
+    return tuple(names) or None
 
 
 def _plot(session: object, request: object, path: Path) -> None:

@@ -10,7 +10,7 @@ import click
 
 from gpuplan.context import AppContext, pass_app
 from gpuplan.errors import UserError
-from gpuplan.output import emit_json, print_table
+from gpuplan.output import emit_json, print_table, warn
 
 JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 
@@ -19,8 +19,8 @@ def _now() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc)
 
 
-def _read_spec(path: Path) -> tuple[str, str]:
-    """The spec's text (validated) and its name."""
+def _read_spec(path: Path) -> tuple[str, Any]:
+    """The spec's text and the JobSpec it parses to (validated for scheduling)."""
     from gpuplan.schedule_specs import validate_spec_text
 
     try:
@@ -29,8 +29,7 @@ def _read_spec(path: Path) -> tuple[str, str]:
         raise UserError(f"cannot read {path}: {exc.strerror}") from exc
     except UnicodeDecodeError as exc:
         raise UserError(f"cannot read {path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
-    name = validate_spec_text(text, source=str(path))
-    return text, name
+    return text, validate_spec_text(text, source=str(path))
 
 
 def _emit(row: dict[str, Any], as_json: bool, message: str) -> None:
@@ -64,19 +63,29 @@ def schedule() -> None:
 
 @schedule.command("add")
 @click.argument("spec", type=click.Path(path_type=Path, dir_okay=False))
-@click.option("--cron", required=True, help='Cron expression, e.g. "0 2 * * *" (minute hour dom month dow).')
-@click.option("--tz", default="UTC", show_default=True, help="IANA time zone the cron is read in.")
+@click.option("--cron", help='Cron expression, e.g. "0 2 * * *" (minute hour dom month dow). Default: the '
+                            "spec's schedule.cron.")
+@click.option("--tz", help="IANA time zone the cron is read in. Default: the spec's schedule.tz, else UTC.")
 @click.option("--name", help="Schedule name (default: the spec's name).")
 @JSON_OPTION
 @pass_app
-def add(app: AppContext, spec: Path, cron: str, tz: str, name: str | None, as_json: bool) -> None:
-    """Copy SPEC into the store and fire it on CRON; later edits to the file do not change the schedule."""
+def add(app: AppContext, spec: Path, cron: str | None, tz: str | None, name: str | None, as_json: bool) -> None:
+    """Copy SPEC into the store and fire it on CRON; later edits to the file do not change the schedule.
+
+    The spec's own `schedule:` section gives the defaults (cron, tz); its limits (budget_usd, max_hours,
+    deadline), resources (one cloud, GPU, regions, spot) and gates apply at every fire, as for `gpuplan launch`.
+    """
     from gpuplan.scheduler import add_schedule
 
-    text, spec_name = _read_spec(spec)
+    text, job = _read_spec(spec)
+    section = job.schedule
+    cron = cron or (section.cron if section else None)
+    if cron is None:
+        raise UserError(f"say when: --cron \"0 2 * * *\", or schedule.cron in {spec}")
+    tz = tz or (section.tz if section else "UTC")
     now = _now()
     with app.store.session() as session:
-        row = schedule_row(add_schedule(session, name=name or spec_name, spec_text=text,
+        row = schedule_row(add_schedule(session, name=name or job.name, spec_text=text,
                                         spec_path=str(spec.resolve()), cron=cron, tz=tz, now=now), now)
     _emit(row, as_json, f"scheduled {row['name']}: {row['cron']} ({row['tz']}), next fire "
                         f"{_fmt(row['next_fire_at'])} UTC")
@@ -179,11 +188,19 @@ def update(app: AppContext, name: str, spec: Path | None, cron: str | None, tz: 
     """Replace a schedule's stored spec (from SPEC), cron or time zone, deliberately."""
     from gpuplan.scheduler import update_schedule
 
-    text = _read_spec(spec)[0] if spec is not None else None
+    text, job = _read_spec(spec) if spec is not None else (None, None)
     now = _now()
     with app.store.session() as session:
         row = schedule_row(update_schedule(session, name, now=now, spec_text=text,
                                            spec_path=str(spec.resolve()) if spec else None, cron=cron, tz=tz), now)
+    section = job.schedule if job is not None else None
+    for key, flag, given in (("cron", "--cron", cron), ("tz", "--tz", tz)):
+        stated = getattr(section, key) if section is not None else None
+        if given is None and stated is not None and " ".join(stated.split()) != row[key]:
+            # The stored schedule keeps its own cron/tz (a deliberate change takes the flag); say so rather than
+            # let the spec's new value look applied.
+            warn(f"the spec's schedule.{key} {stated!r} is not applied: {name} keeps {row[key]!r} "
+                 f"(pass {flag} to change it)")
     _emit(row, as_json, f"updated {name}: {row['cron']} ({row['tz']}), spec sha256 {row['spec_hash'][:12]}")
 
 

@@ -6,20 +6,29 @@ import time
 
 import click
 
+from gpuplan.commands.params import FiniteFloat
 from gpuplan.context import AppContext, pass_app
+from gpuplan.errors import UserError
 from gpuplan.output import emit_json, note
 
 
 @click.command("watch")
 @click.option("--once", is_flag=True, help="One pass, then exit (for cron or a systemd timer).")
-@click.option("--interval", type=click.FloatRange(min=0.5), default=30.0, show_default=True,
+@click.option("--interval", type=FiniteFloat(min=0.5), default=30.0, show_default=True,
               help="Seconds between passes.")
-@click.option("--json", "as_json", is_flag=True, help="With --once: the runs looked at, as JSON.")
+@click.option("--json", "as_json", is_flag=True,
+              help="With --once (required): the runs looked at, as one JSON list. The loop has no end to print "
+                   "one document at, so --json without --once is refused (exit 2).")
 @pass_app
 def watch(app: AppContext, once: bool, interval: float, as_json: bool) -> None:
     """Watch detached runs: stop (state `capped`) any that reach a cap, and record how runs end."""
     from gpuplan.watch import watch_all
 
+    if as_json and not once:
+        # Every --json in gpuplan prints one document when the command ends; the loop never ends, so it would
+        # print nothing at all (the old behaviour) while the caller waits for JSON.
+        raise UserError("--json needs --once (the loop never ends to print one JSON document; run "
+                        "`gpuplan watch --once --json` from cron or a timer)")
     while True:
         results = watch_all(app.store)
         for r in results:

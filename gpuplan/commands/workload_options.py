@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import click
 
 from gpuplan.architecture import Architecture, load_hf_config, preset
+from gpuplan.commands.params import NUMBER
 from gpuplan.errors import UserError
 from gpuplan.estimate import ATTENTIONS, MODES, OPTIMIZERS, PRECISIONS, SHARDINGS, Workload
 from gpuplan.units import parse_size
@@ -28,7 +29,7 @@ _OPTIONS = [
     click.option("--module", metavar="PKG.MOD:FACTORY", help="Build this nn.Module with torch and count it."),
     click.option("--tokens", metavar="N", help="Tokens to train on (2T, 300B); in inference, tokens to generate."),
     click.option("--samples", metavar="N", help="Training sequences per epoch (with --epochs and --seq-len)."),
-    click.option("--epochs", type=float, help="Passes over --samples."),
+    click.option("--epochs", type=NUMBER, help="Passes over --samples."),
     click.option("--seq-len", type=int, help="Sequence length (default: the model's context up to 4096, else 2048)."),
     click.option("--global-batch", type=int, help="Sequences per optimizer step (default ~0.5-4M tokens by size)."),
     click.option("--micro-batch", type=int, help="Sequences per GPU per forward pass (default 1)."),
@@ -50,8 +51,9 @@ _OPTIONS = [
                  help="Training, or inference (generation with --batch and --context)."),
     click.option("--batch", type=int, help="Inference: concurrent sequences (default 1)."),
     click.option("--context", type=int, help="Inference: context tokens per sequence (default: the model's)."),
-    click.option("--throughput", type=float, metavar="TOK/S", help="Measured tokens/s per GPU (overrides everything)."),
-    click.option("--mfu", type=float, help="Model FLOPs utilisation to assume, 0-1 (overrides bench/calibration)."),
+    click.option("--throughput", type=NUMBER, metavar="TOK/S",
+                 help="Measured tokens/s per GPU (overrides everything)."),
+    click.option("--mfu", type=NUMBER, help="Model FLOPs utilisation to assume, 0-1 (overrides bench/calibration)."),
 ]
 
 

@@ -9,9 +9,13 @@ from typing import Any
 from sqlalchemy import DateTime, Numeric
 from sqlalchemy.types import TypeDecorator
 
+from gpuplan.units import MONEY_LIMIT as UNITS_MONEY_LIMIT
+
 # Money: 6 decimal places covers sub-cent spot prices (AWS quotes spot to 4-6 places); 16 digits is
 # plenty for any bill.
 Money = Numeric(16, 6, asdecimal=True)
+# The first amount a Money column cannot hold: larger input is refused up front (gpuplan.units owns the rule).
+MONEY_LIMIT = Decimal(UNITS_MONEY_LIMIT)
 
 
 def utcnow() -> dt.datetime:
