@@ -60,13 +60,22 @@ SPLITS = ("tune", "test", "test2")
 # RTX 20xx) differ in clocks under load and peak-to-bandwidth ratio; no published Turing LLM run supports either
 # choice, so it keeps its assumed 0.50.
 FITTED = ("ampere", "hopper", "n0", "alpha", "volta")
+SIZE_KEYS = ("n0", "alpha")  # the size curve: held unless --fit-size (see fitted_keys)
 GENERATIONS = ("ampere", "hopper", "volta")  # the FITTED keys that are a generation's BASE_MFU
-# Frozen records of shipped constants, so that a prior can be re-scored on runs found after it was frozen.
+# The bases of the generations session2 did not fit (assumptions; the table's L40S and RTX 4090 rows are ada).
+UNFITTED_SESSION2 = {"blackwell": 0.50, "cdna3": 0.45, "ada": 0.55, "turing": 0.50, "pascal": 0.40}
+# Frozen records of shipped constants, so that a prior can be re-scored on runs found after it was frozen:
+# every generation's base, so a record predicts every row as it was shipped.
 # Add an entry (never edit one) each time mfu.py's constants change.
 PRIORS: dict[str, dict[str, float]] = {
     # Fitted on the 47 `tune` runs (volta not fitted: an assumption), frozen before the 20 `test` runs were
     # found; the README's tune 12.3% / test 54.4% figures are this prior's. Shipped until at least test2.
-    "session2": {"ampere": 0.58, "hopper": 0.39, "n0": 3.0e8, "alpha": 0.3, "volta": 0.45},
+    "session2": {"ampere": 0.58, "hopper": 0.39, "n0": 3.0e8, "alpha": 0.3, "volta": 0.45,
+                 **UNFITTED_SESSION2},
+    # The three bases fitted on all 90 scored runs (tune, test and test2: both blind batches had been scored
+    # once with session2), the size curve held (an assumption below the table's range: see fitted_keys).
+    "session4": {"ampere": 0.44, "hopper": 0.33, "n0": 5.0e6, "alpha": 1.0, "volta": 0.087,
+                 "blackwell": 0.42, "cdna3": 0.38, "ada": 0.42, "turing": 0.38, "pascal": 0.30},
 }
 
 
@@ -216,12 +225,12 @@ def prior_constants(values: dict[str, float]) -> Iterator[None]:
 
 def current_constants() -> dict[str, float]:
     values = {"n0": mfu_module.SIZE_N0, "alpha": mfu_module.SIZE_ALPHA}
-    values.update({g: mfu_module.BASE_MFU[g] for g in GENERATIONS})
-    return {k: values[k] for k in FITTED}
+    values.update(mfu_module.BASE_MFU)
+    return values
 
 
 def _apply(values: dict[str, float]) -> None:
-    for g in GENERATIONS:
+    for g in mfu_module.BASE_MFU:
         if g in values:
             mfu_module.BASE_MFU[g] = values[g]
     mfu_module.SIZE_N0, mfu_module.SIZE_ALPHA = values["n0"], values["alpha"]
@@ -236,11 +245,14 @@ def generation_of(row: dict[str, str]) -> str:
     return resolve_gpu(row["gpu"]).generation
 
 
-def fitted_keys(rows: list[dict[str, str]]) -> tuple[str, ...]:
-    """The constants `rows` can say anything about: the size curve, and the ceilings of the generations that
-    have a run among them (a ceiling with no run has a flat loss; fitting it would only carry the start value)."""
+def fitted_keys(rows: list[dict[str, str]], *, size: bool = False) -> tuple[str, ...]:
+    """The constants `rows` can say anything about: the bases of the generations that have a run among them (a
+    base with no run has a flat loss; fitting it would only carry the start value), and with `size` the size
+    curve. The size curve is held by default: fitted on all scored runs it goes flat (alpha ~0.03: published
+    runs from 70M to 405B show no size effect the table can resolve), so the shipped N0/alpha are an assumption
+    for models below the table's range (gpuplan/estimating/mfu.py) and `--fit-size` shows what fitting it does."""
     present = {generation_of(r) for r in rows}
-    return tuple(k for k in FITTED if k not in GENERATIONS or k in present)
+    return tuple(k for k in FITTED if (k in GENERATIONS and k in present) or (size and k in SIZE_KEYS))
 
 
 def log_loss(rows: list[dict[str, str]], values: dict[str, float]) -> float:
@@ -250,12 +262,13 @@ def log_loss(rows: list[dict[str, str]], values: dict[str, float]) -> float:
         return statistics.fmean(abs(math.log(predict(r) / float(r["reported_gpu_hours"]))) for r in rows)
 
 
-def fit(rows: list[dict[str, str]], start: dict[str, float] | None = None, rounds: int = 60) -> dict[str, float]:
+def fit(rows: list[dict[str, str]], start: dict[str, float] | None = None, rounds: int = 60, *,
+        size: bool = False) -> dict[str, float]:
     """Coordinate descent on the log loss over `rows`: each constant in turn is scaled up or down by a step
     that shrinks when neither direction helps. Deterministic, and fast enough to refit once per row for the
     leave-one-out figure (a grid over five constants is not). Constants `rows` say nothing about (a generation
     with no run among them) keep their start value."""
-    keys = fitted_keys(rows)
+    keys = fitted_keys(rows, size=size)
     best = dict(start or current_constants())
     best_loss = log_loss(rows, best)
     step = dict.fromkeys(keys, 0.3)
@@ -275,11 +288,12 @@ def fit(rows: list[dict[str, str]], start: dict[str, float] | None = None, round
     return best
 
 
-def leave_one_out(rows: list[dict[str, str]], start: dict[str, float] | None = None) -> list[float]:
+def leave_one_out(rows: list[dict[str, str]], start: dict[str, float] | None = None, *,
+                  size: bool = False) -> list[float]:
     """Signed errors of each row predicted by constants fitted on all the other rows."""
     out = []
     for i, row in enumerate(rows):
-        values = fit(rows[:i] + rows[i + 1:], start=start, rounds=30)
+        values = fit(rows[:i] + rows[i + 1:], start=start, rounds=30, size=size)
         with prior_constants(values):
             out.append(predict(row) / float(row["reported_gpu_hours"]) - 1)
     return out
@@ -290,13 +304,14 @@ def family(run: str) -> str:
     return re.match(r"[a-z]*", run.lower()).group(0) or run
 
 
-def leave_family_out(rows: list[dict[str, str]], start: dict[str, float] | None = None) -> list[float]:
+def leave_family_out(rows: list[dict[str, str]], start: dict[str, float] | None = None, *,
+                      size: bool = False) -> list[float]:
     """Signed errors of each row predicted by constants fitted without any run of its family: how the prior
     does on a model family it has never seen, which is what a new user's model is."""
     out: dict[int, float] = {}
     for name in sorted({family(r["run"]) for r in rows}):
         inside = [i for i, r in enumerate(rows) if family(r["run"]) == name]
-        values = fit([r for r in rows if family(r["run"]) != name], start=start, rounds=30)
+        values = fit([r for r in rows if family(r["run"]) != name], start=start, rounds=30, size=size)
         with prior_constants(values):
             for i in inside:
                 out[i] = predict(rows[i]) / float(rows[i]["reported_gpu_hours"]) - 1
@@ -466,11 +481,11 @@ def shipped_prior_name() -> str | None:
     """The PRIORS entry the shipped constants are a copy of, if any."""
     shipped = current_constants()
     return next((name for name, values in PRIORS.items()
-                 if all(math.isclose(values[k], shipped[k]) for k in FITTED)), None)
+                 if all(math.isclose(values.get(k, math.nan), v) for k, v in shipped.items())), None)
 
 
 # The splits each frozen prior was fitted on (in-sample for it); everything else it predicts blind.
-FITTED_ON: dict[str, tuple[str, ...]] = {"session2": ("tune",)}
+FITTED_ON: dict[str, tuple[str, ...]] = {"session2": ("tune",), "session4": ("tune", "test", "test2")}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -490,7 +505,8 @@ def parse_on(text: str) -> tuple[str, ...] | None:
     return names
 
 
-def run_fit(rows: list[dict[str, str]], on: tuple[str, ...] | None, start: dict[str, float]) -> None:
+def run_fit(rows: list[dict[str, str]], on: tuple[str, ...] | None, start: dict[str, float], *,
+            size: bool = False) -> None:
     """Refit on the chosen rows and print the constants, the in-sample / leave-one-out / leave-family-out
     medians over those rows, and every split under the fitted constants."""
     chosen = rows if on is None else [r for r in rows if r["split"] in on]
@@ -498,23 +514,23 @@ def run_fit(rows: list[dict[str, str]], on: tuple[str, ...] | None, start: dict[
     if not chosen:
         print(f"fit on {where}: 0 runs, nothing to fit")
         return
-    values = fit(chosen, start=start)
-    keys = fitted_keys(chosen)
+    values = fit(chosen, start=start, size=size)
+    keys = fitted_keys(chosen, size=size)
     print(f"fitted on {len(chosen)} runs ({where}), mean |log error| {log_loss(chosen, values):.3f}: "
           + constants_text(values))
     kept = [k for k in FITTED if k not in keys]
     if kept:
-        print("not fitted (no run of that generation among them), start value kept: "
+        print("not fitted (the size curve without --fit-size, or no run of that generation), start value kept: "
               + ", ".join(f"{k} {values[k]:.3g}" for k in kept))
     with prior_constants(values):
         print(describe("in-sample", errors(chosen)))
-    loo = leave_one_out(chosen, start=start)
+    loo = leave_one_out(chosen, start=start, size=size)
     print(describe("leave-one-out", loo))
     if len(loo) >= 2:
         lo, hi = spread(loo)
         print(f"reported / predicted, leave-one-out: 80% of runs between {lo:.2f}x and {hi:.2f}x")
     families = len({family(r["run"]) for r in chosen})
-    print(describe(f"leave-one-family-out ({families} families)", leave_family_out(chosen, start=start)))
+    print(describe(f"leave-one-family-out ({families} families)", leave_family_out(chosen, start=start, size=size)))
     in_sample = tuple(splits_of(rows)) if on is None else on
     print("every split with the fitted constants:")
     for line in split_lines(report_splits(rows, values), in_sample):
@@ -532,6 +548,9 @@ def main(argv: list[str] | None = None) -> int:
     mode.add_argument("--twins", action="store_true", help="twin-run analysis: is 10%% attainable at all?")
     parser.add_argument("--on", default="all", metavar="all|SPLIT[,SPLIT]",
                         help="with --fit: the rows to fit, all scored rows (default) or these splits, e.g. tune")
+    parser.add_argument("--fit-size", action="store_true",
+                        help="with --fit or --loo: fit the size curve (N0, alpha) too; held at the shipped values "
+                             "by default")
     parser.add_argument("--runs", type=Path, default=RUNS, help="the table of runs (default: %(default)s)")
     args = parser.parse_args(argv)
     if args.prior is not None and args.prior not in PRIORS:
@@ -554,7 +573,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"prior: {args.prior or 'shipped'}{f' (= {name})' if name and not args.prior else ''}: "
           f"{constants_text(values)}")
     if args.fit:
-        run_fit(rows, on, values)
+        run_fit(rows, on, values, size=args.fit_size)
         return 0
     with prior_constants(values):
         print(table(rows))
@@ -563,12 +582,13 @@ def main(argv: list[str] | None = None) -> int:
         print(line)
     if args.loo:
         # Out of sample for every run: refit without it (or without its whole family), predict it.
-        loo = leave_one_out(rows, start=values)
+        loo = leave_one_out(rows, start=values, size=args.fit_size)
         lo, hi = spread(loo)
         print(describe("all scored, leave-one-out", loo))
         print(f"reported / predicted, leave-one-out: 80% of runs between {lo:.2f}x and {hi:.2f}x")
         families = len({family(r["run"]) for r in rows})
-        print(describe(f"all scored, leave-one-family-out ({families} families)", leave_family_out(rows, start=values)))
+        lfo = leave_family_out(rows, start=values, size=args.fit_size)
+        print(describe(f"all scored, leave-one-family-out ({families} families)", lfo))
     excluded = [r for r in load_runs(args.runs, scored=False) if r.get("exclude", "").strip()]
     for r in excluded:
         print(f"not scored: {r['run']}: {r['exclude']}")
