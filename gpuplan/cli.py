@@ -17,6 +17,7 @@ import click
 
 from gpuplan import __version__
 from gpuplan.context import AppContext
+from gpuplan.interrupt import EXIT_INTERRUPTED
 
 # name -> ("module:attribute", one-line help shown by `gpuplan --help` without importing the module).
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -90,10 +91,10 @@ class LazyGroup(click.Group):
         except click.Abort as exc:
             # Click turns Ctrl-C into Abort (keeping the KeyboardInterrupt as its cause): still exit 130.
             if isinstance(exc.__cause__, KeyboardInterrupt):
-                _fail("interrupted", 130)
+                _fail("interrupted", EXIT_INTERRUPTED)
             _fail("aborted", 1)
         except KeyboardInterrupt:
-            _fail("interrupted", 130)
+            _fail("interrupted", EXIT_INTERRUPTED)
         except _user_error_types() as exc:
             if verbose:
                 traceback.print_exc()
@@ -197,5 +198,20 @@ def _debug_logging() -> None:
 
 
 def main() -> None:
-    """Console-script entry point."""
-    cli.main()
+    """Console-script entry point (and `python -m gpuplan`): the CLI in a process of its own.
+
+    Ctrl-C (gpuplan.interrupt): later Ctrl-Cs are ignored once the first has stopped the command, and an
+    interrupted command always ends with exit status 130, whatever the interpreter would do at its exit.
+    """
+    from gpuplan import interrupt
+
+    interrupt.ignore_repeats()
+    try:
+        cli.main()
+    except SystemExit as exc:
+        if exc.code == interrupt.EXIT_INTERRUPTED:
+            interrupt.exit_interrupted()
+        raise
+    except KeyboardInterrupt:  # before or after the group's own handler could take it
+        click.echo("error: interrupted", err=True)
+        interrupt.exit_interrupted()

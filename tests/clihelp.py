@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,3 +41,21 @@ def run_subprocess(*args: str, env: dict[str, str] | None = None, timeout: float
     proc = subprocess.run([sys.executable, "-m", "gpuplan", *args], capture_output=True, text=True,
                           env=full_env, timeout=timeout, input=input)
     return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+@contextlib.contextmanager
+def interruptible_children() -> Iterator[None]:
+    """Children started inside this block can be interrupted with SIGINT, however this test process was started.
+
+    A shell starts a background job (`make test &`) with SIGINT ignored and exec keeps that disposition, so a
+    child would silently ignore the test's SIGINT and the test would time out. A handled signal is reset to its
+    default action by exec instead: hold Python's own handler while the children start.
+    """
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)

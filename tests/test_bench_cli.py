@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from clihelp import run_cli, run_subprocess
+from clihelp import interruptible_children, run_cli, run_subprocess
 
 pytest.importorskip("torch")
 
@@ -136,9 +136,10 @@ def test_help_does_not_import_torch() -> None:
 def test_ctrl_c_leaves_no_record(tmp_path: Path) -> None:
     """SIGINT in the middle of the timed steps: exit 130, and the benchmarks table stays empty."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "gpuplan", "bench", "--steps", "100000", "--warmup", "1",
-                             "--micro-batch", "2", "--seq-len", "64"], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    with interruptible_children():
+        proc = subprocess.Popen([sys.executable, "-m", "gpuplan", "bench", "--steps", "100000", "--warmup", "1",
+                                 "--micro-batch", "2", "--seq-len", "64"], env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
     lines: queue.Queue[str] = queue.Queue()
     reader = threading.Thread(target=lambda: [lines.put(line) for line in proc.stderr], daemon=True)
     reader.start()
@@ -166,3 +167,19 @@ def test_ctrl_c_leaves_no_record(tmp_path: Path) -> None:
     assert run_subprocess("bench", "list", "--json").json() == {"benchmarks": []}
 
 
+
+
+def test_ctrl_c_inside_code_built_by_exec_still_exits_130(tmp_path: Path) -> None:
+    """Ctrl-C landing in code compiled from a string (how dataclasses and namedtuple build their methods, so it
+    happens whenever Ctrl-C hits one of torch's lazy imports) used to end `python -m gpuplan` by SIGINT (-2):
+    CPython marks such an interrupt as unhandled even though gpuplan handles it. Here a user's module, imported by
+    the bench, receives the SIGINT inside exec'd code, deterministically."""
+    (tmp_path / "interrupted_lm.py").write_text(textwrap.dedent("""
+        exec("import os, signal\\nos.kill(os.getpid(), signal.SIGINT)\\nwhile True:\\n    pass\\n")
+    """))
+    with interruptible_children():
+        proc = subprocess.run([sys.executable, "-m", "gpuplan", "bench", "--module", "interrupted_lm:make", *QUICK],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == "error: interrupted" and "Traceback" not in proc.stderr
+    assert run_subprocess("bench", "list", "--json").json() == {"benchmarks": []}

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from clihelp import Result, run_cli, run_subprocess
+from clihelp import Result, interruptible_children, run_cli, run_subprocess
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRET_VALUE = "tok-$(id)-`whoami`-s3cr3t-VALUE"
@@ -285,3 +285,27 @@ def test_a_bad_local_price_is_bad_input_and_records_nothing(price: str) -> None:
                              f"price_per_hour) must be an amount of dollars, 0 or more, not {price!r}\n")
     assert run_cli("runs", "--json").json() == []
     assert run_cli("launch", str(spec), "--dry-run", env={"GPUPLAN_LOCAL_PRICE_PER_HOUR": "$2.50"}).exit_code == 0
+
+
+def test_ctrl_c_twice_while_following_exits_130_and_the_run_keeps_going(tmp_path: Path) -> None:
+    """An impatient double Ctrl-C: the first stops following (one line, exit 130), the second is ignored instead
+    of turning the exit into a traceback or a death by SIGINT; the run stays recorded and running."""
+    spec = write_spec(tmp_path, SLEEPER)
+    with interruptible_children():
+        cli = subprocess.Popen([sys.executable, "-m", "gpuplan", "launch", str(spec), "-y", "--interval", "0.2"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ))
+    try:
+        run = wait_for(lambda: (q("runs", "--json").json() or [None])[0], timeout=60)
+        wait_for(lambda: q("status", run["run_id"], "--json").json()["state"] == "running", timeout=30)
+        cli.send_signal(signal.SIGINT)
+        time.sleep(0.05)
+        cli.send_signal(signal.SIGINT)
+        _, stderr = cli.communicate(timeout=60)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+    assert cli.returncode == 130, stderr
+    assert stderr.strip().splitlines()[-1].startswith(f"stopped following; run {run['run_id']} keeps going")
+    assert "Traceback" not in stderr
+    assert q("status", run["run_id"], "--json").json()["state"] == "running"
+    assert q("stop", run["run_id"], "--json").json()["state"] == "stopped"
