@@ -23,10 +23,10 @@ import os
 import socket
 from collections.abc import Iterable
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 from gpuplan.failover import hint_regions
+from gpuplan.jobs.processes import command_line, pid_alive
 from gpuplan.launcher import LAUNCH_PLAN, record_instances
 from gpuplan.providers.base import Instance, InstanceState, Provider
 
@@ -64,19 +64,10 @@ def search_regions(run: Any) -> list[str]:
 
 def _gpuplan_alive(pid: int) -> bool:
     """The pid is a live (not zombie) process that is still a gpuplan (pids are reused)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+    if not pid_alive(pid):
         return False
-    except PermissionError:
-        return True
-    proc = Path(f"/proc/{pid}")
-    try:
-        if (proc / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
-            return False
-        return b"gpuplan" in (proc / "cmdline").read_bytes()
-    except (OSError, IndexError):
-        return True  # no /proc (not Linux): trust the pid
+    cmdline = command_line(pid)
+    return cmdline is None or any(b"gpuplan" in part for part in cmdline)  # no /proc (not Linux): trust the pid
 
 
 def launcher_alive(run: Any) -> bool | None:

@@ -31,6 +31,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import ClassVar
 
+from gpuplan.jobs.processes import command_line, pid_alive
 from gpuplan.jobs.runner import (
     LAUNCH_FILE,
     LOG_FILE,
@@ -61,30 +62,12 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie (our own child not yet reaped) is not alive.
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return True
-
-
 def _is_our_wrapper(pid: int, node_dir: Path) -> bool:
     """The pid still belongs to this node's wrapper (pids are reused: check its command line)."""
-    if not _pid_alive(pid):
+    if not pid_alive(pid):
         return False
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return True  # no /proc (not Linux): trust the pid
-    return str(node_dir).encode() in cmdline
+    cmdline = command_line(pid)
+    return cmdline is None or str(node_dir).encode() in cmdline  # no /proc (not Linux): trust the pid
 
 
 class LocalProvider(Provider):

@@ -1,0 +1,29 @@
+"""Is a process still there? One answer for the local provider (is a node's wrapper alive?) and for crash
+recovery (is the gpuplan that was launching a run alive?), both of which hold a pid from a file."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def pid_alive(pid: int) -> bool:
+    """The pid names a live process; a zombie (a child that ended and was not yet reaped) is not alive."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True  # no /proc (not Linux): trust the pid
+
+
+def command_line(pid: int) -> list[bytes] | None:
+    """The process's argv as /proc shows it (pids are reused: this tells whose pid it is now); None without /proc."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return None
