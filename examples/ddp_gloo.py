@@ -60,6 +60,11 @@ def main() -> int:
     run_dir = Path(os.environ.get("GPUPLAN_RUN_DIR", "."))
     (run_dir / f"result-rank{rank}.json").write_text(json.dumps(result))
     print(f"rank {rank}: all-reduce sum {total.item():.0f}, final loss {loss.item():.4f}", flush=True)
+    # Every rank reaches the end before any tears its connections down, and DDP's reducer (which holds gloo
+    # work) goes first: a rank that destroys the group while its peer still talks to it can die in gloo's
+    # threads ("terminate called without an active exception", exit 134) after a successful run.
+    dist.barrier()
+    del model, optimizer
     dist.destroy_process_group()
     return 0
 
