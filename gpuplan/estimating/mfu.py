@@ -20,7 +20,8 @@ peak dense FLOP/s for the precision. The prior is a product of factors, each wit
 - size(N, peak) = 1 / (1 + (N0 x peak/312 TFLOP/s / N)^alpha): a model too small to fill the GPU spends its
   time in memory-bound work (norms, softmax, embeddings, optimizer step) and kernel launches, and a faster
   GPU needs more work per kernel to hide that overhead (hence N0 x peak/312). Fitted on the table's 90 runs
-  (70M to 405B parameters) this curve goes flat (alpha 0.03): published runs show no size effect the table
+  (70M to 405B parameters) this curve goes flat across that range (alpha 0.03 from the old start; from
+  these constants' start it moves to bite only below ~10M): published runs show no size effect the table
   can resolve — small models in 2024-2026 (llm.c, nanochat, MobileLLM) run as fast as large ones. So N0 =
   5M and alpha = 1 are an assumption, not a fit: the factor is ~0.9-1.0 across the table's range and only
   bites below it (a 1M-parameter model on an A100: 0.17).
