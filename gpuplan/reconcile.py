@@ -87,11 +87,7 @@ def classify(inst: Instance, run_state: str | None, grace: dt.timedelta,
     a machine whose provider does not say when it was created is spared while a grace is asked for, since
     killing a job is the mistake that cannot be undone.
     """
-    created = inst.created_at or inst.launched_at
-    if created is not None and created.tzinfo is None:
-        created = created.replace(tzinfo=dt.timezone.utc)
-    age = max(now - created, dt.timedelta(0)) if created is not None else None
-    age_s = int(age.total_seconds()) if age is not None else None
+    age, age_s = age_since(inst.created_at or inst.launched_at, now)
     run = f"run {inst.run_id}"
     if run_state in LAUNCHING:
         return IN_FLIGHT, age_s, f"{run} is {run_state} (its launch records it; if that died, `gpuplan watch` does)"
@@ -101,9 +97,28 @@ def classify(inst: Instance, run_state: str | None, grace: dt.timedelta,
         books = f"no {run} in the database" if inst.run_id else "no run id tag"
     else:
         books = f"{run} is {run_state} without an instance row for this machine"
+    return grace_verdict(books, age, age_s, grace, undated="the provider does not say when it was created")
+
+
+def age_since(created: dt.datetime | None, now: dt.datetime) -> tuple[dt.timedelta | None, int | None]:
+    """How old a cloud resource is (naive times are UTC, a clock skew into the future counts as 0), and in
+    whole seconds; (None, None) when the cloud does not say when it was made."""
+    if created is None:
+        return None, None
+    if created.tzinfo is None:
+        created = created.replace(tzinfo=dt.timezone.utc)
+    age = max(now - created, dt.timedelta(0))
+    return age, int(age.total_seconds())
+
+
+def grace_verdict(books: str, age: dt.timedelta | None, age_s: int | None, grace: dt.timedelta, *,
+                  undated: str) -> tuple[str, int | None, str]:
+    """The age rule for a resource the books cannot vouch for (machines and secrets alike): spared as young while
+    it is younger than the grace, or undated while a grace is asked for (deleting is the mistake that cannot be
+    undone); otherwise an orphan. `books` says what the database knows, `undated` why the age is unknown."""
     if grace > dt.timedelta(0):
         if age is None:
-            return YOUNG, None, f"{books}; the provider does not say when it was created (--grace 0 ends it)"
+            return YOUNG, None, f"{books}; {undated} (--grace 0 ends it)"
         if age < grace:
             return YOUNG, age_s, f"{books}; younger than the {format_age(grace)} grace"
     return ORPHAN, age_s, books

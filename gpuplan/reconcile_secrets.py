@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuplan.providers.base import CloudSecret, Provider, ProviderError
-from gpuplan.reconcile import ORPHAN, YOUNG, Policy, configure_provider, format_age
+from gpuplan.reconcile import ORPHAN, Policy, age_since, configure_provider, grace_verdict
 from gpuplan.store.models import RunState
 
 RESOURCE = "secret"
@@ -69,11 +69,7 @@ def classify_secret(secret: CloudSecret, run_state: str | None, grace: dt.timede
     The run's state decides first, as for machines; a run the database has never heard of is only an orphan once
     the secret has outlived the grace.
     """
-    created = secret.created_at
-    if created is not None and created.tzinfo is None:
-        created = created.replace(tzinfo=dt.timezone.utc)
-    age = max(now - created, dt.timedelta(0)) if created is not None else None
-    age_s = int(age.total_seconds()) if age is not None else None
+    age, age_s = age_since(secret.created_at, now)
     if secret.run_id is None:
         return UNATTRIBUTED, age_s, "no run id can be read from its name (never deleted by reconcile)"
     run = f"run {secret.run_id}"
@@ -81,13 +77,8 @@ def classify_secret(secret: CloudSecret, run_state: str | None, grace: dt.timede
         return ORPHAN, age_s, f"{run} is {run_state}"
     if run_state is not None:  # live (or a state this gpuplan does not know): the run may still read it
         return None, age_s, f"{run} is {run_state}"
-    books = f"no {run} in the database"
-    if grace > dt.timedelta(0):
-        if age is None:
-            return YOUNG, None, f"{books}; the store does not say when it was made (--grace 0 ends it)"
-        if age < grace:
-            return YOUNG, age_s, f"{books}; younger than the {format_age(grace)} grace"
-    return ORPHAN, age_s, books
+    return grace_verdict(f"no {run} in the database", age, age_s, grace,
+                         undated="the store does not say when it was made")
 
 
 def compare_secrets(secrets: Sequence[CloudSecret], policy: Policy) -> list[SecretFinding]:
