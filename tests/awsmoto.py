@@ -270,3 +270,32 @@ def serve(client: Any, operation: str, parsed: dict[str, Any], calls: list[dict[
         return AWSResponse("https://ec2.amazonaws.com/", 200, {}, None), parsed
 
     client.meta.events.register_first(f"before-call.ec2.{operation}", handler)
+
+
+def no_capacity_sitecustomize(region_env: str | None = None) -> str:
+    """A sitecustomize.py for a CLI child process (put its folder on PYTHONPATH): every RunInstances answers EC2's
+    InsufficientInstanceCapacity before it reaches the server, in every region, or only in the region named by
+    the environment variable `region_env` (so a failover moves on to the next). A child has no in-process hook."""
+    only = f"client.meta.region_name == os.environ[{region_env!r}]" if region_env else "True"
+    return f"""\
+import os
+import botocore.session
+from botocore.awsrequest import AWSResponse
+
+class _Body:
+    def stream(self, **_):
+        yield (b'<Response><Errors><Error><Code>InsufficientInstanceCapacity</Code>'
+               b'<Message>We currently do not have sufficient capacity</Message></Error>'
+               b'</Errors><RequestID>t</RequestID></Response>')
+
+_create = botocore.session.Session.create_client
+
+def create_client(self, service_name, *args, **kwargs):
+    client = _create(self, service_name, *args, **kwargs)
+    if service_name == "ec2" and {only}:
+        client.meta.events.register_first(
+            "before-send.ec2.RunInstances", lambda request, **_: AWSResponse(request.url, 400, {{}}, _Body()))
+    return client
+
+botocore.session.Session.create_client = create_client
+"""

@@ -75,3 +75,15 @@ def seed(url: str) -> list[Instance]:
     finally:
         store.close()
     return rows
+
+
+def record_run(run_id: str, state: str, *, provider: str = "aws", region: str = "us-east-1") -> None:
+    """A bare Run row in the test's database ($GPUPLAN_DB): a run the books know, with no machine recorded."""
+    import os
+
+    store = Store.open(os.environ["GPUPLAN_DB"])
+    with store.session() as s:
+        s.add(Run(id=run_id, name="rec", provider=provider, state=state, spec_text="name: rec", spec_hash="x",
+                  cloud=provider, region=region))
+        s.commit()
+    store.close()

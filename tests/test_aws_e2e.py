@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from awsmoto import MotoServer
+from awsmoto import MotoServer, no_capacity_sitecustomize
 from clihelp import Result, run_subprocess
 from gpuplan.providers.base import TAG_RUN_ID
 
@@ -179,27 +179,7 @@ def test_launch_status_reconcile_stop_on_a_moto_server(moto_server: MotoServer, 
 def test_no_capacity_anywhere_prints_what_was_tried(moto_server: MotoServer, job: Path, faults_dir: Path,
                                                     tmp_path: Path) -> None:
     # A child-side hook that answers every RunInstances with EC2's capacity error (the server never sees it).
-    (faults_dir / "sitecustomize.py").write_text(textwrap.dedent("""\
-        import botocore.session
-        from botocore.awsrequest import AWSResponse
-
-        class _Body:
-            def stream(self, **_):
-                yield (b'<Response><Errors><Error><Code>InsufficientInstanceCapacity</Code>'
-                       b'<Message>We currently do not have sufficient g5.xlarge capacity</Message></Error>'
-                       b'</Errors><RequestID>t</RequestID></Response>')
-
-        _create = botocore.session.Session.create_client
-
-        def create_client(self, service_name, *args, **kwargs):
-            client = _create(self, service_name, *args, **kwargs)
-            if service_name == "ec2":
-                client.meta.events.register_first(
-                    "before-send.ec2.RunInstances", lambda request, **_: AWSResponse(request.url, 400, {}, _Body()))
-            return client
-
-        botocore.session.Session.create_client = create_client
-    """))
+    (faults_dir / "sitecustomize.py").write_text(no_capacity_sitecustomize())
     result = gpuplan("launch", str(job), "--provider", "aws", "-y", "--detach", "--json",
                      env={"PYTHONPATH": str(faults_dir)})
     assert result.exit_code == 1

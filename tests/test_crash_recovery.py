@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from awsmoto import no_capacity_sitecustomize
 from clihelp import Result, run_subprocess
 
 pytestmark = pytest.mark.slow
@@ -321,30 +322,7 @@ limits:
 
 # Planted in the launching child only: every RunInstances in one region answers EC2's capacity error, so the
 # failover moves the machine to the next region of the plan (never used by the product).
-NO_CAPACITY_IN = """\
-import os
-import botocore.session
-from botocore.awsrequest import AWSResponse
-
-_REGION = os.environ["CRASH_TEST_NO_CAPACITY_IN"]
-
-class _Body:
-    def stream(self, **_):
-        yield (b'<Response><Errors><Error><Code>InsufficientInstanceCapacity</Code>'
-               b'<Message>We currently do not have sufficient capacity</Message></Error>'
-               b'</Errors><RequestID>t</RequestID></Response>')
-
-_create = botocore.session.Session.create_client
-
-def create_client(self, service_name, *args, **kwargs):
-    client = _create(self, service_name, *args, **kwargs)
-    if service_name == "ec2" and client.meta.region_name == _REGION:
-        client.meta.events.register_first(
-            "before-send.ec2.RunInstances", lambda request, **_: AWSResponse(request.url, 400, {}, _Body()))
-    return client
-
-botocore.session.Session.create_client = create_client
-"""
+NO_CAPACITY_IN = no_capacity_sitecustomize("CRASH_TEST_NO_CAPACITY_IN")
 
 
 def live_in(endpoint: str, region: str, run_id: str) -> list[dict[str, Any]]:

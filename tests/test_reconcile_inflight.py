@@ -20,6 +20,7 @@ from gpuplan.jobs.runner import NodeLaunch
 from gpuplan.providers.aws import AwsProvider
 from gpuplan.providers.base import Instance, LaunchRequest
 from gpuplan.providers.local import LAUNCH_FILE, STARTED_FILE, LocalProvider
+from ledger_fixture import record_run
 from test_reconcile import backdate, record, start
 
 from gpuplan.paths import runs_dir
@@ -171,11 +172,7 @@ def test_bad_grace_is_bad_input() -> None:
 
 
 def local_record(run_id: str, state: str) -> None:
-    store = Store.open(os.environ["GPUPLAN_DB"])
-    with store.session() as s:
-        s.add(Run(id=run_id, name="loc", provider="local", state=state, spec_text="name: loc", spec_hash="x",
-                  cloud="local", region="local"))
-    store.close()
+    record_run(run_id, state, provider="local", region="local")
 
 
 def local_start(run_id: str) -> Instance:

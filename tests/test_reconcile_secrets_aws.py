@@ -16,11 +16,12 @@ from clihelp import Result, run_cli
 from gpuplan.providers.aws import AwsProvider
 from gpuplan.providers.aws_secrets import run_of
 from gpuplan.providers.base import CloudSecret, LaunchRequest
+from ledger_fixture import record_run
 
 from gpuplan.reconcile import Policy
 from gpuplan.reconcile_secrets import check_secrets, classify_secret, delete_orphan_secrets
 from gpuplan.store.db import Store
-from gpuplan.store.models import Event, Run, RunState
+from gpuplan.store.models import Event, RunState
 
 VALUE = "ssm-VALUE-4b3a-$(id)"
 MARK = "ssm-VALUE"
@@ -47,12 +48,7 @@ def leave_secrets(aws: AwsProvider, run_id: str, region: str = "us-east-1",
 
 
 def record(run_id: str, state: str) -> None:
-    store = Store.open(os.environ["GPUPLAN_DB"])
-    with store.session() as s:
-        s.add(Run(id=run_id, name="rec", provider="aws", state=state, spec_text="name: rec", spec_hash="x",
-                  cloud="aws", region="us-east-1"))
-        s.commit()
-    store.close()
+    record_run(run_id, state)
 
 
 def names(aws_clients: Any, region: str) -> set[str]:
