@@ -1,4 +1,4 @@
-"""The default MFU prior: what fraction of a GPU's peak a well-run PyTorch/Megatron-style job achieves.
+"""The default MFU prior: what fraction of a GPU's peak a typical published training run achieves.
 
 MFU here is model-FLOPs utilisation as in PaLM (Chowdhery et al. 2022, App. B): model FLOPs per second /
 peak dense FLOP/s for the precision. The prior is a product of factors, each with a reason and a source:
@@ -12,7 +12,7 @@ peak dense FLOP/s for the precision. The prior is a product of factors, each wit
   38-43% BF16 MFU on 8K-16K H100 (Dubey et al. 2024, Table 4). The typical run is slower: reported hours
   include restarts, evaluation and checkpointing, and most stacks are not the best one.
     ampere 0.44, hopper 0.33 (the H100's peak grew 3.2x over the A100's while memory bandwidth grew 1.6x, so a
-    smaller share of the peak is reached), volta 0.087 (the V100 runs in the table are 2020-2022 fairseq and
+    smaller share of the peak is reached), volta 0.087 (the V100 runs in the table are 2020-2023 fairseq and
     Megatron runs whose reported days include everything; a 2024 PyTorch stack on V100 does better).
   Generations without published runs in the table are assumptions, kept in the ratio to ampere or hopper
   they had when those were ceilings: blackwell 0.42 and cdna3 (MI300X) 0.38 (hopper-like), ada and consumer
