@@ -143,3 +143,30 @@ def test_watch_json_without_once_is_refused_instead_of_looping_silently() -> Non
     assert result.stdout == ""
     once = run_subprocess("watch", "--once", "--json")
     assert once.exit_code == 0 and once.json() == []
+
+
+def test_ctrl_c_stops_the_watch_loop_with_130_wherever_it_lands() -> None:
+    """Ctrl-C is how the loop ends: one line and exit 130, the same as any interrupted command (it exited 0 when
+    the signal landed in the sleep between passes and 130 when it landed in a pass)."""
+    import signal
+    import subprocess
+    import sys
+
+    from clihelp import interruptible_children
+
+    with interruptible_children():
+        proc = subprocess.Popen([sys.executable, "-m", "gpuplan", "watch", "--interval", "30"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        first = proc.stderr.readline()  # written before the first pass: the loop is about to run, then sleep
+        assert first.startswith("watching live runs every 30 s"), first
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGINT)
+        _, rest = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, first + rest
+    assert rest.strip().splitlines()[-1] == "stopped watching; the runs keep going"
+    assert "Traceback" not in rest and "error:" not in rest

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 
 import click
@@ -29,19 +30,24 @@ def watch(app: AppContext, once: bool, interval: float, as_json: bool) -> None:
         # print nothing at all (the old behaviour) while the caller waits for JSON.
         raise UserError("--json needs --once (the loop never ends to print one JSON document; run "
                         "`gpuplan watch --once --json` from cron or a timer)")
-    while True:
-        results = watch_all(app.store)
-        for r in results:
-            if r.changed:
-                reason = r.summary.get("state_reason")
-                note(f"{r.run_id} {r.summary['name']}: {r.state}" + (f" ({reason})" if reason else ""))
-        if once:
-            if as_json:
-                emit_json([r.summary for r in results])
-            elif not results:
-                note("no live runs")
-            return
-        try:
+    if not once:
+        note(f"watching live runs every {interval:g} s (Ctrl-C stops watching; the runs keep going)")
+    try:
+        while True:
+            results = watch_all(app.store)
+            for r in results:
+                if r.changed:
+                    reason = r.summary.get("state_reason")
+                    note(f"{r.run_id} {r.summary['name']}: {r.state}" + (f" ({reason})" if reason else ""))
+            if once:
+                if as_json:
+                    emit_json([r.summary for r in results])
+                elif not results:
+                    note("no live runs")
+                return
             time.sleep(interval)
-        except KeyboardInterrupt:
-            return
+    except KeyboardInterrupt:
+        # Ctrl-C is how the loop is meant to end, so one plain line rather than "error: interrupted"; the exit
+        # status is 130 wherever it lands (a pass's own database work rolls back), as for every command.
+        note("\nstopped watching; the runs keep going")
+        sys.exit(130)
