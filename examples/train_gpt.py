@@ -21,10 +21,10 @@ import time
 
 import torch
 import torch.nn.functional as F
-from gpuplan.jobs.metrics import log_metrics
 
 from gpuplan.architecture import load_hf_config, preset
 from gpuplan.bench.model import build_gpt
+from gpuplan.jobs.metrics import log_metrics
 
 
 def corpus() -> bytes:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
+from gpuplan.catalog.gpu_names import GCP_ACCELERATOR_GPU
 from gpuplan.providers.base import (
     TAG_CREATED_BY,
     TAG_NAME,
@@ -26,8 +27,6 @@ from gpuplan.providers.base import (
     ProviderError,
     QuotaError,
 )
-
-from gpuplan.catalog.gpu_names import GCP_ACCELERATOR_GPU
 
 ENDPOINT_ENV = "CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE"
 PROJECT_ENVS = ("GOOGLE_CLOUD_PROJECT", "CLOUDSDK_CORE_PROJECT")

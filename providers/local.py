@@ -41,6 +41,7 @@ from gpuplan.jobs.runner import (
     stop_before_start,
     write_atomic,
 )
+from gpuplan.paths import make_private_dir
 from gpuplan.providers.base import (
     Instance,
     InstanceState,
@@ -48,8 +49,6 @@ from gpuplan.providers.base import (
     Provider,
     ProviderError,
 )
-
-from gpuplan.paths import make_private_dir
 
 TAGS_FILE = "tags.json"
 STARTED_FILE = "started_at"

@@ -34,6 +34,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, ClassVar
 
+from gpuplan.paths import make_private_dir
 from gpuplan.providers.base import (
     CREATED_BY,
     TAG_CREATED_BY,
@@ -74,8 +75,6 @@ from gpuplan.providers.slurm_script import (
     run_id_from_job_name,
     sbatch_args,
 )
-
-from gpuplan.paths import make_private_dir
 
 COMMANDS = ("sbatch", "squeue", "sacct", "scontrol", "scancel", "srun")
 _UNREACHABLE_HINTS = ("unable to contact slurm controller", "connection refused", "zero bytes were transmitted",

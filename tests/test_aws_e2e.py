@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from awsmoto import MotoServer, no_capacity_sitecustomize
 from clihelp import Result, run_subprocess
+
 from gpuplan.providers.base import TAG_RUN_ID
 
 pytestmark = pytest.mark.slow
@@ -264,10 +265,9 @@ class Crash(BaseException):
 def test_a_retried_launch_of_the_same_run_adopts_the_machines_it_started(moto_server: MotoServer,
                                                                         job: Path) -> None:
     """Crash between RunInstances and the database commit, then run the same launch again: one machine."""
+    from gpuplan import launch as orchestration
     from gpuplan.jobs.spec import load_spec
     from gpuplan.providers.aws import AwsProvider
-
-    from gpuplan import launch as orchestration
     from gpuplan.store.db import Store
 
     store = Store.open(os.environ["GPUPLAN_DB"])
@@ -306,6 +306,7 @@ def test_a_retried_launch_of_the_same_run_adopts_the_machines_it_started(moto_se
 def test_throttling_is_retried_by_botocore(moto_server: MotoServer) -> None:
     """RequestLimitExceeded twice, then moto answers: the launch succeeds without any retry loop of gpuplan's."""
     from awsmoto import Injector, inject
+
     from gpuplan.providers.aws import AwsProvider
     from gpuplan.providers.base import LaunchRequest
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from awsmoto import TEST_AMI_PARAMETER, Clients, Injector, inject, publish_test_ami, serve
+
 from gpuplan.providers.aws import AwsProvider
 from gpuplan.providers.aws_rules import DEFAULT_AMI_PARAMETER, client_token, map_state
 from gpuplan.providers.base import (

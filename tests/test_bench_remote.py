@@ -200,9 +200,8 @@ def test_cloud_run_folder_result_is_recorded_with_its_run(layout: str, tmp_path:
                                                           moto_env: object) -> None:
     """What fetch_outputs leaves in the run folder (bench.json, or only the node's job log with the result
     line) becomes a Benchmark with run_id and the remote device; the real AWS provider does the fetching."""
-    from gpuplan.providers.base import get_provider
-
     from gpuplan.bench.remote_launch import record_remote_result
+    from gpuplan.providers.base import get_provider
     from gpuplan.store.db import Store
 
     run_dir = tmp_path / "run"
@@ -230,10 +229,9 @@ def test_cloud_run_folder_result_is_recorded_with_its_run(layout: str, tmp_path:
 
 
 def test_cloud_run_without_result_says_what_to_configure(tmp_path: Path, db_url: str, moto_env: object) -> None:
-    from gpuplan.providers.base import get_provider
-
     from gpuplan.bench.remote import NoRemoteResult
     from gpuplan.bench.remote_launch import record_remote_result
+    from gpuplan.providers.base import get_provider
     from gpuplan.store.db import Store
 
     run_dir = tmp_path / "run"

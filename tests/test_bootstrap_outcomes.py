@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from gpuplan.jobs.bootstrap import BootPlan, render_boot_script
 
 SECRET = "s3cr3t-$(touch PWNED1)-`id`-'\"-value"

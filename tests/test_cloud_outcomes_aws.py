@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from awsmoto import MotoServer
 from clihelp import Result, run_subprocess
+
 from gpuplan.providers.base import TAG_RUN_ID
 
 BUCKET = "gpuplan-outcomes"

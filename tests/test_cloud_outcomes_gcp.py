@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from clihelp import run_subprocess
 from fakes.gce_server import RunningFake
+
+from gpuplan.cloudlaunch import with_boot_scripts
 from gpuplan.providers.base import InstanceState, LaunchRequest
 from gpuplan.providers.gcp import GcpProvider
 from gpuplan.providers.gcp_rules import instance_name
-
-from gpuplan.cloudlaunch import with_boot_scripts
 
 ZONE = "us-central1-a"
 JOB = """\

@@ -14,6 +14,7 @@ from typing import Any
 
 from awsmoto import Clients
 from fakes.gce_server import RunningFake
+
 from gpuplan.providers.aws import AwsProvider
 from gpuplan.providers.base import TAG_CREATED_BY, TAG_RUN_ID, LaunchRequest
 from gpuplan.providers.gcp import GcpProvider

@@ -5,9 +5,8 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from gpuplan.providers.base import Instance, LaunchRequest, Provider
-
 from gpuplan.cloudlaunch import CloudChoice, placements_for, ranked_choices, with_boot_scripts
+from gpuplan.providers.base import Instance, LaunchRequest, Provider
 
 
 class Zoned(Provider):

@@ -327,6 +327,7 @@ NO_CAPACITY_IN = no_capacity_sitecustomize("CRASH_TEST_NO_CAPACITY_IN")
 
 def live_in(endpoint: str, region: str, run_id: str) -> list[dict[str, Any]]:
     import boto3
+
     from gpuplan.providers.base import TAG_RUN_ID
 
     ec2 = boto3.client("ec2", region_name=region, endpoint_url=endpoint)

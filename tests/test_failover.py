@@ -7,8 +7,6 @@ from typing import Any
 
 import pytest
 from awsmoto import Clients, Injector, in_zone, inject
-from gpuplan.providers.aws import AwsProvider
-from gpuplan.providers.base import TAG_RUN_ID, AuthError, LaunchRequest
 
 from gpuplan.failover import (
     Attempt,
@@ -19,6 +17,8 @@ from gpuplan.failover import (
     launch_with_failover,
     provider_zones,
 )
+from gpuplan.providers.aws import AwsProvider
+from gpuplan.providers.base import TAG_RUN_ID, AuthError, LaunchRequest
 
 
 @pytest.fixture

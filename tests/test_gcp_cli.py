@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from clihelp import run_subprocess
 from fakes.gce_server import RunningFake
+
 from gpuplan.providers.gcp import GcpProvider
 from gpuplan.providers.gcp_rules import instance_name
 
@@ -128,9 +129,8 @@ def test_crash_between_insert_and_commit_then_retry_does_not_double(gce: Running
     assert orphan.instance_id == f"us-central1-a/{instance_name(run_id, 0)}"
 
     # Retrying the launch of the recorded run returns the VM that exists; no second insert reaches GCE.
-    from gpuplan.jobs.spec import load_spec
-
     from gpuplan import launch as orchestration
+    from gpuplan.jobs.spec import load_spec
 
     inserts_before = gce.state.count_calls("POST", "/instances")
     spec = load_spec(job)

@@ -10,10 +10,10 @@ from decimal import Decimal
 
 import pytest
 from fakes.gce_server import RunningFake
-from gpuplan.providers.base import AuthError, InstanceState, LaunchRequest
-from gpuplan.providers.gcp import GcpProvider
 
 from gpuplan import failover
+from gpuplan.providers.base import AuthError, InstanceState, LaunchRequest
+from gpuplan.providers.gcp import GcpProvider
 
 RUN = "r-f0f0f0f0f0"
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from fakes.gce_server import RunningFake
+
 from gpuplan.providers.base import (
     AuthError,
     CapacityError,

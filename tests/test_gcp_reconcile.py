@@ -10,6 +10,7 @@ from pathlib import Path
 
 from clihelp import run_subprocess
 from fakes.gce_server import RunningFake
+
 from gpuplan.providers.base import LaunchRequest
 from gpuplan.providers.gcp import GcpProvider
 from gpuplan.providers.gcp_rules import instance_name

@@ -26,6 +26,7 @@ import pytest
 from fakes.gce_server import RunningFake
 from fakes.gcs_server import Running, serve_metadata
 from fakes.secretmanager_server import RunningSecretManager
+
 from gpuplan.jobs.bootstrap import BootPlan, render_boot_script
 from gpuplan.providers.base import LaunchRequest, ProviderError
 from gpuplan.providers.gcp import GcpProvider

@@ -23,6 +23,7 @@ import pytest
 from clihelp import run_subprocess
 from fakes.gce_server import RunningFake
 from fakes.gcs_server import FakeGcs, Running, serve, serve_metadata
+
 from gpuplan.jobs.bootstrap import BootPlan, render_boot_script
 from gpuplan.providers.base import Instance, InstanceState, LaunchRequest
 from gpuplan.providers.gcp import GcpProvider

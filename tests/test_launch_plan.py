@@ -5,9 +5,9 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
-from gpuplan.jobs.spec import parse_spec
 
 from gpuplan.errors import UserError
+from gpuplan.jobs.spec import parse_spec
 from gpuplan.launch import LaunchPlan, estimate_run, planned_offer
 
 SPEC = """\

@@ -10,11 +10,11 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
+
+from gpuplan.paths import make_private_dir
 from gpuplan.providers.base import LaunchRequest
 from gpuplan.providers.local import LocalProvider
 from gpuplan.providers.outputs import store_output
-
-from gpuplan.paths import make_private_dir
 from gpuplan.store.db import Store
 
 

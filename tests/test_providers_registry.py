@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from gpuplan.providers.base import LaunchRequest, ProviderError, load_provider_class, provider_names
 
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 from clihelp import run_cli
+
 from gpuplan.providers.aws import AwsProvider
 from gpuplan.providers.base import LaunchRequest, Provider, ProviderError
-
 from gpuplan.reconcile import OpenRow, Policy, compare, reconcile
 from gpuplan.store.db import Store
 from gpuplan.store.models import Event, Instance, Run, RunState

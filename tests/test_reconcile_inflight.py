@@ -16,14 +16,14 @@ from typing import Any
 
 import pytest
 from clihelp import run_cli
-from gpuplan.jobs.runner import NodeLaunch
-from gpuplan.providers.aws import AwsProvider
-from gpuplan.providers.base import Instance, LaunchRequest
-from gpuplan.providers.local import LAUNCH_FILE, STARTED_FILE, LocalProvider
 from ledger_fixture import record_run
 from test_reconcile import backdate, record, start
 
+from gpuplan.jobs.runner import NodeLaunch
 from gpuplan.paths import runs_dir
+from gpuplan.providers.aws import AwsProvider
+from gpuplan.providers.base import Instance, LaunchRequest
+from gpuplan.providers.local import LAUNCH_FILE, STARTED_FILE, LocalProvider
 from gpuplan.reconcile import IN_FLIGHT, ORPHAN, YOUNG, classify
 from gpuplan.store.db import Store
 from gpuplan.store.models import Event, Run, RunState
@@ -91,9 +91,8 @@ def test_aws_created_at_is_the_launch_time(aws: AwsProvider) -> None:
 def test_reconcile_during_the_launch_spares_the_machine_the_launch_then_records(
         aws: AwsProvider, aws_session: Any, tmp_path: Path) -> None:
     """`reconcile --terminate -y --grace 0` between RunInstances and the commit: the launch still succeeds."""
-    from gpuplan.jobs.spec import load_spec
-
     from gpuplan import launch as orchestration
+    from gpuplan.jobs.spec import load_spec
 
     job = tmp_path / "job.yaml"
     job.write_text(JOB)

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 from clihelp import Result, run_cli
+from ledger_fixture import record_run
+
 from gpuplan.providers.aws import AwsProvider
 from gpuplan.providers.aws_secrets import run_of
 from gpuplan.providers.base import CloudSecret, LaunchRequest
-from ledger_fixture import record_run
-
 from gpuplan.reconcile import Policy
 from gpuplan.reconcile_secrets import check_secrets, classify_secret, delete_orphan_secrets
 from gpuplan.store.db import Store

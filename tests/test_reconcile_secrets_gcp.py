@@ -16,9 +16,9 @@ import pytest
 from clihelp import Result, run_cli
 from fakes.gce_server import RunningFake
 from fakes.secretmanager_server import RunningSecretManager
+
 from gpuplan.providers.gcp import GcpProvider
 from gpuplan.providers.gcp_secrets import run_of, secret_id
-
 from gpuplan.store.db import Store
 from gpuplan.store.models import Event
 

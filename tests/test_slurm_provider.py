@@ -14,9 +14,10 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from slurmhelp import SlurmCluster, wait_for
+
 from gpuplan.providers.base import TAG_RUN_ID, Instance, InstanceState, LaunchRequest, ProviderError
 from gpuplan.providers.slurm import SlurmProvider
-from slurmhelp import SlurmCluster, wait_for
 
 SECRET = "s3cr3t-'$(touch /tmp/gpuplan-pwned)'-value"
 HOSTILE_NAME = 'it\'s "$(touch PWNED)" `touch PWNED2`\nrm -rf / ; echo'

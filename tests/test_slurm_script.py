@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from gpuplan.providers.base import InstanceState
 from gpuplan.providers.slurm_parse import (
     exit_code_from_pair,

@@ -7,6 +7,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
+
 from gpuplan.jobs.spec import JobSpec, SpecError, load_spec, parse_spec
 
 ROOT = Path(__file__).resolve().parents[1]

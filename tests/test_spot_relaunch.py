@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gpuplan.jobs.spec import parse_spec
-from gpuplan.providers.aws import AwsProvider
 
 from gpuplan import launch as orchestration
+from gpuplan.jobs.spec import parse_spec
+from gpuplan.providers.aws import AwsProvider
 from gpuplan.spot import MAX_RELAUNCHES, SUPERSEDED
 from gpuplan.store.db import Store
 from gpuplan.store.models import Run

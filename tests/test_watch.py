@@ -9,13 +9,13 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from gpuplan.jobs.metrics import log_metrics
-from gpuplan.jobs.spec import parse_spec
-from gpuplan.providers.base import Instance, InstanceState
-from gpuplan.providers.local import LocalProvider
 
 from gpuplan import launch as orchestration
+from gpuplan.jobs.metrics import log_metrics
+from gpuplan.jobs.spec import parse_spec
 from gpuplan.progress import measure
+from gpuplan.providers.base import Instance, InstanceState
+from gpuplan.providers.local import LocalProvider
 from gpuplan.store.db import Store
 from gpuplan.store.models import Event, Run, RunState
 from gpuplan.watch import _final_state, cap_reason, stop_run, watch_all, watch_run
