@@ -377,6 +377,31 @@ def test_aws_killed_after_run_instances_stop_adopts_and_terminates(moto_server: 
     assert "adopted" in books(run["id"])["events"]
 
 
+def test_aws_killed_after_run_instances_a_machine_that_ended_meanwhile_is_billed(moto_server: Any,
+                                                                                  tmp_path: Path) -> None:
+    """The machine the dead launch started ended by itself before anyone looked (the on-instance fail-safe, a
+    spot interruption): EC2 lists it for about an hour after, so the next step records it and bills the time it
+    ran, instead of calling the launch one that never started anything."""
+    import boto3
+
+    killed_launch(tmp_path, AWS_JOB.format(regions="us-east-1"), "launched", "--provider", "aws", "--detach")
+    run = books()
+    [machine] = live_in(moto_server.endpoint, "us-east-1", run["id"])
+    ec2 = boto3.client("ec2", region_name="us-east-1", endpoint_url=moto_server.endpoint)
+    ec2.terminate_instances(InstanceIds=[machine["InstanceId"]])
+    assert live_in(moto_server.endpoint, "us-east-1", run["id"]) == []
+
+    status = gpuplan("status", run["id"], "--json")
+    assert status.exit_code == 0, status.stderr
+    summary = status.json()
+    assert summary["state"] not in ("pending", "provisioning", "running")
+    [row] = summary["instances"]
+    assert row["instance_id"] == machine["InstanceId"] and row["terminated_at"] is not None
+    assert dt.datetime.fromisoformat(row["launched_at"]) == machine["LaunchTime"]
+    assert_aws_cost(summary)
+    assert "adopted" in books(run["id"])["events"]
+
+
 def test_aws_killed_after_failover_reconcile_finds_the_machine_in_the_planned_region(
         moto_server: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The first region has no capacity, the machine starts in the second, and the launch dies before recording
