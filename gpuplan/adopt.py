@@ -2,8 +2,9 @@
 be, and record them (Instance rows billed from their real launch time, and an `adopted` event).
 
 Such machines exist when the launching gpuplan died between the provider's answer and the commit of the rows
-(gpuplan.launcher says why that window cannot be closed). `gpuplan stop RUN` adopts before it terminates, the
-watch step (`status`, `watch`) adopts for a run still launching whose launcher is gone, and `gpuplan reconcile`
+(gpuplan.launcher says why that window cannot be closed), or a spot relaunch died the same way (gpuplan.spot).
+`gpuplan stop RUN` adopts before it terminates, the watch step (`status`, `watch`) adopts for a run still
+launching whose launcher is gone and for a relaunch whose relauncher is gone, and `gpuplan reconcile`
 adopts the unknown machines of recorded runs and searches the regions of recent launch plans.
 
 Whether a launch is still in flight (its machines are about to be recorded by the process that started them) is
@@ -83,13 +84,19 @@ def launcher_alive(run: Any) -> bool | None:
     return pid == os.getpid() or _gpuplan_alive(pid)
 
 
-def launch_in_flight(run: Any, now: dt.datetime) -> bool:
-    """True while a launching run's machines may still be recorded by the process that is starting them."""
-    if run.state not in LAUNCHING or launcher_alive(run) is False:
+def plan_in_flight(run: Any, now: dt.datetime) -> bool:
+    """True while the process that wrote the run's last launch plan may still record the machines it starts:
+    alive (or on another host) and within ORPHAN_AFTER of the plan."""
+    if launcher_alive(run) is False:
         return False
     plans = launch_plans(run)
     since = plans[-1][0] if plans else _aware(run.created_at)
     return _aware(now) - since < ORPHAN_AFTER
+
+
+def launch_in_flight(run: Any, now: dt.datetime) -> bool:
+    """True while a launching run's machines may still be recorded by the process that is starting them."""
+    return run.state in LAUNCHING and plan_in_flight(run, now)
 
 
 def planned_price(run: Any, inst: Instance) -> Decimal | None:

@@ -52,18 +52,26 @@ def launch_plan_data(provider: Provider, placements: Sequence[Placement]) -> dic
     }
 
 
+def add_launch_plan(session: Any, run: Any, provider: Provider, placements: Sequence[Placement],
+                    **extra: Any) -> None:
+    """Add the `launch_plan` event to `session` (the caller commits it before any provider call); `extra` goes
+    into its data (a spot relaunch adds its generation)."""
+    from gpuplan.runs import record_event
+
+    data = {**launch_plan_data(provider, placements), **extra}
+    record_event(session, run, LAUNCH_PLAN,
+                 f"will try {len(placements)} placement(s) on {provider.name} in "
+                 f"{', '.join(data['regions']) or '(default region)'}", **data)
+
+
 def record_launch_plan(store: Any, run_id: str, provider: Provider, placements: Sequence[Placement]) -> None:
     """Commit the `launch_plan` event before any provider call."""
-    from gpuplan.runs import record_event
     from gpuplan.store.models import Run
 
-    data = launch_plan_data(provider, placements)
     with store.session() as session:
         run = session.get(Run, run_id)
         assert run is not None, run_id
-        record_event(session, run, LAUNCH_PLAN,
-                     f"will try {len(placements)} placement(s) on {provider.name} in "
-                     f"{', '.join(data['regions']) or '(default region)'}", **data)
+        add_launch_plan(session, run, provider, placements)
 
 
 def record_instances(session: Any, run: Any, provider: Provider, instances: Iterable[Instance], *,

@@ -7,22 +7,32 @@ max_hours, and the spec's secrets in the watcher's environment. The machines of 
 terminated (a multi-node job cannot go on without a node), their rows are marked superseded (the settling of the
 run then looks only at the current generation), and the new machines go through the same failover as a launch,
 with a new generation number so EC2's idempotency token differs. Every decision is an Event.
+
+Crash safety, as for a launch (gpuplan.launcher): the relaunch commits a `launch_plan` event carrying its
+generation before the provider call, and its outcome (`relaunch` or `relaunch_failed`) with the new rows after.
+A plan without an outcome is a relaunch whose gpuplan is still at it (the watch step leaves the run alone) or
+died (the next watch step records, by tag, the machines it started — never a second relaunch — or, when it had
+started none, relaunches again within the same limits).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import json
 import logging
 from decimal import Decimal
 from typing import Any
 
+from gpuplan.launcher import LAUNCH_PLAN, add_launch_plan, placements_for_launch, record_instances
 from gpuplan.providers.base import InstanceState, Provider, ProviderError
+from gpuplan.testpoint import pause_point
 
 log = logging.getLogger(__name__)
 
 MAX_RELAUNCHES = 3
 SUPERSEDED = "superseded"  # Instance.state of a machine replaced by a relaunch (its cost still counts)
+OUTCOMES = ("relaunch", "relaunch_failed")  # the events that close a relaunch's launch plan
 
 
 def current_instances(run: Any) -> list[Any]:
@@ -56,7 +66,6 @@ def relaunch_after_preemption(session: Any, run: Any, provider: Provider, now: d
     from gpuplan.jobs.spec import parse_spec
     from gpuplan.launch import LaunchPlan, Offer, build_request, read_secrets, start_instances
     from gpuplan.runs import record_event
-    from gpuplan.store.models import Instance as InstanceRow
 
     spec = parse_spec(run.spec_text, source=f"run {run.id}")
     reason = why_not_relaunch(run, spec, now)
@@ -87,23 +96,65 @@ def relaunch_after_preemption(session: Any, run: Any, provider: Provider, now: d
     request = dataclasses.replace(
         request, env={**request.env, "GPUPLAN_RELAUNCH": str(generation)},
         options={**request.options, "generation": generation})
+    placements = placements_for_launch(provider, request)
+    # Committed before the provider call, with what this pass learnt (the interrupted machines are closed): a
+    # gpuplan that dies while starting the new machines leaves a plan whose generation has no outcome, and the
+    # next watch step adopts what it started (recover_relaunch) instead of relaunching a second time.
+    add_launch_plan(session, run, provider, placements, generation=generation)
+    session.commit()
+    pause_point("relaunch_planned")
     try:
-        instances = start_instances(provider, request)
+        instances = start_instances(provider, request, placements=placements)
     except ProviderError as exc:
         record_event(session, run, "relaunch_failed", str(exc), generation=generation, code=exc.code)
         return False
+    pause_point("relaunched")
     for row in current:
         row.state = SUPERSEDED
-    for inst in instances:
-        run.instances.append(InstanceRow(
-            provider=provider.name, provider_instance_id=inst.instance_id, cloud=inst.cloud or provider.cloud,
-            region=inst.region, zone=inst.zone, instance_type=inst.instance_type, gpu=inst.gpu,
-            gpu_count=inst.gpu_count, spot=inst.spot, node_rank=inst.node_rank,
-            price_per_hour=inst.price_per_hour if inst.price_per_hour is not None else (price or Decimal(0)),
-            min_billed_seconds=provider.min_billed_seconds, state=inst.state, launched_at=inst.launched_at or now))
+    record_instances(session, run, provider, instances, default_price=price, now=now)
     if instances:
         run.zone, run.region = instances[0].zone or run.zone, instances[0].region or run.region
     record_event(session, run, "relaunch", f"spot interruption: relaunch {generation} of at most {MAX_RELAUNCHES} "
                  f"from checkpoint {spec.checkpoint.dir}", generation=generation,
                  instances=[i.instance_id for i in instances])
+    return True
+
+
+def pending_relaunch(run: Any) -> int | None:
+    """The generation of a relaunch whose launch plan is recorded but whose outcome (`relaunch` or
+    `relaunch_failed`) is not: its gpuplan is still starting the machines, or died doing it. None otherwise."""
+    pending = None
+    for event in sorted(run.events, key=lambda e: (e.at, e.id or 0)):
+        if event.kind not in (LAUNCH_PLAN, *OUTCOMES):
+            continue
+        try:
+            data = json.loads(event.data_json or "{}")
+        except ValueError:
+            continue
+        generation = data.get("generation") if isinstance(data, dict) else None
+        if event.kind == LAUNCH_PLAN:
+            pending = generation if isinstance(generation, int) else None
+        elif generation == pending:
+            pending = None
+    return pending
+
+
+def recover_relaunch(session: Any, run: Any, provider: Provider, now: dt.datetime, generation: int) -> bool:
+    """Finish relaunch `generation`, whose gpuplan died after committing its launch plan (the caller checked that
+    it is no longer in flight): record the machines it started, by tag; if it started none, say so and relaunch
+    again within the same limits. True when the run has machines again."""
+    from gpuplan.adopt import adopt
+    from gpuplan.runs import record_event
+
+    previous = current_instances(run)
+    adopted = adopt(session, run, provider, now)
+    if not adopted:
+        record_event(session, run, "relaunch_failed", "the gpuplan relaunching the run died before any machine "
+                     "started", generation=generation)
+        return relaunch_after_preemption(session, run, provider, now)
+    for row in previous:
+        row.state = SUPERSEDED
+    record_event(session, run, "relaunch", f"spot interruption: relaunch {generation} of at most {MAX_RELAUNCHES}, "
+                 "recorded after the gpuplan that started it died", generation=generation,
+                 instances=[row.provider_instance_id for row in adopted], recovered=True)
     return True

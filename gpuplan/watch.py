@@ -26,7 +26,7 @@ from gpuplan.providers.base import Instance as ProviderInstance
 from gpuplan.providers.base import InstanceState, Provider, ProviderError
 from gpuplan.providers.outputs import read_exit_record
 from gpuplan.runs import close_instance, elapsed_hours, record_event, run_cost, set_state, summary
-from gpuplan.spot import current_instances, relaunch_after_preemption
+from gpuplan.spot import current_instances, pending_relaunch, recover_relaunch, relaunch_after_preemption
 from gpuplan.store.models import Instance, Run, RunState
 from gpuplan.store.types import utcnow
 from gpuplan.testpoint import pause_point
@@ -156,6 +156,13 @@ def refresh_run(session: Any, run: Run, provider: Provider, now: dt.datetime) ->
     """
     hint_regions(provider, [run.region, *(i.region for i in run.instances)])
     adopted = adopt_orphans(session, run, provider, now)
+    generation = pending_relaunch(run) if run.state in RunState.LIVE else None
+    if generation is not None:
+        from gpuplan.adopt import plan_in_flight
+
+        if plan_in_flight(run, now):  # another gpuplan is starting the relaunch: its machines are its to record
+            return False, None
+        adopted = recover_relaunch(session, run, provider, now, generation) or adopted
     open_rows = [i for i in run.instances if i.terminated_at is None]
     described: dict[str, ProviderInstance] = {}
     if open_rows:

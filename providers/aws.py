@@ -26,6 +26,7 @@ from gpuplan.providers import aws_secrets
 from gpuplan.providers.aws_rules import (
     DEFAULT_AMI_PARAMETER,
     DEFAULT_REGION,
+    ENDED_EC2_STATES,
     LIVE_EC2_STATES,
     NOT_FOUND_CODES,
     SECURITY_GROUP_NAME,
@@ -533,19 +534,26 @@ class AwsProvider(Provider):
         except Exception as exc:
             raise map_client_error(exc, region=region) from exc
 
-    def _find(self, region: str, run_id: str | None) -> list[Instance]:
-        filters: list[dict[str, Any]] = [{"Name": "instance-state-name", "Values": list(LIVE_EC2_STATES)}]
+    def _find(self, region: str, run_id: str | None, *, include_ended: bool = False) -> list[Instance]:
+        states = [*LIVE_EC2_STATES, *ENDED_EC2_STATES] if include_ended else list(LIVE_EC2_STATES)
+        filters: list[dict[str, Any]] = [{"Name": "instance-state-name", "Values": states}]
         if run_id:
             filters.append({"Name": f"tag:{TAG_RUN_ID}", "Values": [run_id]})
         else:
             filters.append({"Name": "tag-key", "Values": [TAG_RUN_ID]})
         return sorted(self._describe(region, filters), key=lambda i: (i.run_id or "", i.node_rank))
 
-    def list_tagged(self, run_id: str | None = None) -> list[Instance]:
-        """Live instances carrying gpuplan's run tag in every configured region (reconcile compares these)."""
+    def list_tagged(self, run_id: str | None = None, *, include_ended: bool = False) -> list[Instance]:
+        """Live instances carrying gpuplan's run tag in every configured region (reconcile compares these).
+
+        `include_ended` (with a run id: adoption, gpuplan.adopt) adds the ones that already ended, which EC2 keeps
+        listing for about an hour after termination: a machine a crashed launch started that ended by itself
+        (the on-instance fail-safe, a spot interruption) still ran and is billed from its launch to its end."""
+        if include_ended and run_id is None:
+            raise ValueError("include_ended needs a run id: ended machines are adopted one run at a time")
         found: list[Instance] = []
         for region in list(self.regions):
-            found.extend(self._find(region, run_id))
+            found.extend(self._find(region, run_id, include_ended=include_ended))
         return found
 
     def describe(self, instance_ids: Sequence[str]) -> list[Instance]:

@@ -68,6 +68,7 @@ NOT_FOUND_CODES = frozenset({"InvalidInstanceID.NotFound", "InvalidInstanceID.Ma
 
 SPOT_INTERRUPTION_REASON = "Server.SpotInstanceTermination"
 LIVE_EC2_STATES = ("pending", "running", "stopping", "stopped")
+ENDED_EC2_STATES = ("shutting-down", "terminated")  # listed by EC2 for about an hour after termination
 
 STATE_MAP = {
     "pending": InstanceState.PENDING,

@@ -299,3 +299,16 @@ def create_client(self, service_name, *args, **kwargs):
 
 botocore.session.Session.create_client = create_client
 """
+
+
+def spot_interrupt(instance_id: str, region: str = "us-east-1") -> None:
+    """What EC2 does on a spot interruption, done to moto's instance (in this process, or in the ThreadedMotoServer
+    this process runs): EC2 has no API to interrupt a spot instance, and neither has moto."""
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.ec2.models import ec2_backends
+    from moto.ec2.models.instances import StateReason
+
+    backend = ec2_backends[DEFAULT_ACCOUNT_ID][region]
+    backend.terminate_instances([instance_id])
+    backend.get_instance(instance_id).state_reason = StateReason(
+        "Server.SpotInstanceTermination: Spot instance termination", "Server.SpotInstanceTermination")

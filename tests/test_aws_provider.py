@@ -282,6 +282,20 @@ def test_list_tagged_searches_every_configured_region() -> None:
     assert [i.region for i in fresh.describe([west.instance_id])] == ["us-west-2"]
 
 
+def test_list_tagged_with_include_ended_adds_the_run_s_ended_machines() -> None:
+    """Adoption (gpuplan.adopt) asks for a run's ended machines too: EC2 lists them for about an hour."""
+    p = provider()
+    [gone] = p.launch(request(run_id="r-eeeeeeeeee"))
+    p.terminate([gone.instance_id])
+    [live] = p.launch(request(run_id="r-eeeeeeeeee", options={"generation": 1}))  # as a spot relaunch does
+    assert [i.instance_id for i in p.list_tagged("r-eeeeeeeeee")] == [live.instance_id]
+    both = {i.instance_id: i for i in p.list_tagged("r-eeeeeeeeee", include_ended=True)}
+    assert set(both) == {gone.instance_id, live.instance_id}
+    assert both[gone.instance_id].state == InstanceState.TERMINATED and both[gone.instance_id].ended_at is not None
+    with pytest.raises(ValueError, match="run id"):
+        p.list_tagged(include_ended=True)  # reconcile's listing of everyone stays live-only
+
+
 def test_multi_node_with_per_rank_scripts_gives_the_workers_node_zeros_address() -> None:
     p = provider()
     serve(p.client("ec2", "us-east-1"), "CreatePlacementGroup", {"PlacementGroup": {}}, [])

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from awsmoto import no_capacity_sitecustomize
+from awsmoto import no_capacity_sitecustomize, spot_interrupt
 from clihelp import Result, run_subprocess
 
 pytestmark = pytest.mark.slow
@@ -58,8 +58,9 @@ def killed_launch(tmp_path: Path, job_text: str, point: str | None, *args: str,
 
 
 def killed(tmp_path: Path, argv: list[str], point: str | None, *, env: dict[str, str] | None = None,
-           until: Any = None) -> None:
-    """Run `gpuplan ARGV` until it reaches `point` (or `until()` holds), then SIGKILL it."""
+           until: Any = None, while_paused: Any = None) -> None:
+    """Run `gpuplan ARGV` until it reaches `point` (or `until()` holds), call `while_paused()` (the process is
+    alive, stopped there), then SIGKILL it."""
     marker = tmp_path / f"paused-{point}"
     full_env = {**os.environ, **(env or {})}
     if point:
@@ -72,6 +73,8 @@ def killed(tmp_path: Path, argv: list[str], point: str | None, *, env: dict[str,
             assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else proc.returncode
             assert time.monotonic() < deadline, f"the launch never reached {point or until}"
             time.sleep(0.05)
+        if while_paused is not None:
+            while_paused()
         proc.send_signal(signal.SIGKILL)
         assert proc.wait(timeout=30) == -signal.SIGKILL  # reaped: its pid is gone, as after a real crash
     finally:
@@ -375,6 +378,31 @@ def test_aws_killed_after_run_instances_stop_adopts_and_terminates(moto_server: 
     assert "adopted" in books(run["id"])["events"]
 
 
+def test_aws_killed_after_run_instances_a_machine_that_ended_meanwhile_is_billed(moto_server: Any,
+                                                                                  tmp_path: Path) -> None:
+    """The machine the dead launch started ended by itself before anyone looked (the on-instance fail-safe, a
+    spot interruption): EC2 lists it for about an hour after, so the next step records it and bills the time it
+    ran, instead of calling the launch one that never started anything."""
+    import boto3
+
+    killed_launch(tmp_path, AWS_JOB.format(regions="us-east-1"), "launched", "--provider", "aws", "--detach")
+    run = books()
+    [machine] = live_in(moto_server.endpoint, "us-east-1", run["id"])
+    ec2 = boto3.client("ec2", region_name="us-east-1", endpoint_url=moto_server.endpoint)
+    ec2.terminate_instances(InstanceIds=[machine["InstanceId"]])
+    assert live_in(moto_server.endpoint, "us-east-1", run["id"]) == []
+
+    status = gpuplan("status", run["id"], "--json")
+    assert status.exit_code == 0, status.stderr
+    summary = status.json()
+    assert summary["state"] not in ("pending", "provisioning", "running")
+    [row] = summary["instances"]
+    assert row["instance_id"] == machine["InstanceId"] and row["terminated_at"] is not None
+    assert dt.datetime.fromisoformat(row["launched_at"]) == machine["LaunchTime"]
+    assert_aws_cost(summary)
+    assert "adopted" in books(run["id"])["events"]
+
+
 def test_aws_killed_after_failover_reconcile_finds_the_machine_in_the_planned_region(
         moto_server: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The first region has no capacity, the machine starts in the second, and the launch dies before recording
@@ -419,4 +447,91 @@ def test_aws_stop_killed_before_terminating_is_finished_by_the_next_stop(moto_se
     assert again.exit_code == 0, again.stderr
     assert [i["instance_id"] for i in again.json()["instances"]] == [machine["InstanceId"]]
     assert_aws_cost(again.json())
+    assert live_in(moto_server.endpoint, "us-east-1", run_id) == []
+
+
+# ---- a spot relaunch killed half-way (the watch step relaunches; `status` runs one watch step) -------------------
+
+AWS_SPOT_JOB = """\
+name: crash-spot
+runtime: process
+command: python train.py --resume
+resources:
+  gpu: A10G:1
+  spot: true
+  regions: [us-east-1]
+checkpoint: {dir: ckpt, interval: 10m}
+limits:
+  max_hours: 1
+"""
+
+
+def interrupted_spot_run(moto_server: Any, tmp_path: Path) -> tuple[str, str]:
+    """A detached spot run on moto whose machine EC2 has just interrupted: (run id, interrupted instance id)."""
+    job = tmp_path / "spot.yaml"
+    job.write_text(AWS_SPOT_JOB)
+    launched = gpuplan("launch", str(job), "--provider", "aws", "-y", "--detach", "--json")
+    assert launched.exit_code == 0, launched.stderr
+    run_id = launched.json()["run_id"]
+    [machine] = live_in(moto_server.endpoint, "us-east-1", run_id)
+    spot_interrupt(machine["InstanceId"])
+    return run_id, machine["InstanceId"]
+
+
+def test_aws_relaunch_killed_after_starting_the_machine_is_recorded_not_repeated(moto_server: Any,
+                                                                                 tmp_path: Path) -> None:
+    run_id, first = interrupted_spot_run(moto_server, tmp_path)
+
+    def meanwhile() -> None:  # the relaunching gpuplan is alive: another step leaves its relaunch to it
+        other = gpuplan("status", run_id, "--json")
+        assert other.exit_code == 0, other.stderr
+        assert other.json()["state"] == "running"
+        assert len(live_in(moto_server.endpoint, "us-east-1", run_id)) == 1
+        assert "relaunch" not in books(run_id)["events"]
+
+    killed(tmp_path, ["status", run_id], "relaunched", while_paused=meanwhile)
+    run = books(run_id)
+    assert run["plans"][-1]["generation"] == 1 and "relaunch" not in run["events"]
+    [second] = live_in(moto_server.endpoint, "us-east-1", run_id)
+    assert second["InstanceId"] not in {row[0] for row in run["rows"]}  # started, never recorded
+
+    status = gpuplan("status", run_id, "--json")
+    assert status.exit_code == 0, status.stderr
+    assert status.json()["state"] == "running"
+    assert [m["InstanceId"] for m in live_in(moto_server.endpoint, "us-east-1", run_id)] == [second["InstanceId"]]
+    run = books(run_id)
+    assert run["events"].count("relaunch") == 1 and "adopted" in run["events"]
+    assert "relaunch_failed" not in run["events"]
+    rows = {row[0]: row for row in run["rows"]}
+    assert set(rows) == {first, second["InstanceId"]}
+    assert rows[second["InstanceId"]][1] == second["LaunchTime"]  # billed from EC2's LaunchTime
+    assert rows[first][2] is not None  # the interrupted machine's time is closed and billed too
+
+    stopped = gpuplan("stop", run_id, "--json")
+    assert stopped.exit_code == 0, stopped.stderr
+    assert stopped.json()["state"] == "stopped"
+    assert live_in(moto_server.endpoint, "us-east-1", run_id) == []
+
+
+def test_aws_relaunch_killed_before_starting_a_machine_relaunches_once(moto_server: Any, tmp_path: Path) -> None:
+    run_id, first = interrupted_spot_run(moto_server, tmp_path)
+    killed(tmp_path, ["status", run_id], "relaunch_planned")
+    run = books(run_id)
+    assert run["plans"][-1]["generation"] == 1 and run["state"] == "running"
+    assert [row[2] is not None for row in run["rows"]] == [True]  # the interruption is committed with the plan
+    assert live_in(moto_server.endpoint, "us-east-1", run_id) == []
+
+    status = gpuplan("status", run_id, "--json")
+    assert status.exit_code == 0, status.stderr
+    assert status.json()["state"] == "running"
+    [machine] = live_in(moto_server.endpoint, "us-east-1", run_id)
+    run = books(run_id)
+    assert run["events"].count("relaunch_failed") == 1 and run["events"].count("relaunch") == 1
+    assert {row[0] for row in run["rows"]} == {first, machine["InstanceId"]}
+
+    again = gpuplan("status", run_id, "--json")  # settled: a later step changes nothing
+    assert again.exit_code == 0, again.stderr
+    assert [m["InstanceId"] for m in live_in(moto_server.endpoint, "us-east-1", run_id)] == [machine["InstanceId"]]
+    assert books(run_id)["events"].count("relaunch") == 1
+    assert gpuplan("stop", run_id, "--json").exit_code == 0
     assert live_in(moto_server.endpoint, "us-east-1", run_id) == []

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from awsmoto import spot_interrupt
 
 from gpuplan import launch as orchestration
 from gpuplan.jobs.spec import parse_spec
@@ -57,19 +58,12 @@ def launch(store: Any, aws: AwsProvider, *, checkpoint: bool = True, budget: str
 
 
 def interrupt(store: Any, run_id: str) -> str:
-    """What EC2 does on a spot interruption, done to moto's instance; returns the interrupted instance id."""
-    from moto.core import DEFAULT_ACCOUNT_ID
-    from moto.ec2.models import ec2_backends
-    from moto.ec2.models.instances import StateReason
-
+    """Interrupt the run's live machine as EC2 would; returns its instance id."""
     with store.session() as s:
         run = s.get(Run, run_id)
         [row] = [i for i in run.instances if i.terminated_at is None]
         instance_id = row.provider_instance_id
-    backend = ec2_backends[DEFAULT_ACCOUNT_ID]["us-east-1"]
-    backend.terminate_instances([instance_id])
-    backend.get_instance(instance_id).state_reason = StateReason(
-        "Server.SpotInstanceTermination: Spot instance termination", "Server.SpotInstanceTermination")
+    spot_interrupt(instance_id)
     return instance_id
 
 
