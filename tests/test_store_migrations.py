@@ -40,6 +40,14 @@ SEEDS: dict[str, tuple[list[str], dict[str, int]]] = {
         ],
         {"runs": 1, "instances": 1, "events": 1, "budgets": 1, "schedules": 1, "price_offers": 1},
     ),
+    "0002": (
+        [
+            "INSERT INTO instances (run_id, provider, provider_instance_id, cloud, gpu_count, spot, node_rank, "
+            "price_per_hour, min_billed_seconds, state, launched_at) VALUES ('r-seed000001', 'aws', 'i-2', 'aws', "
+            "8, false, 1, 98.32, 60, 'running', '2026-11-01 00:00:00')",
+        ],
+        {"instances": 1},
+    ),
 }
 
 

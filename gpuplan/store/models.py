@@ -141,6 +141,9 @@ class Instance(Base):
 
     cost = price_per_hour x billed seconds, where billed seconds = max(terminated_at - launched_at,
     min_billed_seconds) and a still-running instance accrues up to now.
+
+    One row per machine of a run: the unique index lets only one of two processes that adopt the same machine
+    at once record it (migration 0002 says why the run is part of the key).
     """
 
     __tablename__ = "instances"
@@ -164,6 +167,8 @@ class Instance(Base):
     terminated_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, index=True)
 
     run: Mapped[Run] = relationship(back_populates="instances")
+
+    __table_args__ = (Index("uq_instances_run_machine", "run_id", "provider", "provider_instance_id", unique=True),)
 
 
 class Event(Base):
