@@ -8,7 +8,9 @@ failover may try and its price there, and the host and pid of the launching proc
 `status`/`watch` or `reconcile` reads that event and adopts the machines (gpuplan.adopt).
 
 Recording is idempotent: a machine already recorded for the run (adopted by another process meanwhile) is not
-recorded twice; and if the run was stopped while its machines were starting, they are terminated at once.
+recorded twice, even when two processes record it at the same instant (the unique index on the machine's id in its
+run refuses the second row; the loser rolls back just that row and reads the winner's); and if the run was stopped
+while its machines were starting, they are terminated at once.
 """
 
 from __future__ import annotations
@@ -76,12 +78,21 @@ def record_launch_plan(store: Any, run_id: str, provider: Provider, placements: 
 
 def record_instances(session: Any, run: Any, provider: Provider, instances: Iterable[Instance], *,
                      default_price: Decimal | None, now: Any) -> list[Any]:
-    """Add an Instance row per machine the run does not have yet; returns the rows added.
+    """Add an Instance row per machine the run does not have yet; returns the rows added (each inserted already).
 
     Price: the provider's, else `default_price` (the placement's), else 0 (unknown: the cost undercounts).
     Billing starts at the provider's launch time, else `now`.
+
+    Each row is inserted under a savepoint: another process may record the same machine between our look at
+    `run.instances` and our insert (two adopters at once). The unique index then refuses our row; only that
+    insert is undone, the other process's row is read into `run.instances`, and the machine is not in the
+    returned list, so the caller records no second event for it. Anything else the caller has pending is
+    flushed first and kept.
     """
+    from sqlalchemy.exc import IntegrityError
+
     from gpuplan.store.models import Instance as InstanceRow
+    from gpuplan.store.savepoint import savepoint
 
     known = {row.provider_instance_id for row in run.instances}
     added = []
@@ -97,9 +108,28 @@ def record_instances(session: Any, run: Any, provider: Provider, instances: Iter
             price_per_hour=price if price is not None else Decimal(0),
             min_billed_seconds=provider.min_billed_seconds, state=inst.state,
             launched_at=inst.launched_at or inst.created_at or now)
-        run.instances.append(row)
+        try:
+            with savepoint(session):
+                run.instances.append(row)
+                session.flush()
+        except IntegrityError:
+            if recorded_row(session, run.id, provider.name, inst.instance_id) is None:
+                raise  # refused for another reason than "already recorded"
+            session.expire(run, ["instances"])  # reload it with the row the other process committed
+            continue
         added.append(row)
     return added
+
+
+def recorded_row(session: Any, run_id: str, provider_name: str, instance_id: str) -> Any | None:
+    """The run's row for the machine, as committed (by this process or another), or None."""
+    from sqlalchemy import select
+
+    from gpuplan.store.models import Instance as InstanceRow
+
+    return session.scalars(select(InstanceRow).where(
+        InstanceRow.run_id == run_id, InstanceRow.provider == provider_name,
+        InstanceRow.provider_instance_id == instance_id)).one_or_none()
 
 
 def start_and_record(store: Any, run_id: str, provider: Provider, request: LaunchRequest, *,

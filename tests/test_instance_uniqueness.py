@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import threading
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 from alembic import command
@@ -14,7 +16,11 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from gpuplan.adopt import adopt, tagged_machines
 from gpuplan.costing import instance_cost
+from gpuplan.jobs.runner import LAUNCH_FILE, NodeLaunch
+from gpuplan.providers.base import TAG_RUN_ID
+from gpuplan.providers.local import TAGS_FILE, LocalProvider
 from gpuplan.store import migrate
 from gpuplan.store.db import Store, make_engine
 from gpuplan.store.models import Event, Instance, Run
@@ -104,5 +110,67 @@ def test_the_index_refuses_a_second_row_for_a_machine_but_not_for_another_run(db
             s.add(row("r-1", "77", "1", t(2), None, provider="slurm"))
         with store.session() as s:
             assert s.query(Instance).count() == 2
+    finally:
+        store.close()
+
+
+# ---- two adopters at once: the index lets one record the machine, the other reads its row ---------------------
+
+
+def local_machine(root: Path, run_id: str) -> LocalProvider:
+    """A local node folder tagged with the run, as LocalProvider.launch leaves it when its launcher is SIGKILLed
+    before recording it (no process needed: the node is `pending`)."""
+    node_dir = root / run_id / "node-0"
+    node_dir.mkdir(parents=True)
+    launch = NodeLaunch(run_id=run_id, name="n", argv=["true"], run_dir=str(node_dir.parent), runtime="process")
+    (node_dir / LAUNCH_FILE).write_text(launch.to_json())
+    (node_dir / TAGS_FILE).write_text(json.dumps({TAG_RUN_ID: run_id}))
+    return LocalProvider(root=root, price_per_hour="2.50")
+
+
+def adopter(url: str, run_id: str, provider: LocalProvider, barrier: threading.Barrier,
+            outcomes: list[object]) -> None:
+    """One gpuplan process's adoption (its own engine and session): it looks at the run's rows, waits until the
+    other adopter has looked too, then adopts what the provider lists."""
+    store = Store.open(url)
+    try:
+        with store.session() as s:
+            run = s.get(Run, run_id)
+            assert run is not None and not run.instances  # both see a run without rows...
+            found = tagged_machines(provider, run)
+            barrier.wait(timeout=60)  # ...before either records the machine
+            rows = adopt(s, run, provider, NOW, found=found)
+            outcomes.append([r.provider_instance_id for r in rows])
+            outcomes.append(sorted(r.provider_instance_id for r in run.instances))
+    except BaseException as exc:  # reported to the test thread, which asserts there is none
+        outcomes.append(exc)
+    finally:
+        store.close()
+
+
+def test_two_processes_adopting_one_machine_at_once_record_one_row(db_url: str, tmp_path: Path) -> None:
+    store = Store.open(db_url)
+    with store.session() as s:
+        s.add(Run(id="r-race", name="race", provider="local", spec_text="", spec_hash="", state="provisioning"))
+    provider = local_machine(tmp_path / "runs", "r-race")
+    barrier = threading.Barrier(2)
+    outcomes: list[list[object]] = [[], []]
+    threads = [threading.Thread(target=adopter, args=(db_url, "r-race", provider, barrier, out)) for out in outcomes]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    try:
+        assert not any(thread.is_alive() for thread in threads)
+        assert not [o for out in outcomes for o in out if isinstance(o, BaseException)], outcomes
+        # One adopter recorded the machine; the other lost the race, and still sees the winner's row.
+        assert sorted(out[0] for out in outcomes) == [[], ["r-race/node-0"]]  # type: ignore[type-var]
+        assert [out[1] for out in outcomes] == [["r-race/node-0"], ["r-race/node-0"]]
+        with store.session() as s:
+            [row] = s.scalars(select(Instance)).all()
+            assert (row.provider_instance_id, row.price_per_hour) == ("r-race/node-0", Decimal("2.5"))
+            adopted = s.scalars(select(Event).where(Event.kind == "adopted")).all()
+            assert len(adopted) == 1 and json.loads(adopted[0].data_json or "{}")["instances"] == ["r-race/node-0"]
+            assert s.get(Run, "r-race").state == "running"  # type: ignore[union-attr]
     finally:
         store.close()
