@@ -10,8 +10,11 @@ adopts the unknown machines of recorded runs and searches the regions of recent 
 Whether a launch is still in flight (its machines are about to be recorded by the process that started them) is
 read from the last `launch_plan` event: same host and its pid alive (and still a gpuplan) -> in flight, for at most
 ORPHAN_AFTER; pid gone -> not; another host -> in flight until ORPHAN_AFTER. Adopting a machine twice is
-prevented by the id check of gpuplan.launcher.record_instances (within one transaction: two processes adopting
-the same machine at the same instant could still both record it; there is no unique index on the instance id).
+prevented by the id check of gpuplan.launcher.record_instances and, for two processes adopting the same machine
+at the same instant, by the unique index on the machine's id in its run (the loser records nothing, and no event).
+
+The price of an adopted machine is looked for in the machine, the launch plan, the run's rows and then the price
+catalog (gpuplan.adopt_price); the `adopted` event records where each price came from.
 """
 
 from __future__ import annotations
@@ -23,7 +26,6 @@ import logging
 import os
 import socket
 from collections.abc import Iterable
-from decimal import Decimal
 from typing import Any
 
 from gpuplan.failover import hint_regions
@@ -99,21 +101,6 @@ def launch_in_flight(run: Any, now: dt.datetime) -> bool:
     return run.state in LAUNCHING and plan_in_flight(run, now)
 
 
-def planned_price(run: Any, inst: Instance) -> Decimal | None:
-    """The price the launch plan quoted for the machine's region and type (the run's offer price as a last
-    resort, for its own region and type); None when nothing matches (the adopted row then bills at 0)."""
-    for _, data in reversed(launch_plans(run)):
-        for p in data.get("placements") or ():
-            if p.get("price_per_hour") is None:
-                continue
-            if p.get("instance_type") in (None, inst.instance_type) and p.get("region") in (None, inst.region):
-                return Decimal(str(p["price_per_hour"]))
-    for row in run.instances:
-        if row.instance_type == inst.instance_type and row.region == inst.region:
-            return Decimal(row.price_per_hour)
-    return None
-
-
 def tagged_machines(provider: Provider, run: Any) -> list[Instance]:
     """The run's machines by tag, in every region it may be in; ended ones too where the provider can say
     (the local provider), so the time they ran is billed."""
@@ -134,29 +121,45 @@ def adopt(session: Any, run: Any, provider: Provider, now: dt.datetime,
     A launching run with adopted machines moves to running (from their launch time); ended machines get their
     rows closed at their end. `found`: the provider's listing, if the caller already has it.
     """
+    from gpuplan.adopt_price import AdoptionPricer, PriceQuote
     from gpuplan.runs import close_instance, record_event, set_state
 
     machines = list(tagged_machines(provider, run) if found is None else found)
-    added = []
+    known = {row.provider_instance_id for row in run.instances}
+    pricer = AdoptionPricer(run, provider.cloud, session_url(session))
+    added: list[tuple[Any, PriceQuote]] = []
     for inst in machines:
-        price = inst.price_per_hour if inst.price_per_hour is not None else planned_price(run, inst)
-        rows = record_instances(session, run, provider, [inst], default_price=price, now=now)
+        if inst.instance_id in known:
+            continue  # recorded already: no price to look for (the catalog is loaded only for new machines)
+        quote = pricer.quote(inst)
+        rows = record_instances(session, run, provider, [inst], default_price=quote.price, now=now)
         for row in rows:
             if inst.state in InstanceState.GONE:
                 close_instance(row, inst.state, inst.ended_at or now)
-        added.extend((row, price is None) for row in rows)
+        added.extend((row, quote) for row in rows)
     if not added:
         return []
-    unpriced = [row.provider_instance_id for row, no_price in added if no_price]
+    unpriced = [row.provider_instance_id for row, quote in added if quote.price is None]
+    from_catalog = [row.provider_instance_id for row, quote in added if quote.source == "catalog"]
     record_event(session, run, "adopted",
                  f"{len(added)} machine(s) carrying the run's tag recorded (the launch that started them did not)"
+                 + (f"; priced from the catalog: {', '.join(from_catalog)}" if from_catalog else "")
                  + (f"; no known price for {', '.join(unpriced)}: billed at 0" if unpriced else ""),
                  instances=[row.provider_instance_id for row, _ in added],
-                 launched_at=[row.launched_at.isoformat() for row, _ in added], unpriced=unpriced)
+                 launched_at=[row.launched_at.isoformat() for row, _ in added], unpriced=unpriced,
+                 prices={row.provider_instance_id: quote.as_data() for row, quote in added})
     if run.state in LAUNCHING:
         set_state(session, run, "running", "adopted after the launching gpuplan died",
                   at=min(row.launched_at for row, _ in added))
     return [row for row, _ in added]
+
+
+def session_url(session: Any) -> str | None:
+    """The database URL the session works on (the catalog reads refreshed prices from the same database)."""
+    try:
+        return session.get_bind().url.render_as_string(hide_password=False)
+    except AttributeError:  # not bound to an engine (never the case in gpuplan; kept from crashing adoption)
+        return None
 
 
 def planned_regions(session: Any, now: dt.datetime) -> dict[str, set[str]]:
