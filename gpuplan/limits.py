@@ -89,6 +89,8 @@ LIMITS: Mapping[str, Limit] = MappingProxyType({
     "launch_nodes": Limit(1, 1024, "nodes", "machines one launch starts (one provider call each); larger jobs are "
                                             "a cluster, not a spec", integer=True),
     "gpus_per_node": Limit(1, 64, "GPUs", "the largest machines hold 8-16 GPUs; 64 leaves room", integer=True),
+    "gpus_per_instance": Limit(0, 64, "GPUs", "clouds sell from a fraction of a GPU to 16 per instance",
+                               low_open=True),
     "network_gbps": Limit(0, 1e5, "Gbit/s", "the fastest node NICs carry 3,200 Gbit/s", low_open=True),
     "peak_tflops": Limit(0, 1e5, "TFLOP/s", "the fastest GPU peaks below 1e4 TFLOP/s (fp4, sparse)",
                          low_open=True),
