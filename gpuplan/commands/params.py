@@ -24,12 +24,16 @@ class FiniteFloat(click.FloatRange):
     name = "float"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        return super().convert(self.finite_float(value, param, ctx), param, ctx)
+
+    def finite_float(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        """`value` as a float; nan, inf and overflowing literals fail as bad input."""
         number = click.FLOAT.convert(value, param, ctx)
         try:
             finite(number)
         except ValueError:
             self.fail(f"{value!r} is not a finite number.", param, ctx)
-        return super().convert(number, param, ctx)
+        return float(number)
 
     def _describe_range(self) -> str:
         """No range in --help when the only rule is "finite"."""
@@ -53,9 +57,8 @@ class Bounded(FiniteFloat):
         self.low = low
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        number = click.FLOAT.convert(value, param, ctx)
+        number = self.finite_float(value, param, ctx)
         try:
-            finite(number)
             check(self.limit_name, number, "", text=value if isinstance(value, str) else None, low=self.low)
         except ValueError as exc:
             self.fail(str(exc), param, ctx)
