@@ -111,6 +111,10 @@ LIMITS: Mapping[str, Limit] = MappingProxyType({
                  low_open=True, high_open=True),
     "usd_per_hour": Limit(0, 1e6, "dollars per hour", "the dearest instances cost ~$100/h; a $1M/h cap caps "
                                                       "nothing", low_open=True),
+    # --- what a running job reports in its metrics lines (gpuplan.progress keeps only records inside these)
+    "metric_count": Limit(0, 1e18, "", "steps and tokens done: never more than the 1e18-token limit",
+                          integer=True),
+    "metric_time": Limit(0, 1e11, "seconds since 1970", "a Unix time before the year 5138"),
     # --- counts of rows to show or compute
     "rows": Limit(0, 1e9, "rows", "more rows than any store holds; SQLite's LIMIT is a 64-bit integer",
                   integer=True),
