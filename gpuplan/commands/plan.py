@@ -90,8 +90,12 @@ def plan_command(app: AppContext, spec_path: Path | None, gpu_text: str | None, 
     if spec_limits.get("gpus_per_node"):
         offers = [o for o in offers if o.gpu_count == spec_limits["gpus_per_node"]]
     throughput_for = _throughput_resolver(app, workload, workload_flags, own_throughput, gpus)
+    from gpuplan.startup import startup_allowance
+
+    # Each cloud's start-up allowance, as `gpuplan launch` adds it to the run's hours (gpuplan.job_hours).
+    startup_s = {cloud: startup_allowance(cloud, app.db_url).seconds for cloud in {o.cloud for o in offers}}
     result = plan(workload, offers, constraints=constraints, throughput_for=throughput_for,
-                  spot_model=spot_model, shardings=shardings)
+                  spot_model=spot_model, shardings=shardings, startup_s=startup_s)
 
     shown = list(result.options[:limit] if limit else result.options)
     if as_json:
