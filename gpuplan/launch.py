@@ -27,7 +27,7 @@ from gpuplan.errors import UserError
 from gpuplan.failover import Attempt, AttemptCallback, Placement
 from gpuplan.job_hours import job_hours
 from gpuplan.jobs.spec import JobSpec, spec_hash
-from gpuplan.limits import within
+from gpuplan.limits import MONEY_LIMIT, within
 from gpuplan.providers.base import Instance, LaunchRequest, Provider, ProviderError
 
 log = logging.getLogger(__name__)
@@ -262,7 +262,7 @@ def estimate_run(spec: JobSpec, offer: Offer, *, db_url: str | None = None) -> R
                         f"({result.source}): more than 100 years; check the workload's tokens and model")
     total_price = offer.total_price_per_hour
     cost = None if total_price is None else (total_price * Decimal(str(hours))).quantize(Decimal("0.000001"))
-    if cost is not None and not within("usd", float(cost)):
+    if cost is not None and cost >= MONEY_LIMIT:  # the Money column could not record it
         raise UserError(f"{spec.name} would cost ${cost:,.0f}, more than the books can hold; check the workload")
     detail = {**dict(result.detail), "run_hours": result.hours, **startup.as_dict(), "hours": breakdown.as_dict()}
     return RunEstimate(hours=hours, tokens_per_s=result.tokens_per_s, cost_usd=cost, source=result.source,
