@@ -25,7 +25,9 @@ from typing import Any
 
 from gpuplan.errors import UserError
 from gpuplan.failover import Attempt, AttemptCallback, Placement
+from gpuplan.job_hours import job_hours
 from gpuplan.jobs.spec import JobSpec, spec_hash
+from gpuplan.limits import MONEY_LIMIT, within
 from gpuplan.providers.base import Instance, LaunchRequest, Provider, ProviderError
 
 log = logging.getLogger(__name__)
@@ -104,6 +106,7 @@ class LaunchPlan:
             "startup_s": round(est.startup_s, 3) if est else None,
             "startup_source": est.startup_source if est else None,
             "startup_detail": est.startup_detail if est else None,
+            "hours": est.detail.get("hours") if est else None,  # compute + start-up + interruptions, as plan's
             "max_hours": self.spec.limits.max_hours,
             "budget_usd": self.spec.limits.budget_usd,
         }
@@ -176,7 +179,7 @@ def planned_offer(spec: JobSpec, provider_name: str, cloud: str, *, db_url: str 
     from gpuplan.catalog.catalog import Catalog
     from gpuplan.catalog.gpu_names import compile_region_patterns, resolve_gpus
     from gpuplan.estimate import workload_from_job
-    from gpuplan.plan import DEFAULT_CHECKPOINT_HOURS, Constraints, SpotModel, plan
+    from gpuplan.plan import Constraints, plan
 
     res, limits = spec.resources, spec.limits
     try:
@@ -195,9 +198,10 @@ def planned_offer(spec: JobSpec, provider_name: str, cloud: str, *, db_url: str 
     catalog = Catalog.load(db_url, (cloud,))
     offers = catalog.select(gpus=resolve_gpus(res.gpu) if res.gpu else None, clouds=(cloud,),
                             regions=compile_region_patterns(",".join(res.regions)) if res.regions else None)
-    spot_model = SpotModel(checkpoint_hours=(spec.checkpoint.interval if spec.checkpoint and spec.checkpoint.interval
-                                             else DEFAULT_CHECKPOINT_HOURS))
-    result = plan(workload, offers, constraints=constraints, throughput_for=lambda _gpu: own, spot_model=spot_model)
+    from gpuplan.startup import startup_allowance
+
+    result = plan(workload, offers, constraints=constraints, throughput_for=lambda _gpu: own,
+                  spot_model=spot_model_for(spec), startup_s={cloud: startup_allowance(provider_name, db_url).seconds})
     wanted = [o for o in result.options
               if (res.gpus_per_node is None or o.gpus_per_node == res.gpus_per_node)
               and o.nodes == res.nodes]
@@ -213,14 +217,23 @@ def planned_offer(spec: JobSpec, provider_name: str, cloud: str, *, db_url: str 
                  spot=best.spot, price_per_hour=price)
 
 
+def spot_model_for(spec: JobSpec) -> Any:
+    """The planner's spot interruption model with the spec's checkpoint interval (plan and launch share it)."""
+    from gpuplan.plan import DEFAULT_CHECKPOINT_HOURS, SpotModel
+
+    interval = spec.checkpoint.interval if spec.checkpoint and spec.checkpoint.interval else None
+    return SpotModel(checkpoint_hours=interval or DEFAULT_CHECKPOINT_HOURS)
+
+
 def estimate_run(spec: JobSpec, offer: Offer, *, db_url: str | None = None) -> RunEstimate | None:
     """Estimated wall time and cost, or None when the spec has no workload to estimate from.
 
     Preference: the workload's own measured `throughput` (tokens/s per GPU, or per node for a CPU job), then
     for a CPU job on this machine a CPU bench of the model here (gpuplan.localbench), then the estimator
     (gpuplan.estimate). Wall time = the provider's start-up allowance (gpuplan.startup: measured from its
-    finished runs, else a documented default) + tokens / throughput. Cost = hours x the offer's price for all
-    nodes (start-up is billed too).
+    finished runs, else a documented default) + tokens / throughput, + on spot the expected interruptions:
+    the breakdown `gpuplan plan` uses too (gpuplan.job_hours). Cost = hours x the offer's price for all nodes
+    (start-up is billed too).
     """
     workload = spec.workload
     if workload is None or workload.total_tokens is None:
@@ -241,10 +254,17 @@ def estimate_run(spec: JobSpec, offer: Offer, *, db_url: str | None = None) -> R
     from gpuplan.startup import startup_allowance
 
     startup = startup_allowance(offer.provider, db_url)
-    hours = result.hours + startup.seconds / 3600
+    stretch = spot_model_for(spec).stretch(offer.cloud, offer.nodes) if offer.spot else None
+    breakdown = job_hours(result.hours, startup_s=startup.seconds, stretch=stretch)
+    hours = breakdown.total
+    if not within("hours", hours):
+        raise UserError(f"{spec.name} would take {hours:.3g} h on {offer.nodes} x {offer.gpu or 'CPU'} "
+                        f"({result.source}): more than 100 years; check the workload's tokens and model")
     total_price = offer.total_price_per_hour
     cost = None if total_price is None else (total_price * Decimal(str(hours))).quantize(Decimal("0.000001"))
-    detail = {**dict(result.detail), "run_hours": result.hours, **startup.as_dict()}
+    if cost is not None and cost >= MONEY_LIMIT:  # the Money column could not record it
+        raise UserError(f"{spec.name} would cost ${cost:,.0f}, more than the books can hold; check the workload")
+    detail = {**dict(result.detail), "run_hours": result.hours, **startup.as_dict(), "hours": breakdown.as_dict()}
     return RunEstimate(hours=hours, tokens_per_s=result.tokens_per_s, cost_usd=cost, source=result.source,
                        params=result.params or params, detail=detail, startup_s=startup.seconds,
                        startup_source=startup.source, startup_detail=startup.detail)

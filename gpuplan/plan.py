@@ -13,13 +13,15 @@ the last checkpoint plus the restart time, for every interruption the job is exp
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 
 from gpuplan.catalog.offer import Offer
 from gpuplan.estimate import Estimate, Hardware, Throughput, Workload, estimate, min_gpus
 from gpuplan.gpus import GpuSpec, resolve_gpu
+from gpuplan.job_hours import HoursBreakdown, job_hours
+from gpuplan.limits import within
 
 # Spot interruption assumptions (interruptions per node-hour). Neither cloud publishes a rate for GPU spot
 # capacity; these are conservative round figures from public measurements:
@@ -97,6 +99,7 @@ class Option:
     scaling_efficiency: float | None = None
     interruption_stretch: float | None = None
     tags: tuple[str, ...] = ()
+    hours: HoursBreakdown | None = None  # est_hours = hours.total (gpuplan.job_hours, the same as launch's)
 
     @property
     def ok(self) -> bool:
@@ -111,7 +114,7 @@ class Option:
             "fits": self.fits, "reason": self.reason, "zone": self.zone, "sharding": self.sharding,
             "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu, "mfu": self.mfu, "mfu_source": self.mfu_source,
             "scaling_efficiency": self.scaling_efficiency, "interruption_stretch": self.interruption_stretch,
-            "tags": list(self.tags),
+            "tags": list(self.tags), "hours": self.hours.as_dict() if self.hours else None,
         }
 
 
@@ -177,12 +180,14 @@ def plan(
     throughput_for: ThroughputFor | None = None,
     spot_model: SpotModel | None = None,
     shardings: Sequence[str] | None = None,
+    startup_s: Mapping[str, float] | None = None,
 ) -> PlanResult:
     """Rank every (offer, node count, market) by the job's estimated total cost within the constraints.
 
     `shardings`: the strategies the planner may choose from per GPU shape (e.g. none, zero1, zero2, zero3 for
     `--sharding auto`); it takes the one that fits on the fewest GPUs, the least sharded on a tie. Default: the
-    workload's own.
+    workload's own. `startup_s`: each cloud's start-up allowance in seconds (gpuplan.startup), added to every
+    option's hours as `gpuplan launch` adds it (gpuplan.job_hours); none given: no start-up.
     """
     constraints = constraints or Constraints()
     spot_model = spot_model or SpotModel()
@@ -238,7 +243,7 @@ def plan(
                                                                                 constraints.max_nodes)
             for nodes in counts:
                 option = _priced_option(offer, gpu, sharded, nodes, per_node, spot, estimates, throughput_for,
-                                        spot_model)
+                                        spot_model, (startup_s or {}).get(offer.cloud, 0.0))
                 reason = option.reason or _constraint_violation(option, constraints)
                 if reason is None:
                     kept.append(option)
@@ -270,7 +275,7 @@ def _fewest_gpus(workload: Workload, gpu: GpuSpec, per_node: int, max_nodes: int
 
 def _priced_option(offer: Offer, gpu: GpuSpec, workload: Workload, nodes: int, per_node: int, spot: bool,
                    estimates: dict[tuple[str, int, int, str], Estimate | str], throughput_for: ThroughputFor,
-                   spot_model: SpotModel) -> Option:
+                   spot_model: SpotModel, startup_s: float = 0.0) -> Option:
     """The option for `nodes` of this offer: estimated (once per shape), priced, spot-stretched."""
     key = (gpu.name, per_node, nodes, workload.sharding)
     if key not in estimates:
@@ -287,19 +292,21 @@ def _priced_option(offer: Offer, gpu: GpuSpec, workload: Workload, nodes: int, p
               total_price)
     if isinstance(est, str):
         return Option(*common, None, None, False, reason=est, sharding=workload.sharding)
-    hours = est.wall_hours
     stretch = None
     reason = None if est.fits else (est.fit_hint or "does not fit in GPU memory")
     if spot:
         stretch = spot_model.stretch(offer.cloud, nodes)
         if stretch is None:
             reason = f"spot interruptions on {nodes} nodes leave no progress"
-        else:
-            hours *= stretch
+    breakdown = job_hours(est.wall_hours, startup_s=startup_s, stretch=stretch)
+    hours = breakdown.total
+    if not within("hours", hours):  # 1e18 tokens of a 1e15-parameter model: finite, but no plan
+        return Option(*common, hours, None, False, reason=f"takes {hours:.3g} h, more than 100 years",
+                      sharding=workload.sharding, hours=breakdown)
     cost = (total_price * Decimal(str(hours))).quantize(Decimal("0.01"))
     return Option(*common, hours, cost, est.fits, reason=reason, sharding=workload.sharding,
                   tokens_per_s_per_gpu=est.tokens_per_s_per_gpu, mfu=est.mfu, mfu_source=est.mfu_source,
-                  scaling_efficiency=est.scaling_efficiency, interruption_stretch=stretch)
+                  scaling_efficiency=est.scaling_efficiency, interruption_stretch=stretch, hours=breakdown)
 
 
 def _constraint_violation(option: Option, constraints: Constraints) -> str | None:

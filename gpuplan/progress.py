@@ -9,13 +9,19 @@ or steps over the job's own `total_steps` when it reports one.
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpuplan.limits import LIMITS, within
+
 METRICS_FILE = "metrics.jsonl"
 TAIL_BYTES = 64 * 1024
+# An ETA past the longest job the limits allow (100 years) is no estimate: shown as unknown, never as inf.
+MAX_ETA_SECONDS = LIMITS["hours"].high * 3600
+_COUNTS = ("step", "tokens", "total_steps")
 
 
 @dataclass(frozen=True)
@@ -42,9 +48,41 @@ def _parse(lines: list[str]) -> list[dict[str, Any]]:
             value = json.loads(line)
         except json.JSONDecodeError:
             continue  # a line being written right now, or junk: never fail a status on it
-        if isinstance(value, dict) and "step" in value:
-            records.append(value)
+        if isinstance(value, dict):
+            record = _sane(value)
+            if record is not None:
+                records.append(record)
     return records
+
+
+def _sane(record: dict[str, Any]) -> dict[str, Any] | None:
+    """The record with only numbers that mean something, or None without a usable `step`.
+
+    A job writes these lines itself; JSON allows `1e400` (inf), `NaN` and strings, which used to overflow the
+    metrics line (`int(inf)`) in launch, status and watch. Counts must be whole numbers within the metrics
+    limits (gpuplan.limits), times finite Unix seconds; a bad count or time is dropped, not the run's display.
+    """
+    if not _count(record.get("step")):
+        return None
+    clean = dict(record)
+    for key in _COUNTS[1:]:
+        if key in clean and not _count(clean[key]):
+            del clean[key]
+    if "time" in clean and not within("metric_time", _number(clean["time"])):
+        del clean["time"]
+    if "loss" in clean:
+        loss = _number(clean["loss"])
+        clean["loss"] = loss if loss is not None and math.isfinite(loss) else None
+    return clean
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _count(value: Any) -> bool:
+    number = _number(value)
+    return number is not None and within("metric_count", number) and float(number).is_integer()
 
 
 def read_records(path: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]], int]:
@@ -94,6 +132,8 @@ def measure(path: str | os.PathLike[str] | None, total_tokens: int | None = None
         if steps_rate:
             eta = max(int(total_steps) - int(last["step"]), 0) / steps_rate
     loss = last.get("loss")
+    if eta is not None and not eta <= MAX_ETA_SECONDS:
+        eta = None
     return Progress(records=count, step=int(last["step"]), tokens=tokens,
                     loss=float(loss) if isinstance(loss, (int, float)) else None,
                     last_time=float(last["time"]) if last.get("time") is not None else None,

@@ -8,8 +8,9 @@ from __future__ import annotations
 import math
 import re
 
-# Dollar amounts a user types (budgets, caps) must fit the books' Money column (16 digits, 6 after the point).
-MONEY_LIMIT = 10**10
+from gpuplan.limits import MONEY_LIMIT, check
+
+__all__ = ["DURATION_FORMS", "MONEY_LIMIT", "finite", "format_size", "parse_duration_hours", "parse_size"]
 
 _SIZE_SUFFIX = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "G": 10**9, "T": 10**12}
 _SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([KMBGT]?)\s*$", re.IGNORECASE)
@@ -26,8 +27,9 @@ _DURATION_SECONDS = {unit: seconds for seconds, units in _DURATION_UNITS.items()
 DURATION_FORMS = "72h, 90m, 3d or 3 days (units s, m, h, d, w; a bare number is hours)"
 
 
-def parse_size(text: str | int | float, *, what: str = "size") -> int:
-    """`7B` -> 7_000_000_000. Accepts K/M/B(G)/T suffixes and scientific notation; must be > 0.
+def parse_size(text: str | int | float, *, what: str = "size", limit: str | None = None) -> int:
+    """`7B` -> 7_000_000_000. Accepts K/M/B(G)/T suffixes and scientific notation; must be > 0, and inside
+    gpuplan.limits' range `limit` when one is named (`params`, `tokens`, `samples`).
 
     Raises ValueError with a message fit to show the user.
     """
@@ -43,6 +45,8 @@ def parse_size(text: str | int | float, *, what: str = "size") -> int:
     value = finite(value, what=what, text=text)
     if value <= 0:
         raise ValueError(f"{what} must be greater than zero, not {text!r}")
+    if limit is not None:
+        check(limit, value, what, text=repr(text) if isinstance(text, str) else None)
     return round(value)
 
 
@@ -78,7 +82,8 @@ def format_size(value: float) -> str:
 
 def parse_duration_hours(text: str | int | float, *, what: str = "duration", allow_zero: bool = False) -> float:
     """`48h` -> 48.0, `90m` -> 1.5, `2d` and `2 days` -> 48.0; a bare number is hours. Must be > 0 (>= 0 with
-    allow_zero, for flags where zero means "off", such as `reconcile --grace 0`)."""
+    allow_zero, for flags where zero means "off", such as `reconcile --grace 0`) and at most the `hours` limit
+    (gpuplan.limits: 100 years), so every duration fits a datetime and a timedelta."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         hours = _as_float(text)
     else:
@@ -89,4 +94,5 @@ def parse_duration_hours(text: str | int | float, *, what: str = "duration", all
     hours = finite(hours, what=what, text=text)
     if hours < 0 or (hours == 0 and not allow_zero):
         raise ValueError(f"{what} must be {'zero or more' if allow_zero else 'greater than zero'}, not {text!r}")
+    check("hours", hours, what, text=repr(text) if isinstance(text, str) else None, low=0 if allow_zero else None)
     return hours

@@ -34,6 +34,7 @@ from pydantic import (
 )
 
 from gpuplan.errors import UserError
+from gpuplan.limits import check
 from gpuplan.units import MONEY_LIMIT, parse_duration_hours, parse_size
 
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -48,10 +49,27 @@ class SpecError(UserError):
 # ---------------------------------------------------------------------------------------------- field types
 
 
-def _size(value: Any) -> int:
-    if value is None:
-        raise ValueError("a size is required here (like 7B, 1.3e9 or 125M)")
-    return parse_size(value)
+def _size(limit: str) -> Any:
+    """A `7B`-style size inside gpuplan.limits' range `limit` (params, tokens, samples)."""
+
+    def parse(value: Any) -> int:
+        if value is None:
+            raise ValueError("a size is required here (like 7B, 1.3e9 or 125M)")
+        return parse_size(value, limit=limit)
+
+    return BeforeValidator(parse)
+
+
+def _within(limit: str, *, low: float | None = None) -> Any:
+    """The field's value must lie inside gpuplan.limits' range `limit`: the same table the CLI flags use, so
+    `resources.nodes: 10**23` is refused as plainly as `--nodes 10**23` (`low`: a field's own floor)."""
+
+    def validate(value: Any) -> Any:
+        if value is not None:
+            check(limit, float(value) if isinstance(value, Decimal) else value, "", low=low)
+        return value
+
+    return AfterValidator(validate)
 
 
 def _hours(value: Any) -> float:
@@ -100,9 +118,9 @@ def _command(value: Any) -> Any:
     return [str(v) for v in value] if isinstance(value, list) else value
 
 
-Size = Annotated[int, BeforeValidator(_size)]
-Hours = Annotated[float, BeforeValidator(_hours)]
+Hours = Annotated[float, BeforeValidator(_hours)]  # at most 100 years (gpuplan.units.parse_duration_hours)
 Money = Annotated[Decimal, BeforeValidator(_money)]
+PricePerHour = Annotated[Decimal, BeforeValidator(_money), _within("usd_per_hour")]
 StrList = Annotated[list[str], BeforeValidator(_str_list)]
 EnvValue = Annotated[str, BeforeValidator(_env_value)]
 EnvName = Annotated[str, AfterValidator(lambda key: _check_env_name(key, "env"))]
@@ -121,12 +139,12 @@ class Resources(_Model):
     """What machines the job needs. No `gpu` means a CPU job (fine for the local provider)."""
 
     gpu: str | None = None
-    gpus_per_node: int | None = Field(default=None, ge=0, le=64)
-    nodes: int = Field(default=1, ge=1, le=1024)
+    gpus_per_node: Annotated[int, _within("gpus_per_node", low=0)] | None = None  # 0: a CPU job
+    nodes: Annotated[int, _within("launch_nodes")] = 1
     spot: bool = False
     clouds: StrList = Field(default_factory=list)
     regions: StrList = Field(default_factory=list)
-    max_price_per_hour: Money | None = None
+    max_price_per_hour: PricePerHour | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -165,24 +183,25 @@ class Resources(_Model):
 class Workload(_Model):
     """What the job computes, for the estimate: a model (size, preset or config) and how many tokens."""
 
-    params: Size | None = None
+    params: Annotated[int, _size("params")] | None = None
     model: str | None = None
     model_config_path: str | None = Field(default=None, alias="model_config")
-    tokens: Size | None = None
-    samples: Size | None = None
-    epochs: float | None = Field(default=None, gt=0)
-    seq_len: int | None = Field(default=None, gt=0)
-    micro_batch: int | None = Field(default=None, gt=0)
-    global_batch: int | None = Field(default=None, gt=0)
+    tokens: Annotated[int, _size("tokens")] | None = None
+    samples: Annotated[int, _size("samples")] | None = None
+    epochs: Annotated[float, _within("epochs")] | None = None
+    seq_len: Annotated[int, _within("seq_len")] | None = None
+    micro_batch: Annotated[int, _within("micro_batch")] | None = None
+    global_batch: Annotated[int, _within("global_batch")] | None = None
     precision: Literal["fp32", "tf32", "bf16", "fp16", "fp8"] = "bf16"
     optimizer: Literal["adamw", "adam", "sgd", "adafactor", "adam8bit"] = "adamw"
     sharding: Literal["none", "zero1", "zero2", "zero3", "fsdp"] = "none"
     activation_checkpointing: bool = False
-    lora: int | None = Field(default=None, gt=0)
+    lora: Annotated[int, _within("lora")] | None = None
     attention: Literal["flash", "eager"] = Field(
         default="flash", description="flash: fused attention (no s x s scores kept); eager: scores materialised")
-    throughput: float | None = Field(default=None, gt=0, description="measured tokens/s per GPU")
-    mfu: float | None = Field(default=None, gt=0, le=1)
+    throughput: Annotated[float, _within("throughput")] | None = Field(default=None,
+                                                                        description="measured tokens/s per GPU")
+    mfu: Annotated[float, _within("mfu")] | None = None
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, protected_namespaces=(),
                               allow_inf_nan=False)
@@ -204,6 +223,8 @@ class Workload(_Model):
             raise ValueError(f"give one of params, model or model_config, not {' and '.join(given)}")
         if self.samples is not None and self.seq_len is None:
             raise ValueError("samples needs seq_len to turn into tokens")
+        if self.tokens is None and self.total_tokens is not None:  # each factor is in range, the product need not be
+            check("tokens", self.total_tokens, "samples x seq_len x epochs")
         return self
 
     @property
@@ -258,7 +279,7 @@ class Schedule(_Model):
     cron: str
     tz: str = "UTC"
     window: str | None = Field(default=None, description="only start inside HH:MM-HH:MM (local to tz)")
-    max_price_per_hour: Money | None = None
+    max_price_per_hour: PricePerHour | None = None
     spot_only: bool = False
 
     @field_validator("cron")

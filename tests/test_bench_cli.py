@@ -102,16 +102,16 @@ def test_users_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.parametrize("args, message", [
-    (("--steps", "0"), "--steps must be at least 1"),
+    (("--steps", "0"), "'--steps': must be between 1 and"),
     (("--model", "gpt-2"), "unknown model preset"),
     (("--model", "gpt-tiny", "--layers", "3"), "more than gpt-tiny's 2 layers"),
-    (("--layers", "0"), "--layers must be at least 1"),
+    (("--layers", "0"), "'--layers': must be between 1 and"),
     (("--model", "gpt2", "--module", "a.b:c"), "give only one of"),
     (("--module", "not a module"), "--module must look like"),
     (("--module", "no_such_pkg_xyz:make"), "cannot import no_such_pkg_xyz"),
     (("--device", "tpu"), "--device must be"),
     (("--seq-len", "999"), "exceeds gpt-tiny's 256 learned positions"),
-    (("--peak-tflops", "-1"), "--peak-tflops must be greater than zero"),
+    (("--peak-tflops", "-1"), "'--peak-tflops': must be greater than 0"),
     (("--model-config", "/no/such/config.json"), "does not exist"),
     (("--precision", "int4"), "Invalid value for '--precision'"),
     (("--steps", "2", "list"), "belong to a bench run"),

@@ -120,8 +120,8 @@ def test_empty_result_is_an_answer_not_an_error() -> None:
     (("--region", "us east"), "malformed region pattern"),
     (("--region", "us-est-*"), "--region: 'us-est-*' matches no region of aws, gcp in the price catalog"),
     (("--region", "us-central1", "--cloud", "aws"), "'us-central1' matches no region of aws"),
-    (("--max-price", "-3"), "--max-price must be a positive number"),
-    (("--limit", "-1"), "--limit must be"),
+    (("--max-price", "-3"), "'--max-price': must be greater than 0"),
+    (("--limit", "-1"), "'--limit': must be between 0"),
     (("--sort", "cheapest"), "Invalid value for '--sort'"),
 ])
 def test_bad_input_is_one_line_exit_2(args: tuple[str, ...], message: str) -> None:

@@ -84,7 +84,7 @@ def test_deadline_relative_to_launch() -> None:
         ("name: x\ncommand: a\nresources:\n  gpu: A100\n  max_hour: 3\n", 5, "unknown key 'max_hour'"),
         ("name: x\ncommand: a\nlimts:\n  max_hours: 1\n", 3, "did you mean limits"),
         ("name: x\ncommand: a\nworkload:\n  params: 7Q\n", 4, "7B, 1.3e9"),
-        ("name: x\ncommand: a\nresources:\n  nodes: 0\n", 4, "greater than or equal to 1"),
+        ("name: x\ncommand: a\nresources:\n  nodes: 0\n", 4, "between 1 and 1,024 nodes"),
         ("name: x\ncommand: a\nenv:\n  A: 1\n  1B: x\n", 5, "not a valid environment variable"),
         ("name: x\ncommand: a\nsecrets:\n  - OK\n  - GPUPLAN_X\n", 5, "reserved prefix"),
         ("name: x\ncommand: a\nname: y\n", 3, "given twice"),

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from gpuplan.commands.params import NUMBER, FiniteFloat
+from gpuplan.commands.params import bounded, bounded_int
 from gpuplan.context import AppContext, app_from
 from gpuplan.errors import UserError
 from gpuplan.output import emit_json, note, print_table
@@ -31,17 +31,20 @@ REMOTE_ONLY = ("image", "install", "max_hours", "budget", "interval", "force")
 @click.option("--model-config", metavar="CONFIG.JSON", help="A Hugging Face config.json to build the model from.")
 @click.option("--module", metavar="PKG.MOD:FACTORY",
               help="Your own nn.Module: FACTORY() returns it; it takes token ids (batch, seq) and returns logits.")
-@click.option("--layers", type=int, help="Run only N of the model's layers (a quick proxy; MFU is recorded for "
-                                         "the full model, labelled as a proxy).")
+@click.option("--layers", type=bounded_int("layers"),
+              help="Run only N of the model's layers (a quick proxy; MFU is recorded for the full model, labelled as "
+                   "a proxy).")
 @click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
 @click.option("--precision", type=click.Choice(["bf16", "fp16", "fp32"]),
               help="Mixed precision via autocast (default: bf16 on GPUs that have it, fp16 on older, fp32 on CPU).")
-@click.option("--seq-len", type=int, help="Tokens per sample (default: the model's context, at most 1024).")
-@click.option("--micro-batch", type=int, default=8, show_default=True, help="Samples per step.")
-@click.option("--steps", type=int, default=20, show_default=True, help="Timed steps.")
-@click.option("--warmup", type=int, default=5, show_default=True, help="Untimed steps first.")
+@click.option("--seq-len", type=bounded_int("seq_len"),
+              help="Tokens per sample (default: the model's context, at most 1024).")
+@click.option("--micro-batch", type=bounded_int("micro_batch"), default=8, show_default=True, help="Samples per step.")
+@click.option("--steps", type=bounded_int("steps", low=1), default=20, show_default=True, help="Timed steps.")
+@click.option("--warmup", type=bounded_int("steps"), default=5, show_default=True, help="Untimed steps first.")
 @click.option("--compile", "compile_", is_flag=True, help="torch.compile the model first.")
-@click.option("--peak-tflops", type=NUMBER, help="The device's peak TFLOP/s for MFU (default: the GPU table; "
+@click.option("--peak-tflops", type=bounded("peak_tflops"),
+              help="The device's peak TFLOP/s for MFU (default: the GPU table; "
                                                 "on a CPU, MFU is reported only with this).")
 @click.option("--output", type=click.Path(dir_okay=False, writable=True), metavar="FILE",
               help="Also write the result as one line of JSON to FILE.")
@@ -54,11 +57,11 @@ REMOTE_ONLY = ("image", "install", "max_hours", "budget", "interval", "force")
                               "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime; local/slurm: none, same Python).")
 @click.option("--install", metavar="PIP_SPEC", help="With --on: what `pip install` installs when the image lacks "
                                                     "gpuplan: your wheel or a git URL (no default).")
-@click.option("--max-hours", type=FiniteFloat(min=0, min_open=True), default=0.5, show_default=True,
+@click.option("--max-hours", type=bounded("hours"), default=0.5, show_default=True,
               help="With --on: the job's hard time cap.")
-@click.option("--budget", type=FiniteFloat(min=0, min_open=True),
+@click.option("--budget", type=bounded("usd"),
               help="With --on: the job's cost cap in USD (default: max-hours at the machine's price).")
-@click.option("--interval", type=FiniteFloat(min=0.1), default=1.0, show_default=True,
+@click.option("--interval", type=bounded("interval_s", low=0.1), default=1.0, show_default=True,
               help="With --on: seconds between checks while following the job.")
 @click.option("--force", is_flag=True, help="With --on: start even if a budget would be exceeded.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
@@ -263,15 +266,13 @@ def _fmt_count(value: int) -> str:
 
 
 @bench.command("list")
-@click.option("--limit", type=int, default=50, show_default=True, help="Newest N records (0: all).")
+@click.option("--limit", type=bounded_int("rows"), default=50, show_default=True, help="Newest N records (0: all).")
 @click.option("--json", "as_json", is_flag=True, help="Print the records as JSON.")
 @click.pass_context
 def bench_list(ctx: click.Context, limit: int, as_json: bool) -> None:
     """The recorded benches, newest first."""
     from gpuplan.bench.records import bench_to_dict, list_benchmarks
 
-    if limit < 0:
-        raise UserError(f"--limit must be 0 (all) or more, not {limit}")
     app: AppContext = app_from(ctx)
     with app.store.session() as session:
         records = [bench_to_dict(row) for row in list_benchmarks(session, limit or None)]

@@ -12,8 +12,8 @@ from typing import Any
 
 import click
 
-from gpuplan.commands.params import NUMBER
-from gpuplan.commands.workload_options import build_workload, positive, workload_options
+from gpuplan.commands.params import bounded, bounded_int
+from gpuplan.commands.workload_options import build_workload, workload_options
 from gpuplan.context import AppContext, pass_app
 from gpuplan.errors import UserError
 from gpuplan.estimate import (
@@ -24,22 +24,27 @@ from gpuplan.estimate import (
     min_gpus,
 )
 from gpuplan.gpus import GpuSpec, resolve_gpu
+from gpuplan.limits import check
 from gpuplan.output import emit_json
 from gpuplan.units import format_size
 
 
 def _hardware(gpu: GpuSpec, gpus: int | None, nodes: int | None, per_node: int | None,
               network_gbps: float | None) -> Hardware | None:
-    """The Hardware the flags describe; None when the count is to be chosen (no --gpus / --nodes)."""
-    for value, flag in ((gpus, "--gpus"), (nodes, "--nodes"), (per_node, "--gpus-per-node"),
-                        (network_gbps, "--network-gbps")):
-        positive(value, flag)
+    """The Hardware the flags describe; None when the count is to be chosen (no --gpus / --nodes).
+
+    Each flag's range was checked by its Click type (gpuplan.limits); --nodes x --gpus-per-node is checked here.
+    """
     if gpus is None and nodes is None:
         return None
     if gpus is None:
         assert nodes is not None
         gpus = nodes * (per_node or 8)
         per_node = per_node or 8
+        try:
+            check("gpus", gpus, "--nodes x --gpus-per-node")
+        except ValueError as exc:
+            raise UserError(str(exc)) from exc
     try:
         return Hardware(gpu, gpus=gpus, nodes=nodes, gpus_per_node=per_node, network_gbps=network_gbps)
     except ValueError as exc:
@@ -144,10 +149,12 @@ def render(result: Estimate) -> None:
 @click.command("estimate")
 @workload_options
 @click.option("--gpu", required=True, help="GPU type: H100, A100-80GB, A100 (=40GB), L4, T4, RTX4090, ...")
-@click.option("--gpus", type=int, help="Total GPUs (default: the fewest that fit).")
-@click.option("--nodes", type=int, help="Nodes (with --gpus-per-node, default 8).")
-@click.option("--gpus-per-node", type=int, help="GPUs per node (default 8, or --gpus if fewer).")
-@click.option("--network-gbps", type=NUMBER, help="Inter-node network per node, Gbit/s (default: the cloud's).")
+@click.option("--gpus", type=bounded_int("gpus"), help="Total GPUs (default: the fewest that fit).")
+@click.option("--nodes", type=bounded_int("nodes"), help="Nodes (with --gpus-per-node, default 8).")
+@click.option("--gpus-per-node", type=bounded_int("gpus_per_node"),
+              help="GPUs per node (default 8, or --gpus if fewer).")
+@click.option("--network-gbps", type=bounded("network_gbps"),
+              help="Inter-node network per node, Gbit/s (default: the cloud's).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @pass_app
 def estimate_command(app: AppContext, as_json: bool, **options: Any) -> None:

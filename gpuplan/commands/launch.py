@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from gpuplan.commands.params import FiniteFloat
+from gpuplan.commands.params import bounded
 from gpuplan.context import AppContext, pass_app
 from gpuplan.output import emit_json, note
 
@@ -19,7 +19,7 @@ from gpuplan.output import emit_json, note
 @click.option("--dry-run", is_flag=True, help="Show the offer and the estimate; record and start nothing.")
 @click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
 @click.option("--detach", is_flag=True, help="Start and return; `gpuplan watch` enforces the caps.")
-@click.option("--interval", type=FiniteFloat(min=0.1), default=1.0, show_default=True,
+@click.option("--interval", type=bounded("interval_s", low=0.1), default=1.0, show_default=True,
               help="Seconds between checks while following.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output on stdout (progress on stderr).")
 @click.option("--force", is_flag=True, help="Launch even if the estimate exceeds a budget (recorded as an event).")

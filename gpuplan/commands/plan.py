@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from gpuplan.commands.params import NUMBER
+from gpuplan.commands.params import bounded, bounded_int
 from gpuplan.commands.workload_options import build_workload, workload_options
 from gpuplan.context import AppContext, pass_app
 from gpuplan.errors import UserError
@@ -32,18 +32,19 @@ AUTO_SHARDINGS = ("none", "zero1", "zero2", "zero3")
 @click.option("--spot/--no-spot", default=None, help="Only spot, or only on-demand (default: both).")
 @click.option("--deadline", metavar="DURATION", help="Must finish within this wall time: 72h, 3d or '3 days' "
                                                     "(units s, m, h, d, w; a bare number is hours).")
-@click.option("--budget", type=NUMBER, metavar="USD", help="Must cost at most this much in total.")
-@click.option("--max-price", type=NUMBER, metavar="USD", help="At most this much per hour for all nodes.")
-@click.option("--max-nodes", type=click.IntRange(min=1), default=64, show_default=True,
+@click.option("--budget", type=bounded("usd"), metavar="USD", help="Must cost at most this much in total.")
+@click.option("--max-price", type=bounded("usd_per_hour"), metavar="USD",
+              help="At most this much per hour for all nodes.")
+@click.option("--max-nodes", type=bounded_int("nodes"), default=64, show_default=True,
               help="Largest number of instances to consider.")
 @click.option("--auto-shard/--no-auto-shard", default=True, show_default=True,
               help="Let the planner pick ZeRO-1/2/3 per GPU type when the model does not fit unsharded "
                    "(only when --sharding is none).")
-@click.option("--interruption-rate", type=NUMBER, metavar="PER_HOUR",
+@click.option("--interruption-rate", type=bounded("interruption_rate"), metavar="PER_HOUR",
               help="Spot interruptions per node-hour for every cloud (default: AWS 1/20, GCP 1/12).")
 @click.option("--checkpoint-interval", metavar="DURATION",
               help="Time between checkpoints, for the spot interruption cost (default: the spec's, else 1h).")
-@click.option("--limit", type=click.IntRange(min=0), default=15, show_default=True, help="Options to show (0 = all).")
+@click.option("--limit", type=bounded_int("rows"), default=15, show_default=True, help="Options to show (0 = all).")
 @click.option("--explain", is_flag=True, help="Also list every dropped option with the reason.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable: a list of options, cheapest first.")
 @pass_app
@@ -89,8 +90,12 @@ def plan_command(app: AppContext, spec_path: Path | None, gpu_text: str | None, 
     if spec_limits.get("gpus_per_node"):
         offers = [o for o in offers if o.gpu_count == spec_limits["gpus_per_node"]]
     throughput_for = _throughput_resolver(app, workload, workload_flags, own_throughput, gpus)
+    from gpuplan.startup import startup_allowance
+
+    # Each cloud's start-up allowance, as `gpuplan launch` adds it to the run's hours (gpuplan.job_hours).
+    startup_s = {cloud: startup_allowance(cloud, app.db_url).seconds for cloud in {o.cloud for o in offers}}
     result = plan(workload, offers, constraints=constraints, throughput_for=throughput_for,
-                  spot_model=spot_model, shardings=shardings)
+                  spot_model=spot_model, shardings=shardings, startup_s=startup_s)
 
     shown = list(result.options[:limit] if limit else result.options)
     if as_json:
@@ -163,16 +168,13 @@ def _hours(text: str, flag: str) -> float:
 
 
 def _money(value: float, flag: str) -> Decimal:
-    if not value > 0:
-        raise UserError(f"{flag} must be a positive number of dollars, got {value:g}")
+    """Dollars as an exact Decimal (the flag's type already checked the range, gpuplan.limits)."""
     return Decimal(str(value))
 
 
 def _spot_model(rate: float | None, interval: str | None, spec_interval: float | None) -> Any:
     from gpuplan.plan import DEFAULT_CHECKPOINT_HOURS, DEFAULT_INTERRUPTIONS_PER_HOUR, SpotModel
 
-    if rate is not None and not 0 <= rate < 10:
-        raise UserError(f"--interruption-rate must be between 0 and 10 per hour, got {rate:g}")
     rates = {cloud: rate for cloud in DEFAULT_INTERRUPTIONS_PER_HOUR} if rate is not None else dict(
         DEFAULT_INTERRUPTIONS_PER_HOUR)
     hours = _hours(interval, "--checkpoint-interval") if interval else (spec_interval or DEFAULT_CHECKPOINT_HOURS)

@@ -11,24 +11,24 @@ from gpuplan.catalog.catalog import Catalog, CatalogSource
 from gpuplan.catalog.gpu_names import compile_region_patterns, resolve_clouds, resolve_gpus
 from gpuplan.catalog.tflops import peak_tflops_table
 from gpuplan.catalog.view import SORT_KEYS, PriceRow, cheapest_per_region, sort_rows
-from gpuplan.commands.params import NUMBER
+from gpuplan.commands.params import bounded, bounded_int
 from gpuplan.context import AppContext, pass_app
-from gpuplan.errors import UserError
 from gpuplan.output import emit_json, note, warn
 
 
 @click.command()
 @click.option("--gpu", "gpu_text", metavar="NAME[,NAME]", help="GPU name(s), e.g. H100, A100 (both sizes), L4,T4.")
-@click.option("--min-gpus", type=NUMBER, help="At least this many GPUs per instance.")
-@click.option("--min-gpu-memory", type=NUMBER, metavar="GB", help="At least this much memory per GPU.")
+@click.option("--min-gpus", type=bounded("gpus_per_instance"), help="At least this many GPUs per instance.")
+@click.option("--min-gpu-memory", type=bounded("gpu_memory_gb"), metavar="GB",
+              help="At least this much memory per GPU.")
 @click.option("--cloud", "cloud_text", metavar="CLOUD[,CLOUD]", help="aws, gcp (default: both).")
 @click.option("--region", "region_text", metavar="PATTERN[,PATTERN]", help="Region glob(s), e.g. 'us-*'.")
 @click.option("--spot", is_flag=True, help="Spot prices (offers without a spot price are left out).")
-@click.option("--max-price", type=NUMBER, metavar="USD", help="At most this much per instance-hour.")
+@click.option("--max-price", type=bounded("usd_per_hour"), metavar="USD", help="At most this much per instance-hour.")
 @click.option("--sort", "sort_by", type=click.Choice(SORT_KEYS), default="price", show_default=True,
               help="price-per-tflop: $/h per peak dense BF16 TFLOP/s (the table shows $/h per PFLOP/s); "
                    "GPUs without the figure go last.")
-@click.option("--limit", type=int, default=20, show_default=True, help="Rows to show (0 = all).")
+@click.option("--limit", type=bounded_int("rows"), default=20, show_default=True, help="Rows to show (0 = all).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output: a list of rows.")
 @pass_app
 def prices(app: AppContext, gpu_text: str | None, min_gpus: float | None, min_gpu_memory: float | None,
@@ -42,11 +42,6 @@ def prices(app: AppContext, gpu_text: str | None, min_gpus: float | None, min_gp
     gpus = resolve_gpus(gpu_text) if gpu_text is not None else None
     clouds = resolve_clouds(cloud_text) if cloud_text is not None else None
     regions = compile_region_patterns(region_text) if region_text is not None else None
-    for name, value in (("--min-gpus", min_gpus), ("--min-gpu-memory", min_gpu_memory), ("--max-price", max_price)):
-        if value is not None and not value > 0:
-            raise UserError(f"{name} must be a positive number, got {value:g}")
-    if limit < 0:
-        raise UserError(f"--limit must be 0 (all) or more, got {limit}")
 
     catalog = Catalog.load(app.db_url, clouds)
     catalog.check_regions(regions)

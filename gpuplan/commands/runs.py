@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import click
 
+from gpuplan.commands.params import bounded_int
 from gpuplan.context import AppContext, pass_app
 from gpuplan.errors import UserError
 from gpuplan.output import emit_json, print_table
 
 
 @click.command("runs")
-@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True,
+@click.option("--limit", type=bounded_int("rows", low=1), default=50, show_default=True,
               help="Show at most this many runs, newest first.")
 @click.option("--state", help="Only runs in this state (running, succeeded, failed, stopped, capped, ...).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")

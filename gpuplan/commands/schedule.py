@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from gpuplan.commands.params import bounded_int
 from gpuplan.context import AppContext, pass_app
 from gpuplan.errors import UserError
 from gpuplan.output import emit_json, print_table, warn
@@ -116,7 +117,7 @@ def list_(app: AppContext, as_json: bool) -> None:
 
 @schedule.command("show")
 @click.argument("name")
-@click.option("--fires", type=click.IntRange(min=0), default=20, show_default=True,
+@click.option("--fires", type=bounded_int("rows"), default=20, show_default=True,
               help="How many recent fires to show (0: all).")
 @JSON_OPTION
 @pass_app

@@ -11,7 +11,7 @@ import threading
 
 import click
 
-from gpuplan.commands.params import FiniteFloat
+from gpuplan.commands.params import bounded
 from gpuplan.context import AppContext, pass_app
 from gpuplan.errors import UserError
 from gpuplan.output import emit_json, print_table
@@ -67,9 +67,9 @@ def tick(app: AppContext, at_text: str, as_json: bool) -> None:
 
 @scheduler.command()
 @click.option("--once", is_flag=True, help="One pass (fire what is due now, watch launched runs), then exit.")
-@click.option("--interval", default=30.0, show_default=True, type=FiniteFloat(min=0.1),
+@click.option("--interval", default=30.0, show_default=True, type=bounded("interval_s", low=0.1),
               help="Seconds between passes.")
-@click.option("--lease-ttl", default=120.0, show_default=True, type=FiniteFloat(min=1),
+@click.option("--lease-ttl", default=120.0, show_default=True, type=bounded("interval_s", low=1),
               help="Seconds another scheduler waits before taking over from one that died.")
 @pass_app
 def run(app: AppContext, once: bool, interval: float, lease_ttl: float) -> None:

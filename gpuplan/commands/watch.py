@@ -7,7 +7,7 @@ import time
 
 import click
 
-from gpuplan.commands.params import FiniteFloat
+from gpuplan.commands.params import bounded
 from gpuplan.context import AppContext, pass_app
 from gpuplan.errors import UserError
 from gpuplan.output import emit_json, note
@@ -15,7 +15,7 @@ from gpuplan.output import emit_json, note
 
 @click.command("watch")
 @click.option("--once", is_flag=True, help="One pass, then exit (for cron or a systemd timer).")
-@click.option("--interval", type=FiniteFloat(min=0.5), default=30.0, show_default=True,
+@click.option("--interval", type=bounded("interval_s", low=0.5), default=30.0, show_default=True,
               help="Seconds between passes.")
 @click.option("--json", "as_json", is_flag=True,
               help="With --once (required): the runs looked at, as one JSON list. The loop has no end to print "

@@ -15,9 +15,10 @@ from typing import Any, TypeVar
 import click
 
 from gpuplan.architecture import Architecture, load_hf_config, preset
-from gpuplan.commands.params import NUMBER
+from gpuplan.commands.params import bounded, bounded_int
 from gpuplan.errors import UserError
 from gpuplan.estimate import ATTENTIONS, MODES, OPTIMIZERS, PRECISIONS, SHARDINGS, Workload
+from gpuplan.limits import check
 from gpuplan.units import parse_size
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -29,10 +30,13 @@ _OPTIONS = [
     click.option("--module", metavar="PKG.MOD:FACTORY", help="Build this nn.Module with torch and count it."),
     click.option("--tokens", metavar="N", help="Tokens to train on (2T, 300B); in inference, tokens to generate."),
     click.option("--samples", metavar="N", help="Training sequences per epoch (with --epochs and --seq-len)."),
-    click.option("--epochs", type=NUMBER, help="Passes over --samples."),
-    click.option("--seq-len", type=int, help="Sequence length (default: the model's context up to 4096, else 2048)."),
-    click.option("--global-batch", type=int, help="Sequences per optimizer step (default ~0.5-4M tokens by size)."),
-    click.option("--micro-batch", type=int, help="Sequences per GPU per forward pass (default 1)."),
+    click.option("--epochs", type=bounded("epochs"), help="Passes over --samples."),
+    click.option("--seq-len", type=bounded_int("seq_len"),
+                 help="Sequence length (default: the model's context up to 4096, else 2048)."),
+    click.option("--global-batch", type=bounded_int("global_batch"),
+                 help="Sequences per optimizer step (default ~0.5-4M tokens by size)."),
+    click.option("--micro-batch", type=bounded_int("micro_batch"),
+                 help="Sequences per GPU per forward pass (default 1)."),
     click.option("--precision", type=click.Choice(PRECISIONS), default="bf16", show_default=True,
                  help="Number format of the matmuls (sets peak FLOPs and bytes per weight)."),
     click.option("--optimizer", type=click.Choice(OPTIMIZERS), default="adamw", show_default=True,
@@ -46,14 +50,16 @@ _OPTIONS = [
                       "memory-efficient kernel). eager: the scores are kept (a·s² per layer and sequence); pick it "
                       "for torch < 2.0, custom attention the fused kernels cannot run (your own softmax/bias, "
                       "output_attentions, attn_implementation=\"eager\") or GPUs/backends without fused kernels."),
-    click.option("--lora", type=int, metavar="RANK", help="Train LoRA adapters of this rank only."),
+    click.option("--lora", type=bounded_int("lora"), metavar="RANK", help="Train LoRA adapters of this rank only."),
     click.option("--mode", type=click.Choice(MODES), default="train", show_default=True,
                  help="Training, or inference (generation with --batch and --context)."),
-    click.option("--batch", type=int, help="Inference: concurrent sequences (default 1)."),
-    click.option("--context", type=int, help="Inference: context tokens per sequence (default: the model's)."),
-    click.option("--throughput", type=NUMBER, metavar="TOK/S",
+    click.option("--batch", type=bounded_int("batch"), help="Inference: concurrent sequences (default 1)."),
+    click.option("--context", type=bounded_int("context"),
+                 help="Inference: context tokens per sequence (default: the model's)."),
+    click.option("--throughput", type=bounded("throughput"), metavar="TOK/S",
                  help="Measured tokens/s per GPU (overrides everything)."),
-    click.option("--mfu", type=NUMBER, help="Model FLOPs utilisation to assume, 0-1 (overrides bench/calibration)."),
+    click.option("--mfu", type=bounded("mfu"),
+                 help="Model FLOPs utilisation to assume, 0-1 (overrides bench/calibration)."),
 ]
 
 
@@ -65,10 +71,11 @@ def workload_options(command: F) -> F:
 
 
 def _size(value: str | None, what: str) -> int | None:
+    """`--params 7B` -> 7e9, inside gpuplan.limits' range of the same name (`--params` -> params)."""
     if value is None:
         return None
     try:
-        return parse_size(value, what=what)
+        return parse_size(value, what=what, limit=what.removeprefix("--"))
     except ValueError as exc:
         raise UserError(str(exc)) from exc
 
@@ -126,16 +133,18 @@ def _tokens(mode: str, tokens: str | None, samples: str | None, epochs: float | 
         assert count is not None
         if epochs is not None and epochs <= 0:
             raise UserError("--epochs must be greater than zero")
-        return max(1, round(count * (epochs or 1.0) * seq_len))
+        tokens = max(1, round(count * (epochs or 1.0) * seq_len))
+        try:  # each factor is in range, their product need not be
+            check("tokens", tokens, "--samples x --epochs x --seq-len")
+        except ValueError as exc:
+            raise UserError(str(exc)) from exc
+        return tokens
     if epochs is not None:
         raise UserError("--epochs needs --samples")
     what = "tokens to generate" if mode == "inference" else "work"
     raise UserError(f"say how much {what}: --tokens 2T, or --samples N --epochs E")
 
 
-def positive(value: int | float | None, flag: str) -> None:
-    if value is not None and value <= 0:
-        raise UserError(f"{flag} must be greater than zero, not {value}")
 
 
 
@@ -144,12 +153,7 @@ def build_workload(options: dict[str, Any]) -> Workload:
     mode = options["mode"]
     params, arch = _model(options["params"], options["model"], options["model_config"], options["module"])
     seq_len = options["seq_len"] or (min(arch.max_seq_len, 4096) if arch else 2048)
-    for flag in ("seq_len", "global_batch", "micro_batch", "batch", "context", "lora"):
-        positive(options[flag], "--" + flag.replace("_", "-"))
-    positive(options["epochs"], "--epochs")
-    positive(options["throughput"], "--throughput")
-    if options["mfu"] is not None and not 0 < options["mfu"] <= 1:
-        raise UserError("--mfu must be between 0 and 1 (e.g. 0.4)")
+    # Each number flag's range (gpuplan.limits) was checked by its Click type; what is left is how they combine.
     if mode == "inference":
         for flag in ("lora", "global_batch", "micro_batch"):
             if options[flag] is not None:
