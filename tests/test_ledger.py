@@ -76,12 +76,12 @@ def test_sql_path_matches_decimal_path_on_random_ledger(tmp_path: object) -> Non
                       project=rng.choice(["a", "b", None]))
             s.add(run)
             s.flush()
-            for _ in range(5):
+            for k in range(5):
                 start = dt.datetime(2026, 10, 25, tzinfo=UTC) + dt.timedelta(
                     seconds=rng.randint(0, 60 * 86400), microseconds=rng.randint(0, 999999))
                 length = dt.timedelta(seconds=rng.choice([0, 5, 59, 61, 3600, rng.randint(0, 20 * 86400)]),
                                       microseconds=rng.randint(0, 999999))
-                inst = Instance(run_id=run.id, provider="aws", provider_instance_id="i",
+                inst = Instance(run_id=run.id, provider="aws", provider_instance_id=f"i-{k}",
                                 cloud=rng.choice(["aws", "gcp"]),
                                 price_per_hour=Decimal(rng.choice(["98.32", "3.600001", "0.123457", "12.5"])),
                                 min_billed_seconds=rng.choice([0, 60]), launched_at=start,
