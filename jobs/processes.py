@@ -27,3 +27,14 @@ def command_line(pid: int) -> list[bytes] | None:
         return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return None
+
+
+def working_dir(pid: int) -> str | None:
+    """The process's current directory as /proc shows it (resolved); None when it cannot be read (gone, no /proc).
+
+    Unlike the command line, it is there for the whole of an exec: a child started with `cwd=` changes directory
+    before it execs, and exec does not touch it."""
+    try:
+        return os.readlink(f"/proc/{pid}/cwd")
+    except OSError:
+        return None

@@ -51,6 +51,7 @@ CAPACITY_CODES = frozenset({
 })
 QUOTA_CODES = frozenset({"QUOTA_EXCEEDED", "quotaExceeded", "GPUS_ALL_REGIONS", "limitExceeded"})
 RATE_LIMIT_REASONS = frozenset({"rateLimitExceeded", "userRateLimitExceeded", "RATE_LIMIT_EXCEEDED"})
+SERVICE_DISABLED = "SERVICE_DISABLED"  # ErrorInfo reason (domain googleapis.com): the API is not enabled
 PREEMPTED_OPERATION = "compute.instances.preempted"
 MAX_REQUEST_ATTEMPTS = 20
 
@@ -267,6 +268,25 @@ def map_api_error(exc: Exception, *, zone: str | None = None, region: str | None
     if isinstance(exc, ProviderError):
         return exc
     return ProviderError(f"GCP call failed in {where}: {type(exc).__name__}: {exc}", zone=zone, region=region)
+
+
+def service_disabled(exc: BaseException, service: str) -> bool:
+    """True when Google refused the call because `service` (e.g. `secretmanager.googleapis.com`) is not enabled in
+    the project: a 403 (Forbidden on REST, PermissionDenied on gRPC) whose ErrorInfo detail has reason
+    SERVICE_DISABLED and, when it names one, that service.
+
+    Told apart from other 403s because it says something about the project, not the caller: nothing can have been
+    made through an API that is off, whereas a missing permission hides what is there. The ErrorInfo is the only
+    reliable sign; its message is for humans and changes.
+    """
+    from google.api_core import exceptions as gexc
+
+    if not isinstance(exc, (gexc.Forbidden, gexc.PermissionDenied)) or exc.reason != SERVICE_DISABLED:
+        return False
+    if exc.domain not in (None, "", "googleapis.com"):
+        return False
+    named = dict(exc.metadata or {}).get("service")
+    return named in (None, "", service)
 
 
 def map_operation_error(operation: Any, *, zone: str) -> ProviderError:

@@ -34,11 +34,13 @@ from gpuplan.providers.gcp_rules import (
     Endpoint,
     label_value,
     map_api_error,
+    service_disabled,
 )
 
 log = logging.getLogger(__name__)
 
 SECRETMANAGER_ENDPOINT_ENV = "CLOUDSDK_API_ENDPOINT_OVERRIDES_SECRETMANAGER"
+SECRETMANAGER_SERVICE = "secretmanager.googleapis.com"
 SECRET_PREFIX = "gpuplan-"
 # The VM label that says "this run keeps secrets in Secret Manager": a later process (`gpuplan stop`, a watch
 # step) learns from the VM alone that the run's secrets must be deleted when it ends.
@@ -179,7 +181,10 @@ class SecretStore:
         """Every secret gpuplan made in the project (id prefix `gpuplan-` and gpuplan's created-by label), with the
         run its labels name: what `gpuplan reconcile` checks for leftovers. Only metadata is read, never a value.
 
-        Raises the mapped ProviderError when the project's secrets cannot be listed."""
+        None found when the project has the Secret Manager API disabled (a 403 SERVICE_DISABLED): gpuplan stores
+        secrets only through that API, so a project that never enabled it (no spec with `secrets:` ever ran there)
+        holds none of gpuplan's, and reconcile need not warn on every run. Any other failure, a missing permission
+        above all, raises the mapped ProviderError: then there may be secrets it cannot see."""
         try:
             listing = self.client().list_secrets(request={"parent": f"projects/{self._project()}",
                                                           "filter": f"name:{SECRET_PREFIX}"})
@@ -195,6 +200,9 @@ class SecretStore:
         except ProviderError:
             raise
         except Exception as exc:
+            if service_disabled(exc, SECRETMANAGER_SERVICE):
+                log.debug("the Secret Manager API is not enabled in the project: no gpuplan secret can be there")
+                return []
             error = map_api_error(exc)
             raise type(error)(f"cannot list Secret Manager secrets: {error}", code=error.code) from None
 

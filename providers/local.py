@@ -31,7 +31,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import ClassVar
 
-from gpuplan.jobs.processes import command_line, pid_alive
+from gpuplan.jobs.processes import command_line, pid_alive, working_dir
 from gpuplan.jobs.runner import (
     LAUNCH_FILE,
     LOG_FILE,
@@ -62,11 +62,25 @@ def free_port() -> int:
 
 
 def _is_our_wrapper(pid: int, node_dir: Path) -> bool:
-    """The pid still belongs to this node's wrapper (pids are reused: check its command line)."""
+    """The pid still belongs to this node's wrapper (pids are reused: check whose it is now).
+
+    Its command line names the node folder, except for an instant at its start: the pid is known (and written to
+    the pid file) once exec has begun, but the kernel lays out the new command line a moment later, and until then
+    /proc shows an empty one. Read as "not ours", that instant made a node just launched look like a wrapper that
+    vanished (failed), and made `terminate` skip it. An empty command line is therefore decided by the working
+    directory, which is the node folder from before the exec (`_spawn` starts the wrapper there); a process that
+    merely reuses the pid has another one (a kernel thread, also without a command line, has /).
+    """
     if not pid_alive(pid):
         return False
     cmdline = command_line(pid)
-    return cmdline is None or str(node_dir).encode() in cmdline  # no /proc (not Linux): trust the pid
+    if cmdline is None:
+        return True  # no /proc (not Linux): trust the pid
+    if str(node_dir).encode() in cmdline:
+        return True
+    if any(cmdline):  # a command line, and not the wrapper's: someone else's process now
+        return False
+    return working_dir(pid) == os.path.realpath(node_dir)
 
 
 class LocalProvider(Provider):

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import signal
+import subprocess
+import sys
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -23,7 +26,7 @@ from gpuplan.jobs.runner import NodeLaunch
 from gpuplan.paths import runs_dir
 from gpuplan.providers.aws import AwsProvider
 from gpuplan.providers.base import Instance, LaunchRequest
-from gpuplan.providers.local import LAUNCH_FILE, STARTED_FILE, LocalProvider
+from gpuplan.providers.local import LAUNCH_FILE, PID_FILE, STARTED_FILE, LocalProvider
 from gpuplan.reconcile import IN_FLIGHT, ORPHAN, YOUNG, classify
 from gpuplan.store.db import Store
 from gpuplan.store.models import Event, Run, RunState
@@ -206,6 +209,70 @@ def test_local_in_flight_survives_and_an_old_stray_process_is_ended() -> None:
         store.close()
     finally:
         local.terminate([in_flight.instance_id, stray.instance_id])
+
+
+def test_a_local_node_is_running_from_the_moment_its_launch_returns(tmp_path: Path) -> None:
+    """The flake this file had: a wrapper's pid is known once exec has begun, but /proc shows its command line a
+    moment later (empty until then), and a node read in that instant looked vanished (failed): `list_tagged`
+    dropped the stray above. The instant is the kernel's, on another core than the launcher's, so this catches it
+    only on a busy machine with several cores; the test below pins the rule down on any machine."""
+    local = LocalProvider(root=tmp_path / "runs")
+    for n in range(30):
+        [inst] = local.launch(LaunchRequest(run_id=f"r-{n:010d}", name="now", command="sleep 30",
+                                            run_dir=str(local.root / f"r-{n:010d}"), runtime="process",
+                                            price_per_hour=Decimal(0)))
+        [seen] = local.describe([inst.instance_id])
+        pid = int((local.node_dir(inst.instance_id) / PID_FILE).read_text())
+        os.killpg(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        assert seen.state == "running", (n, seen.state, seen.state_reason)
+
+
+# A process that blanks its own argv: what /proc shows of a wrapper the kernel is still exec'ing (the argv area of
+# its new memory is not laid out yet). That instant cannot be held still; this state can.
+BLANK_ARGV = """
+import time
+fields = open("/proc/self/stat").read().rsplit(")", 1)[1].split()
+start, end = int(fields[45]), int(fields[46])  # arg_start, arg_end
+with open("/proc/self/mem", "r+b", buffering=0) as mem:
+    mem.seek(start)
+    mem.write(bytes(end - start))
+print("blank", flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_wrapper_with_no_command_line_yet_is_judged_by_its_folder(tmp_path: Path) -> None:
+    """A live process with no command line is the node's wrapper if it runs in the node folder (where the launch
+    starts it, before the exec): described as running, and `terminate` signals it. In another folder it is someone
+    else's process that reuses the pid: the node reads as vanished and is not signalled."""
+    from gpuplan.jobs.processes import command_line
+
+    local = LocalProvider(root=tmp_path / "runs")
+    nodes = {}
+    for where in ("ours", "other"):
+        node = local.root / f"r-blank-{where}" / "node-0"
+        node.mkdir(parents=True)
+        launch = NodeLaunch(run_id=f"r-blank-{where}", name="b", argv=["true"], run_dir=str(node.parent))
+        (node / LAUNCH_FILE).write_text(launch.to_json())
+        nodes[where] = node
+    procs = {where: subprocess.Popen([sys.executable, "-c", BLANK_ARGV], stdout=subprocess.PIPE,
+                                     cwd=nodes[where] if where == "ours" else tmp_path, start_new_session=True)
+             for where in nodes}
+    try:
+        for where, proc in procs.items():
+            assert proc.stdout is not None and proc.stdout.readline() == b"blank\n"
+            assert not any(command_line(proc.pid) or [b"x"])  # /proc shows no command line
+            (nodes[where] / PID_FILE).write_text(str(proc.pid))
+        ours, other = (f"r-blank-{w}/node-0" for w in ("ours", "other"))
+        assert [i.state for i in local.describe([ours, other])] == ["running", "failed"]
+        local.terminate([ours, other], grace_seconds=10)
+        assert procs["ours"].wait(timeout=10) == -signal.SIGTERM
+        assert procs["other"].poll() is None  # not ours: never signalled
+    finally:
+        for proc in procs.values():
+            proc.kill()
+            proc.wait()
 
 
 def test_local_node_not_yet_started_is_dated_by_its_launch_file(tmp_path: Path) -> None:

@@ -147,6 +147,20 @@ def test_a_region_that_cannot_be_listed_skips_the_secrets_not_the_check(aws: Aws
     assert report.findings == [] and "AccessDeniedException in us-west-2" in report.skipped["aws"]
 
 
+def test_an_account_without_gpuplan_parameters_is_checked_quietly(aws: AwsProvider, aws_clients: Any) -> None:
+    """A user who never used `secrets:`: SSM needs no enabling, the listing is just empty, so there is no warning
+    (only a refused DescribeParameters, above, warns). The user's own parameters do not count."""
+    ssm = aws_clients("ssm", "us-east-1")
+    ssm.put_parameter(Name="/gpuplan/test/dlami-id", Value="ami-0123", Type="String")
+    ssm.put_parameter(Name="/team/db-password", Value="x", Type="SecureString")
+    record("r-plain00001", RunState.SUCCEEDED)
+
+    result = run_cli("reconcile", "--cloud", "aws", "--regions", REGIONS)
+    assert result.exit_code == 0, result.stderr
+    assert "in agreement: checked aws" in result.stderr and "not checked" not in result.stderr
+    assert names(aws_clients, "us-east-1") == {"/gpuplan/test/dlami-id", "/team/db-password"}
+
+
 def test_the_run_of_a_parameter_is_its_path_and_nothing_else() -> None:
     assert run_of("/gpuplan/r-0a1b2c3d4e/HF_TOKEN") == "r-0a1b2c3d4e"
     for other in ("/gpuplan/test/deep/dlami-id", "/gpuplan/r-1", "/other/r-1/X", "gpuplan/r-1/X", "/gpuplan//X"):

@@ -160,6 +160,67 @@ def test_an_unreachable_secret_manager_is_a_warning_not_a_failure(gce: RunningFa
     assert "gcp: secrets not checked: cannot list Secret Manager secrets" in result.stderr
 
 
+NO_SECRETS_SPEC = SPEC.replace("secrets: [API_TOKEN]\n", "")
+
+
+def test_a_project_without_the_secret_manager_api_has_no_secrets_to_check(
+        gce: RunningFake, secretmanager: RunningSecretManager, tmp_path: Path) -> None:
+    """A user who never used `secrets:` never enabled Secret Manager: reconcile reads that as no secrets, quietly."""
+    from google.api_core import exceptions as gexc
+
+    secretmanager.state.disabled = True
+    # What the real client makes of the fake's answer: Google's 403, the reason in the ErrorInfo detail.
+    with pytest.raises(gexc.Forbidden) as refused:
+        list(GcpProvider().secrets.client().list_secrets(request={"parent": "projects/gpuplan-test"}))
+    assert (refused.value.reason, refused.value.metadata["service"]) == (
+        "SERVICE_DISABLED", "secretmanager.googleapis.com")
+    assert GcpProvider().list_secrets() == []
+
+    job = tmp_path / "plain.yaml"
+    job.write_text(NO_SECRETS_SPEC)
+    launched = run_cli("launch", str(job), "--provider", "gcp", "-y", "--detach", "--json")
+    assert launched.exit_code == 0, launched.stderr
+    quiet = run_cli("reconcile", "--cloud", "gcp")
+    assert quiet.exit_code == 0, quiet.stderr
+    assert "in agreement: checked gcp" in quiet.stderr and "secrets not checked" not in quiet.stderr
+    as_json = run_cli("reconcile", "--cloud", "gcp", "--json")
+    assert as_json.exit_code == 0 and as_json.json() == [] and "secrets not checked" not in as_json.stderr
+
+
+def test_a_caller_who_may_not_list_secrets_is_still_warned(
+        gce: RunningFake, secretmanager: RunningSecretManager) -> None:
+    """A missing permission is not a disabled API: there may be secrets reconcile cannot see, so it says so."""
+    secretmanager.state.refuse_lists = True
+    result = run_cli("reconcile", "--cloud", "gcp", "--json")
+    assert result.exit_code == 0, result.stderr
+    assert result.json() == []
+    assert "gcp: secrets not checked: cannot list Secret Manager secrets: 403 " in result.stderr
+    assert "secretmanager.secrets.list" in result.stderr
+
+
+def test_only_secret_managers_own_service_disabled_reads_as_no_secrets() -> None:
+    """The ErrorInfo decides, on either transport (REST raises Forbidden, gRPC PermissionDenied)."""
+    from google.api_core import exceptions as gexc
+
+    from gpuplan.providers.gcp_rules import service_disabled
+
+    def info(service: str, reason: str = "SERVICE_DISABLED") -> dict:
+        return {"reason": reason, "domain": "googleapis.com", "metadata": {"service": service}}
+
+    sm = "secretmanager.googleapis.com"
+    assert service_disabled(gexc.from_http_status(403, "off", error_info=info(sm)), sm)
+    assert service_disabled(gexc.PermissionDenied("off", error_info=info(sm)), sm)
+    # Another API switched off (e.g. the quota project's): not a statement about Secret Manager.
+    assert not service_disabled(gexc.from_http_status(403, "off", error_info=info("compute.googleapis.com")), sm)
+    # A plain permission error, whatever its message says, and other reasons.
+    assert not service_disabled(gexc.from_http_status(403, "Secret Manager API has not been used in project 1 "
+                                                           "before or it is disabled."), sm)
+    assert not service_disabled(gexc.from_http_status(403, "denied", error_info=info(sm, "IAM_PERMISSION_DENIED")),
+                                sm)
+    assert not service_disabled(gexc.from_http_status(400, "bad", error_info=info(sm)), sm)
+    assert not service_disabled(ValueError("SERVICE_DISABLED"), sm)
+
+
 def test_the_run_of_a_secret_is_read_where_its_label_agrees() -> None:
     assert run_of("gpuplan-r-0a1b2c3d4e-HF_TOKEN", "r-0a1b2c3d4e") == "r-0a1b2c3d4e"
     assert run_of("gpuplan-Run-X-A-B", "run-x") == "Run-X"  # the label is the run id made label-safe

@@ -11,9 +11,13 @@ test process on a free port. It answers only what gpuplan uses:
   must carry `Authorization: Bearer <token>`, 403 otherwise: that is the VM's path);
 - `DELETE /v1/projects/P/secrets/S` (403 PERMISSION_DENIED for an id in `refuse_deletes`);
 - `GET /v1/projects/P/secrets?filter=F` with the filter terms gpuplan sends: `name:SUBSTRING` and
-  `labels.KEY=VALUE` / `labels.KEY:VALUE`, joined by AND (anything else is a 400, so a changed filter is noticed).
+  `labels.KEY=VALUE` / `labels.KEY:VALUE`, joined by AND (anything else is a 400, so a changed filter is noticed;
+  403 PERMISSION_DENIED with `refuse_lists`).
 
-Errors have the API's JSON shape (`error.code`, `message`, `status`).
+Errors have the API's JSON shape (`error.code`, `message`, `status`, and `details` where the API sends them).
+With `disabled` set the project has never enabled the API: every call answers what Google answers then, a 403
+PERMISSION_DENIED whose ErrorInfo detail says SERVICE_DISABLED for secretmanager.googleapis.com (the body is
+Google's, down to the message, the LocalizedMessage and Help details and the project *number* in them).
 """
 
 from __future__ import annotations
@@ -57,6 +61,9 @@ class FakeSecretManager:
     deleted: list[str] = field(default_factory=list)
     fail_creates: int = 0  # the next N creates answer 403 (a caller without secretmanager.secrets.create)
     refuse_deletes: set[str] = field(default_factory=set)  # ids whose delete answers 403 (outside the caller's IAM)
+    refuse_lists: bool = False  # a list answers 403 (a caller without secretmanager.secrets.list)
+    disabled: bool = False  # the API is not enabled in the project: every call answers 403 SERVICE_DISABLED
+    project_number: str = "123456789012"  # what Google's errors name the project by
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def value(self, secret_id: str, version: str = "latest") -> bytes:
@@ -78,13 +85,34 @@ class FakeSecretManager:
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, message: str, code: str) -> None:
+    def __init__(self, status: int, message: str, code: str, details: list[dict[str, Any]] | None = None) -> None:
         super().__init__(message)
-        self.status, self.message, self.code = status, message, code
+        self.status, self.message, self.code, self.details = status, message, code, details
 
     def response(self) -> Response:
-        body = {"error": {"code": self.status, "message": self.message, "status": self.code}}
-        return Response(json.dumps(body), status=self.status, mimetype="application/json")
+        error: dict[str, Any] = {"code": self.status, "message": self.message, "status": self.code}
+        if self.details:
+            error["details"] = self.details
+        return Response(json.dumps({"error": error}), status=self.status, mimetype="application/json")
+
+
+def service_disabled(project_number: str) -> ApiError:
+    """Google's answer to any Secret Manager call in a project that never enabled the API (or disabled it)."""
+    service = "secretmanager.googleapis.com"
+    url = f"https://console.developers.google.com/apis/api/{service}/overview?project={project_number}"
+    message = (f"Secret Manager API has not been used in project {project_number} before or it is disabled. "
+               f"Enable it by visiting {url} then retry. If you enabled this API recently, wait a few minutes for "
+               "the action to propagate to our systems and retry.")
+    return ApiError(403, message, "PERMISSION_DENIED", details=[
+        {"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "SERVICE_DISABLED",
+         "domain": "googleapis.com",
+         "metadata": {"consumer": f"projects/{project_number}", "service": service,
+                      "serviceTitle": "Secret Manager API", "containerInfo": project_number,
+                      "activationUrl": url}},
+        {"@type": "type.googleapis.com/google.rpc.LocalizedMessage", "locale": "en-US", "message": message},
+        {"@type": "type.googleapis.com/google.rpc.Help",
+         "links": [{"description": "Google developers console API activation", "url": url}]},
+    ])
 
 
 class SecretManagerApp:
@@ -104,6 +132,8 @@ class SecretManagerApp:
         request = Request(environ)
         try:
             endpoint, args = self.urls.bind_to_environ(environ).match()
+            if self.state.disabled:
+                raise service_disabled(self.state.project_number)
             if args["project"] != self.state.project:
                 raise ApiError(403, f"Permission denied on project {args['project']}", "PERMISSION_DENIED")
             with self.state.lock:
@@ -125,6 +155,9 @@ class SecretManagerApp:
     def _secrets(self, request: Request, args: dict[str, str]) -> dict[str, Any]:
         if request.method == "POST":
             return self._create(request)
+        if self.state.refuse_lists:
+            raise ApiError(403, f"Permission 'secretmanager.secrets.list' denied on resource "
+                           f"'projects/{self.state.project}' (or it may not exist).", "PERMISSION_DENIED")
         terms = _parse_filter(request.args.get("filter", ""))
         found = [self._resource(s) for sid, s in sorted(self.state.secrets.items()) if _matches(sid, s, terms)]
         return {"secrets": found, "totalSize": len(found)} if found else {}
