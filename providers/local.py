@@ -125,8 +125,11 @@ class LocalProvider(Provider):
                 max_hours=request.max_hours, checkpoint_dir=request.options.get("checkpoint_dir"),
                 source_dir=request.options.get("source_dir"),
             )
-            (node_dir / LAUNCH_FILE).write_text(launch.to_json())
-            (node_dir / TAGS_FILE).write_text(json.dumps(request.tags()))
+            # launch.json marks the node as existing for every reader (status, watch, reconcile in other
+            # processes), so its tags go first and both files appear whole: a reader never sees a node without
+            # its tags (an untagged node reads as nobody's) or half a JSON document.
+            write_atomic(node_dir / TAGS_FILE, json.dumps(request.tags()))
+            write_atomic(node_dir / LAUNCH_FILE, launch.to_json())
             instances.append(self._spawn(node_dir, request, rank))
         return instances
 

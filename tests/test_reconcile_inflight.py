@@ -22,7 +22,7 @@ from test_reconcile import backdate, record, start
 from gpuplan.jobs.runner import NodeLaunch
 from gpuplan.paths import runs_dir
 from gpuplan.providers.aws import AwsProvider
-from gpuplan.providers.base import Instance, LaunchRequest
+from gpuplan.providers.base import TAG_RUN_ID, Instance, LaunchRequest
 from gpuplan.providers.local import LAUNCH_FILE, STARTED_FILE, LocalProvider
 from gpuplan.reconcile import IN_FLIGHT, ORPHAN, YOUNG, classify
 from gpuplan.store.db import Store
@@ -219,3 +219,43 @@ def test_local_node_not_yet_started_is_dated_by_its_launch_file(tmp_path: Path) 
     assert pending.state == "pending" and pending.launched_at is None
     assert pending.created_at is not None
     assert abs((pending.created_at - dt.datetime.now(dt.timezone.utc)).total_seconds()) < 30
+
+
+def test_a_node_being_launched_reads_whole_with_its_tags(tmp_path: Path) -> None:
+    """Another process may list the run's nodes while the launch is writing them: every node it sees has its
+    tags and a readable launch file (they were written in place, launch.json before tags.json, and a reader could
+    see an untagged node or half a JSON document)."""
+    import threading
+
+    local = LocalProvider(root=tmp_path)
+    run_id = "r-whole0000"
+    seen: list[Instance] = []
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            try:
+                seen.extend(local.list_tagged(run_id))
+            except BaseException as exc:  # the test reports whatever a reader hit
+                errors.append(exc)
+                return
+
+    reader = threading.Thread(target=watch)
+    reader.start()
+    try:
+        launched = local.launch(LaunchRequest(run_id=run_id, name="whole", command="sleep 30", nodes=8,
+                                              run_dir=str(tmp_path / run_id), runtime="process",
+                                              price_per_hour=Decimal(0)))
+    finally:
+        done.set()
+        reader.join()
+    try:
+        assert not errors, errors
+        assert len(launched) == 8
+        assert all(inst.tags.get(TAG_RUN_ID) == run_id for inst in seen), [i.tags for i in seen
+                                                                             if i.tags.get(TAG_RUN_ID) != run_id]
+        for name in ("launch.json", "tags.json"):
+            assert not list(tmp_path.glob(f"{run_id}/node-*/.{name}.*.tmp"))
+    finally:
+        local.terminate([inst.instance_id for inst in launched])
