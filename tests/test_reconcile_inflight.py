@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import signal
+import subprocess
+import sys
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -19,11 +22,11 @@ from clihelp import run_cli
 from ledger_fixture import record_run
 from test_reconcile import backdate, record, start
 
-from gpuplan.jobs.runner import NodeLaunch
+from gpuplan.jobs.runner import NodeLaunch, read_exit
 from gpuplan.paths import runs_dir
 from gpuplan.providers.aws import AwsProvider
 from gpuplan.providers.base import TAG_RUN_ID, Instance, LaunchRequest
-from gpuplan.providers.local import LAUNCH_FILE, STARTED_FILE, LocalProvider
+from gpuplan.providers.local import LAUNCH_FILE, PID_FILE, STARTED_FILE, LocalProvider
 from gpuplan.reconcile import IN_FLIGHT, ORPHAN, YOUNG, classify
 from gpuplan.store.db import Store
 from gpuplan.store.models import Event, Run, RunState
@@ -259,3 +262,30 @@ def test_a_node_being_launched_reads_whole_with_its_tags(tmp_path: Path) -> None
             assert not list(tmp_path.glob(f"{run_id}/node-*/.{name}.*.tmp"))
     finally:
         local.terminate([inst.instance_id for inst in launched])
+
+
+def _unready_wrapper(node: Path, run_id: str) -> subprocess.Popen[bytes]:
+    """A process that is a node's wrapper by every sign (pid file, command line, folder) but has no stop handling
+    yet: what `terminate` meets when it stops a node in the instant after it was launched."""
+    node.mkdir(parents=True)
+    (node / LAUNCH_FILE).write_text(NodeLaunch(run_id=run_id, name="n", argv=["true"],
+                                               run_dir=str(node.parent)).to_json())
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", str(node)], cwd=node,
+                            start_new_session=True)
+    (node / PID_FILE).write_text(str(proc.pid))
+    return proc
+
+
+def test_a_wrapper_stopped_before_its_stop_handling_reads_as_stopped(tmp_path: Path) -> None:
+    """SIGTERM kills a wrapper that has not yet set up its handler, so it records no exit; terminate records the
+    stop itself, and the node reads as stopped by gpuplan, not as a job that vanished (failed)."""
+    local = LocalProvider(root=tmp_path)
+    proc = _unready_wrapper(tmp_path / "r-unready0" / "node-0", "r-unready0")
+    [running] = local.list_tagged("r-unready0")
+    assert running.state == "running"
+    local.terminate([running.instance_id], grace_seconds=5)
+    assert proc.wait(timeout=5) == -signal.SIGTERM
+    [stopped] = local.describe([running.instance_id])
+    assert stopped.state == "terminated", stopped.state_reason
+    assert stopped.state_reason == "stopped"
+    assert "stopped by gpuplan" in read_exit(tmp_path / "r-unready0" / "node-0")["detail"]
