@@ -210,12 +210,16 @@ def write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def stop_before_start(node_dir: Path) -> None:
-    """Record a stop for a node whose wrapper has not written its pid (never started, or starting): exit.json
-    with reason `stopped`, so the node reads as terminated and a wrapper starting after this runs no job."""
+def record_stop(node_dir: Path, detail: str, signum: int = signal.SIGTERM) -> None:
+    """Record that gpuplan stopped a node whose wrapper could not say so itself: exit.json with reason `stopped`,
+    so the node reads as stopped (not failed) and a wrapper starting after this runs no job."""
     write_atomic(node_dir / EXIT_FILE, json.dumps(
-        {"exit_code": -int(signal.SIGTERM), "ended_at": _now(), "reason": "stopped",
-         "detail": "stopped before its job started"}))
+        {"exit_code": -int(signum), "ended_at": _now(), "reason": "stopped", "detail": detail}))
+
+
+def stop_before_start(node_dir: Path) -> None:
+    """Record a stop for a node whose wrapper has not written its pid (never started, or starting)."""
+    record_stop(node_dir, "stopped before its job started")
 
 
 def read_exit(node_dir: Path) -> dict[str, Any] | None:

@@ -38,6 +38,7 @@ from gpuplan.jobs.runner import (
     PID_FILE,
     NodeLaunch,
     read_exit,
+    record_stop,
     stop_before_start,
     write_atomic,
 )
@@ -139,8 +140,11 @@ class LocalProvider(Provider):
                 max_hours=request.max_hours, checkpoint_dir=request.options.get("checkpoint_dir"),
                 source_dir=request.options.get("source_dir"),
             )
-            (node_dir / LAUNCH_FILE).write_text(launch.to_json())
-            (node_dir / TAGS_FILE).write_text(json.dumps(request.tags()))
+            # launch.json marks the node as existing for every reader (status, watch, reconcile in other
+            # processes), so its tags go first and both files appear whole: a reader never sees a node without
+            # its tags (an untagged node reads as nobody's) or half a JSON document.
+            write_atomic(node_dir / TAGS_FILE, json.dumps(request.tags()))
+            write_atomic(node_dir / LAUNCH_FILE, launch.to_json())
             instances.append(self._spawn(node_dir, request, rank))
         return instances
 
@@ -205,7 +209,12 @@ class LocalProvider(Provider):
                               ended=_mtime(node_dir / LOG_FILE), **common)  # type: ignore[arg-type]
 
     def terminate(self, instance_ids: Sequence[str], grace_seconds: float = 15.0) -> None:
-        """SIGTERM each node's process group (the wrapper records `stopped`), SIGKILL what outlives the grace."""
+        """SIGTERM each node's process group (the wrapper records `stopped`), SIGKILL what outlives the grace.
+
+        A wrapper that ends without recording its exit (SIGTERM'd in the instant before it set up its stop
+        handling, or SIGKILLed after the grace) gets its stop recorded here once it is gone, so the node reads
+        as stopped by gpuplan rather than as a job that vanished.
+        """
         groups = []
         for instance_id in instance_ids:
             node_dir = self.node_dir(instance_id)
@@ -226,13 +235,28 @@ class LocalProvider(Provider):
                 groups.append((pid, node_dir))
             except ProcessLookupError:
                 continue
+        signalled = list(groups)
         deadline = time.monotonic() + grace_seconds
         while groups and time.monotonic() < deadline:
             groups = [(pid, d) for pid, d in groups if read_exit(d) is None and _is_our_wrapper(pid, d)]
             time.sleep(0.1)
-        for pid, _ in groups:
+        killed = {pid for pid, _ in groups}
+        for pid in killed:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
+        self._record_unrecorded_stops(signalled, killed)
+
+    @staticmethod
+    def _record_unrecorded_stops(signalled: list[tuple[int, Path]], killed: set[int]) -> None:
+        """Write the stop record of every signalled node whose wrapper is gone without one (see terminate)."""
+        deadline = time.monotonic() + 5.0  # a SIGKILLed process is gone within milliseconds; don't hang on one
+        for pid, node_dir in signalled:
+            while _is_our_wrapper(pid, node_dir) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if read_exit(node_dir) is None and not _is_our_wrapper(pid, node_dir):
+                how = "killed after the stop grace" if pid in killed else "ended before it could record its stop"
+                record_stop(node_dir, f"stopped by gpuplan; the job wrapper {how}",
+                            signal.SIGKILL if pid in killed else signal.SIGTERM)
 
     def list_tagged(self, run_id: str | None = None, *, include_ended: bool = False) -> list[Instance]:
         """Every node folder under the root (of one run) whose wrapper is still live (or any, if include_ended)."""

@@ -22,10 +22,10 @@ from clihelp import run_cli
 from ledger_fixture import record_run
 from test_reconcile import backdate, record, start
 
-from gpuplan.jobs.runner import NodeLaunch
+from gpuplan.jobs.runner import NodeLaunch, read_exit
 from gpuplan.paths import runs_dir
 from gpuplan.providers.aws import AwsProvider
-from gpuplan.providers.base import Instance, LaunchRequest
+from gpuplan.providers.base import TAG_RUN_ID, Instance, LaunchRequest
 from gpuplan.providers.local import LAUNCH_FILE, PID_FILE, STARTED_FILE, LocalProvider
 from gpuplan.reconcile import IN_FLIGHT, ORPHAN, YOUNG, classify
 from gpuplan.store.db import Store
@@ -286,3 +286,70 @@ def test_local_node_not_yet_started_is_dated_by_its_launch_file(tmp_path: Path) 
     assert pending.state == "pending" and pending.launched_at is None
     assert pending.created_at is not None
     assert abs((pending.created_at - dt.datetime.now(dt.timezone.utc)).total_seconds()) < 30
+
+
+def test_a_node_being_launched_reads_whole_with_its_tags(tmp_path: Path) -> None:
+    """Another process may list the run's nodes while the launch is writing them: every node it sees has its
+    tags and a readable launch file (they were written in place, launch.json before tags.json, and a reader could
+    see an untagged node or half a JSON document)."""
+    import threading
+
+    local = LocalProvider(root=tmp_path)
+    run_id = "r-whole0000"
+    seen: list[Instance] = []
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            try:
+                seen.extend(local.list_tagged(run_id))
+            except BaseException as exc:  # the test reports whatever a reader hit
+                errors.append(exc)
+                return
+
+    reader = threading.Thread(target=watch)
+    reader.start()
+    try:
+        launched = local.launch(LaunchRequest(run_id=run_id, name="whole", command="sleep 30", nodes=8,
+                                              run_dir=str(tmp_path / run_id), runtime="process",
+                                              price_per_hour=Decimal(0)))
+    finally:
+        done.set()
+        reader.join()
+    try:
+        assert not errors, errors
+        assert len(launched) == 8
+        assert all(inst.tags.get(TAG_RUN_ID) == run_id for inst in seen), [i.tags for i in seen
+                                                                             if i.tags.get(TAG_RUN_ID) != run_id]
+        for name in ("launch.json", "tags.json"):
+            assert not list(tmp_path.glob(f"{run_id}/node-*/.{name}.*.tmp"))
+    finally:
+        local.terminate([inst.instance_id for inst in launched])
+
+
+def _unready_wrapper(node: Path, run_id: str) -> subprocess.Popen[bytes]:
+    """A process that is a node's wrapper by every sign (pid file, command line, folder) but has no stop handling
+    yet: what `terminate` meets when it stops a node in the instant after it was launched."""
+    node.mkdir(parents=True)
+    (node / LAUNCH_FILE).write_text(NodeLaunch(run_id=run_id, name="n", argv=["true"],
+                                               run_dir=str(node.parent)).to_json())
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", str(node)], cwd=node,
+                            start_new_session=True)
+    (node / PID_FILE).write_text(str(proc.pid))
+    return proc
+
+
+def test_a_wrapper_stopped_before_its_stop_handling_reads_as_stopped(tmp_path: Path) -> None:
+    """SIGTERM kills a wrapper that has not yet set up its handler, so it records no exit; terminate records the
+    stop itself, and the node reads as stopped by gpuplan, not as a job that vanished (failed)."""
+    local = LocalProvider(root=tmp_path)
+    proc = _unready_wrapper(tmp_path / "r-unready0" / "node-0", "r-unready0")
+    [running] = local.list_tagged("r-unready0")
+    assert running.state == "running"
+    local.terminate([running.instance_id], grace_seconds=5)
+    assert proc.wait(timeout=5) == -signal.SIGTERM
+    [stopped] = local.describe([running.instance_id])
+    assert stopped.state == "terminated", stopped.state_reason
+    assert stopped.state_reason == "stopped"
+    assert "stopped by gpuplan" in read_exit(tmp_path / "r-unready0" / "node-0")["detail"]
