@@ -63,10 +63,18 @@ class RunEstimate:
     source: str
     params: int | None = None
     detail: Mapping[str, Any] = field(default_factory=dict)
-    # `hours` = startup_s / 3600 + the throughput's time for the tokens (gpuplan.startup says why and how).
+    # `hours` = startup_s / 3600 + the throughput's time for the tokens + on spot the expected interruptions
+    # (gpuplan.job_hours; gpuplan.startup says why and how for the start-up).
     startup_s: float = 0.0
     startup_source: str | None = None
     startup_detail: str | None = None
+
+    @property
+    def interruption_hours(self) -> float:
+        """Hours of `hours` expected to be lost to spot interruptions (0 on demand), so the one-line estimate
+        can say where its time goes beyond compute and start-up."""
+        breakdown = self.detail.get("hours") or {}
+        return float(breakdown.get("interruption_hours") or 0.0)
 
     @property
     def mfu_source(self) -> str | None:

@@ -43,8 +43,10 @@ def launch(app: AppContext, spec_path: Path, provider_name: str, dry_run: bool, 
     note(f"job {spec.name}: {provider_name} {where}, {gpus}, {money(info['price_per_hour'])}/h")
     if plan.estimate is not None:
         est = plan.estimate
+        # On spot the hours include the expected interruptions; say so, or they look like an unexplained gap.
+        spot = f"; spot interruptions {est.interruption_hours:.2f} h expected" if est.interruption_hours else ""
         note(f"estimate: {duration(est.hours)} ({est.source}; start-up {est.startup_s:.1f} s, "
-             f"{est.startup_source}: {est.startup_detail}), {money(est.cost_usd)}")
+             f"{est.startup_source}: {est.startup_detail}{spot}), {money(est.cost_usd)}")
     else:
         note("estimate: none (add workload tokens and a model or throughput to the spec)")
     overridden = _budget_gate(app, plan, force)  # refuses (exit 2) a job over a budget, dry run or not
