@@ -14,7 +14,9 @@ __all__ = ["DURATION_FORMS", "MONEY_LIMIT", "finite", "format_size", "parse_dura
 
 _SIZE_SUFFIX = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "G": 10**9, "T": 10**12}
 _SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([KMBGT]?)\s*$", re.IGNORECASE)
-_DURATION_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([a-z]*)\s*$", re.IGNORECASE)
+# The number may carry an exponent (`1e3`, `2.5E+2h`) as sizes do (`--tokens 1e12`): the error for a bare
+# number said "a bare number is hours" and then refused `1e3`, and YAML keeps `1e3` a string.
+_DURATION_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([a-z]*)\s*$", re.IGNORECASE)
 # Short and spelt-out units alike (`3d` and `3 days`), so any form a person writes either works or is refused.
 _DURATION_UNITS = {
     1: ("s", "sec", "secs", "second", "seconds"),
