@@ -9,6 +9,7 @@ consumes: the median ratio actual/estimate per GPU is the factor to scale an est
 from __future__ import annotations
 
 import datetime as dt
+import json
 import statistics
 from dataclasses import dataclass
 from decimal import Decimal
@@ -60,6 +61,22 @@ def _rel(actual: float, estimate: float | None) -> float | None:
     return actual / estimate - 1.0
 
 
+def estimate_is_a_cap(estimate_json: str | None) -> bool:
+    """Whether a run's recorded "estimate" is only its cap: a `bench --on` job records its max-hours (and that
+    much money) so the budget gate and `committed` see what it may cost, but that predicts nothing about how
+    long it takes, and scored as an estimate it read as a -98% miss. Such runs carry `upper_bound` in their
+    estimate; rows recorded before that flag are known by the bench job's source text."""
+    if not estimate_json:
+        return False
+    try:
+        data = json.loads(estimate_json)
+    except ValueError:
+        return False
+    if not isinstance(data, dict):
+        return False
+    return bool(data.get("upper_bound")) or str(data.get("source") or "").startswith("bench job:")
+
+
 def runs_accuracy(session: Any, now: dt.datetime) -> list[RunAccuracy]:
     """Estimate vs actual for every succeeded run with a start and an end, oldest first."""
     from gpuplan.store.models import Run, RunState
@@ -70,10 +87,12 @@ def runs_accuracy(session: Any, now: dt.datetime) -> list[RunAccuracy]:
     for run in runs:
         hours = float(costing.exact_seconds(run.ended_at - run.started_at) / costing.SECONDS_PER_HOUR)
         cost = costing.total_cost(run.instances, now)
-        est_cost = None if run.est_cost_usd is None else Decimal(run.est_cost_usd)
+        capped_only = estimate_is_a_cap(run.estimate_json)  # no estimate to score: shown as none
+        est_hours = None if capped_only else run.est_hours
+        est_cost = None if run.est_cost_usd is None or capped_only else Decimal(run.est_cost_usd)
         out.append(RunAccuracy(
             run_id=run.id, name=run.name, gpu=run.gpu, instance_type=run.instance_type, cloud=run.cloud,
-            est_hours=run.est_hours, actual_hours=round(hours, 6), hours_error=_rel(hours, run.est_hours),
+            est_hours=est_hours, actual_hours=round(hours, 6), hours_error=_rel(hours, est_hours),
             est_cost_usd=est_cost, actual_cost_usd=cost,
             cost_error=_rel(float(cost), None if est_cost is None else float(est_cost)),
             est_tokens_per_s=run.est_tokens_per_s, tokens_per_s=run.tokens_per_s,

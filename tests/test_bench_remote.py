@@ -89,6 +89,13 @@ def test_on_local_runs_the_bench_as_a_recorded_run(tmp_path: Path) -> None:
     assert [(b["id"], b["run_id"], b["source"]) for b in listed] == [(out["id"], run_id, "run")]
     table = run_cli("bench", "list")
     assert run_id in table.stdout and "source" in table.stdout
+    # Its recorded estimate is its 0.5 h cap (for the budgets), not a prediction: estimate vs actual shows none
+    # for it instead of scoring a ~-99% miss.
+    scored = run_cli("report", "--accuracy", "--json")
+    assert scored.exit_code == 0, scored.stderr
+    [row] = [r for r in scored.json()["runs"] if r["run_id"] == run_id]
+    assert row["est_hours"] is None and row["hours_error"] is None and row["actual_hours"] > 0
+    assert scored.json()["summary"]["median_abs_hours_error"] is None
 
 
 def test_output_writes_the_result_and_no_save_records_nothing(tmp_path: Path) -> None:

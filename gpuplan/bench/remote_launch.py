@@ -75,7 +75,8 @@ def plan_remote(target: RemoteTarget, argv: list[str], options: RemoteOptions, *
     estimate = orchestration.RunEstimate(
         hours=options.max_hours, tokens_per_s=None,
         cost_usd=(price * Decimal(str(options.max_hours))).quantize(Decimal("0.000001")) if price is not None
-        else None, source="bench job: at most max_hours")
+        else None, source="bench job: at most max_hours",
+        detail={"upper_bound": True})  # a cap for the budgets, not a prediction: report --accuracy skips it
     plan = orchestration.LaunchPlan(spec=spec, spec_text=text, source_dir=None, offer=offer, estimate=estimate)
     return plan, provider
 
