@@ -89,15 +89,19 @@ def _env_default(value: Any, var: str) -> Any:
     return value if value is not None else (os.environ.get(var) or None)
 
 
-def _decimal(value: Any, what: str) -> Decimal:
+def _decimal(value: Any, what: str, env: str) -> Decimal:
+    """A charge-back rate from the config file or `env`. A bad one is a ValueError, which gpuplan.config turns
+    into bad input (one line, exit 2) as for the local provider's price; a ProviderError read as a failure
+    (exit 1) though the user typed the value."""
+    where = f"{env} or [providers.slurm] {what}"
     try:
         result = Decimal(str(value)) if value not in (None, "") else Decimal(0)
     except InvalidOperation as exc:
-        raise ProviderError(f"slurm: {what} must be a number, got {value!r}") from exc
+        raise ValueError(f"slurm: {what} must be a number, got {value!r} ({where})") from exc
     if not result.is_finite():  # `nan` would also crash the comparison below with InvalidOperation
-        raise ProviderError(f"slurm: {what} must be a finite number, got {value!r}")
+        raise ValueError(f"slurm: {what} must be a finite number, got {value!r} ({where})")
     if result < 0:
-        raise ProviderError(f"slurm: {what} must not be negative, got {value!r}")
+        raise ValueError(f"slurm: {what} must not be negative, got {value!r} ({where})")
     return result
 
 
@@ -117,9 +121,10 @@ class SlurmProvider(Provider):
         self.account = _env_default(account, "GPUPLAN_SLURM_ACCOUNT")
         self.qos = _env_default(qos, "GPUPLAN_SLURM_QOS")
         self.price_per_gpu_hour = _decimal(_env_default(price_per_gpu_hour, "GPUPLAN_SLURM_PRICE_PER_GPU_HOUR"),
-                                           "price_per_gpu_hour")
+                                           "price_per_gpu_hour", "GPUPLAN_SLURM_PRICE_PER_GPU_HOUR")
         self.price_per_node_hour = _decimal(
-            _env_default(price_per_node_hour, "GPUPLAN_SLURM_PRICE_PER_NODE_HOUR"), "price_per_node_hour")
+            _env_default(price_per_node_hour, "GPUPLAN_SLURM_PRICE_PER_NODE_HOUR"), "price_per_node_hour",
+            "GPUPLAN_SLURM_PRICE_PER_NODE_HOUR")
         self.container_runtime = (_env_default(container_runtime, "GPUPLAN_SLURM_RUNTIME") or "auto").lower()
         if self.container_runtime not in ("auto", RUNTIME_NONE, "process", *CONTAINER_RUNTIMES):
             raise ProviderError(f"slurm: unknown container runtime {self.container_runtime!r}; use auto, none, "

@@ -14,6 +14,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from clihelp import run_cli
 from slurmhelp import SlurmCluster, wait_for
 
 from gpuplan.providers.base import TAG_RUN_ID, Instance, InstanceState, LaunchRequest, ProviderError
@@ -266,7 +267,21 @@ def test_missing_slurm_is_a_clear_error(tmp_path: Path) -> None:
 @pytest.mark.parametrize("rate", ["nan", "inf", "-inf"])
 def test_a_non_finite_charge_back_rate_is_refused(rate: str) -> None:
     """`nan` crashed the constructor with decimal.InvalidOperation; `inf` priced every job at $inf/h."""
-    with pytest.raises(ProviderError, match=f"price_per_gpu_hour must be a finite number, got '{rate}'"):
+    with pytest.raises(ValueError, match=f"price_per_gpu_hour must be a finite number, got '{rate}'"):
         SlurmProvider(price_per_gpu_hour=rate)
-    with pytest.raises(ProviderError, match="price_per_node_hour must be a finite number"):
+    with pytest.raises(ValueError, match="price_per_node_hour must be a finite number"):
         SlurmProvider(price_per_node_hour=rate)
+
+
+@pytest.mark.parametrize("rate", ["abc", "nan", "-2"])
+def test_a_bad_charge_back_rate_is_bad_input_and_records_nothing(tmp_path: Path, rate: str) -> None:
+    """GPUPLAN_SLURM_PRICE_PER_GPU_HOUR=abc was a ProviderError, exit 1 (a failure), where the local provider's
+    bad price is bad input, exit 2; now both are one line naming the variable, exit 2, and nothing is recorded."""
+    spec = tmp_path / "job.yaml"
+    spec.write_text("name: rate\ncommand: echo hi\nresources:\n  gpu: A100\n  gpus_per_node: 2\n")
+    result = run_cli("launch", str(spec), "--provider", "slurm", "-y",
+                     env={"GPUPLAN_SLURM_PRICE_PER_GPU_HOUR": rate})
+    assert result.exit_code == 2, result.stderr
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: slurm: price_per_gpu_hour")
+    assert "GPUPLAN_SLURM_PRICE_PER_GPU_HOUR" in result.stderr
+    assert run_cli("runs", "--json").json() == []
