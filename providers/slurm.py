@@ -127,8 +127,10 @@ class SlurmProvider(Provider):
             "GPUPLAN_SLURM_PRICE_PER_NODE_HOUR")
         self.container_runtime = (_env_default(container_runtime, "GPUPLAN_SLURM_RUNTIME") or "auto").lower()
         if self.container_runtime not in ("auto", RUNTIME_NONE, "process", *CONTAINER_RUNTIMES):
-            raise ProviderError(f"slurm: unknown container runtime {self.container_runtime!r}; use auto, none, "
-                                f"{', '.join(CONTAINER_RUNTIMES)}")
+            # a ValueError: the user's setting, so bad input (exit 2) through gpuplan.config, like the rates above
+            raise ValueError(f"slurm: unknown container runtime {self.container_runtime!r} (GPUPLAN_SLURM_RUNTIME "
+                             f"or [providers.slurm] container_runtime); use auto, none, "
+                             f"{', '.join(CONTAINER_RUNTIMES)}")
         self.bin_dir = _env_default(bin_dir, "GPUPLAN_SLURM_BIN")
         self.slurm_conf = slurm_conf
         self.commands = dict(commands or {})

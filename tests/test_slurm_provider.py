@@ -285,3 +285,12 @@ def test_a_bad_charge_back_rate_is_bad_input_and_records_nothing(tmp_path: Path,
     assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: slurm: price_per_gpu_hour")
     assert "GPUPLAN_SLURM_PRICE_PER_GPU_HOUR" in result.stderr
     assert run_cli("runs", "--json").json() == []
+
+
+def test_an_unknown_container_runtime_is_bad_input(tmp_path: Path) -> None:
+    spec = tmp_path / "job.yaml"
+    spec.write_text("name: rt\ncommand: echo hi\n")
+    result = run_cli("launch", str(spec), "--provider", "slurm", "--dry-run", env={"GPUPLAN_SLURM_RUNTIME": "bogus"})
+    assert result.exit_code == 2, result.stderr
+    assert result.stderr.count("\n") == 1
+    assert "unknown container runtime 'bogus' (GPUPLAN_SLURM_RUNTIME" in result.stderr
