@@ -20,12 +20,14 @@ Pure: the caller gathers the numbers (gpuplan.failsafe_inputs) and records the a
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+MAX_HOURS_AT = "max_hours_at"  # LaunchRequest option: price per node -> the fail-safe hours at that price
 MAX_HOURS = "max_hours"
 BUDGET_USD = "budget_usd"
 DEADLINE = "deadline"
@@ -110,7 +112,8 @@ class FailSafe:
 
 
 def _money(value: Decimal) -> str:
-    return f"${value:,.2f}"
+    """Cents, or tenths of a cent under a dollar (a cloud's minimum billing is often a few cents)."""
+    return f"${value:,.2f}" if abs(value) >= 1 else f"${value:,.4f}"
 
 
 def money_hours(left_usd: Decimal, inputs: FailSafeInputs) -> float | None:
@@ -180,3 +183,10 @@ def failsafe(inputs: FailSafeInputs) -> FailSafe:
     tightest = min(limiting, key=lambda b: b.hours if b.hours is not None else float("inf"))
     return FailSafe(tightest.hours, tightest.cap, tightest.detail, tuple(found), skipped,
                     inputs.burn_usd_per_hour, tuple(notes))
+
+
+def at_price(inputs: FailSafeInputs, price_per_hour: Decimal | None) -> FailSafe:
+    """The fail-safe of the same run on machines at another price (a failover placement); None keeps the price."""
+    if price_per_hour is None:
+        return failsafe(inputs)
+    return failsafe(dataclasses.replace(inputs, price_per_hour=Decimal(price_per_hour)))
