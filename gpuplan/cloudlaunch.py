@@ -27,6 +27,7 @@ from gpuplan.failover import (
     launch_with_failover,
     provider_zones,
 )
+from gpuplan.failsafe import MAX_HOURS_AT
 from gpuplan.providers.base import LaunchRequest, Provider
 
 MAX_OFFERS = 4  # distinct (region, instance type) pairs tried after the chosen one
@@ -176,10 +177,17 @@ def start_with_failover(provider: Provider, request: LaunchRequest, *,
     """Launch on the first placement with capacity; FailoverExhausted (with the attempts) when none has.
 
     `placements`: the ones `planned_placements` returned (and orchestration recorded); computed here if None.
+    Each placement's machines get the fail-safe for its own price (`options[MAX_HOURS_AT]`, gpuplan.failsafe: a
+    dearer placement spends a budget sooner) and boot scripts rendered with it.
     """
-    if provider.cloud in BOOTED_CLOUDS:
-        request = with_boot_scripts(request, provider)
     if placements is None:
         placements = planned_placements(provider, request, db_url=db_url)
+    hours_at = request.options.get(MAX_HOURS_AT)
+
+    def prepare(attempt: LaunchRequest) -> LaunchRequest:
+        if callable(hours_at) and attempt.price_per_hour is not None:
+            attempt = dataclasses.replace(attempt, max_hours=hours_at(attempt.price_per_hour))
+        return with_boot_scripts(attempt, provider) if provider.cloud in BOOTED_CLOUDS else attempt
+
     return launch_with_failover(request, placements, {provider.name: provider}, on_attempt=on_attempt,
-                                max_attempts=MAX_ATTEMPTS)
+                                max_attempts=MAX_ATTEMPTS, prepare=prepare)

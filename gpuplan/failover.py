@@ -176,11 +176,14 @@ def launch_with_failover(
     on_attempt: AttemptCallback | None = None,
     max_attempts: int | None = None,
     check_existing: bool = True,
+    prepare: Callable[[LaunchRequest], LaunchRequest] | None = None,
 ) -> FailoverResult:
     """Launch `request` at the first placement with capacity; raise FailoverExhausted when none has.
 
     `providers` maps a provider name to a configured provider (or builds one). Only CapacityError and QuotaError
     move on; AuthError and any other ProviderError are re-raised after being recorded as an attempt.
+    `prepare`: applied to each placement's request before its launch (gpuplan.cloudlaunch sets the machines'
+    fail-safe for the placement's price and renders their boot scripts with it).
     """
     if not placements:
         raise ProviderError("no placement to try: the job's constraints leave no region or offer", code="NoPlacement")
@@ -221,6 +224,8 @@ def launch_with_failover(
         if max_attempts is not None and sum(a.outcome != "skipped" for a in attempts) >= max_attempts:
             break
         attempt_request = request_for(request, placement)
+        if prepare is not None:
+            attempt_request = prepare(attempt_request)
         started = time.monotonic()
         try:
             instances = provider.launch(attempt_request)

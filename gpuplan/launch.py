@@ -25,6 +25,7 @@ from typing import Any
 
 from gpuplan.errors import UserError
 from gpuplan.failover import Attempt, AttemptCallback, Placement
+from gpuplan.failsafe import FailSafe
 from gpuplan.job_hours import job_hours
 from gpuplan.jobs.spec import JobSpec, spec_hash
 from gpuplan.limits import MONEY_LIMIT, within
@@ -427,15 +428,21 @@ def _user() -> str | None:
         return None
 
 
-def build_request(plan: LaunchPlan, run_id: str, run_dir: str, secrets: Mapping[str, str]) -> LaunchRequest:
-    """The provider's view of the run (secrets included: it must never be logged or stored)."""
+def build_request(plan: LaunchPlan, run_id: str, run_dir: str, secrets: Mapping[str, str], *,
+                  failsafe: FailSafe | None = None) -> LaunchRequest:
+    """The provider's view of the run (secrets included: it must never be logged or stored).
+
+    `failsafe` (gpuplan.failsafe): the machines' own timer, the tightest of every cap; without one (a request
+    only used to work out the placements) the spec's max_hours.
+    """
     spec, offer = plan.spec, plan.offer
+    max_hours = spec.limits.max_hours if failsafe is None else failsafe.hours
     labels = {str(k): str(v) for k, v in spec.labels.items()}
     return LaunchRequest(
         run_id=run_id, name=spec.name, command=spec.shell_script, run_dir=run_dir, project=spec.project,
         instance_type=offer.instance_type, region=offer.region, zones=(offer.zone,) if offer.zone else (),
         gpu=offer.gpu, gpus_per_node=offer.gpus_per_node, nodes=offer.nodes, spot=offer.spot,
-        price_per_hour=offer.price_per_hour, max_hours=spec.limits.max_hours, image=spec.image,
+        price_per_hour=offer.price_per_hour, max_hours=max_hours, image=spec.image,
         runtime=spec.runtime, workdir=spec.workdir, env=dict(spec.env), secrets=dict(secrets), labels=labels,
         options={"argv": spec.argv, "source_dir": plan.source_dir,
                  "checkpoint_dir": spec.checkpoint.dir if spec.checkpoint else None,
@@ -458,14 +465,19 @@ def start_instances(provider: Provider, request: LaunchRequest, on_attempt: Atte
 
 def launch_recorded_run(store: Any, run_id: str, plan: LaunchPlan, provider: Provider,
                         secrets: Mapping[str, str]) -> list[Instance]:
-    """Start an already recorded run: provisioning -> launch plan -> provider.launch -> instance rows -> running
-    (gpuplan.launcher does the last three as one step a crash cannot make unknowable).
+    """Start an already recorded run: provisioning -> fail-safe -> launch plan -> provider.launch -> instance rows
+    -> running (gpuplan.launcher does the last three as one step a crash cannot make unknowable).
 
+    The machines' own timer is the fail-safe (gpuplan.failsafe) worked out now, for each failover placement at
+    its own price, and recorded as a `failsafe` event once the machines started; a cap with no time left fails
+    the run before any provider call (UserError), and placements too dear to leave any time are not tried.
     A provider error marks the run failed with the provider's (secret-free) message and is raised again.
     """
-    from gpuplan.launcher import start_and_record
+    from gpuplan import failsafe_inputs
+    from gpuplan.launcher import placements_for_launch, start_and_record
     from gpuplan.runs import record_event, set_state
     from gpuplan.store.models import Run, RunState
+    from gpuplan.store.types import utcnow
 
     with store.session() as session:
         run = session.get(Run, run_id)
@@ -473,7 +485,19 @@ def launch_recorded_run(store: Any, run_id: str, plan: LaunchPlan, provider: Pro
         run_dir = run.run_dir or ""
         set_state(session, run, RunState.PROVISIONING)
         record_event(session, run, "launching", f"asking {provider.name} for {plan.offer.nodes} node(s)")
-    request = build_request(plan, run_id, run_dir, secrets)
+    placements = placements_for_launch(provider, build_request(plan, run_id, run_dir, secrets))
+    with store.session() as session:
+        run = session.get(Run, run_id)
+        assert run is not None, run_id
+        inputs = failsafe_inputs.run_inputs(session, run, price_per_hour=plan.offer.price_per_hour,
+                                            nodes=plan.offer.nodes, min_billed_seconds=provider.min_billed_seconds,
+                                            now=utcnow())
+        placed = failsafe_inputs.placed(inputs, placements)
+        if placed.refused:
+            failsafe_inputs.record_failsafe(session, run, placed.chosen)
+            set_state(session, run, RunState.FAILED, failsafe_inputs.refusal(placed.chosen))
+    failsafe_inputs.check_placed(placed)
+    request = placed.request(build_request(plan, run_id, run_dir, secrets, failsafe=placed.chosen))
 
     def on_attempt(attempt: Attempt) -> None:
         with store.session() as session:
@@ -486,8 +510,8 @@ def launch_recorded_run(store: Any, run_id: str, plan: LaunchPlan, provider: Pro
                          **{("why" if k == "message" else k): v for k, v in attempt.as_dict().items()})
 
     try:
-        return start_and_record(store, run_id, provider, request, default_price=plan.offer.price_per_hour,
-                                on_attempt=on_attempt)
+        instances = start_and_record(store, run_id, provider, request, default_price=plan.offer.price_per_hour,
+                                     on_attempt=on_attempt, placements=placed.placements)
     except ProviderError as exc:
         with store.session() as session:
             run = session.get(Run, run_id)
@@ -495,6 +519,13 @@ def launch_recorded_run(store: Any, run_id: str, plan: LaunchPlan, provider: Pro
             record_event(session, run, "launch_failed", str(exc), error=type(exc).__name__, code=exc.code)
             set_state(session, run, RunState.FAILED, f"launch failed: {exc}")
         raise
+    with store.session() as session:
+        run = session.get(Run, run_id)
+        assert run is not None
+        price = next((i.price_per_hour for i in instances if i.price_per_hour is not None),
+                     plan.offer.price_per_hour)
+        failsafe_inputs.record_failsafe(session, run, placed.started(price))
+    return instances
 
 
 def launch(store: Any, plan: LaunchPlan, provider: Provider, secrets: Mapping[str, str], *,

@@ -133,9 +133,11 @@ def recorded_row(session: Any, run_id: str, provider_name: str, instance_id: str
 
 
 def start_and_record(store: Any, run_id: str, provider: Provider, request: LaunchRequest, *,
-                     default_price: Decimal | None, on_attempt: AttemptCallback | None = None) -> list[Instance]:
+                     default_price: Decimal | None, on_attempt: AttemptCallback | None = None,
+                     placements: Sequence[Placement] | None = None) -> list[Instance]:
     """Record the launch plan, start the machines, record them, and move the run to running.
 
+    `placements`: the ones the caller already worked out for `request` (the fail-safe is priced on them).
     Provider errors propagate (the caller records the failure). A run stopped while this was starting its
     machines gets them terminated here, so a stop during a launch never leaves one running.
     """
@@ -144,7 +146,8 @@ def start_and_record(store: Any, run_id: str, provider: Provider, request: Launc
     from gpuplan.store.models import Run, RunState
     from gpuplan.store.types import utcnow
 
-    placements = placements_for_launch(provider, request)
+    if placements is None:
+        placements = placements_for_launch(provider, request)
     record_launch_plan(store, run_id, provider, placements)
     pause_point("recorded")
     instances = start_instances(provider, request, on_attempt, placements=placements)

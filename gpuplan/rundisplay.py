@@ -68,10 +68,13 @@ def print_summary(s: dict[str, Any]) -> None:
     comparison = estimate_vs_actual(s)
     if comparison:
         click.echo(f"  {comparison}")
-    if s.get("max_hours") is not None or s.get("budget_usd") is not None:
+    fs = s.get("failsafe") or {}
+    if s.get("max_hours") is not None or s.get("budget_usd") is not None or fs.get("hours") is not None:
         caps = []
         if s.get("max_hours") is not None:
             caps.append(f"max {duration(s['max_hours'])}")
         if s.get("budget_usd") is not None:
             caps.append(f"budget {money(s['budget_usd'])}")
+        if fs.get("hours") is not None:
+            caps.append(f"machine fail-safe {duration(fs['hours'])} ({fs.get('cap')})")
         click.echo(f"  caps: {', '.join(caps)}")

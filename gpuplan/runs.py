@@ -137,6 +137,17 @@ def estimate_basis(run: Run) -> dict[str, Any]:
             "startup_s": data.get("startup_s"), "startup_source": data.get("startup_source")}
 
 
+def _failsafe(run: Run) -> dict[str, Any] | None:
+    """The machines' own timer as recorded at launch/relaunch: hours, the cap that set it, and why."""
+    from gpuplan.failsafe_inputs import recorded_failsafe
+
+    data = recorded_failsafe(run)
+    if data is None:
+        return None
+    return {"hours": data.get("hours"), "cap": data.get("cap"), "detail": data.get("detail"),
+            "budgets_skipped": bool(data.get("budgets_skipped"))}
+
+
 def summary(run: Run, now: dt.datetime | None = None, progress: Any = None) -> dict[str, Any]:
     """The run as the stable JSON of `launch --json` and `status --json`."""
     now = now or utcnow()
@@ -180,6 +191,7 @@ def summary(run: Run, now: dt.datetime | None = None, progress: Any = None) -> d
         "eta_seconds": round(eta, 1) if eta is not None else None,
         "budget_usd": run.budget_usd,
         "max_hours": run.max_hours,
+        "failsafe": _failsafe(run),
         "run_dir": run.run_dir,
         "instances": [
             {"instance_id": i.provider_instance_id, "node_rank": i.node_rank, "state": i.state,

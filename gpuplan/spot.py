@@ -3,10 +3,12 @@
 Called by the watch step (gpuplan.watch.refresh_run) when a live run's machine comes back PREEMPTED. A relaunch
 needs a checkpoint dir in the spec (otherwise the work is lost and a relaunch would start over, so the run ends
 `failed: preempted`), fewer than MAX_RELAUNCHES earlier relaunches, spend below the budget and time below
-max_hours, and the spec's secrets in the watcher's environment. The machines of the interrupted generation are
-terminated (a multi-node job cannot go on without a node), their rows are marked superseded (the settling of the
-run then looks only at the current generation), and the new machines go through the same failover as a launch,
-with a new generation number so EC2's idempotency token differs. Every decision is an Event.
+max_hours, time left under every cap (gpuplan.failsafe: the new machines' own timer is what is left of the
+tightest one, recorded as a `failsafe` event), and the spec's secrets in the watcher's environment. The
+machines of the interrupted generation are terminated (a multi-node job cannot go on without a node), their rows
+are marked superseded (the settling of the run then looks only at the current generation), and the new machines
+go through the same failover as a launch, with a new generation number so EC2's idempotency token differs.
+Every decision is an Event.
 
 Crash safety, as for a launch (gpuplan.launcher): the relaunch commits a `launch_plan` event carrying its
 generation before the provider call, and its outcome (`relaunch` or `relaunch_failed`) with the new rows after.
@@ -63,6 +65,8 @@ def why_not_relaunch(run: Any, spec: Any, now: dt.datetime) -> str | None:
 
 def relaunch_after_preemption(session: Any, run: Any, provider: Provider, now: dt.datetime) -> bool:
     """Relaunch `run` if allowed; True when new machines are running (the run stays live)."""
+    from gpuplan.failsafe_inputs import placed as failsafe_placed
+    from gpuplan.failsafe_inputs import record_failsafe, refusal, run_inputs
     from gpuplan.jobs.spec import parse_spec
     from gpuplan.launch import LaunchPlan, Offer, build_request, read_secrets, start_instances
     from gpuplan.runs import record_event
@@ -92,19 +96,27 @@ def relaunch_after_preemption(session: Any, run: Any, provider: Provider, now: d
                   region=run.region, zone=None, gpu=run.gpu, gpus_per_node=int(run.gpus_per_node or 0),
                   nodes=run.nodes, spot=run.spot, price_per_hour=price)
     plan = LaunchPlan(spec=spec, spec_text=run.spec_text, source_dir=None, offer=offer, estimate=None)
-    request = build_request(plan, run.id, run.run_dir or "", secrets)
+    placements = placements_for_launch(provider, build_request(plan, run.id, run.run_dir or "", secrets))
+    # The new machines' own timer: what is left of the run's caps (not the whole max_hours again), for each
+    # placement at its own price.
+    placed = failsafe_placed(run_inputs(session, run, price_per_hour=price, nodes=run.nodes,
+                                        min_billed_seconds=provider.min_billed_seconds, now=now), placements)
+    if placed.refused:
+        record_failsafe(session, run, placed.chosen, generation=generation)
+        record_event(session, run, "relaunch_skipped", refusal(placed.chosen).removeprefix("refused: "))
+        return False
+    request = placed.request(build_request(plan, run.id, run.run_dir or "", secrets, failsafe=placed.chosen))
     request = dataclasses.replace(
         request, env={**request.env, "GPUPLAN_RELAUNCH": str(generation)},
         options={**request.options, "generation": generation})
-    placements = placements_for_launch(provider, request)
     # Committed before the provider call, with what this pass learnt (the interrupted machines are closed): a
     # gpuplan that dies while starting the new machines leaves a plan whose generation has no outcome, and the
     # next watch step adopts what it started (recover_relaunch) instead of relaunching a second time.
-    add_launch_plan(session, run, provider, placements, generation=generation)
+    add_launch_plan(session, run, provider, placed.placements, generation=generation)
     session.commit()
     pause_point("relaunch_planned")
     try:
-        instances = start_instances(provider, request, placements=placements)
+        instances = start_instances(provider, request, placements=placed.placements)
     except ProviderError as exc:
         record_event(session, run, "relaunch_failed", str(exc), generation=generation, code=exc.code)
         return False
@@ -112,6 +124,8 @@ def relaunch_after_preemption(session: Any, run: Any, provider: Provider, now: d
     for row in current:
         row.state = SUPERSEDED
     record_instances(session, run, provider, instances, default_price=price, now=now)
+    record_failsafe(session, run, placed.started(
+        next((i.price_per_hour for i in instances if i.price_per_hour is not None), price)), generation=generation)
     if instances:
         run.zone, run.region = instances[0].zone or run.zone, instances[0].region or run.region
     record_event(session, run, "relaunch", f"spot interruption: relaunch {generation} of at most {MAX_RELAUNCHES} "

@@ -5,7 +5,9 @@ the scheduler and the budget code all call, so a run is judged the same way whoe
 call from several processes: a final state is never left, and stopping an ended machine is not an error.
 
 Caps (the run is stopped and ends `capped`, with the reason recorded): `limits.max_hours` of wall time since the
-run started, `limits.budget_usd` of accrued cost (derived from the instance rows), and `limits.deadline`.
+run started, `limits.budget_usd` of accrued cost (derived from the instance rows), and `limits.deadline`. The
+machines also stop themselves at the tightest of these (and of the covering budgets): their fail-safe
+(gpuplan.failsafe), recorded at launch; when it fires, the run ends `capped` naming the cap that set it.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 from sqlalchemy import or_, select
 
 from gpuplan.failover import hint_regions
+from gpuplan.failsafe_inputs import fired_reason
 from gpuplan.progress import METRICS_FILE, Progress, measure
 from gpuplan.providers.base import Instance as ProviderInstance
 from gpuplan.providers.base import InstanceState, Provider, ProviderError
@@ -93,16 +96,19 @@ def fetch_outputs(provider: Provider, run: Run, described: list[ProviderInstance
                     inst.state_reason = "max_hours"
 
 
-def _final_state(described: list[ProviderInstance],
-                 hint: str | None = None) -> tuple[str, str | None, int | None]:
+def _final_state(described: list[ProviderInstance], hint: str | None = None,
+                 failsafe_reason: str | None = None) -> tuple[str, str | None, int | None]:
     """How a run ended, from its machines once all are gone: (state, reason, exit code).
 
     `hint` (the provider's outcome_hint) is added to the reason of a run that ends `lost`, so the user learns
-    how to make the next one report its exit code."""
+    how to make the next one report its exit code. `failsafe_reason`: what to say when a machine's own timer
+    stopped the job, naming the cap that set the timer (gpuplan.failsafe_inputs.fired_reason); the machine
+    only knows its timer fired ("max_hours"), not which cap it stood for."""
     codes = [(i.node_rank, i.exit_code) for i in described]
     reasons = {i.state_reason for i in described if i.state_reason}
     if "max_hours" in reasons:
-        return RunState.CAPPED, "max_hours: the machine's own fail-safe stopped the job", _first_bad(codes)
+        return (RunState.CAPPED, failsafe_reason or "max_hours: the machine's own fail-safe stopped the job",
+                _first_bad(codes))
     if any(i.state == InstanceState.PREEMPTED for i in described):
         return RunState.FAILED, "preempted (spot capacity reclaimed)", _first_bad(codes)
     if "stopped" in reasons:
@@ -200,12 +206,13 @@ def refresh_run(session: Any, run: Run, provider: Provider, now: dt.datetime) ->
     current = current_instances(run)
     if run.state in RunState.LIVE and current and all(i.terminated_at is not None for i in current):
         latest = [described.get(i.provider_instance_id) for i in current]
+        fired = fired_reason(run)
         if all(latest):
-            state, reason, code = _final_state([i for i in latest if i is not None], provider.outcome_hint())
+            state, reason, code = _final_state([i for i in latest if i is not None], provider.outcome_hint(), fired)
         else:  # ended in an earlier step whose settling did not finish: look again
             again = provider.describe([i.provider_instance_id for i in current])
             fetch_outputs(provider, run, again)
-            state, reason, code = _final_state(again, provider.outcome_hint())
+            state, reason, code = _final_state(again, provider.outcome_hint(), fired)
         ended = max(i.terminated_at for i in current if i.terminated_at is not None)
         changed = set_state(session, run, state, reason, exit_code=code, at=ended)
     return changed, progress

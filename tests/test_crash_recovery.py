@@ -35,13 +35,17 @@ limits:
   max_hours: 1
 """
 
+# Capped by gpuplan (the follow loop's budget pass), not by the machine: every cap of the run itself is also the
+# machine's own fail-safe (gpuplan.failsafe), which would end the job on its own. A covering budget the launch was
+# --force'd past is the one cap the fail-safe leaves to gpuplan.
 CAPPED_JOB = """\
 name: crash-capped
 runtime: process
+project: crash
 command: sleep 300
+workload: {tokens: 3600, throughput: 1}
 limits:
   max_hours: 1
-  budget_usd: 0.02
 """
 
 
@@ -231,7 +235,9 @@ def _has_rows() -> bool:
 @pytest.mark.parametrize("recover", ["stop", "reconcile"])
 def test_killed_during_teardown_the_machine_is_still_ended(tmp_path: Path, local_price: None, recover: str) -> None:
     """The budget caps the followed run (committed), and the launch dies before terminating the machine."""
-    killed_launch(tmp_path, CAPPED_JOB, "teardown")
+    budget = gpuplan("budget", "set", "crash", "--amount", "0.02", "--period", "total", "--project", "crash")
+    assert budget.exit_code == 0, budget.stderr
+    killed_launch(tmp_path, CAPPED_JOB, "teardown", "--force")
     run = books()
     assert run["state"] == "capped" and len(run["rows"]) == 1 and run["rows"][0][2] is None
     pid = wrapper_pid(run["run_dir"])

@@ -165,11 +165,16 @@ def cloud_type(cloud: str, instance_type: str, *, db_url: str | None = None) -> 
                      else 1, best.price(False))
 
 
-def default_budget(price_per_hour: Decimal | None, max_hours: float) -> Decimal | None:
-    """The most the bench can cost at its price within max_hours, rounded up to the cent (None when free)."""
+def default_budget(price_per_hour: Decimal | None, max_hours: float, min_billed_seconds: int = 0) -> Decimal | None:
+    """The most the bench can cost at its price within max_hours, rounded up to the cent (None when free).
+
+    A cloud bills at least `min_billed_seconds` however short the bench: a budget below that minimum would leave
+    the machine's fail-safe (gpuplan.failsafe) no time at all, and the launch would be refused.
+    """
     if not price_per_hour:
         return None
-    return (price_per_hour * Decimal(str(max_hours))).quantize(Decimal("0.01"), rounding=ROUND_UP)
+    hours = max(Decimal(str(max_hours)), Decimal(min_billed_seconds) / Decimal(3600))
+    return (price_per_hour * hours).quantize(Decimal("0.01"), rounding=ROUND_UP)
 
 
 # ---------------------------------------------------------------------------------------------- the result

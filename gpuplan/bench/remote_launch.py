@@ -55,7 +55,8 @@ def plan_remote(target: RemoteTarget, argv: list[str], options: RemoteOptions, *
     if target.provider in CLOUDS_WITH_TYPES:
         assert target.detail
         kind = cloud_type(provider.cloud, target.detail, db_url=db_url)
-        budget = options.budget_usd or default_budget(kind.price_per_hour, options.max_hours)
+        budget = options.budget_usd or default_budget(kind.price_per_hour, options.max_hours,
+                                                      provider.min_billed_seconds)
         spec, text = build_spec(target, argv, name=name, image=options.image or DEFAULT_CLOUD_IMAGE,
                                 install=options.install, max_hours=options.max_hours,
                                 budget_usd=budget, gpu=kind.gpu, gpus_per_node=kind.gpu_count)
@@ -67,7 +68,8 @@ def plan_remote(target: RemoteTarget, argv: list[str], options: RemoteOptions, *
         spec, text = build_spec(target, argv, name=name, image=options.image, install=options.install,
                                 max_hours=options.max_hours, budget_usd=options.budget_usd, gpu=gpu)
         offer = orchestration.choose_offer(spec, provider, db_url=db_url)
-        budget = options.budget_usd or default_budget(offer.price_per_hour, options.max_hours)
+        budget = options.budget_usd or default_budget(offer.price_per_hour, options.max_hours,
+                                                      provider.min_billed_seconds)
         if budget is not None and budget != options.budget_usd:
             spec, text = build_spec(target, argv, name=name, image=options.image, install=options.install,
                                     max_hours=options.max_hours, budget_usd=budget, gpu=gpu)

@@ -9,6 +9,7 @@ import click
 
 from gpuplan.commands.params import bounded
 from gpuplan.context import AppContext, pass_app
+from gpuplan.failsafe import FailSafe
 from gpuplan.output import emit_json, note
 
 
@@ -50,9 +51,10 @@ def launch(app: AppContext, spec_path: Path, provider_name: str, dry_run: bool, 
     else:
         note("estimate: none (add workload tokens and a model or throughput to the spec)")
     overridden = _budget_gate(app, plan, force)  # refuses (exit 2) a job over a budget, dry run or not
+    fs = _failsafe_gate(app, plan, provider, force)  # refuses (exit 2) a job a cap leaves no time, dry run or not
     if dry_run:
         if as_json:
-            emit_json({**info, "dry_run": True})
+            emit_json({**info, "failsafe": fs.as_dict(), "dry_run": True})
         else:
             click.echo("dry run: nothing recorded, nothing started")
         return
@@ -95,6 +97,24 @@ def _budget_gate(app: AppContext, plan: object, force: bool) -> list:
     for v in overridden:
         note(f"warning: --force: {v.message}")
     return overridden
+
+
+def _failsafe_gate(app: AppContext, plan: object, provider: object, force: bool) -> FailSafe:
+    """The machines' own timer, the tightest cap (gpuplan.failsafe), shown before anything is recorded; a cap
+    with no time left (a spent budget, a passed deadline, money short of the cloud's minimum billing) is
+    refused here with one line, exit 2. The value the machines get is worked out again at the start."""
+    from gpuplan import failsafe_inputs
+    from gpuplan.rundisplay import duration
+    from gpuplan.store.types import utcnow
+
+    with app.store.session() as session:
+        fs = failsafe_inputs.for_plan(session, plan, min_billed_seconds=provider.min_billed_seconds,  # type: ignore[attr-defined]
+                                      now=utcnow(), force=force)
+    if fs.hours is not None and not fs.refused:
+        note(f"machine fail-safe: {duration(fs.hours)}, set by {fs.cap} ({fs.detail})")
+    for text in fs.notes:
+        note(f"machine fail-safe: {text}")
+    return failsafe_inputs.check(fs)
 
 
 def _finish(summary: dict, as_json: bool, *, exit_on_failure: bool) -> None:
