@@ -113,6 +113,15 @@ def aws_clients(aws_session: Any) -> Clients:
 
 
 @pytest.fixture
+def aws(moto_env: dict[str, str], aws_session: Any) -> Any:
+    """An AwsProvider on in-process moto in us-east-1 with the test AMI and fast waiters (a test module that
+    needs another set-up, e.g. the CLI's own provider, defines its own `aws`)."""
+    from gpuplan.providers.aws import AwsProvider
+
+    return AwsProvider(session=aws_session, image_id=moto_env["us-east-1"], waiter_delay=0.05)
+
+
+@pytest.fixture
 def moto_env(monkeypatch: pytest.MonkeyPatch, aws_clients: Clients) -> Iterator[dict[str, str]]:
     """In-process moto: every boto3 call in the test is answered by moto; nothing reaches the network.
 

@@ -30,11 +30,6 @@ TYPE, REGION = "g4dn.xlarge", "us-east-1"
 
 
 @pytest.fixture
-def aws(moto_env: dict[str, str], aws_session: Any) -> AwsProvider:
-    return AwsProvider(session=aws_session, image_id=moto_env[REGION], waiter_delay=0.05)
-
-
-@pytest.fixture
 def store(tmp_path: Path) -> Any:
     opened = Store.open(f"sqlite:///{tmp_path / 'books.db'}")
     yield opened

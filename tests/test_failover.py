@@ -21,11 +21,6 @@ from gpuplan.providers.aws import AwsProvider
 from gpuplan.providers.base import TAG_RUN_ID, AuthError, LaunchRequest
 
 
-@pytest.fixture
-def aws(moto_env: dict[str, str], aws_session: Any) -> AwsProvider:
-    return AwsProvider(session=aws_session, image_id=moto_env["us-east-1"], waiter_delay=0.05)
-
-
 def request(**overrides: Any) -> LaunchRequest:
     values: dict[str, Any] = dict(run_id="r-fa11over01", name="fo", command="true", run_dir="/tmp/fo",
                                   instance_type="p4d.24xlarge", region="us-east-1", gpu="A100-40GB",

@@ -128,11 +128,6 @@ def store() -> Any:
     store.close()
 
 
-@pytest.fixture
-def aws(moto_env: dict[str, str], aws_session: Any) -> AwsProvider:
-    return AwsProvider(session=aws_session, image_id=moto_env["us-east-1"], waiter_delay=0.05)
-
-
 def aws_launch(store: Any, aws: AwsProvider, budget: str) -> str:
     text = AWS_SPEC.format(budget=budget)
     plan = orchestration.plan_launch(parse_spec(text), text, provider=aws)

@@ -44,11 +44,6 @@ def store(tmp_path: Path) -> Any:
     store.close()
 
 
-@pytest.fixture
-def aws(moto_env: dict[str, str], aws_session: Any) -> AwsProvider:
-    return AwsProvider(session=aws_session, image_id=moto_env["us-east-1"], waiter_delay=0.05)
-
-
 def launch(store: Any, aws: AwsProvider, *, checkpoint: bool = True, budget: str = "100") -> str:
     text = SPEC.format(budget=budget, checkpoint="checkpoint: {dir: ckpt, interval: 10m}" if checkpoint else "")
     plan = orchestration.plan_launch(parse_spec(text), text, provider=aws)
