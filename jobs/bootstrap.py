@@ -68,6 +68,9 @@ class BootPlan:
     checkpoint_dir: str | None = None
     base_dir: str = "/var/lib/gpuplan"
     poweroff: bool = True
+    # The fail-safe counts from the machine's boot (where the cloud's bill starts) and leaves room to stop the
+    # job and power off before max_hours; None: do so exactly when the script powers the machine off.
+    count_from_boot: bool | None = None
     secret_params: Mapping[str, str] = field(default_factory=dict)  # NAME -> SSM parameter / GCP secret resource
     secret_store: str = "ssm"  # where secret_params live: "ssm" (AWS) or "secretmanager" (GCP)
     secretmanager_endpoint: str | None = None  # GCP: Secret Manager's REST endpoint (default: the public one)
@@ -134,6 +137,8 @@ def render_boot_script(plan: BootPlan) -> str:
         _assign("EXPECTED_GPUS", int(plan.gpus)),
         _assign("MAX_SECONDS", max_seconds),
         _assign("POWEROFF", 1 if plan.poweroff else 0),
+        _assign("COUNT_FROM_BOOT", 1 if (plan.poweroff if plan.count_from_boot is None else plan.count_from_boot)
+                else 0),
         _assign("NODE_RANK_", int(plan.node_rank)),
         _assign("MASTER_ADDR_", plan.master_addr or ""),
         _array("JOB_ARGV", list(plan.argv)),
@@ -391,20 +396,36 @@ if ! fetch_secrets; then
   finish 4 "cannot read secrets"
 fi
 
-# --- fail-safe: at max_hours stop the job and power off, even if the job (or an image pull) hangs
+# --- fail-safe: at max_hours stop the job and power off, even if the job (or an image pull) hangs.
+# On a cloud machine the bill runs from its boot, not from this script, and stopping takes up to STOP_GRACE s
+# more plus the shutdown: so the timer counts from the boot (/proc/uptime) and stops the job early enough for
+# the machine to be off by max_hours (gpuplan makes max_hours the tightest of the run's caps, budgets included).
 WATCHDOG=
+STOP_GRACE=30
+SHUTDOWN_ALLOWANCE=15
 if [ -n "$MAX_SECONDS" ]; then
+  NAP_SECONDS=$MAX_SECONDS
+  if [ "$COUNT_FROM_BOOT" = 1 ]; then
+    UP_SECONDS=$(cut -d. -f1 /proc/uptime 2>/dev/null || true)
+    case "$UP_SECONDS" in ''|*[!0-9]*) UP_SECONDS=0 ;; esac
+    NAP_SECONDS=$((MAX_SECONDS - UP_SECONDS - STOP_GRACE - SHUTDOWN_ALLOWANCE))
+    if [ "$NAP_SECONDS" -lt 0 ]; then
+      NAP_SECONDS=0
+    fi
+    log "fail-safe: the machine booted $UP_SECONDS s ago; the job is stopped in $NAP_SECONDS s" \
+      "so the machine is off by max_hours ($MAX_SECONDS s)"
+  fi
   (
     trap 'kill "$NAP" 2>/dev/null; exit 0' TERM
-    sleep "$MAX_SECONDS" &
+    sleep "$NAP_SECONDS" &
     NAP=$!
     wait "$NAP"
-    log "max_hours reached after $MAX_SECONDS s: stopping the job"
+    log "max_hours reached (fail-safe of $MAX_SECONDS s): stopping the job"
     : >"$RUN_DIR/max_hours_reached"
     if [ -f "$RUN_DIR/job.pid" ]; then
       kill -TERM "$(cat "$RUN_DIR/job.pid")" 2>/dev/null || true
     fi
-    sleep 30 &
+    sleep "$STOP_GRACE" &
     NAP=$!
     wait "$NAP"
     if [ ! -f "$RUN_DIR/exit.json" ]; then

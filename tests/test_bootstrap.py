@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -98,6 +100,30 @@ def test_fail_safe_stops_a_hanging_job_at_max_hours(tmp_path: Path) -> None:
     assert record["reason"] == "max_hours", record
     assert proc.returncode != 0
     assert "max_hours reached" in (base / "run" / "job.log").read_text()
+
+
+def test_fail_safe_on_a_cloud_machine_counts_from_its_boot(tmp_path: Path) -> None:
+    """On a cloud machine the bill starts at boot: the timer subtracts the uptime and the time to stop and power
+    off, so the machine is off by max_hours. Here /proc/uptime is this host's: a max_hours of uptime + 48 s
+    leaves a nap of about 3 s after the 30 s stop grace and 15 s shutdown allowance."""
+    uptime = int(float(Path("/proc/uptime").read_text().split()[0]))
+    base = tmp_path / "base"
+    plan = BootPlan(run_id="r-boot", name="hang", argv=["/bin/sh", "-c", "sleep 60"], base_dir=str(base),
+                    poweroff=False, count_from_boot=True, max_hours=(uptime + 48) / 3600)
+    started = time.monotonic()
+    proc = _run_script(render_boot_script(plan), tmp_path)
+    assert time.monotonic() - started < 40  # stopped at ~3 s, not after the 60 s job
+    assert json.loads((base / "run" / "exit.json").read_text())["reason"] == "max_hours"
+    assert proc.returncode != 0
+    log = (base / "run" / "job.log").read_text()
+    assert "max_hours reached" in log
+    assert re.search(r"booted (\d+) s ago; the job is stopped in [0-3] s", log), log
+
+
+def test_only_a_machine_the_script_powers_off_counts_from_boot() -> None:
+    common = {"run_id": "r", "name": "n", "argv": ["true"], "max_hours": 1.0}
+    assert "COUNT_FROM_BOOT=1" in render_boot_script(BootPlan(**common))
+    assert "COUNT_FROM_BOOT=0" in render_boot_script(BootPlan(**common, poweroff=False))
 
 
 def test_missing_gpus_end_the_run_with_a_reason(tmp_path: Path) -> None:
