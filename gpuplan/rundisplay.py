@@ -32,6 +32,8 @@ def estimate_vs_actual(s: dict[str, Any]) -> str | None:
     """`estimate 0.010 h / $0.00 -> actual 0.012 h (+20%)`, or None without an estimate."""
     if s.get("est_hours") is None:
         return None
+    if s.get("estimate_is_cap"):  # a bench job's max-hours: what it may cost, not a prediction
+        return f"no estimate (capped at {duration(s['est_hours'])} / {money(s.get('est_cost_usd'))})"
     text = f"estimate {duration(s['est_hours'])} / {money(s.get('est_cost_usd'))}"
     actual = s.get("elapsed_hours")
     if actual is not None and s["state"] in ("succeeded", "failed", "stopped", "capped", "lost"):

@@ -133,8 +133,12 @@ def estimate_basis(run: Run) -> dict[str, Any]:
         data = {}
     if not isinstance(data, dict):
         data = {}
+    from gpuplan.accuracy import estimate_is_a_cap
+
     return {"estimate_source": data.get("source"), "mfu_source": data.get("mfu_source"),
-            "startup_s": data.get("startup_s"), "startup_source": data.get("startup_source")}
+            "startup_s": data.get("startup_s"), "startup_source": data.get("startup_source"),
+            # a `bench --on` job records its cap as its "estimate": shown as a cap, never scored
+            "estimate_is_cap": estimate_is_a_cap(run.estimate_json)}
 
 
 def _failsafe(run: Run) -> dict[str, Any] | None:

@@ -96,6 +96,12 @@ def test_on_local_runs_the_bench_as_a_recorded_run(tmp_path: Path) -> None:
     [row] = [r for r in scored.json()["runs"] if r["run_id"] == run_id]
     assert row["est_hours"] is None and row["hours_error"] is None and row["actual_hours"] > 0
     assert scored.json()["summary"]["median_abs_hours_error"] is None
+    # status and runs show the cap as a cap, not as an estimate the run beat by 99%.
+    assert run_cli("status", run_id, "--json").json()["estimate_is_cap"] is True
+    status = run_cli("status", run_id)
+    assert "no estimate (capped at 0:30:00" in status.stdout and "% time" not in status.stdout
+    listed_runs = run_cli("runs")
+    assert "<= 0:30:00" in listed_runs.stdout
 
 
 def test_output_writes_the_result_and_no_save_records_nothing(tmp_path: Path) -> None:

@@ -43,6 +43,15 @@ def runs(app: AppContext, limit: int, state: str | None, as_json: bool) -> None:
         [[s["run_id"], s["name"], s["provider"], s["state"],
           s["started_at"].strftime("%Y-%m-%d %H:%M") if s["started_at"] else "-",
           duration(s["elapsed_hours"]), money(s["cost_usd"]), rate(s["tokens_per_s"]),
-          duration(s["est_hours"]) if s["est_hours"] is not None else "-"] for s in rows],
+          _est_cell(s)] for s in rows],
         justify_right=["DURATION", "COST", "THROUGHPUT", "EST"],
     )
+
+
+def _est_cell(s: dict) -> str:
+    """The EST column: the estimated duration, `<= H:MM:SS` for a bench job's cap (not a prediction), or -."""
+    from gpuplan.rundisplay import duration
+
+    if s["est_hours"] is None:
+        return "-"
+    return f"<= {duration(s['est_hours'])}" if s.get("estimate_is_cap") else duration(s["est_hours"])
