@@ -2,9 +2,10 @@
 
 Used by a launch (before anything is recorded, to refuse one with no time left, and again just before the
 provider call, for the value the machines get: each failover placement's at its own price) and by a spot
-relaunch (what is left of the run's caps). The answer for the machines that started is recorded as a
-`failsafe` event, so when a machine's timer fires, `watch`/`status` can say which cap
-set it (`recorded_failsafe`).
+relaunch (what is left of the run's caps). The answer is written into the `launch_plan` event before the
+provider call and recorded as a `failsafe` event once the machines started, so when a machine's timer fires,
+`watch`/`status` can say which cap set it (`recorded_failsafe`), even when the launching gpuplan died between
+the two.
 """
 
 from __future__ import annotations
@@ -20,9 +21,11 @@ from typing import Any
 from gpuplan.errors import UserError
 from gpuplan.failover import Placement
 from gpuplan.failsafe import MAX_HOURS_AT, CoveringBudget, FailSafe, FailSafeInputs, at_price, failsafe
+from gpuplan.launcher import LAUNCH_PLAN
 from gpuplan.providers.base import LaunchRequest
 
 FAILSAFE_EVENT = "failsafe"
+FAILED_STARTS = ("launch_failed", "relaunch_failed")  # a launch plan whose machines never started
 OVERRIDE_EVENT = "budget_override"  # gpuplan.budgets.record_override: the launch was forced past the gate
 
 
@@ -130,18 +133,60 @@ def record_failsafe(session: Any, run: Any, fs: FailSafe, **extra: Any) -> None:
 
 
 def recorded_failsafe(run: Any) -> dict[str, Any] | None:
-    """The latest recorded fail-safe of the run (the current generation's), or None."""
-    latest = None
+    """The fail-safe the run's current machines carry (the latest launch's or relaunch's), or None.
+
+    The `failsafe` event, recorded once the machines started, is the authority. A launch or relaunch whose
+    gpuplan was killed after the cloud call and before that record leaves only its `launch_plan` event, which
+    carries the planned fail-safe (gpuplan.launcher): it stands in when no `failsafe` event is newer, no
+    failed start closed that plan, and the run has machines (adopted from the dead launch).
+    """
+    latest: dict[str, Any] | None = None
+    planned: dict[str, Any] | None = None
     for event in sorted(run.events, key=lambda e: (e.at, e.id or 0)):
-        if event.kind != FAILSAFE_EVENT:
+        if event.kind in FAILED_STARTS:
+            planned = None
             continue
-        try:
-            data = json.loads(event.data_json or "{}")
-        except ValueError:
+        if event.kind not in (FAILSAFE_EVENT, LAUNCH_PLAN):
             continue
-        if isinstance(data, dict):
-            latest = data
+        data = _event_data(event)
+        if event.kind == FAILSAFE_EVENT:
+            if data is not None:
+                latest, planned = data, None
+        else:
+            planned = data if data is not None and isinstance(data.get("failsafe"), dict) else None
+    if planned is not None and run.instances:
+        return _planned_failsafe(run, planned)
     return latest
+
+
+def _event_data(event: Any) -> dict[str, Any] | None:
+    try:
+        data = json.loads(event.data_json or "{}")
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _planned_failsafe(run: Any, plan: dict[str, Any]) -> dict[str, Any]:
+    """The launch plan's fail-safe; at the price of the placement the run's current machines are in, when the
+    plan priced it (failover may have started them on a dearer or cheaper offer than the chosen one)."""
+    from gpuplan.spot import SUPERSEDED
+
+    chosen = dict(plan["failsafe"])
+    places = {(i.region, i.zone, i.instance_type) for i in run.instances if i.state != SUPERSEDED}
+    for placement in plan.get("placements") or ():
+        at = placement.get("failsafe") if isinstance(placement, dict) else None
+        if isinstance(at, dict) and any(_is_in(placement, place) for place in places):
+            return {**chosen, "hours": at.get("hours"), "cap": at.get("cap"), "detail": at.get("detail")}
+    return chosen
+
+
+def _is_in(placement: dict[str, Any], place: tuple[Any, Any, Any]) -> bool:
+    """A machine at (region, zone, instance type) was started on this placement (a placement without a zone
+    lets the cloud choose it)."""
+    region, zone, instance_type = place
+    return (placement.get("region") == region and placement.get("instance_type") == instance_type
+            and placement.get("zone") in (None, zone))
 
 
 def fired_reason(run: Any) -> str:

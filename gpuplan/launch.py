@@ -469,8 +469,10 @@ def launch_recorded_run(store: Any, run_id: str, plan: LaunchPlan, provider: Pro
     -> running (gpuplan.launcher does the last three as one step a crash cannot make unknowable).
 
     The machines' own timer is the fail-safe (gpuplan.failsafe) worked out now, for each failover placement at
-    its own price, and recorded as a `failsafe` event once the machines started; a cap with no time left fails
-    the run before any provider call (UserError), and placements too dear to leave any time are not tried.
+    its own price, written into the launch plan before the provider call (so a launch killed before the next
+    record still tells which cap set the timer) and recorded as a `failsafe` event once the machines started;
+    a cap with no time left fails the run before any provider call (UserError), and placements too dear to leave
+    any time are not tried.
     A provider error marks the run failed with the provider's (secret-free) message and is raised again.
     """
     from gpuplan import failsafe_inputs
@@ -511,7 +513,7 @@ def launch_recorded_run(store: Any, run_id: str, plan: LaunchPlan, provider: Pro
 
     try:
         instances = start_and_record(store, run_id, provider, request, default_price=plan.offer.price_per_hour,
-                                     on_attempt=on_attempt, placements=placed.placements)
+                                     on_attempt=on_attempt, placements=placed.placements, failsafe=placed)
     except ProviderError as exc:
         with store.session() as session:
             run = session.get(Run, run_id)

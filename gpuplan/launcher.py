@@ -19,11 +19,14 @@ import os
 import socket
 from collections.abc import Iterable, Sequence
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuplan.failover import AttemptCallback, Placement
 from gpuplan.providers.base import Instance, LaunchRequest, Provider
 from gpuplan.testpoint import pause_point
+
+if TYPE_CHECKING:
+    from gpuplan.failsafe_inputs import PlacedFailSafe
 
 LAUNCH_PLAN = "launch_plan"
 
@@ -38,42 +41,62 @@ def placements_for_launch(provider: Provider, request: LaunchRequest) -> list[Pl
     return planned_placements(provider, request)
 
 
-def launch_plan_data(provider: Provider, placements: Sequence[Placement]) -> dict[str, Any]:
-    """The `launch_plan` event's data: where to look, what each place costs, and who is launching."""
-    return {
+def launch_plan_data(provider: Provider, placements: Sequence[Placement],
+                     failsafe: PlacedFailSafe | None = None) -> dict[str, Any]:
+    """The `launch_plan` event's data: where to look, what each place costs, and who is launching.
+
+    `failsafe`: the timer the machines will carry (the chosen offer's, and each placement's at its own price).
+    The `failsafe` event records it only after the machines started; written here too, before the provider
+    call, it still says which cap set the timer when the launching gpuplan dies in between
+    (gpuplan.failsafe_inputs.recorded_failsafe falls back to it).
+    """
+    data = {
         "provider": provider.name,
         "cloud": provider.cloud,
         "regions": sorted({p.region for p in placements if p.region}),
         "zones": sorted({p.zone for p in placements if p.zone}),
         "instance_types": sorted({p.instance_type for p in placements if p.instance_type}),
-        "placements": [{"region": p.region, "zone": p.zone, "instance_type": p.instance_type,
-                        "price_per_hour": str(p.price_per_hour) if p.price_per_hour is not None else None,
-                        "spot": p.spot} for p in placements],
+        "placements": [_placement_data(p, failsafe) for p in placements],
         "host": socket.gethostname(),
         "pid": os.getpid(),
     }
+    if failsafe is not None:
+        data["failsafe"] = failsafe.chosen.as_dict()
+    return data
+
+
+def _placement_data(placement: Placement, failsafe: PlacedFailSafe | None) -> dict[str, Any]:
+    p = placement
+    data: dict[str, Any] = {"region": p.region, "zone": p.zone, "instance_type": p.instance_type,
+                            "price_per_hour": str(p.price_per_hour) if p.price_per_hour is not None else None,
+                            "spot": p.spot}
+    if failsafe is not None:  # a failover placement's machines carry the fail-safe at their own price
+        at = failsafe.started(p.price_per_hour)
+        data["failsafe"] = {"hours": at.hours, "cap": at.cap, "detail": at.detail}
+    return data
 
 
 def add_launch_plan(session: Any, run: Any, provider: Provider, placements: Sequence[Placement],
-                    **extra: Any) -> None:
+                    failsafe: PlacedFailSafe | None = None, **extra: Any) -> None:
     """Add the `launch_plan` event to `session` (the caller commits it before any provider call); `extra` goes
     into its data (a spot relaunch adds its generation)."""
     from gpuplan.runs import record_event
 
-    data = {**launch_plan_data(provider, placements), **extra}
+    data = {**launch_plan_data(provider, placements, failsafe), **extra}
     record_event(session, run, LAUNCH_PLAN,
                  f"will try {len(placements)} placement(s) on {provider.name} in "
                  f"{', '.join(data['regions']) or '(default region)'}", **data)
 
 
-def record_launch_plan(store: Any, run_id: str, provider: Provider, placements: Sequence[Placement]) -> None:
-    """Commit the `launch_plan` event before any provider call."""
+def record_launch_plan(store: Any, run_id: str, provider: Provider, placements: Sequence[Placement],
+                       failsafe: PlacedFailSafe | None = None) -> None:
+    """Commit the `launch_plan` event (with the planned fail-safe, if any) before any provider call."""
     from gpuplan.store.models import Run
 
     with store.session() as session:
         run = session.get(Run, run_id)
         assert run is not None, run_id
-        add_launch_plan(session, run, provider, placements)
+        add_launch_plan(session, run, provider, placements, failsafe)
 
 
 def record_instances(session: Any, run: Any, provider: Provider, instances: Iterable[Instance], *,
@@ -134,10 +157,12 @@ def recorded_row(session: Any, run_id: str, provider_name: str, instance_id: str
 
 def start_and_record(store: Any, run_id: str, provider: Provider, request: LaunchRequest, *,
                      default_price: Decimal | None, on_attempt: AttemptCallback | None = None,
-                     placements: Sequence[Placement] | None = None) -> list[Instance]:
+                     placements: Sequence[Placement] | None = None,
+                     failsafe: PlacedFailSafe | None = None) -> list[Instance]:
     """Record the launch plan, start the machines, record them, and move the run to running.
 
-    `placements`: the ones the caller already worked out for `request` (the fail-safe is priced on them).
+    `placements`: the ones the caller already worked out for `request` (the fail-safe is priced on them);
+    `failsafe`: the timer `request` gives the machines, written into the launch plan.
     Provider errors propagate (the caller records the failure). A run stopped while this was starting its
     machines gets them terminated here, so a stop during a launch never leaves one running.
     """
@@ -148,7 +173,7 @@ def start_and_record(store: Any, run_id: str, provider: Provider, request: Launc
 
     if placements is None:
         placements = placements_for_launch(provider, request)
-    record_launch_plan(store, run_id, provider, placements)
+    record_launch_plan(store, run_id, provider, placements, failsafe)
     pause_point("recorded")
     instances = start_instances(provider, request, on_attempt, placements=placements)
     pause_point("launched")

@@ -112,7 +112,7 @@ def relaunch_after_preemption(session: Any, run: Any, provider: Provider, now: d
     # Committed before the provider call, with what this pass learnt (the interrupted machines are closed): a
     # gpuplan that dies while starting the new machines leaves a plan whose generation has no outcome, and the
     # next watch step adopts what it started (recover_relaunch) instead of relaunching a second time.
-    add_launch_plan(session, run, provider, placed.placements, generation=generation)
+    add_launch_plan(session, run, provider, placed.placements, placed, generation=generation)
     session.commit()
     pause_point("relaunch_planned")
     try:

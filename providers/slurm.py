@@ -136,7 +136,9 @@ class SlurmProvider(Provider):
         self.commands = dict(commands or {})
         self.command_timeout = command_timeout
         if status_format not in ("auto", "json", "parsable"):
-            raise ProviderError(f"slurm: status_format must be auto, json or parsable, got {status_format!r}")
+            # a ValueError: the user's setting, so bad input (exit 2) through gpuplan.config, like the rates above
+            raise ValueError(f"slurm: status_format must be auto, json or parsable, got {status_format!r} "
+                             "([providers.slurm] status_format)")
         # auto: learnt on first use (does this squeue speak --json?); parsable: never try JSON.
         self._squeue_json: bool | None = {"auto": None, "json": True, "parsable": False}[status_format]
 

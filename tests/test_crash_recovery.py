@@ -214,6 +214,50 @@ def test_killed_after_the_machine_started_reconcile_adopts_it(tmp_path: Path, lo
     assert_cost_is_rows(stopped)
 
 
+BUDGET_JOB = """\
+name: crash-budget
+runtime: process
+command: sleep 300
+limits:
+  max_hours: 1
+  budget_usd: 2
+"""
+
+
+def test_killed_after_the_machine_started_the_budget_set_fail_safe_is_still_known(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The launch dies after the machine started with the budget's timer and before the `failsafe` event: the
+    launch plan, committed before the start, still tells status and the fired timer's reason which cap set it."""
+    monkeypatch.setenv("GPUPLAN_LOCAL_PRICE_PER_HOUR", "3600")  # $1 a second: the $2 budget lasts 2 s
+    killed_launch(tmp_path, BUDGET_JOB, "launched", "--detach")
+    run = books()
+    assert run["rows"] == [] and "failsafe" not in run["events"]  # the machine runs; the books do not know it
+    [plan] = run["plans"]
+    assert (plan["failsafe"]["cap"], plan["failsafe"]["hours"]) == ("budget_usd", pytest.approx(2 / 3600))
+    assert [p["failsafe"]["cap"] for p in plan["placements"]] == ["budget_usd"]
+
+    status = gpuplan("status", run["id"], "--json")  # adopts the machine (or, already ended, settles the run)
+    assert status.exit_code == 0, status.stderr
+    fs = status.json()["failsafe"]
+    assert (fs["cap"], fs["hours"]) == ("budget_usd", pytest.approx(2 / 3600))
+    assert "adopted" in books(run["id"])["events"]
+
+    deadline = time.monotonic() + 60
+    while True:  # no gpuplan watches the run: only the wrapper's own timer can end the job
+        summary = gpuplan("status", run["id"], "--json").json()
+        if summary["state"] not in ("pending", "provisioning", "running") or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert summary["state"] == "capped"
+    assert summary["state_reason"] == ("budget_usd: the machine's own fail-safe stopped the job at 0.0005556 h "
+                                       "($2.00 at $3,600.00/h)")
+    assert json.loads((Path(run["run_dir"]) / "node-0" / "exit.json").read_text())["reason"] == "max_hours"
+    assert "failsafe" not in books(run["id"])["events"]  # the plan stood in; no second record was invented
+    human = gpuplan("status", run["id"])
+    assert "caps: max 1:00:00, budget $2.0000, machine fail-safe 0:00:02 (budget_usd)" in human.stdout
+    assert_cost_is_rows(summary)
+
+
 def test_killed_while_following_stop_ends_the_recorded_machine(tmp_path: Path, local_price: None) -> None:
     killed_launch(tmp_path, LOCAL_JOB, None, until=lambda: _has_rows())
     run = books()

@@ -294,3 +294,19 @@ def test_an_unknown_container_runtime_is_bad_input(tmp_path: Path) -> None:
     assert result.exit_code == 2, result.stderr
     assert result.stderr.count("\n") == 1
     assert "unknown container runtime 'bogus' (GPUPLAN_SLURM_RUNTIME" in result.stderr
+
+
+def test_a_bad_status_format_is_bad_input(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """[providers.slurm] status_format = "xml" was a ProviderError, exit 1 (a failure), though the user typed it;
+    now it is one line naming the setting, exit 2, like the other bad Slurm settings, and nothing is recorded."""
+    config = tmp_path / "config.toml"
+    config.write_text('[providers.slurm]\nstatus_format = "xml"\n')
+    monkeypatch.setenv("GPUPLAN_CONFIG", str(config))
+    spec = tmp_path / "job.yaml"
+    spec.write_text("name: fmt\ncommand: echo hi\n")
+    result = run_cli("launch", str(spec), "--provider", "slurm", "-y")
+    assert result.exit_code == 2, result.stderr
+    assert result.stderr.count("\n") == 1
+    assert result.stderr.startswith("error: slurm: status_format must be auto, json or parsable, got 'xml'")
+    assert "[providers.slurm] status_format" in result.stderr and "Traceback" not in result.stderr
+    assert run_cli("runs", "--json").json() == []
