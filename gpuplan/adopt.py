@@ -46,13 +46,12 @@ def _aware(at: dt.datetime) -> dt.datetime:
 
 def launch_plans(run: Any) -> list[tuple[dt.datetime, dict[str, Any]]]:
     """(when, data) of the run's `launch_plan` events, oldest first."""
+    from gpuplan.runs import event_data, events_of
+
     plans = []
-    for event in sorted((e for e in run.events if e.kind == LAUNCH_PLAN), key=lambda e: (e.at, e.id or 0)):
-        try:
-            data = json.loads(event.data_json or "{}")
-        except ValueError:
-            continue
-        if isinstance(data, dict):
+    for event in events_of(run, (LAUNCH_PLAN,)):
+        data = event_data(event)
+        if data is not None:
             plans.append((_aware(event.at), data))
     return plans
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -140,15 +139,15 @@ def recorded_failsafe(run: Any) -> dict[str, Any] | None:
     carries the planned fail-safe (gpuplan.launcher): it stands in when no `failsafe` event is newer, no
     failed start closed that plan, and the run has machines (adopted from the dead launch).
     """
+    from gpuplan.runs import event_data, events_of
+
     latest: dict[str, Any] | None = None
     planned: dict[str, Any] | None = None
-    for event in sorted(run.events, key=lambda e: (e.at, e.id or 0)):
+    for event in events_of(run, (*FAILED_STARTS, FAILSAFE_EVENT, LAUNCH_PLAN)):
         if event.kind in FAILED_STARTS:
             planned = None
             continue
-        if event.kind not in (FAILSAFE_EVENT, LAUNCH_PLAN):
-            continue
-        data = _event_data(event)
+        data = event_data(event)
         if event.kind == FAILSAFE_EVENT:
             if data is not None:
                 latest, planned = data, None
@@ -157,14 +156,6 @@ def recorded_failsafe(run: Any) -> dict[str, Any] | None:
     if planned is not None and run.instances:
         return _planned_failsafe(run, planned)
     return latest
-
-
-def _event_data(event: Any) -> dict[str, Any] | None:
-    try:
-        data = json.loads(event.data_json or "{}")
-    except ValueError:
-        return None
-    return data if isinstance(data, dict) else None
 
 
 def _planned_failsafe(run: Any, plan: dict[str, Any]) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+from collections.abc import Iterable
 from decimal import Decimal
 from typing import Any
 
@@ -30,6 +31,21 @@ def record_event(session: Session, run: Run, kind: str, message: str = "", **dat
                   data_json=json.dumps(data, default=str) if data else None, at=utcnow())
     session.add(event)
     return event
+
+
+def events_of(run: Run, kinds: Iterable[str]) -> list[Event]:
+    """The run's events of these kinds, oldest first (by id within one timestamp: several share one)."""
+    wanted = set(kinds)
+    return sorted((e for e in run.events if e.kind in wanted), key=lambda e: (e.at, e.id or 0))
+
+
+def event_data(event: Event) -> dict[str, Any] | None:
+    """An event's data; None when it is not a JSON object (a damaged row must not break the reader)."""
+    try:
+        data = json.loads(event.data_json or "{}")
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def set_state(session: Session, run: Run, state: str, reason: str | None = None, *,

@@ -137,10 +137,10 @@ def relaunch_after_preemption(session: Any, run: Any, provider: Provider, now: d
 def pending_relaunch(run: Any) -> int | None:
     """The generation of a relaunch whose launch plan is recorded but whose outcome (`relaunch` or
     `relaunch_failed`) is not: its gpuplan is still starting the machines, or died doing it. None otherwise."""
+    from gpuplan.runs import events_of
+
     pending = None
-    for event in sorted(run.events, key=lambda e: (e.at, e.id or 0)):
-        if event.kind not in (LAUNCH_PLAN, *OUTCOMES):
-            continue
+    for event in events_of(run, (LAUNCH_PLAN, *OUTCOMES)):
         try:
             data = json.loads(event.data_json or "{}")
         except ValueError:
