@@ -25,7 +25,6 @@ from typing import Any
 
 from gpuplan.errors import UserError
 from gpuplan.failover import Attempt, AttemptCallback, Placement
-from gpuplan.failsafe import FailSafe
 from gpuplan.job_hours import job_hours
 from gpuplan.jobs.spec import JobSpec, spec_hash
 from gpuplan.limits import MONEY_LIMIT, within
@@ -428,21 +427,19 @@ def _user() -> str | None:
         return None
 
 
-def build_request(plan: LaunchPlan, run_id: str, run_dir: str, secrets: Mapping[str, str], *,
-                  failsafe: FailSafe | None = None) -> LaunchRequest:
+def build_request(plan: LaunchPlan, run_id: str, run_dir: str, secrets: Mapping[str, str]) -> LaunchRequest:
     """The provider's view of the run (secrets included: it must never be logged or stored).
 
-    `failsafe` (gpuplan.failsafe): the machines' own timer, the tightest of every cap; without one (a request
-    only used to work out the placements) the spec's max_hours.
+    Its max_hours is the spec's; the machines get the fail-safe instead (the tightest of every cap), set by
+    gpuplan.failsafe_inputs.PlacedFailSafe.request once the placements are known.
     """
     spec, offer = plan.spec, plan.offer
-    max_hours = spec.limits.max_hours if failsafe is None else failsafe.hours
     labels = {str(k): str(v) for k, v in spec.labels.items()}
     return LaunchRequest(
         run_id=run_id, name=spec.name, command=spec.shell_script, run_dir=run_dir, project=spec.project,
         instance_type=offer.instance_type, region=offer.region, zones=(offer.zone,) if offer.zone else (),
         gpu=offer.gpu, gpus_per_node=offer.gpus_per_node, nodes=offer.nodes, spot=offer.spot,
-        price_per_hour=offer.price_per_hour, max_hours=max_hours, image=spec.image,
+        price_per_hour=offer.price_per_hour, max_hours=spec.limits.max_hours, image=spec.image,
         runtime=spec.runtime, workdir=spec.workdir, env=dict(spec.env), secrets=dict(secrets), labels=labels,
         options={"argv": spec.argv, "source_dir": plan.source_dir,
                  "checkpoint_dir": spec.checkpoint.dir if spec.checkpoint else None,
@@ -487,7 +484,8 @@ def launch_recorded_run(store: Any, run_id: str, plan: LaunchPlan, provider: Pro
         run_dir = run.run_dir or ""
         set_state(session, run, RunState.PROVISIONING)
         record_event(session, run, "launching", f"asking {provider.name} for {plan.offer.nodes} node(s)")
-    placements = placements_for_launch(provider, build_request(plan, run_id, run_dir, secrets))
+    request = build_request(plan, run_id, run_dir, secrets)
+    placements = placements_for_launch(provider, request)
     with store.session() as session:
         run = session.get(Run, run_id)
         assert run is not None, run_id
@@ -499,7 +497,7 @@ def launch_recorded_run(store: Any, run_id: str, plan: LaunchPlan, provider: Pro
             failsafe_inputs.record_failsafe(session, run, placed.chosen)
             set_state(session, run, RunState.FAILED, failsafe_inputs.refusal(placed.chosen))
     failsafe_inputs.check_placed(placed)
-    request = placed.request(build_request(plan, run_id, run_dir, secrets, failsafe=placed.chosen))
+    request = placed.request(request)
 
     def on_attempt(attempt: Attempt) -> None:
         with store.session() as session:

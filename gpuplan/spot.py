@@ -96,7 +96,8 @@ def relaunch_after_preemption(session: Any, run: Any, provider: Provider, now: d
                   region=run.region, zone=None, gpu=run.gpu, gpus_per_node=int(run.gpus_per_node or 0),
                   nodes=run.nodes, spot=run.spot, price_per_hour=price)
     plan = LaunchPlan(spec=spec, spec_text=run.spec_text, source_dir=None, offer=offer, estimate=None)
-    placements = placements_for_launch(provider, build_request(plan, run.id, run.run_dir or "", secrets))
+    request = build_request(plan, run.id, run.run_dir or "", secrets)
+    placements = placements_for_launch(provider, request)
     # The new machines' own timer: what is left of the run's caps (not the whole max_hours again), for each
     # placement at its own price.
     placed = failsafe_placed(run_inputs(session, run, price_per_hour=price, nodes=run.nodes,
@@ -105,9 +106,8 @@ def relaunch_after_preemption(session: Any, run: Any, provider: Provider, now: d
         record_failsafe(session, run, placed.chosen, generation=generation)
         record_event(session, run, "relaunch_skipped", refusal(placed.chosen).removeprefix("refused: "))
         return False
-    request = placed.request(build_request(plan, run.id, run.run_dir or "", secrets, failsafe=placed.chosen))
     request = dataclasses.replace(
-        request, env={**request.env, "GPUPLAN_RELAUNCH": str(generation)},
+        placed.request(request), env={**request.env, "GPUPLAN_RELAUNCH": str(generation)},
         options={**request.options, "generation": generation})
     # Committed before the provider call, with what this pass learnt (the interrupted machines are closed): a
     # gpuplan that dies while starting the new machines leaves a plan whose generation has no outcome, and the
