@@ -10,6 +10,7 @@ table the job spec checks too, so `--gpus 10**23` is refused as plainly as `gpus
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -46,46 +47,23 @@ class FiniteFloat(click.FloatRange):
 NUMBER = FiniteFloat()
 
 
-class Bounded(FiniteFloat):
-    """A finite float inside gpuplan.limits' range `name` (optionally with a flag's own higher floor `low`)."""
+class _InLimit(click.ParamType):
+    """What the float and the whole-number flavours share: gpuplan.limits' range `limit_name` (with a flag's own
+    floor `low`), handed to Click's range type, checked with the table's wording, and described in --help."""
 
-    def __init__(self, name: str, *, low: float | None = None) -> None:
+    limit_name: str
+    low: float | None
+
+    def _limit_range(self, name: str, low: float | None, cast: Callable[[float], Any] | None = None
+                     ) -> dict[str, Any]:
+        """Remember the range and return Click's range arguments for it (`cast`: int for a whole-number type)."""
+        self.limit_name, self.low = name, low
         bound = limit(name)
-        super().__init__(min=bound.low if low is None else low, max=bound.high,
-                         min_open=bound.low_open and low is None, max_open=bound.high_open)
-        self.limit_name = name
-        self.low = low
+        as_type = cast or (lambda number: number)
+        return {"min": as_type(bound.low) if low is None else low, "max": as_type(bound.high),
+                "min_open": bound.low_open and low is None, "max_open": bound.high_open}
 
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        number = self.finite_float(value, param, ctx)
-        try:
-            check(self.limit_name, number, "", text=value if isinstance(value, str) else None, low=self.low)
-        except ValueError as exc:
-            self.fail(str(exc), param, ctx)
-        return float(number)
-
-    def _describe_range(self) -> str:
-        """`--help` states the table's range in words (`more than 0 and at most 1e+10 tokens/s per GPU`)."""
-        return _range_words(self.limit_name, self.low)
-
-    def __repr__(self) -> str:
-        return f"Bounded({self.limit_name!r})"
-
-
-class BoundedInt(click.IntRange):
-    """A whole number inside gpuplan.limits' range `name` (optionally with a flag's own floor `low`)."""
-
-    name = "integer"
-
-    def __init__(self, name: str, *, low: int | None = None) -> None:
-        bound = limit(name)
-        super().__init__(min=int(bound.low) if low is None else low, max=int(bound.high),
-                         min_open=bound.low_open and low is None, max_open=bound.high_open)
-        self.limit_name = name
-        self.low = low
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        number = click.INT.convert(value, param, ctx)
+    def _checked(self, number: Any, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         try:
             check(self.limit_name, number, "", text=value if isinstance(value, str) else None, low=self.low)
         except ValueError as exc:
@@ -93,14 +71,33 @@ class BoundedInt(click.IntRange):
         return number
 
     def _describe_range(self) -> str:
-        return _range_words(self.limit_name, self.low)
+        """`--help` states the table's range in words (`more than 0 and at most 1e+10 tokens/s per GPU`)."""
+        return limit(self.limit_name).floored(self.low).describe()
 
     def __repr__(self) -> str:
-        return f"BoundedInt({self.limit_name!r})"
+        return f"{type(self).__name__}({self.limit_name!r})"
 
 
-def _range_words(name: str, low: float | None) -> str:
-    return limit(name).floored(low).describe()
+class Bounded(_InLimit, FiniteFloat):
+    """A finite float inside gpuplan.limits' range `name` (optionally with a flag's own higher floor `low`)."""
+
+    def __init__(self, name: str, *, low: float | None = None) -> None:
+        super().__init__(**self._limit_range(name, low))
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        return float(self._checked(self.finite_float(value, param, ctx), value, param, ctx))
+
+
+class BoundedInt(_InLimit, click.IntRange):
+    """A whole number inside gpuplan.limits' range `name` (optionally with a flag's own floor `low`)."""
+
+    name = "integer"
+
+    def __init__(self, name: str, *, low: int | None = None) -> None:
+        super().__init__(**self._limit_range(name, low, int))
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        return self._checked(click.INT.convert(value, param, ctx), value, param, ctx)
 
 
 def bounded(name: str, *, low: float | None = None) -> Bounded:
