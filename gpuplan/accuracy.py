@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -61,20 +62,21 @@ def _rel(actual: float, estimate: float | None) -> float | None:
     return actual / estimate - 1.0
 
 
-def estimate_is_a_cap(estimate_json: str | None) -> bool:
-    """Whether a run's recorded "estimate" is only its cap: a `bench --on` job records its max-hours (and that
-    much money) so the budget gate and `committed` see what it may cost, but that predicts nothing about how
-    long it takes, and scored as an estimate it read as a -98% miss. Such runs carry `upper_bound` in their
-    estimate; rows recorded before that flag are known by the bench job's source text."""
-    if not estimate_json:
-        return False
+def estimate_data(estimate_json: str | None) -> dict[str, Any]:
+    """A run's recorded estimate (`estimate_json`) as a dict; empty when none was recorded or it is damaged."""
     try:
-        data = json.loads(estimate_json)
+        data = json.loads(estimate_json) if estimate_json else {}
     except ValueError:
-        return False
-    if not isinstance(data, dict):
-        return False
-    return bool(data.get("upper_bound")) or str(data.get("source") or "").startswith("bench job:")
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def estimate_is_a_cap(estimate: Mapping[str, Any]) -> bool:
+    """Whether a run's recorded estimate (estimate_data) is only its cap: a `bench --on` job records its
+    max-hours (and that much money) so the budget gate and `committed` see what it may cost, but that predicts
+    nothing about how long it takes, and scored as an estimate it read as a -98% miss. Such runs carry
+    `upper_bound` in their estimate; rows recorded before that flag are known by the bench job's source text."""
+    return bool(estimate.get("upper_bound")) or str(estimate.get("source") or "").startswith("bench job:")
 
 
 def runs_accuracy(session: Any, now: dt.datetime) -> list[RunAccuracy]:
@@ -87,7 +89,7 @@ def runs_accuracy(session: Any, now: dt.datetime) -> list[RunAccuracy]:
     for run in runs:
         hours = float(costing.exact_seconds(run.ended_at - run.started_at) / costing.SECONDS_PER_HOUR)
         cost = costing.total_cost(run.instances, now)
-        capped_only = estimate_is_a_cap(run.estimate_json)  # no estimate to score: shown as none
+        capped_only = estimate_is_a_cap(estimate_data(run.estimate_json))  # no estimate to score: shown as none
         est_hours = None if capped_only else run.est_hours
         est_cost = None if run.est_cost_usd is None or capped_only else Decimal(run.est_cost_usd)
         out.append(RunAccuracy(

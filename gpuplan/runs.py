@@ -143,18 +143,13 @@ def close_instance(instance: Instance, state: str, at: dt.datetime | None) -> No
 def estimate_basis(run: Run) -> dict[str, Any]:
     """What the launch-time estimate rested on (from `estimate_json`): its throughput's source and the
     start-up allowance in it (gpuplan.startup). None values for runs recorded without them."""
-    try:
-        data = json.loads(run.estimate_json) if run.estimate_json else {}
-    except ValueError:
-        data = {}
-    if not isinstance(data, dict):
-        data = {}
-    from gpuplan.accuracy import estimate_is_a_cap
+    from gpuplan.accuracy import estimate_data, estimate_is_a_cap
 
+    data = estimate_data(run.estimate_json)
     return {"estimate_source": data.get("source"), "mfu_source": data.get("mfu_source"),
             "startup_s": data.get("startup_s"), "startup_source": data.get("startup_source"),
             # a `bench --on` job records its cap as its "estimate": shown as a cap, never scored
-            "estimate_is_cap": estimate_is_a_cap(run.estimate_json)}
+            "estimate_is_cap": estimate_is_a_cap(data)}
 
 
 def _failsafe(run: Run) -> dict[str, Any] | None:
