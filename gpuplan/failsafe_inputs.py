@@ -83,7 +83,7 @@ class PlacedFailSafe:
 
     def hours_at(self, price_per_hour: Decimal) -> float | None:
         """The fail-safe hours on a placement at this price (cloudlaunch sets each attempt's timer with it)."""
-        return at_price(self.inputs, price_per_hour).hours
+        return self.started(price_per_hour).hours
 
     def started(self, price_per_hour: Decimal | None) -> FailSafe:
         """The fail-safe the machines that started carry (at the price of the placement that had capacity)."""
