@@ -31,7 +31,7 @@ from rich.console import Console
 from gpuplan.bench.model import build_gpt
 from gpuplan.bench.runner import prepare_bench, run_prepared
 from gpuplan.bench.spec import BenchSettings, resolve_target, validate_settings
-from gpuplan.commands.bench import ProgressObserver, progress_bar
+from gpuplan.cli.commands.bench import ProgressObserver, progress_bar
 
 TARGET_OVERHEAD = 0.05
 

@@ -46,10 +46,10 @@ from typing import NoReturn
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gpuplan.architecture import Architecture  # noqa: E402
-from gpuplan.estimate import Hardware, Workload, estimate  # noqa: E402
 from gpuplan.estimating import mfu as mfu_module  # noqa: E402
-from gpuplan.gpus import resolve_gpu  # noqa: E402
+from gpuplan.estimating.architecture import Architecture  # noqa: E402
+from gpuplan.estimating.estimate import Hardware, Workload, estimate  # noqa: E402
+from gpuplan.hardware.gpus import resolve_gpu  # noqa: E402
 
 RUNS = ROOT / "tests" / "data" / "published_runs.csv"
 SPLITS = ("tune", "test", "test2")

@@ -9,11 +9,12 @@ for each of several small GPT shapes (width, depth, sequence length and batch va
      (mfu_source "bench" is checked);
   3. the run's estimate (recorded at launch) is compared with its actual hours, also via
      `gpuplan report --accuracy --json`.
-The estimate is start-up + tokens / bench tokens/s (gpuplan.startup). The table shows the error with and
+The estimate is start-up + tokens / bench tokens/s (gpuplan.calibration.startup). The table shows the error with and
 without the start-up part, so both the measured throughput and the start-up allowance are visible. Runs go in
 order, so each run's start-up allowance is learned only from the runs before it (the first uses the default).
 
-First it re-measures the local default start-up: `launch -y` of a no-op torch job (gpuplan.startup.DEFAULTS).
+First it re-measures the local default start-up: `launch -y` of a no-op torch job
+(gpuplan.calibration.startup.DEFAULTS).
 
 Both bench and job run with OMP_NUM_THREADS=1 (the same setting for both: CPU throughput depends on it).
 Usage: python bench/measured_accuracy.py [--run-seconds 25] [--only N]

@@ -13,10 +13,10 @@ import argparse
 import statistics
 import time
 
-from gpuplan.architecture import preset
 from gpuplan.catalog.catalog import Catalog
-from gpuplan.estimate import Workload
-from gpuplan.plan import Constraints, plan
+from gpuplan.estimating.architecture import preset
+from gpuplan.estimating.estimate import Workload
+from gpuplan.planning.planner import Constraints, plan
 
 AUTO = ("none", "zero1", "zero2", "zero3")
 TARGET_MS = 100.0

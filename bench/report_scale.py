@@ -26,7 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gpuplan import costing, ledger  # noqa: E402
+from gpuplan.books import ledger  # noqa: E402
+from gpuplan.runs import cost as costing  # noqa: E402
 from gpuplan.store.db import Store  # noqa: E402
 from gpuplan.store.models import Instance  # noqa: E402
 

@@ -5,7 +5,7 @@ Finite is not enough (gpuplan.units.finite refuses nan/inf): `--params 1e300`, `
 integers, the 16-digit Money column) or print 30-digit hours. Each bound below is far beyond anything real, so
 no legitimate job is refused (405B models, 15T tokens, thousands of GPUs all pass), yet every product the
 estimator forms from them (FLOPs = 6 x params x tokens, dollars = price x nodes x hours) stays a finite float
-and every duration fits a datetime. The CLI's option types (gpuplan.commands.params.bounded) and the job spec's
+and every duration fits a datetime. The CLI's option types (gpuplan.cli.commands.params.bounded) and the job spec's
 field types (gpuplan.jobs.spec) both check against this table, so a flag and its spec field agree, and an
 out-of-range value is one line naming the flag or field and the allowed range (exit 2).
 """
@@ -111,7 +111,7 @@ LIMITS: Mapping[str, Limit] = MappingProxyType({
                  low_open=True, high_open=True),
     "usd_per_hour": Limit(0, 1e6, "dollars per hour", "the dearest instances cost ~$100/h; a $1M/h cap caps "
                                                       "nothing", low_open=True),
-    # --- what a running job reports in its metrics lines (gpuplan.progress keeps only records inside these)
+    # --- what a running job reports in its metrics lines (gpuplan.supervise.progress keeps only records inside these)
     "metric_count": Limit(0, 1e18, "", "steps and tokens done: never more than the 1e18-token limit",
                           integer=True),
     "metric_time": Limit(0, 1e11, "seconds since 1970", "a Unix time before the year 5138"),

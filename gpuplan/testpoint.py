@@ -7,8 +7,9 @@ the variable is unset and a pause point costs one environment lookup.
 
 Points (see tests/test_crash_recovery.py): `recorded` (run and launch plan committed, no cloud call yet),
 `launched` (the provider returned machines, their rows not yet committed), `teardown` (a stop or cap committed,
-its machines not yet asked to terminate); for a spot relaunch (gpuplan.spot), `relaunch_planned` (the interruption
-and the relaunch's plan committed, no cloud call yet) and `relaunched` (new machines started, not yet recorded).
+its machines not yet asked to terminate); for a spot relaunch (gpuplan.supervise.relaunch), `relaunch_planned` (the
+interruption and the relaunch's plan committed, no cloud call yet) and `relaunched` (new machines started, not yet
+recorded).
 """
 
 from __future__ import annotations

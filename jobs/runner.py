@@ -14,7 +14,7 @@ when each node runs one process, so `init_process_group("gloo")` works without t
 
 The wrapper also enforces `max_hours` on its own, like the power-off timer of a cloud boot script: a fail-safe
 that holds even when no gpuplan process is watching. Launch sets it to the tightest of the run's caps, not just
-the spec's max_hours (gpuplan.failsafe); the exit record's reason stays `max_hours` (the timer fired).
+the spec's max_hours (gpuplan.launching.failsafe); the exit record's reason stays `max_hours` (the timer fired).
 """
 
 from __future__ import annotations

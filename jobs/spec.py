@@ -5,7 +5,7 @@ else is optional. Unknown keys are errors (extra="forbid") so a typo like `max_h
 cap. Errors point at the YAML line: the file is composed with PyYAML's node API (which keeps marks), and each
 pydantic error location is walked down that node tree to the line that holds the bad key or value.
 
-Secrets are *names* here; their values are read from the launching environment by gpuplan.launch and handed to
+Secrets are *names* here; their values are read from the launching environment by gpuplan.launching.start and handed to
 the provider, never stored in the spec text, the database or a log.
 
 Nothing here imports a provider or the store.
@@ -210,7 +210,7 @@ class Workload(_Model):
     @classmethod
     def _known_preset(cls, value: str | None) -> str | None:
         if value is not None:
-            from gpuplan.architecture import preset
+            from gpuplan.estimating.architecture import preset
 
             preset(value)  # ValueError lists close matches
         return value

@@ -2,7 +2,7 @@
 
 Every provider (local, aws, gcp, slurm, or a third party's) implements `Provider` and is registered under the
 entry-point group `gpuplan.providers`, so a package can add one without touching gpuplan. Providers never
-import the CLI or the store; orchestration (gpuplan.launch) records what they return.
+import the CLI or the store; orchestration (gpuplan.launching.start) records what they return.
 
 Errors are typed so orchestration can decide: `CapacityError` -> try the next zone/region/offer,
 `QuotaError` -> the next region or offer, `AuthError` -> stop and tell the user, `ProviderError` -> anything else.
@@ -69,7 +69,7 @@ class InstanceState:
 
 @dataclass(frozen=True)
 class LaunchRequest:
-    """Everything a provider needs to start a run's machines; built by gpuplan.launch from the job spec.
+    """Everything a provider needs to start a run's machines; built by gpuplan.launching.start from the job spec.
 
     `secrets` holds values read from the caller's environment at launch time: providers hand them to the
     machine and must never log them or put them in tags, labels or errors.
@@ -238,9 +238,9 @@ class Provider(abc.ABC):
 
 BUILTIN_PROVIDERS: dict[str, str] = {
     "local": "gpuplan.providers.local:LocalProvider",
-    "aws": "gpuplan.providers.aws:AwsProvider",
-    "gcp": "gpuplan.providers.gcp:GcpProvider",
-    "slurm": "gpuplan.providers.slurm:SlurmProvider",
+    "aws": "gpuplan.providers.aws.provider:AwsProvider",
+    "gcp": "gpuplan.providers.gcp.provider:GcpProvider",
+    "slurm": "gpuplan.providers.slurm.provider:SlurmProvider",
 }
 
 

@@ -43,13 +43,7 @@ from gpuplan.jobs.runner import (
     write_atomic,
 )
 from gpuplan.paths import make_private_dir
-from gpuplan.providers.base import (
-    Instance,
-    InstanceState,
-    LaunchRequest,
-    Provider,
-    ProviderError,
-)
+from gpuplan.providers.base import Instance, InstanceState, LaunchRequest, Provider, ProviderError
 
 TAGS_FILE = "tags.json"
 STARTED_FILE = "started_at"

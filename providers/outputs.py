@@ -5,7 +5,7 @@ never need to know whether a run was local or on a cloud:
 
     RUN_DIR/node-<rank>/job.log      the node's job log
     RUN_DIR/node-<rank>/exit.json    {"exit_code": N, "ended_at": ..., "reason": ...}
-    RUN_DIR/metrics.jsonl            rank 0's metrics (gpuplan.progress reads this one)
+    RUN_DIR/metrics.jsonl            rank 0's metrics (gpuplan.supervise.progress reads this one)
 """
 
 from __future__ import annotations

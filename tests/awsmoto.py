@@ -116,7 +116,7 @@ def aws_clients(aws_session: Any) -> Clients:
 def aws(moto_env: dict[str, str], aws_session: Any) -> Any:
     """An AwsProvider on in-process moto in us-east-1 with the test AMI and fast waiters (a test module that
     needs another set-up, e.g. the CLI's own provider, defines its own `aws`)."""
-    from gpuplan.providers.aws import AwsProvider
+    from gpuplan.providers.aws.provider import AwsProvider
 
     return AwsProvider(session=aws_session, image_id=moto_env["us-east-1"], waiter_delay=0.05)
 

@@ -15,16 +15,16 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from gpuplan.adopt import adopt
 from gpuplan.catalog import Catalog, Offer
 from gpuplan.catalog.stored import save_snapshot
-from gpuplan.failover import Placement
-from gpuplan.launcher import add_launch_plan
-from gpuplan.providers.aws import AwsProvider
+from gpuplan.launching.failover import Placement
+from gpuplan.launching.launch_plan import add_launch_plan
+from gpuplan.providers.aws.provider import AwsProvider
 from gpuplan.providers.base import LaunchRequest
 from gpuplan.store.db import Store
 from gpuplan.store.models import Event, Run
 from gpuplan.store.types import utcnow
+from gpuplan.supervise.adopt import adopt
 
 TYPE, REGION = "g4dn.xlarge", "us-east-1"
 

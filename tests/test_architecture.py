@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from gpuplan.architecture import PRESETS, from_hf_config, load_hf_config, preset
+from gpuplan.estimating.architecture import PRESETS, from_hf_config, load_hf_config, preset
 
 # Published parameter counts (model cards / Hugging Face `num_parameters()`).
 PUBLISHED = {

@@ -8,11 +8,11 @@ from dataclasses import replace
 import pytest
 from clihelp import run_cli
 
-from gpuplan.architecture import Architecture, preset
-from gpuplan.estimate import Hardware, Workload, estimate, min_gpus, workload_from_job
 from gpuplan.estimating import memory
+from gpuplan.estimating.architecture import Architecture, preset
+from gpuplan.estimating.estimate import Hardware, Workload, estimate, min_gpus, workload_from_job
 from gpuplan.estimating.shape import shape_of
-from gpuplan.gpus import resolve_gpu
+from gpuplan.hardware.gpus import resolve_gpu
 from gpuplan.jobs.spec import SpecError, parse_spec
 
 # Llama-2-7B's layer (a=32 heads, no dropout, SwiGLU MLP of 11008) and a Llama-3-8B-like GQA layer (8 KV heads).

@@ -265,9 +265,11 @@ class Crash(BaseException):
 def test_a_retried_launch_of_the_same_run_adopts_the_machines_it_started(moto_server: MotoServer,
                                                                         job: Path) -> None:
     """Crash between RunInstances and the database commit, then run the same launch again: one machine."""
-    from gpuplan import launch as orchestration
     from gpuplan.jobs.spec import load_spec
-    from gpuplan.providers.aws import AwsProvider
+    from gpuplan.launching.plan import plan_launch
+    from gpuplan.launching.record import record_run
+    from gpuplan.launching.start import launch_recorded_run
+    from gpuplan.providers.aws.provider import AwsProvider
     from gpuplan.store.db import Store
 
     store = Store.open(os.environ["GPUPLAN_DB"])
@@ -279,14 +281,14 @@ def test_a_retried_launch_of_the_same_run_adopts_the_machines_it_started(moto_se
             raise Crash
 
         crashing.client("ec2", "us-east-1").meta.events.register("after-call.ec2.RunInstances", crash)
-        plan = orchestration.plan_launch(spec, JOB, provider=crashing)
-        run_id = orchestration.record_run(store, plan)
+        plan = plan_launch(spec, JOB, provider=crashing)
+        run_id = record_run(store, plan)
         with pytest.raises(Crash):
-            orchestration.launch_recorded_run(store, run_id, plan, crashing, {})
+            launch_recorded_run(store, run_id, plan, crashing, {})
         [orphan] = live_tagged(moto_server, run_id)
         assert db_rows(run_id)[:2] == ("provisioning", [])
 
-        retried = orchestration.launch_recorded_run(store, run_id, plan, AwsProvider(waiter_delay=0.05), {})
+        retried = launch_recorded_run(store, run_id, plan, AwsProvider(waiter_delay=0.05), {})
         assert [i.instance_id for i in retried] == [orphan["InstanceId"]]
         state, rows, _ = db_rows(run_id)
         assert state == "running" and rows == [(orphan["InstanceId"], None)]
@@ -307,7 +309,7 @@ def test_throttling_is_retried_by_botocore(moto_server: MotoServer) -> None:
     """RequestLimitExceeded twice, then moto answers: the launch succeeds without any retry loop of gpuplan's."""
     from awsmoto import Injector, inject
 
-    from gpuplan.providers.aws import AwsProvider
+    from gpuplan.providers.aws.provider import AwsProvider
     from gpuplan.providers.base import LaunchRequest
 
     aws = AwsProvider(waiter_delay=0.05)

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from awsmoto import TEST_AMI_PARAMETER, Clients, Injector, inject, publish_test_ami, serve
 
-from gpuplan.providers.aws import AwsProvider
-from gpuplan.providers.aws_rules import DEFAULT_AMI_PARAMETER, client_token, map_state
+from gpuplan.providers.aws.provider import AwsProvider
+from gpuplan.providers.aws.rules import DEFAULT_AMI_PARAMETER, client_token, map_state
 from gpuplan.providers.base import (
     TAG_CREATED_BY,
     TAG_NAME,
@@ -283,7 +283,7 @@ def test_list_tagged_searches_every_configured_region() -> None:
 
 
 def test_list_tagged_with_include_ended_adds_the_run_s_ended_machines() -> None:
-    """Adoption (gpuplan.adopt) asks for a run's ended machines too: EC2 lists them for about an hour."""
+    """Adoption (gpuplan.supervise.adopt) asks for a run's ended machines too: EC2 lists them for about an hour."""
     p = provider()
     [gone] = p.launch(request(run_id="r-eeeeeeeeee"))
     p.terminate([gone.instance_id])
@@ -338,7 +338,7 @@ def test_multi_node_is_all_or_nothing() -> None:
 
 
 def test_ended_instances_carry_the_time_ec2_stopped_them() -> None:
-    from gpuplan.providers.aws_rules import ended_at
+    from gpuplan.providers.aws.rules import ended_at
 
     stamp = ended_at({"StateTransitionReason": "User initiated (2024-05-01 12:00:07 GMT)"})
     assert stamp.isoformat() == "2024-05-01T12:00:07+00:00"

@@ -18,7 +18,7 @@ from clihelp import interruptible_children, run_cli, run_subprocess
 
 pytest.importorskip("torch")
 
-from gpuplan.architecture import PRESETS
+from gpuplan.estimating.architecture import PRESETS
 
 QUICK = ("--steps", "3", "--warmup", "1", "--micro-batch", "2", "--seq-len", "64")
 

@@ -8,10 +8,10 @@ import datetime as dt
 import pytest
 from clihelp import run_cli
 
-from gpuplan.architecture import PRESETS
 from gpuplan.bench.records import save_result
 from gpuplan.bench.result import BenchResult
-from gpuplan.calibration import record_run
+from gpuplan.calibration.run_mfu import record_run
+from gpuplan.estimating.architecture import PRESETS
 from gpuplan.store.db import Store
 from gpuplan.store.models import Run, RunState
 

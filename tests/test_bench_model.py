@@ -6,9 +6,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from gpuplan.architecture import PRESETS, Architecture, from_hf_config  # noqa: E402
 from gpuplan.bench.flops import count_step_flops  # noqa: E402
 from gpuplan.bench.model import attention_flops_per_token, build_gpt, count_parameters  # noqa: E402
+from gpuplan.estimating.architecture import PRESETS, Architecture, from_hf_config  # noqa: E402
 
 # A Llama-shaped model small enough for a test: RMSNorm, SwiGLU, rotary, grouped-query attention, untied head.
 LLAMA_MINI = Architecture("llama-mini", 64, 2, 4, 2, 176, 512, 128, gated_mlp=True, tied_embeddings=False,

@@ -10,9 +10,8 @@ from dataclasses import replace
 import pytest
 from clihelp import run_cli
 
-from gpuplan.architecture import PRESETS
 from gpuplan.bench.records import best_bench, candidate_from_row, find_matching_bench, save_result
-from gpuplan.calibration import (
+from gpuplan.calibration.run_mfu import (
     calibration_table,
     learn_from_finished_runs,
     lookup_calibrated,
@@ -20,6 +19,7 @@ from gpuplan.calibration import (
     record_run,
     run_mfu,
 )
+from gpuplan.estimating.architecture import PRESETS
 from gpuplan.estimating.flops import training_flops_per_token
 from gpuplan.estimating.shape import shape_of
 from gpuplan.store.db import Store
@@ -162,7 +162,7 @@ def test_implausible_mfu_is_not_learned(store: Store) -> None:
 
 
 def test_runs_reaching_a_final_state_teach_calibration(store: Store) -> None:
-    from gpuplan.runs import set_state
+    from gpuplan.runs.records import set_state
 
     with store.session() as s:
         run = _run(state=RunState.RUNNING, measured_mfu=0.38)

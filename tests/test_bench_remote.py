@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from clihelp import run_cli, run_subprocess
 
-from gpuplan.bench.remote import RESULT_MARKER, job_script, parse_on
 from gpuplan.errors import UserError
+from gpuplan.launching.remote_bench_job import RESULT_MARKER, job_script, parse_on
 
 QUICK = ("--model", "gpt-tiny", "--steps", "3", "--warmup", "1", "--micro-batch", "2", "--seq-len", "64")
 
@@ -192,8 +192,8 @@ def _remote_result_json() -> str:
     """What the job on an H100 machine writes (`gpuplan bench --output`): the remote side's device and GPU."""
     from dataclasses import asdict
 
-    from gpuplan.architecture import PRESETS
     from gpuplan.bench.result import BenchResult
+    from gpuplan.estimating.architecture import PRESETS
 
     result = BenchResult(
         model_name="gpt2", model_kind="preset", model_signature=PRESETS["gpt2"].signature(),
@@ -213,7 +213,7 @@ def test_cloud_run_folder_result_is_recorded_with_its_run(layout: str, tmp_path:
                                                           moto_env: object) -> None:
     """What fetch_outputs leaves in the run folder (bench.json, or only the node's job log with the result
     line) becomes a Benchmark with run_id and the remote device; the real AWS provider does the fetching."""
-    from gpuplan.bench.remote_launch import record_remote_result
+    from gpuplan.launching.remote_bench import record_remote_result
     from gpuplan.providers.base import get_provider
     from gpuplan.store.db import Store
 
@@ -242,8 +242,8 @@ def test_cloud_run_folder_result_is_recorded_with_its_run(layout: str, tmp_path:
 
 
 def test_cloud_run_without_result_says_what_to_configure(tmp_path: Path, db_url: str, moto_env: object) -> None:
-    from gpuplan.bench.remote import NoRemoteResult
-    from gpuplan.bench.remote_launch import record_remote_result
+    from gpuplan.launching.remote_bench import record_remote_result
+    from gpuplan.launching.remote_bench_job import NoRemoteResult
     from gpuplan.providers.base import get_provider
     from gpuplan.store.db import Store
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from clihelp import run_cli
 
-from gpuplan.startup import DEFAULTS
+from gpuplan.calibration.startup import DEFAULTS
 
 PRICE = {"GPUPLAN_LOCAL_PRICE_PER_HOUR": "36"}  # $36/h: the 1-hour estimate below costs $36
 # ... plus the local start-up allowance (no finished runs yet: its documented default), billed too.

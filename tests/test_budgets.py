@@ -11,7 +11,8 @@ import ledger_fixture as lf
 import pytest
 from clihelp import run_cli
 
-from gpuplan import budgets, costing
+from gpuplan.books import budgets
+from gpuplan.runs import cost as costing
 from gpuplan.store.db import Store
 from gpuplan.store.models import Event, Run
 

@@ -15,10 +15,10 @@ import pytest
 from clihelp import run_subprocess
 from fakes.gce_server import RunningFake
 
-from gpuplan.cloudlaunch import with_boot_scripts
+from gpuplan.launching.placements import with_boot_scripts
 from gpuplan.providers.base import InstanceState, LaunchRequest
-from gpuplan.providers.gcp import GcpProvider
-from gpuplan.providers.gcp_rules import instance_name
+from gpuplan.providers.gcp.provider import GcpProvider
+from gpuplan.providers.gcp.rules import instance_name
 
 ZONE = "us-central1-a"
 JOB = """\

@@ -15,9 +15,9 @@ from typing import Any
 from awsmoto import Clients
 from fakes.gce_server import RunningFake
 
-from gpuplan.providers.aws import AwsProvider
+from gpuplan.providers.aws.provider import AwsProvider
 from gpuplan.providers.base import TAG_CREATED_BY, TAG_RUN_ID, LaunchRequest
-from gpuplan.providers.gcp import GcpProvider
+from gpuplan.providers.gcp.provider import GcpProvider
 
 RUN = "r-7a9c0ffee1"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from gpuplan.cloudlaunch import CloudChoice, placements_for, ranked_choices, with_boot_scripts
+from gpuplan.launching.placements import CloudChoice, placements_for, ranked_choices, with_boot_scripts
 from gpuplan.providers.base import Instance, LaunchRequest, Provider
 
 

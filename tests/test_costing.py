@@ -4,7 +4,7 @@ import datetime as dt
 from dataclasses import dataclass
 from decimal import Decimal
 
-from gpuplan.costing import billed_seconds, instance_cost, total_cost
+from gpuplan.runs.cost import billed_seconds, instance_cost, total_cost
 
 T0 = dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)
 

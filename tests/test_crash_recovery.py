@@ -36,8 +36,8 @@ limits:
 """
 
 # Capped by gpuplan (the follow loop's budget pass), not by the machine: every cap of the run itself is also the
-# machine's own fail-safe (gpuplan.failsafe), which would end the job on its own. A covering budget the launch was
-# --force'd past is the one cap the fail-safe leaves to gpuplan.
+# machine's own fail-safe (gpuplan.launching.failsafe), which would end the job on its own. A covering budget the launch
+# was --force'd past is the one cap the fail-safe leaves to gpuplan.
 CAPPED_JOB = """\
 name: crash-capped
 runtime: process

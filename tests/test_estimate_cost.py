@@ -8,9 +8,9 @@ import pytest
 from clihelp import run_cli
 
 from gpuplan.catalog import Catalog
-from gpuplan.estimate import Hardware, Workload, estimate, estimate_for_job
-from gpuplan.estimate_cost import cheapest_offers
-from gpuplan.gpus import resolve_gpu
+from gpuplan.estimating.estimate import Hardware, Workload, estimate, estimate_for_job
+from gpuplan.hardware.gpus import resolve_gpu
+from gpuplan.planning.estimate_cost import cheapest_offers
 
 
 def test_cost_is_price_times_nodes_times_hours_from_the_shipped_catalog() -> None:

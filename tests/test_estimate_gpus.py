@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuplan.gpus import PRECISIONS, all_gpus, resolve_gpu
+from gpuplan.hardware.gpus import PRECISIONS, all_gpus, resolve_gpu
 
 ROOT = Path(__file__).resolve().parents[1]
 CANONICAL = ["H100", "H100-PCIe", "H200", "B200", "B300", "A100-80GB", "A100-40GB", "V100-16GB", "V100-32GB",

@@ -6,12 +6,12 @@ from dataclasses import replace
 
 import pytest
 
-from gpuplan.architecture import Architecture, preset
-from gpuplan.estimate import Hardware, Throughput, Workload, estimate, lora_params, min_gpus
 from gpuplan.estimating import comms, flops, memory
+from gpuplan.estimating.architecture import Architecture, preset
+from gpuplan.estimating.estimate import Hardware, Throughput, Workload, estimate, lora_params, min_gpus
 from gpuplan.estimating.mfu import default_mfu, mfu_prior
 from gpuplan.estimating.shape import shape_of
-from gpuplan.gpus import resolve_gpu
+from gpuplan.hardware.gpus import resolve_gpu
 
 H100, A100 = resolve_gpu("H100"), resolve_gpu("A100-80GB")
 
@@ -143,7 +143,7 @@ def test_mfu_prior_is_not_a_constant() -> None:
 def test_model_parallel_degree_follows_memory_and_batch() -> None:
     """GPUs per replica: 1 when a 7B replica fits, >1 for a 176B model on 80 GB (BLOOM ran TP4 x PP12) or
     when the batch has fewer sequences than GPUs; ZeRO-3 shards over data parallel instead."""
-    from gpuplan.estimate import model_parallel_degree
+    from gpuplan.estimating.estimate import model_parallel_degree
 
     small = preset("llama-2-7b")
     w7 = Workload(params=small.param_count(), tokens=10**12, architecture=small, seq_len=4096, global_batch=1024,

@@ -7,9 +7,7 @@ from pathlib import Path
 import pytest
 from clihelp import run_cli
 
-from gpuplan.architecture import preset
-from gpuplan.estimate import Throughput
-from gpuplan.throughput import (
+from gpuplan.calibration.throughput import (
     LookupKey,
     bench_lookup,
     calibration_lookup,
@@ -17,6 +15,8 @@ from gpuplan.throughput import (
     resolve_throughput,
     sqlite_path,
 )
+from gpuplan.estimating.architecture import preset
+from gpuplan.estimating.estimate import Throughput
 
 ARCH = preset("gpt2")
 

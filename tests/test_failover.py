@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from awsmoto import Clients, Injector, in_zone, inject
 
-from gpuplan.failover import (
+from gpuplan.launching.failover import (
     Attempt,
     FailoverExhausted,
     Placement,
@@ -17,7 +17,7 @@ from gpuplan.failover import (
     launch_with_failover,
     provider_zones,
 )
-from gpuplan.providers.aws import AwsProvider
+from gpuplan.providers.aws.provider import AwsProvider
 from gpuplan.providers.base import TAG_RUN_ID, AuthError, LaunchRequest
 
 

@@ -1,4 +1,4 @@
-"""The machine-side fail-safe is the tightest of the run's caps (gpuplan.failsafe)."""
+"""The machine-side fail-safe is the tightest of the run's caps (gpuplan.launching.failsafe)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import pytest
 
-from gpuplan.failsafe import CoveringBudget, FailSafeInputs, failsafe, money_hours
+from gpuplan.launching.failsafe import CoveringBudget, FailSafeInputs, failsafe, money_hours
 
 NOW = dt.datetime(2025, 3, 1, 12, 0, tzinfo=dt.timezone.utc)
 

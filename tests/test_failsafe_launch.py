@@ -14,10 +14,12 @@ from typing import Any
 import pytest
 from clihelp import run_cli, run_subprocess
 
-from gpuplan import launch as orchestration
 from gpuplan.errors import UserError
 from gpuplan.jobs.spec import parse_spec
-from gpuplan.providers.aws import AwsProvider
+from gpuplan.launching.plan import plan_launch
+from gpuplan.launching.record import record_run
+from gpuplan.launching.start import launch_recorded_run
+from gpuplan.providers.aws.provider import AwsProvider
 from gpuplan.store.db import Store
 from gpuplan.store.models import Run
 
@@ -130,9 +132,9 @@ def store() -> Any:
 
 def aws_launch(store: Any, aws: AwsProvider, budget: str) -> str:
     text = AWS_SPEC.format(budget=budget)
-    plan = orchestration.plan_launch(parse_spec(text), text, provider=aws)
-    run_id = orchestration.record_run(store, plan)
-    orchestration.launch_recorded_run(store, run_id, plan, aws, {})
+    plan = plan_launch(parse_spec(text), text, provider=aws)
+    run_id = record_run(store, plan)
+    launch_recorded_run(store, run_id, plan, aws, {})
     return run_id
 
 

@@ -1,7 +1,7 @@
 """Non-finite numbers (nan, inf, -inf, 1e999) are bad input everywhere a user types a number: one line, exit 2.
 
 Click's float and FloatRange accept them (nan even passes a range check), so every numeric flag goes through
-gpuplan.commands.params.FiniteFloat, and sizes, durations and dollar amounts through gpuplan.units.finite.
+gpuplan.cli.commands.params.FiniteFloat, and sizes, durations and dollar amounts through gpuplan.units.finite.
 """
 
 from __future__ import annotations

@@ -18,8 +18,8 @@ import pytest
 from clihelp import run_subprocess
 from fakes.gce_server import RunningFake
 
-from gpuplan.providers.gcp import GcpProvider
-from gpuplan.providers.gcp_rules import instance_name
+from gpuplan.providers.gcp.provider import GcpProvider
+from gpuplan.providers.gcp.rules import instance_name
 
 JOB = """\
 name: tiny-gpt-gcp
@@ -129,13 +129,14 @@ def test_crash_between_insert_and_commit_then_retry_does_not_double(gce: Running
     assert orphan.instance_id == f"us-central1-a/{instance_name(run_id, 0)}"
 
     # Retrying the launch of the recorded run returns the VM that exists; no second insert reaches GCE.
-    from gpuplan import launch as orchestration
     from gpuplan.jobs.spec import load_spec
+    from gpuplan.launching.plan import plan_launch
+    from gpuplan.launching.start import launch_recorded_run
 
     inserts_before = gce.state.count_calls("POST", "/instances")
     spec = load_spec(job)
-    plan = orchestration.plan_launch(spec, job.read_text(), provider=provider)
-    instances = orchestration.launch_recorded_run(store, run_id, plan, provider, {})
+    plan = plan_launch(spec, job.read_text(), provider=provider)
+    instances = launch_recorded_run(store, run_id, plan, provider, {})
     assert [i.instance_id for i in instances] == [orphan.instance_id]
     assert gce.state.count_calls("POST", "/instances") == inserts_before
     assert len(gce.state.live()) == 1

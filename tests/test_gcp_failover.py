@@ -1,6 +1,6 @@
 """Failover on GCP: zone -> zone -> next region -> next offer, on ZONE_RESOURCE_POOL_EXHAUSTED and QUOTA_EXCEEDED.
 
-The loop is provider-agnostic (gpuplan.failover); these tests drive it with the real GCP provider and the real
+The loop is provider-agnostic (gpuplan.launching.failover); these tests drive it with the real GCP provider and the real
 google clients against the fake Compute API, with capacity and quota errors injected per zone.
 """
 
@@ -11,9 +11,9 @@ from decimal import Decimal
 import pytest
 from fakes.gce_server import RunningFake
 
-from gpuplan import failover
+from gpuplan.launching import failover
 from gpuplan.providers.base import AuthError, InstanceState, LaunchRequest
-from gpuplan.providers.gcp import GcpProvider
+from gpuplan.providers.gcp.provider import GcpProvider
 
 RUN = "r-f0f0f0f0f0"
 

@@ -23,8 +23,8 @@ from gpuplan.providers.base import (
     QuotaError,
     get_provider,
 )
-from gpuplan.providers.gcp import GcpProvider
-from gpuplan.providers.gcp_rules import (
+from gpuplan.providers.gcp.provider import GcpProvider
+from gpuplan.providers.gcp.rules import (
     DEFAULT_IMAGE_FAMILY,
     DEFAULT_IMAGE_PROJECT,
     Endpoint,

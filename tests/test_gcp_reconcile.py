@@ -12,8 +12,8 @@ from clihelp import run_subprocess
 from fakes.gce_server import RunningFake
 
 from gpuplan.providers.base import LaunchRequest
-from gpuplan.providers.gcp import GcpProvider
-from gpuplan.providers.gcp_rules import instance_name
+from gpuplan.providers.gcp.provider import GcpProvider
+from gpuplan.providers.gcp.rules import instance_name
 
 JOB = """\
 name: reconcile-me

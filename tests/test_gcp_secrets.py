@@ -29,9 +29,9 @@ from fakes.secretmanager_server import RunningSecretManager
 
 from gpuplan.jobs.bootstrap import BootPlan, render_boot_script
 from gpuplan.providers.base import LaunchRequest, ProviderError
-from gpuplan.providers.gcp import GcpProvider
-from gpuplan.providers.gcp_outputs import CLOUD_PLATFORM_SCOPE, STORAGE_RW_SCOPE, vm_service_account
-from gpuplan.providers.gcp_secrets import secret_id
+from gpuplan.providers.gcp.outputs import CLOUD_PLATFORM_SCOPE, STORAGE_RW_SCOPE, vm_service_account
+from gpuplan.providers.gcp.provider import GcpProvider
+from gpuplan.providers.gcp.secrets import secret_id
 
 RUN = "r-5ec2e75000"
 ZONE = "us-central1-a"
@@ -66,7 +66,7 @@ def request(**kw: object) -> LaunchRequest:
 
 
 def test_a_launch_keeps_the_values_in_secret_manager(gce: RunningFake, secretmanager: RunningSecretManager) -> None:
-    from gpuplan.cloudlaunch import with_boot_scripts
+    from gpuplan.launching.placements import with_boot_scripts
 
     p = provider()
     [inst] = p.launch(with_boot_scripts(request(), p))
@@ -237,7 +237,7 @@ def test_a_run_without_secrets_never_calls_secret_manager(gce: RunningFake) -> N
 
 
 def test_importing_the_provider_does_not_import_the_secret_manager_client() -> None:
-    code = ("import sys, gpuplan.providers.gcp; "
+    code = ("import sys, gpuplan.providers.gcp.provider; "
             "print('google.cloud.secretmanager' in sys.modules)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr

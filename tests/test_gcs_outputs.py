@@ -26,13 +26,9 @@ from fakes.gcs_server import FakeGcs, Running, serve, serve_metadata
 
 from gpuplan.jobs.bootstrap import BootPlan, render_boot_script
 from gpuplan.providers.base import Instance, InstanceState, LaunchRequest
-from gpuplan.providers.gcp import GcpProvider
-from gpuplan.providers.gcp_outputs import (
-    CLOUD_PLATFORM_SCOPE,
-    STORAGE_RW_SCOPE,
-    vm_service_account,
-)
-from gpuplan.providers.gcp_rules import Endpoint, instance_name
+from gpuplan.providers.gcp.outputs import CLOUD_PLATFORM_SCOPE, STORAGE_RW_SCOPE, vm_service_account
+from gpuplan.providers.gcp.provider import GcpProvider
+from gpuplan.providers.gcp.rules import Endpoint, instance_name
 
 BUCKET = "gpuplan-runs"
 # Real tokens are base64url and dots; shell metacharacters here prove the script never parses it as shell.
@@ -188,13 +184,13 @@ def test_fetch_outputs_copies_only_what_changed(tmp_path: Path, gcs: Running) ->
 def test_a_bucket_gives_the_vm_a_storage_scope_and_its_script_the_bucket(gce: RunningFake, gcs: Running,
                                                                         tmp_path: Path,
                                                                         caplog: pytest.LogCaptureFixture) -> None:
-    from gpuplan.cloudlaunch import with_boot_scripts
+    from gpuplan.launching.placements import with_boot_scripts
 
     p = provider(gcs)
     request = with_boot_scripts(LaunchRequest(
         run_id="r-bucket0001", name="tiny", command="python train.py", run_dir=str(tmp_path), gpu="T4",
         instance_type="n1-standard-8", gpus_per_node=1, zones=(ZONE,), price_per_hour=Decimal("0.5")), p)
-    with caplog.at_level(logging.WARNING, logger="gpuplan.providers.gcp_instance"):
+    with caplog.at_level(logging.WARNING, logger="gpuplan.providers.gcp.instance"):
         p.launch(request)
     [vm] = gce.state.live()
     assert vm["serviceAccounts"] == [{"email": "default", "scopes": [STORAGE_RW_SCOPE]}]

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from gpuplan.bench.remote import RESULT_MARKER, job_script
 from gpuplan.jobs.bootstrap import BootPlan, render_boot_script
 from gpuplan.jobs.runner import NodeLaunch, container_argv
 from gpuplan.jobs.spec import SpecError, parse_spec
-from gpuplan.providers.slurm_script import JobShape, ScriptError, render_script
+from gpuplan.launching.remote_bench_job import RESULT_MARKER, job_script
+from gpuplan.providers.slurm.script import JobShape, ScriptError, render_script
 
 # Every way into a shell: quotes, $(), backticks, ${}, ;, |, &, >, newline, a leading dash, unicode (including
 # a right-to-left mark and a fullwidth dollar), a glob.

@@ -16,14 +16,14 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from gpuplan.adopt import adopt, tagged_machines
-from gpuplan.costing import instance_cost
 from gpuplan.jobs.runner import LAUNCH_FILE, NodeLaunch
 from gpuplan.providers.base import TAG_RUN_ID
 from gpuplan.providers.local import TAGS_FILE, LocalProvider
+from gpuplan.runs.cost import instance_cost
 from gpuplan.store import migrate
 from gpuplan.store.db import Store, make_engine
 from gpuplan.store.models import Event, Instance, Run
+from gpuplan.supervise.adopt import adopt, tagged_machines
 
 UTC = dt.timezone.utc
 NOW = dt.datetime(2026, 11, 2, tzinfo=UTC)

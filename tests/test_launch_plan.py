@@ -8,7 +8,9 @@ import pytest
 
 from gpuplan.errors import UserError
 from gpuplan.jobs.spec import parse_spec
-from gpuplan.launch import LaunchPlan, estimate_run, planned_offer
+from gpuplan.launching.choose import planned_offer
+from gpuplan.launching.estimate import estimate_run
+from gpuplan.launching.offer import LaunchPlan
 
 SPEC = """\
 name: llama

@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gpuplan import costing, ledger
+from gpuplan.books import ledger
+from gpuplan.runs import cost as costing
 from gpuplan.store.db import Store
 from gpuplan.store.models import Instance, Run
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from clihelp import run_cli, run_subprocess
 
-from gpuplan.startup import DEFAULTS
+from gpuplan.calibration.startup import DEFAULTS
 
 ROOT = Path(__file__).resolve().parents[1]
 SEQ, BATCH = 32, 4

@@ -15,7 +15,7 @@ import pytest
 from clihelp import run_cli
 
 from gpuplan.limits import LIMITS, check
-from gpuplan.progress import measure
+from gpuplan.supervise.progress import measure
 
 EST = ("estimate", "--gpu", "H100")
 WORK = ("--params", "1B", "--tokens", "1B")

@@ -1,4 +1,5 @@
-"""`gpuplan plan` and `gpuplan launch` quote the same hours for the same job (one gpuplan.job_hours breakdown).
+"""`gpuplan plan` and `gpuplan launch` quote the same hours for the same job (one gpuplan.estimating.job_hours
+breakdown).
 
 Before, plan left out the provider's start-up allowance and launch left out the expected spot interruptions,
 so the same spec was 8.1 h in the plan and 7.5 h in the launch. Launch runs with --dry-run against the AWS

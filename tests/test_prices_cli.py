@@ -58,7 +58,7 @@ def test_sorting_is_ascending_by_the_chosen_price(sort: str) -> None:
     assert values == sorted(values) and len(values) > 10
     if sort == "price-per-tflop":
         row = next(r for r in rows if r["instance_type"] == "p5.48xlarge")
-        assert row["peak_tflops_per_gpu"] == 989.5  # from the estimator's GPU table (gpuplan.gpus)
+        assert row["peak_tflops_per_gpu"] == 989.5  # from the estimator's GPU table (gpuplan.hardware.gpus)
         assert row["price_per_tflop"] == pytest.approx(row["price"] / (8 * 989.5), abs=1e-6)
 
 
@@ -76,7 +76,7 @@ def test_rows_without_a_tflop_figure_sort_last() -> None:
 
 def test_catalog_gpu_names_are_the_estimators_names() -> None:
     from gpuplan.catalog import CANONICAL_GPUS
-    from gpuplan.gpus import all_gpus
+    from gpuplan.hardware.gpus import all_gpus
 
     assert set(CANONICAL_GPUS) <= {spec.name for spec in all_gpus()}
 

@@ -24,13 +24,13 @@ from test_reconcile import backdate, record, start
 
 from gpuplan.jobs.runner import NodeLaunch, read_exit
 from gpuplan.paths import runs_dir
-from gpuplan.providers.aws import AwsProvider
+from gpuplan.providers.aws.provider import AwsProvider
 from gpuplan.providers.base import TAG_RUN_ID, Instance, LaunchRequest
 from gpuplan.providers.local import LAUNCH_FILE, PID_FILE, STARTED_FILE, LocalProvider
-from gpuplan.reconcile import IN_FLIGHT, ORPHAN, YOUNG, classify
 from gpuplan.store.db import Store
 from gpuplan.store.models import Event, Run, RunState
 from gpuplan.store.models import Instance as InstanceRow
+from gpuplan.supervise.reconcile import IN_FLIGHT, ORPHAN, YOUNG, classify
 
 NOW = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.timezone.utc)
 GRACE = dt.timedelta(minutes=15)
@@ -94,8 +94,10 @@ def test_aws_created_at_is_the_launch_time(aws: AwsProvider) -> None:
 def test_reconcile_during_the_launch_spares_the_machine_the_launch_then_records(
         aws: AwsProvider, aws_session: Any, tmp_path: Path) -> None:
     """`reconcile --terminate -y --grace 0` between RunInstances and the commit: the launch still succeeds."""
-    from gpuplan import launch as orchestration
     from gpuplan.jobs.spec import load_spec
+    from gpuplan.launching.plan import plan_launch
+    from gpuplan.launching.record import record_run
+    from gpuplan.launching.start import launch_recorded_run
 
     job = tmp_path / "job.yaml"
     job.write_text(JOB)
@@ -108,9 +110,9 @@ def test_reconcile_during_the_launch_spares_the_machine_the_launch_then_records(
     launching.client("ec2", "us-east-1").meta.events.register("after-call.ec2.RunInstances", reconcile_now)
     store = Store.open(os.environ["GPUPLAN_DB"])
     try:
-        plan = orchestration.plan_launch(load_spec(job), JOB, provider=launching)
-        run_id = orchestration.record_run(store, plan)
-        [inst] = orchestration.launch_recorded_run(store, run_id, plan, launching, {})
+        plan = plan_launch(load_spec(job), JOB, provider=launching)
+        run_id = record_run(store, plan)
+        [inst] = launch_recorded_run(store, run_id, plan, launching, {})
         with store.session() as s:
             run = s.get(Run, run_id)
             assert run is not None and run.state == RunState.RUNNING

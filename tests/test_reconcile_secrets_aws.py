@@ -15,13 +15,13 @@ import pytest
 from clihelp import Result, run_cli
 from ledger_fixture import record_run
 
-from gpuplan.providers.aws import AwsProvider
-from gpuplan.providers.aws_secrets import run_of
+from gpuplan.providers.aws.provider import AwsProvider
+from gpuplan.providers.aws.secrets import run_of
 from gpuplan.providers.base import CloudSecret, LaunchRequest
-from gpuplan.reconcile import Policy
-from gpuplan.reconcile_secrets import check_secrets, classify_secret, delete_orphan_secrets
 from gpuplan.store.db import Store
 from gpuplan.store.models import Event, RunState
+from gpuplan.supervise.reconcile import Policy
+from gpuplan.supervise.reconcile_secrets import check_secrets, classify_secret, delete_orphan_secrets
 
 VALUE = "ssm-VALUE-4b3a-$(id)"
 MARK = "ssm-VALUE"

@@ -17,8 +17,8 @@ from clihelp import Result, run_cli
 from fakes.gce_server import RunningFake
 from fakes.secretmanager_server import RunningSecretManager
 
-from gpuplan.providers.gcp import GcpProvider
-from gpuplan.providers.gcp_secrets import run_of, secret_id
+from gpuplan.providers.gcp.provider import GcpProvider
+from gpuplan.providers.gcp.secrets import run_of, secret_id
 from gpuplan.store.db import Store
 from gpuplan.store.models import Event
 
@@ -202,7 +202,7 @@ def test_only_secret_managers_own_service_disabled_reads_as_no_secrets() -> None
     """The ErrorInfo decides, on either transport (REST raises Forbidden, gRPC PermissionDenied)."""
     from google.api_core import exceptions as gexc
 
-    from gpuplan.providers.gcp_rules import service_disabled
+    from gpuplan.providers.gcp.rules import service_disabled
 
     def info(service: str, reason: str = "SERVICE_DISABLED") -> dict:
         return {"reason": reason, "domain": "googleapis.com", "metadata": {"service": service}}

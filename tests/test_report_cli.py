@@ -13,7 +13,7 @@ import ledger_fixture as lf
 import pytest
 from clihelp import run_cli
 
-from gpuplan import plot
+from gpuplan.books import plot
 
 
 def report(*args: str, db: str | None = None) -> object:

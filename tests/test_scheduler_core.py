@@ -12,9 +12,9 @@ import multiprocessing
 import pytest
 from sqlalchemy import select
 
-from gpuplan import leases
 from gpuplan.errors import UserError
-from gpuplan.scheduler import FireRequest, Gates, SkipFire, add_schedule, set_paused, tick
+from gpuplan.scheduling import leases
+from gpuplan.scheduling.scheduler import FireRequest, Gates, SkipFire, add_schedule, set_paused, tick
 from gpuplan.store.db import Store
 from gpuplan.store.models import Event, Run, ScheduleFire
 

@@ -18,7 +18,7 @@ from clihelp import run_cli
 from slurmhelp import SlurmCluster, wait_for
 
 from gpuplan.providers.base import TAG_RUN_ID, Instance, InstanceState, LaunchRequest, ProviderError
-from gpuplan.providers.slurm import SlurmProvider
+from gpuplan.providers.slurm.provider import SlurmProvider
 
 SECRET = "s3cr3t-'$(touch /tmp/gpuplan-pwned)'-value"
 HOSTILE_NAME = 'it\'s "$(touch PWNED)" `touch PWNED2`\nrm -rf / ; echo'

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gpuplan.providers.base import InstanceState
-from gpuplan.providers.slurm_parse import (
+from gpuplan.providers.slurm.parse import (
     exit_code_from_pair,
     exit_code_from_wait_status,
     gpus_from_alloc_tres,
@@ -22,7 +22,7 @@ from gpuplan.providers.slurm_parse import (
     parse_squeue_json,
     parse_squeue_parsable,
 )
-from gpuplan.providers.slurm_script import JobShape, ScriptError, render_script, sbatch_args, time_limit
+from gpuplan.providers.slurm.script import JobShape, ScriptError, render_script, sbatch_args, time_limit
 
 HOSTILE = "it's \"$(touch /tmp/x)\" `id`\n; rm -rf /"
 

@@ -14,13 +14,16 @@ from typing import Any
 import pytest
 from awsmoto import spot_interrupt
 
-from gpuplan import launch as orchestration
 from gpuplan.jobs.spec import parse_spec
-from gpuplan.providers.aws import AwsProvider
-from gpuplan.spot import MAX_RELAUNCHES, SUPERSEDED
+from gpuplan.launching.plan import plan_launch
+from gpuplan.launching.record import record_run
+from gpuplan.launching.start import launch_recorded_run
+from gpuplan.providers.aws.provider import AwsProvider
+from gpuplan.runs.machines import SUPERSEDED
 from gpuplan.store.db import Store
 from gpuplan.store.models import Run
-from gpuplan.watch import watch_run
+from gpuplan.supervise.relaunch import MAX_RELAUNCHES
+from gpuplan.supervise.watch import watch_run
 
 SPEC = """\
 name: spot-train
@@ -46,9 +49,9 @@ def store(tmp_path: Path) -> Any:
 
 def launch(store: Any, aws: AwsProvider, *, checkpoint: bool = True, budget: str = "100") -> str:
     text = SPEC.format(budget=budget, checkpoint="checkpoint: {dir: ckpt, interval: 10m}" if checkpoint else "")
-    plan = orchestration.plan_launch(parse_spec(text), text, provider=aws)
-    run_id = orchestration.record_run(store, plan)
-    orchestration.launch_recorded_run(store, run_id, plan, aws, {})
+    plan = plan_launch(parse_spec(text), text, provider=aws)
+    run_id = record_run(store, plan)
+    launch_recorded_run(store, run_id, plan, aws, {})
     return run_id
 
 

@@ -1,5 +1,6 @@
-"""The start-up allowance learned from finished runs (gpuplan.startup) and the CPU bench that stands in for a CPU
-job's throughput on this machine (gpuplan.localbench), against a real store on SQLite and PostgreSQL."""
+"""The start-up allowance learned from finished runs (gpuplan.calibration.startup) and the CPU bench that stands in for
+a CPU job's throughput on this machine (gpuplan.calibration.localbench), against a real store on SQLite and
+PostgreSQL."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ import socket
 
 import pytest
 
-from gpuplan.architecture import preset
-from gpuplan.localbench import cpu_throughput
-from gpuplan.startup import DEFAULTS, HISTORY_RUNS, startup_allowance
+from gpuplan.calibration.localbench import cpu_throughput
+from gpuplan.calibration.startup import DEFAULTS, HISTORY_RUNS, startup_allowance
+from gpuplan.estimating.architecture import preset
 from gpuplan.store.db import Store
 from gpuplan.store.models import Benchmark, Run
 
@@ -104,10 +105,10 @@ def test_a_scheduled_launch_is_estimated_from_the_store_like_a_launch(tmp_path: 
     import os
     from pathlib import Path
 
-    from gpuplan.schedule_launch import make_launcher
-    from gpuplan.scheduler import FireRequest, Gates
+    from gpuplan.scheduling.fire import make_launcher
+    from gpuplan.scheduling.scheduler import FireRequest, Gates
     from gpuplan.store.models import Schedule
-    from gpuplan.watch import watch_run
+    from gpuplan.supervise.watch import watch_run
 
     store = Store.open(os.environ["GPUPLAN_DB"])
     spec_text = ("name: nightly\nruntime: process\ncommand: 'true'\n"

@@ -10,15 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from gpuplan import launch as orchestration
 from gpuplan.jobs.metrics import log_metrics
 from gpuplan.jobs.spec import parse_spec
-from gpuplan.progress import measure
+from gpuplan.launching.plan import plan_launch
+from gpuplan.launching.start import launch
 from gpuplan.providers.base import Instance, InstanceState
 from gpuplan.providers.local import LocalProvider
 from gpuplan.store.db import Store
 from gpuplan.store.models import Event, Run, RunState
-from gpuplan.watch import _final_state, cap_reason, stop_run, watch_all, watch_run
+from gpuplan.supervise.progress import measure
+from gpuplan.supervise.watch import _final_state, cap_reason, stop_run, watch_all, watch_run
 
 UTC = dt.timezone.utc
 
@@ -89,12 +90,12 @@ def store(tmp_path: Path) -> Store:
 
 def _launch(store: Store, text: str, provider: LocalProvider, secrets: dict[str, str] | None = None) -> str:
     spec = parse_spec(text)
-    plan = orchestration.plan_launch(spec, text, provider=provider)
-    return orchestration.launch(store, plan, provider, secrets or {})
+    plan = plan_launch(spec, text, provider=provider)
+    return launch(store, plan, provider, secrets or {})
 
 
 def test_budget_enforcement_caps_live_runs(store: Store, tmp_path: Path) -> None:
-    from gpuplan.budgets import set_budget
+    from gpuplan.books.budgets import set_budget
 
     provider = LocalProvider(root=tmp_path / "runs", price_per_hour=Decimal(3600))  # $1/s
     factory = lambda name: provider  # noqa: E731

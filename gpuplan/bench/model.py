@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from gpuplan.architecture import Architecture
+from gpuplan.estimating.architecture import Architecture
 
 
 class RMSNorm(nn.Module):

@@ -91,7 +91,8 @@ def list_benchmarks(session: Session, limit: int | None = None) -> list[Benchmar
 
 
 # The columns a lookup needs, as one SELECT that both SQLAlchemy and the stdlib sqlite3 reader of
-# gpuplan.throughput (estimate's fast path, no SQLAlchemy import) can run; rows go through `candidate_from_row`.
+# gpuplan.calibration.throughput (estimate's fast path, no SQLAlchemy import) can run; rows go through
+# `candidate_from_row`.
 CANDIDATE_SQL = (
     "SELECT id, gpu, precision, seq_len, layers, mfu, tokens_per_s, created_at, config_json FROM benchmarks "
     "WHERE model_signature = ? AND gpu IS NOT NULL AND (mfu > 0 OR tokens_per_s > 0)"

@@ -32,10 +32,10 @@ from torch import nn
 from gpuplan.bench import device as dev
 from gpuplan.bench.flops import count_step_flops
 from gpuplan.bench.model import attention_flops_per_token, build_gpt, count_parameters
-from gpuplan.bench.peaks import canonical_gpu, peak_tflops
 from gpuplan.bench.result import BenchResult
 from gpuplan.bench.spec import BenchSettings, BenchTarget
 from gpuplan.errors import UserError
+from gpuplan.hardware.peaks import canonical_gpu, peak_tflops
 
 # Mixed-precision Adam keeps fp32 weights, gradients and two moments (16 bytes/param, ZeRO paper §3);
 # below this much free memory the bench would die in an out-of-memory error half-way, so refuse up front.

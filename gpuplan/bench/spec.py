@@ -10,8 +10,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpuplan.architecture import Architecture, load_hf_config, preset
 from gpuplan.errors import UserError
+from gpuplan.estimating.architecture import Architecture, load_hf_config, preset
 
 PRECISIONS = ("bf16", "fp16", "fp32")
 DEFAULT_MODEL = "gpt-tiny"

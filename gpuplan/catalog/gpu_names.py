@@ -164,8 +164,8 @@ def resolve_gpus(text: str) -> frozenset[str]:
 
 
 def _estimator_name(text: str) -> str:
-    """Other spellings (`H100 SXM`, `nvidia-tesla-t4`) through the estimator's alias table (gpuplan.gpus)."""
-    from gpuplan.gpus import resolve_gpu
+    """Other spellings (`H100 SXM`, `nvidia-tesla-t4`) through the estimator's alias table (gpuplan.hardware.gpus)."""
+    from gpuplan.hardware.gpus import resolve_gpu
 
     try:
         name = resolve_gpu(text).name

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from gpuplan.gpus import GpuSpec
+from gpuplan.hardware.gpus import GpuSpec
 
 NVLINK_EFFICIENCY = 0.8
 NETWORK_EFFICIENCY = 0.7

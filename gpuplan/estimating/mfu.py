@@ -55,7 +55,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from gpuplan.gpus import GpuSpec
+from gpuplan.hardware.gpus import GpuSpec
 
 BASE_MFU = {
     "blackwell": 0.42,

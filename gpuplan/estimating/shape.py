@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpuplan.architecture import Architecture
+from gpuplan.estimating.architecture import Architecture
 
 
 @dataclass(frozen=True)

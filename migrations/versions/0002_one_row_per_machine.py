@@ -1,8 +1,8 @@
 """one row per machine: merge duplicate instance rows, then a unique index on (run_id, provider, provider_instance_id)
 
-Two gpuplan processes adopting the same machine at the same moment (say `watch` and `status`, gpuplan.adopt) could
+Two gpuplan processes adopting the same machine at the same moment (say `watch` and `status`, gpuplan.supervise.adopt) could
 both insert its row, and the machine was then billed twice. From this revision the database refuses the second
-row, and gpuplan.launcher.record_instances treats the refusal as "someone else recorded it".
+row, and gpuplan.runs.machines.record_instances treats the refusal as "someone else recorded it".
 
 The key is the machine's identity *within its run*. A machine is only ever recorded for the run whose tag it
 carries, so that is enough to stop double adoption; a key without the run would forbid rows that are legitimate:

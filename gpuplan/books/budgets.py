@@ -1,0 +1,289 @@
+"""Budgets as hard caps: the launch gate, the status report and the watch loop's cap.
+
+A budget is an amount per period (calendar month or ISO week in UTC, or `total` for a lifetime cap),
+optionally limited to one project and/or some clouds. Its *spent* is the ledger's spend of matching instance
+rows in the current period (running instances accrue to now); *committed* is what the matching live runs are
+still expected to cost (their launch estimate minus what they have cost so far); *remaining* is
+amount - spent - committed. A launch whose estimate exceeds what remains is refused (exit 2) unless forced,
+and a forced launch leaves an event behind. When spent reaches the amount, the watch loop stops the matching
+live runs (state `capped`, reason recorded).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from gpuplan.books import ledger, periods
+from gpuplan.errors import NotFoundError, UserError
+from gpuplan.runs import cost as costing
+
+ZERO = Decimal(0)
+
+
+@dataclass(frozen=True)
+class BudgetStatus:
+    """Where one budget stands at `now`. Money is exact Decimal; rates are dollars per hour."""
+
+    name: str
+    period: str
+    amount_usd: Decimal
+    project: str | None
+    clouds: list[str] | None
+    period_start: dt.datetime | None
+    period_end: dt.datetime | None
+    spent_usd: Decimal
+    committed_usd: Decimal
+    remaining_usd: Decimal
+    burn_usd_per_hour: Decimal
+    running_usd_per_hour: Decimal
+    forecast_usd: Decimal | None
+    live_runs: int
+    exhausted: bool
+
+
+@dataclass(frozen=True)
+class Violation:
+    """A launch that does not fit in a budget."""
+
+    budget: str
+    period: str
+    amount_usd: Decimal
+    spent_usd: Decimal
+    committed_usd: Decimal
+    remaining_usd: Decimal
+    est_cost_usd: Decimal | None
+
+    @property
+    def message(self) -> str:
+        est = "an unknown cost" if self.est_cost_usd is None else f"${self.est_cost_usd:,.2f}"
+        period = "in total" if self.period == "total" else f"this {self.period}"
+        return (f"budget '{self.budget}' (${self.amount_usd:,.2f} {period}) has ${max(self.remaining_usd, ZERO):,.2f} "
+                f"left (spent ${self.spent_usd:,.2f}, committed ${self.committed_usd:,.2f}); this job is estimated "
+                f"at {est}")
+
+
+@dataclass(frozen=True)
+class CapAction:
+    """A run the watch loop stopped because a budget was exhausted."""
+
+    run_id: str
+    budget: str
+    reason: str
+
+
+def parse_clouds(clouds: str | None) -> list[str] | None:
+    return [c for c in clouds.split(",") if c] if clouds else None
+
+
+def set_budget(session: Any, name: str, amount_usd: Decimal, period: str, project: str | None = None,
+               clouds: list[str] | None = None) -> Any:
+    """Create or replace the budget called `name`."""
+    from gpuplan.store.models import Budget
+    from gpuplan.store.types import MONEY_LIMIT
+
+    if not name.strip():
+        raise UserError("a budget needs a name")
+    if not amount_usd.is_finite() or amount_usd <= 0:
+        raise UserError(f"--amount must be a positive number of dollars, got {amount_usd}")
+    if amount_usd >= MONEY_LIMIT:
+        raise UserError(f"--amount must be less than ${MONEY_LIMIT:,}, got {amount_usd}")
+    if period not in periods.BUDGET_PERIODS:
+        raise UserError(f"--period must be one of {', '.join(periods.BUDGET_PERIODS)}, got {period!r}")
+    if project is not None and not project.strip():
+        # An empty project matches no run (runs without a project have None), so the cap would never bite.
+        raise UserError("--project must not be empty (leave it out to cap every project)")
+    _check_clouds(clouds or [])
+    budget = session.query(Budget).filter_by(name=name).one_or_none() or Budget(name=name)
+    budget.amount_usd = amount_usd.quantize(costing.CENT_PRECISION)
+    budget.period = period
+    budget.project = project
+    budget.clouds = ",".join(sorted({c.strip().lower() for c in clouds or [] if c.strip()})) or None
+    session.add(budget)
+    session.flush()
+    return budget
+
+
+def _check_clouds(clouds: list[str]) -> None:
+    """A misspelt cloud ('awz') would make a cap that matches no spend and so never stops anything."""
+    from gpuplan.providers.base import provider_names
+
+    known = provider_names()
+    for cloud in (c.strip().lower() for c in clouds):
+        if cloud and cloud not in known:
+            raise UserError(f"--cloud: unknown cloud {cloud!r}; known: {', '.join(known)}")
+
+
+def list_budgets(session: Any) -> list[Any]:
+    from gpuplan.store.models import Budget
+
+    return list(session.query(Budget).order_by(Budget.name))
+
+
+def get_budget(session: Any, name: str) -> Any:
+    from gpuplan.store.models import Budget
+
+    budget = session.query(Budget).filter_by(name=name).one_or_none()
+    if budget is None:
+        raise NotFoundError(f"no budget named {name!r} (see 'gpuplan budget list')")
+    return budget
+
+
+def remove_budget(session: Any, name: str) -> None:
+    session.delete(get_budget(session, name))
+
+
+def applies(budget: Any, project: str | None, cloud: str | None) -> bool:
+    """Does `budget` cover a job of this project on this cloud?"""
+    if budget.project is not None and budget.project != project:
+        return False
+    clouds = parse_clouds(budget.clouds)
+    return clouds is None or (cloud or "").lower() in clouds
+
+
+def _live_runs(session: Any, budget: Any) -> list[Any]:
+    from gpuplan.store.models import Run, RunState
+
+    runs = session.query(Run).filter(Run.state.in_(sorted(RunState.LIVE))).all()
+    return [r for r in runs if applies(budget, r.project, r.cloud)]
+
+
+def _committed(run: Any, now: dt.datetime) -> Decimal:
+    """What a live run is still expected to cost: its estimate minus what it has cost so far (never < 0)."""
+    if run.est_cost_usd is None:
+        return ZERO
+    return max(Decimal(run.est_cost_usd) - costing.total_cost(run.instances, now), ZERO)
+
+
+def status(session: Any, budget: Any, now: dt.datetime, exclude_run_id: str | None = None) -> BudgetStatus:
+    """Spent, committed, remaining, burn rate and forecast of one budget at `now`.
+
+    burn = spent / hours elapsed in the period (for `total`, since the first matching instance started);
+    forecast = spent + burn x hours left in the period (None for `total`, which has no end).
+    """
+    from sqlalchemy import func
+
+    from gpuplan.store.models import Instance, Run
+
+    start, end = periods.budget_window(budget.period, now)
+    scope = ledger.Scope(budget.project, tuple(parse_clouds(budget.clouds) or ()) or None)
+    spent = ledger.spend(session, now=now, since=start, until=end, scope=scope).total_cost
+    live = [r for r in _live_runs(session, budget) if r.id != exclude_run_id]
+    committed = sum((_committed(r, now) for r in live), ZERO)
+    running_rate = sum((Decimal(i.price_per_hour) for r in live for i in r.instances if i.terminated_at is None),
+                       ZERO)
+    if start is None:
+        first = session.query(func.min(Instance.launched_at)).join(Run, Run.id == Instance.run_id)
+        if budget.project is not None:
+            first = first.filter(Run.project == budget.project)
+        if scope.clouds:
+            first = first.filter(Instance.cloud.in_(scope.clouds))
+        start_for_burn = first.scalar() or now
+    else:
+        start_for_burn = start
+    elapsed_h = costing.exact_seconds(now - start_for_burn) / costing.SECONDS_PER_HOUR
+    burn = (spent / elapsed_h).quantize(costing.CENT_PRECISION) if elapsed_h > 0 else ZERO
+    forecast = None
+    if end is not None:
+        left_h = max(costing.exact_seconds(end - now) / costing.SECONDS_PER_HOUR, ZERO)
+        forecast = (spent + burn * left_h).quantize(costing.CENT_PRECISION)
+    amount = Decimal(budget.amount_usd)
+    return BudgetStatus(
+        name=budget.name, period=budget.period, amount_usd=amount, project=budget.project,
+        clouds=parse_clouds(budget.clouds), period_start=start, period_end=end, spent_usd=spent,
+        committed_usd=committed, remaining_usd=amount - spent - committed, burn_usd_per_hour=burn,
+        running_usd_per_hour=running_rate, forecast_usd=forecast, live_runs=len(live), exhausted=spent >= amount,
+    )
+
+
+def check_launch(session: Any, project: str | None, cloud: str | None, est_cost_usd: Decimal | None,
+                 now: dt.datetime, exclude_run_id: str | None = None) -> list[Violation]:
+    """Every budget the job would break. A job without an estimate breaks only an already-used-up budget.
+
+    `exclude_run_id`: the job's own run row when launch has already recorded it (so it is not counted as
+    committed against itself).
+    """
+    violations = []
+    for budget in list_budgets(session):
+        if not applies(budget, project, cloud):
+            continue
+        st = status(session, budget, now, exclude_run_id=exclude_run_id)
+        over = st.remaining_usd <= 0 if est_cost_usd is None else Decimal(est_cost_usd) > st.remaining_usd
+        if over:
+            violations.append(Violation(budget.name, budget.period, st.amount_usd, st.spent_usd, st.committed_usd,
+                                        st.remaining_usd, None if est_cost_usd is None else Decimal(est_cost_usd)))
+    return violations
+
+
+def gate_launch(session: Any, *, project: str | None, cloud: str | None, est_cost_usd: Decimal | None,
+                now: dt.datetime, force: bool = False, run_id: str | None = None,
+                dry_run: bool = False) -> list[Violation]:
+    """What `launch` calls before it starts anything: refuse (UserError, exit 2) or, with force, let it through.
+
+    Returns the violations that were overridden (empty when the job fits). With a `run_id` (the run is already
+    recorded) an override is recorded as a `budget_override` event at once; otherwise the caller records it
+    with `record_override` once the run exists. A dry run checks the same way and records nothing.
+    """
+    violations = check_launch(session, project, cloud, est_cost_usd, now, exclude_run_id=run_id)
+    if not violations:
+        return []
+    if not force:
+        raise UserError(f"refused: {violations[0].message}" + (
+            f" (and {len(violations) - 1} more budget(s))" if len(violations) > 1 else "")
+            + "; use --force to launch anyway")
+    if run_id is not None and not dry_run:
+        record_override(session, violations, run_id, now)
+    return violations
+
+
+def record_override(session: Any, violations: list[Violation], run_id: str | None, now: dt.datetime) -> None:
+    """The `budget_override` event of a launch forced past its budgets (which budgets, by how much)."""
+    from gpuplan.store.models import Event
+
+    session.add(Event(
+        at=now, run_id=run_id, kind="budget_override",
+        message="launched over budget with --force: " + "; ".join(v.message for v in violations),
+        data_json=json.dumps([_violation_json(v) for v in violations]),
+    ))
+    session.flush()
+
+
+def _violation_json(v: Violation) -> dict[str, Any]:
+    return {"budget": v.budget, "period": v.period, "amount_usd": str(v.amount_usd), "spent_usd": str(v.spent_usd),
+            "committed_usd": str(v.committed_usd), "remaining_usd": str(v.remaining_usd),
+            "est_cost_usd": None if v.est_cost_usd is None else str(v.est_cost_usd)}
+
+
+def enforce(session: Any, now: dt.datetime,
+            stop_run: Callable[[Any, str], None] | None = None) -> list[CapAction]:
+    """What the watch loop calls each pass: cap every live run covered by an exhausted budget.
+
+    Each such run is moved to `capped` with the reason (a state event) and gets a `capped` event naming the
+    budget; then `stop_run(run, reason)`, when given, terminates its machines. `gpuplan watch` passes none:
+    it commits the state first and its per-run pass stops the machines of every capped run (the same order as
+    its own max-hours cap, so a concurrent pass can never mistake the cap for a user stop).
+    """
+    from gpuplan.runs.events import record_event
+    from gpuplan.runs.records import set_state
+    from gpuplan.store.models import RunState
+
+    actions: list[CapAction] = []
+    for budget in list_budgets(session):
+        st = status(session, budget, now)
+        if not st.exhausted:
+            continue
+        for run in _live_runs(session, budget):
+            reason = (f"budget '{budget.name}' exhausted: spent ${st.spent_usd:,.2f} of ${st.amount_usd:,.2f}"
+                      + ("" if budget.period == "total" else f" this {budget.period}"))
+            set_state(session, run, RunState.CAPPED, reason, at=now)
+            record_event(session, run, "capped", reason, budget=budget.name, spent_usd=str(st.spent_usd),
+                         amount_usd=str(st.amount_usd))
+            if stop_run is not None:
+                stop_run(run, reason)
+            actions.append(CapAction(run.id, budget.name, reason))
+        session.flush()
+    return actions

@@ -1,0 +1,1 @@
+"""gpuplan.calibration.run_mfu"""

@@ -1,0 +1,57 @@
+"""`gpuplan catalog refresh`: live prices from a cloud's price APIs into the database."""
+
+from __future__ import annotations
+
+import click
+
+from gpuplan.cli.context import AppContext, pass_app
+from gpuplan.cli.output import emit_json, note, warn
+
+
+@click.group()
+def catalog() -> None:
+    """The GPU price catalog (`gpuplan prices` reads it)."""
+
+
+@catalog.command()
+@click.option("--cloud", type=click.Choice(["aws", "gcp"]), required=True, help="Which cloud to refresh.")
+@click.option("--regions", "regions_text", metavar="REGION[,REGION]",
+              help="Only these regions. The refreshed snapshot then IS that cloud's catalog (other regions drop "
+                   "out of `gpuplan prices` until a full refresh).")
+@click.option("--project", help="GCP only: the project for the machine/accelerator type lists (default: "
+                                "GOOGLE_CLOUD_PROJECT).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@pass_app
+def refresh(app: AppContext, cloud: str, regions_text: str | None, project: str | None, as_json: bool) -> None:
+    """Fetch current on-demand and spot GPU prices and store them as the newest snapshot for that cloud.
+
+    AWS: the Pricing API, EC2 spot price history and instance types. GCP: the Cloud Billing catalog with
+    Compute machine and accelerator types. A refresh that fails keeps the previous prices.
+    """
+    from gpuplan.catalog.gpu_names import compile_region_patterns
+    from gpuplan.catalog.refresh import refresh as run_refresh
+    from gpuplan.errors import UserError
+
+    if project is not None and cloud != "gcp":
+        # Only GCP's type lists are per project; ignoring it would let `--cloud aws --project X` look as if a
+        # project were in play.
+        raise UserError(f"--project is a GCP option; --cloud {cloud} does not take it")
+    regions = None
+    if regions_text is not None:
+        regions = list(compile_region_patterns(regions_text))
+        if any(ch in r for r in regions for ch in "*?"):
+            raise UserError("--regions takes region names, not patterns (e.g. us-east-1,us-west-2)")
+    if not as_json:
+        note(f"refreshing {cloud} prices{' in ' + ', '.join(regions) if regions else ''} ...")
+    report = run_refresh(app.store, cloud, regions, project=project)
+    for line in report.notes:
+        warn(line)
+    if as_json:
+        emit_json({
+            "cloud": report.cloud, "snapshot_id": report.snapshot_id, "offer_count": report.offer_count,
+            "regions": report.regions, "gpus": report.gpus, "source": report.source,
+            "fetched_at": report.fetched_at, "seconds": report.seconds,
+        })
+        return
+    click.echo(f"{cloud}: stored {report.offer_count} offers ({', '.join(report.gpus)}) in "
+               f"{len(report.regions)} regions as snapshot #{report.snapshot_id} in {report.seconds:.1f} s")

@@ -1,0 +1,164 @@
+"""`gpuplan estimate`: FLOPs, memory per GPU, wall time and GPU-hours for a training (or inference) job.
+
+This module only turns flags into a Workload and Hardware, picks the throughput (gpuplan.calibration.throughput) and
+prints the Estimate; the arithmetic is gpuplan.estimating.estimate. It must answer in < 150 ms, so it imports nothing
+heavy: torch only for --module, SQLAlchemy only for a non-SQLite store, no rich.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import click
+
+from gpuplan.cli.commands.params import bounded, bounded_int
+from gpuplan.cli.commands.workload_options import build_workload, workload_options
+from gpuplan.cli.context import AppContext, pass_app
+from gpuplan.cli.output import emit_json
+from gpuplan.errors import UserError
+from gpuplan.estimating.estimate import PRECISIONS, Estimate, Hardware, estimate, min_gpus
+from gpuplan.hardware.gpus import GpuSpec, resolve_gpu
+from gpuplan.limits import check
+from gpuplan.units import format_size
+
+
+def _hardware(gpu: GpuSpec, gpus: int | None, nodes: int | None, per_node: int | None,
+              network_gbps: float | None) -> Hardware | None:
+    """The Hardware the flags describe; None when the count is to be chosen (no --gpus / --nodes).
+
+    Each flag's range was checked by its Click type (gpuplan.limits); --nodes x --gpus-per-node is checked here.
+    """
+    if gpus is None and nodes is None:
+        return None
+    if gpus is None:
+        assert nodes is not None
+        gpus = nodes * (per_node or 8)
+        per_node = per_node or 8
+        try:
+            check("gpus", gpus, "--nodes x --gpus-per-node")
+        except ValueError as exc:
+            raise UserError(str(exc)) from exc
+    try:
+        return Hardware(gpu, gpus=gpus, nodes=nodes, gpus_per_node=per_node, network_gbps=network_gbps)
+    except ValueError as exc:
+        raise UserError(f"--gpus {gpus}: {exc}") from exc
+
+
+def run_estimate(app: AppContext, options: dict[str, Any], lookups: list[Any] | None = None) -> Estimate:
+    """Build the workload and hardware from the options and estimate; `lookups` overrides the store's."""
+    from gpuplan.calibration.throughput import LookupKey, resolve_throughput, store_lookups
+
+    workload = build_workload(options)
+    arch, params, seq_len = workload.architecture, workload.params, workload.seq_len
+    try:
+        gpu = resolve_gpu(options["gpu"])
+        key = LookupKey(gpu=gpu.name, params=params, precision=workload.precision, seq_len=seq_len,
+                        architecture=arch)
+        if lookups is None:  # bench records and calibrations measure training, not serving
+            lookups = store_lookups(app.db_url) if workload.mode == "train" else []
+        throughput = resolve_throughput(tokens_per_s=options["throughput"], mfu=options["mfu"], key=key,
+                                        lookups=lookups)
+        if gpu.peak_tflops(workload.precision) is None:
+            supported = [p for p in PRECISIONS if gpu.peak_tflops(p)]
+            raise ValueError(f"{gpu.name} cannot run {workload.precision}; it supports {', '.join(supported)}")
+    except ValueError as exc:
+        raise UserError(str(exc)) from exc
+    hardware = _hardware(gpu, options["gpus"], options["nodes"], options["gpus_per_node"], options["network_gbps"])
+    if hardware is None:
+        per_node = options["gpus_per_node"] or 8
+        needed = min_gpus(workload, gpu, gpus_per_node=per_node)
+        hardware = Hardware(gpu, gpus=needed or 1, gpus_per_node=min(needed or 1, per_node),
+                            network_gbps=options["network_gbps"])
+    result = estimate(workload, hardware, throughput)
+    return replace(result, cost=_cost(app, result))
+
+
+def _cost(app: AppContext, result: Estimate) -> list[dict[str, Any]]:
+    """The cheapest catalog offers for this setup (the shipped snapshot, or a newer stored refresh)."""
+    from gpuplan.catalog import CANONICAL_GPUS, Catalog
+    from gpuplan.planning.estimate_cost import cheapest_offers
+
+    if result.mode != "train" or not result.fits or result.gpu not in CANONICAL_GPUS:
+        return []  # consumer cards and MI300X are not sold by the clouds in the catalog
+    catalog = Catalog.load(app.db_url)
+    return cheapest_offers(result, catalog.select(gpus={result.gpu}))
+
+
+def _fmt_hours(hours: float) -> str:
+    if hours < 1:
+        return f"{hours * 60:.1f} min"
+    if hours < 72:
+        return f"{hours:.1f} h"
+    return f"{hours:.0f} h ({hours / 24:.1f} days)"
+
+
+def render(result: Estimate) -> None:
+    """The readable breakdown."""
+    m = result.memory_gb_per_gpu
+    echo = click.echo
+    what = "training" if result.mode == "train" else "inference"
+    echo(f"{what} {format_size(result.params)} parameters on {result.gpus} x {result.gpu}"
+         f" ({result.nodes} node{'s' if result.nodes != 1 else ''} x {result.gpus_per_node}), {result.precision}")
+    if result.mode == "train":
+        trainable = "" if result.trainable_params == result.params else \
+            f", {format_size(result.trainable_params)} trainable (LoRA)"
+        echo(f"  work       {format_size(result.tokens)} tokens, seq {result.seq_len}, global batch "
+             f"{result.global_batch} x micro {result.micro_batch}{trainable}")
+        echo(f"  FLOPs      {result.model_flops:.3g} model ({result.flops_per_token:.3g}/token: 6N + attention)"
+             + (f", {result.hardware_flops:.3g} hardware with recomputation"
+                if result.hardware_flops > result.model_flops else ""))
+    else:
+        echo(f"  work       {format_size(result.tokens)} tokens generated, batch {result.global_batch},"
+             f" context {result.seq_len}")
+    if result.mode == "train":
+        echo(f"  memory/GPU {m.total:.1f} GB of {result.gpu_memory_gb:g} GB: weights {m.weights:.1f}, gradients "
+             f"{m.gradients:.1f}, optimizer {m.optimizer:.1f}, activations {m.activations:.1f}, overhead "
+             f"{m.overhead:.1f} (sharding {result.sharding}, {result.attention} attention)")
+    else:
+        echo(f"  memory/GPU {m.total:.1f} GB of {result.gpu_memory_gb:g} GB: weights {m.weights:.1f}, KV cache and "
+             f"activations {m.activations:.1f}, overhead {m.overhead:.1f} (split over {result.gpus} GPUs, "
+             f"{result.attention} attention)")
+    if result.fits:
+        echo(f"  fits       yes (smallest that fits: {result.min_gpus} x {result.gpu})")
+    else:
+        echo(f"  fits       NO — {result.fit_hint}")
+    echo(f"  speed      {result.tokens_per_s_per_gpu:,.0f} tokens/s per GPU, MFU {result.mfu:.1%}"
+         f" ({result.mfu_source}: {result.mfu_detail}), scaling efficiency {result.scaling_efficiency:.1%}")
+    echo(f"  time       {_fmt_hours(result.wall_hours)} wall, {result.gpu_hours:,.0f} GPU-hours")
+    if result.wall_hours_range is not None:
+        low, high = result.wall_hours_range
+        echo(f"  likely     {_fmt_hours(low)} to {_fmt_hours(high)} wall: 80% of published runs fell in this"
+             " band around the default prior (bench it for a measured figure)")
+    for i, c in enumerate(result.cost[:3]):
+        market = "spot" if c["spot"] else "on-demand"
+        plural = "s" if c["gpus_per_node"] > 1 else ""
+        echo(f"  {'cost' if i == 0 else '':10} ${c['total_usd']:,.0f}: {c['nodes']} x {c['cloud']} "
+             f"{c['instance_type']} ({c['gpus_per_node']} GPU{plural}) {market} in {c['region']} at "
+             f"${c['price_per_hour']:,.2f}/h")
+    for note in result.assumptions:
+        echo(f"  assumed    {note}")
+
+
+@click.command("estimate")
+@workload_options
+@click.option("--gpu", required=True, help="GPU type: H100, A100-80GB, A100 (=40GB), L4, T4, RTX4090, ...")
+@click.option("--gpus", type=bounded_int("gpus"), help="Total GPUs (default: the fewest that fit).")
+@click.option("--nodes", type=bounded_int("nodes"), help="Nodes (with --gpus-per-node, default 8).")
+@click.option("--gpus-per-node", type=bounded_int("gpus_per_node"),
+              help="GPUs per node (default 8, or --gpus if fewer).")
+@click.option("--network-gbps", type=bounded("network_gbps"),
+              help="Inter-node network per node, Gbit/s (default: the cloud's).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@pass_app
+def estimate_command(app: AppContext, as_json: bool, **options: Any) -> None:
+    """Estimate FLOPs, memory per GPU, wall time and GPU-hours of a training or inference job.
+
+    Throughput, in order of preference: --throughput or --mfu, a matching `gpuplan bench` record, an MFU
+    calibrated from finished runs, or the default MFU prior (GPU generation, model size, precision, nodes).
+    """
+    result = run_estimate(app, options)
+    if as_json:
+        emit_json(result)
+    else:
+        render(result)

@@ -1,0 +1,128 @@
+"""`gpuplan launch job.yaml`: plan, confirm, record, start, and (unless --detach) follow a run to its end."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from gpuplan.cli.commands.params import bounded
+from gpuplan.cli.context import AppContext, pass_app
+from gpuplan.cli.output import emit_json, note
+from gpuplan.launching.failsafe import FailSafe
+
+
+@click.command("launch")
+@click.argument("spec_path", metavar="JOB.yaml", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--provider", "provider_name", default="local", show_default=True,
+              help="Where to run: local, aws, gcp, slurm or a plugin's name.")
+@click.option("--dry-run", is_flag=True, help="Show the offer and the estimate; record and start nothing.")
+@click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--detach", is_flag=True, help="Start and return; `gpuplan watch` enforces the caps.")
+@click.option("--interval", type=bounded("interval_s", low=0.1), default=1.0, show_default=True,
+              help="Seconds between checks while following.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output on stdout (progress on stderr).")
+@click.option("--force", is_flag=True, help="Launch even if the estimate exceeds a budget (recorded as an event).")
+@pass_app
+def launch(app: AppContext, spec_path: Path, provider_name: str, dry_run: bool, yes: bool, detach: bool,
+           interval: float, as_json: bool, force: bool) -> None:
+    """Launch the job in JOB.yaml and follow it (logs, progress bar, ETA) until it ends."""
+    from gpuplan.cli.display import duration, money
+    from gpuplan.jobs.spec import load_spec
+    from gpuplan.launching.choose import provider_for
+    from gpuplan.launching.plan import plan_launch, source_dir_of
+    from gpuplan.launching.record import read_secrets, record_run
+    from gpuplan.launching.start import launch_recorded_run
+
+    spec = load_spec(spec_path)
+    spec_text = spec_path.read_text()
+    provider = provider_for(provider_name)
+    plan = plan_launch(spec, spec_text, provider=provider,
+                                     source_dir=source_dir_of(spec_path), db_url=app.store.url)
+    info = plan.as_dict()
+    where = " ".join(str(p) for p in (info["instance_type"], info["region"]) if p) or "(the provider chooses)"
+    gpus = f"{info['nodes']} node(s) x {info['gpus_per_node']} {info['gpu'] or 'GPU'}" if info["gpu"] else \
+        f"{info['nodes']} node(s), CPU"
+    note(f"job {spec.name}: {provider_name} {where}, {gpus}, {money(info['price_per_hour'])}/h")
+    if plan.estimate is not None:
+        est = plan.estimate
+        # On spot the hours include the expected interruptions; say so, or they look like an unexplained gap.
+        spot = f"; spot interruptions {est.interruption_hours:.2f} h expected" if est.interruption_hours else ""
+        note(f"estimate: {duration(est.hours)} ({est.source}; start-up {est.startup_s:.1f} s, "
+             f"{est.startup_source}: {est.startup_detail}{spot}), {money(est.cost_usd)}")
+    else:
+        note("estimate: none (add workload tokens and a model or throughput to the spec)")
+    overridden = _budget_gate(app, plan, force)  # refuses (exit 2) a job over a budget, dry run or not
+    fs = _failsafe_gate(app, plan, provider, force)  # refuses (exit 2) a job a cap leaves no time, dry run or not
+    if dry_run:
+        if as_json:
+            emit_json({**info, "failsafe": fs.as_dict(), "dry_run": True})
+        else:
+            click.echo("dry run: nothing recorded, nothing started")
+        return
+    secrets = read_secrets(spec)
+    if not yes:
+        click.confirm("start it?", default=True, abort=True, err=True)
+    run_id = record_run(app.store, plan)
+    if overridden:
+        from gpuplan.books.budgets import record_override
+        from gpuplan.store.types import utcnow
+
+        with app.store.session() as session:
+            record_override(session, overridden, run_id, utcnow())
+    launch_recorded_run(app.store, run_id, plan, provider, secrets)
+    note(f"run {run_id} started (logs: gpuplan logs {run_id} -f; stop: gpuplan stop {run_id})")
+    if detach:
+        from gpuplan.supervise.watch import watch_run
+
+        _finish(watch_run(app.store, run_id).summary, as_json, exit_on_failure=False)
+        return
+    from gpuplan.cli.follow import follow
+
+    try:
+        result = follow(app.store, run_id, interval=interval)
+    except KeyboardInterrupt:
+        note(f"\nstopped following; run {run_id} keeps going (gpuplan status {run_id}, gpuplan stop {run_id})")
+        sys.exit(130)
+    _finish(result.summary, as_json, exit_on_failure=True)
+
+
+def _budget_gate(app: AppContext, plan: object, force: bool) -> list:
+    """Check the budgets before anything is recorded or started; with --force, say which ones are overridden."""
+    from gpuplan.books.budgets import gate_launch
+    from gpuplan.store.types import utcnow
+
+    est = plan.estimate  # type: ignore[attr-defined]
+    with app.store.session() as session:
+        overridden = gate_launch(session, project=plan.spec.project, cloud=plan.offer.cloud,  # type: ignore[attr-defined]
+                                 est_cost_usd=est.cost_usd if est is not None else None, now=utcnow(), force=force)
+    for v in overridden:
+        note(f"warning: --force: {v.message}")
+    return overridden
+
+
+def _failsafe_gate(app: AppContext, plan: object, provider: object, force: bool) -> FailSafe:
+    """The machines' own timer, the tightest cap (gpuplan.launching.failsafe), shown before anything is recorded; a cap
+    with no time left (a spent budget, a passed deadline, money short of the cloud's minimum billing) is
+    refused here with one line, exit 2. The value the machines get is worked out again at the start."""
+    from gpuplan.cli.display import duration
+    from gpuplan.launching import failsafe_store as failsafe_inputs
+    from gpuplan.store.types import utcnow
+
+    with app.store.session() as session:
+        fs = failsafe_inputs.for_plan(session, plan, min_billed_seconds=provider.min_billed_seconds,  # type: ignore[attr-defined]
+                                      now=utcnow(), force=force)
+    if fs.hours is not None and not fs.refused:
+        note(f"machine fail-safe: {duration(fs.hours)}, set by {fs.cap} ({fs.detail})")
+    for text in fs.notes:
+        note(f"machine fail-safe: {text}")
+    return failsafe_inputs.check(fs)
+
+
+def _finish(summary: dict, as_json: bool, *, exit_on_failure: bool) -> None:
+    from gpuplan.cli.display import show_summary
+
+    show_summary(summary, as_json)
+    if exit_on_failure and summary["state"] != "succeeded":
+        sys.exit(1)

@@ -1,0 +1,55 @@
+"""`gpuplan logs RUN [-f]`: a run's job log, from the run folder (works whether or not anyone follows it).
+
+A cloud run's log is the one its machines shipped (S3), which the watch step copies into the run folder.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import click
+
+from gpuplan.cli.context import AppContext, pass_app
+from gpuplan.errors import UserError
+
+
+@click.command("logs")
+@click.argument("run_ref", metavar="RUN")
+@click.option("-f", "--follow", "keep_following", is_flag=True, help="Keep printing until the run ends.")
+@click.option("--node", type=click.IntRange(min=0), default=0, show_default=True, help="Which node's log.")
+@pass_app
+def logs(app: AppContext, run_ref: str, keep_following: bool, node: int) -> None:
+    """Print the job log of RUN (rank 0 unless --node)."""
+    from gpuplan.cli.follow import LogTail, log_path
+    from gpuplan.runs.records import get_run
+    from gpuplan.store.models import RunState
+    from gpuplan.supervise.watch import watch_run
+
+    with app.store.session() as session:
+        run = get_run(session, run_ref)
+        run_id, run_dir, nodes, live = run.id, run.run_dir, run.nodes, run.state in RunState.LIVE
+    if node >= nodes:
+        raise UserError(f"run {run_id} has {nodes} node(s); --node must be below {nodes}")
+    if live and not keep_following:
+        # One watch step first: a cloud run's log is whatever its machines shipped, fetched by that step.
+        watch_run(app.store, run_id)
+    tail = LogTail(log_path(run_dir, node))
+    out = sys.stdout
+    out.write(tail.read())
+    out.flush()
+    if not keep_following:
+        out.write(tail.rest())
+        return
+    try:
+        while True:
+            state = watch_run(app.store, run_id).state
+            out.write(tail.read())
+            out.flush()
+            if state in RunState.FINAL:
+                break
+            time.sleep(1.0)
+    except KeyboardInterrupt:
+        pass
+    out.write(tail.rest())
+    out.flush()

@@ -1,0 +1,136 @@
+"""`gpuplan report`: spend by period / project / cloud / GPU / run / user, estimate vs actual, and a PNG."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from gpuplan.cli.context import AppContext, pass_app
+from gpuplan.cli.output import emit_json, note, print_table
+from gpuplan.errors import UserError
+
+NOW_HELP = "Fixed clock for reproducible reports (ISO time; env GPUPLAN_NOW); running instances accrue to it."
+
+
+@click.command()
+@click.option("--since", metavar="DATE", help="Start of the window (inclusive), e.g. 2026-11-01; UTC.")
+@click.option("--until", metavar="DATE", help="End of the window (exclusive), e.g. 2026-12-01; UTC.")
+@click.option("--by", "by", multiple=True, metavar="KEY",
+              help="Group by one of day|week|month and/or one of project|cloud|gpu|instance-type|run|user "
+                   "(repeat or comma-separate; default month).")
+@click.option("--project", help="Only this project's runs.")
+@click.option("--cloud", "clouds", multiple=True, metavar="CLOUD[,CLOUD]",
+              help="Only these clouds (repeatable or comma-separated, e.g. aws,gcp).")
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json", "markdown", "html"]), default="table",
+              show_default=True, help="Output format.")
+@click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write a PNG: spend over time stacked by the --by key, with the budget line.")
+@click.option("--accuracy", is_flag=True, help="Estimate vs actual hours and cost of every succeeded run instead "
+                                               "(table or --json only; the spend filters do not apply).")
+@click.option("--now", "now_text", envvar="GPUPLAN_NOW", hidden=True, help=NOW_HELP)
+@pass_app
+def report(app: AppContext, since: str | None, until: str | None, by: tuple[str, ...], project: str | None,
+           clouds: tuple[str, ...], fmt: str, as_json: bool, plot_path: Path | None, accuracy: bool,
+           now_text: str | None) -> None:
+    """Spend from the instance ledger: what every dollar went to, straddling costs split at the edges.
+
+    Each figure is price at launch x billed seconds of instance rows (running instances accrue to now); the
+    TOTAL is exactly the sum of the rows.
+    """
+    from gpuplan.books import periods
+    from gpuplan.books import report as rep
+
+    now = periods.resolve_now(now_text)
+    if as_json:
+        if fmt not in ("table", "json"):
+            # Both asked for a format: printing JSON where a CSV was wanted would break the reader of either.
+            raise UserError(f"give --json or --format {fmt}, not both")
+        fmt = "json"
+    if accuracy:
+        given = [flag for flag, value in (("--since", since), ("--until", until), ("--by", by),
+                                          ("--project", project), ("--cloud", clouds), ("--plot", plot_path))
+                 if value]
+        if fmt not in ("table", "json"):
+            given.append(f"--format {fmt}")
+        if given:
+            # Ignoring them would show every run while the user believes the figures are filtered.
+            raise UserError(f"--accuracy covers every succeeded run as a table or JSON; it does not take "
+                            f"{', '.join(given)}")
+        _accuracy(app, now, fmt)
+        return
+    unit, key = rep.parse_by(by)
+    request = rep.ReportRequest(
+        now=now,
+        since=periods.parse_when(since, "--since") if since else None,
+        until=periods.parse_when(until, "--until") if until else None,
+        unit=unit, key=key, project=project,
+        clouds=_clouds(clouds),
+    )
+    with app.store.session() as session:
+        result = rep.build(session, request)
+        if plot_path is not None:
+            _plot(session, request, plot_path)
+    if fmt == "json":
+        emit_json(rep.to_json(result, request))
+    elif fmt == "table":
+        columns, rows = rep.table_rows(result, request)
+        print_table(columns, rows, justify_right=("instances", "billed_hours", "cost_usd"))
+    else:
+        click.echo(rep.render(result, request, fmt), nl=False)
+
+
+def _clouds(clouds: tuple[str, ...]) -> tuple[str, ...] | None:
+    """`--cloud aws,gcp --cloud local` -> ("aws", "gcp", "local"); a misspelt cloud would report $0, so refuse it."""
+    from gpuplan.providers.base import provider_names
+
+    names = sorted({c.strip().lower() for raw in clouds for c in raw.split(",") if c.strip()})
+    known = provider_names()
+    unknown = [c for c in names if c not in known]
+    if unknown:
+        raise UserError(f"--cloud: unknown cloud {', '.join(map(repr, unknown))}; known: {', '.join(known)}")
+    return tuple(names) or None
+
+
+def _plot(session: object, request: object, path: Path) -> None:
+    from gpuplan.books import plot
+    from gpuplan.books import report as rep
+
+    assert isinstance(request, rep.ReportRequest)
+    buckets, series, unit = rep.plot_data(session, request)
+    lines = [plot.BudgetLine(b.name, b.amount_usd, b.period) for b in rep.matching_budgets(session, request)]
+    scope = f" — project {request.project}" if request.project else ""
+    by = f" by {request.key}" if request.key else ""
+    plot.plot_spend(path, buckets, series, unit, lines, f"GPU spend per {unit}{by}{scope}")
+    note(f"wrote {path}")
+
+
+def _accuracy(app: AppContext, now: object, fmt: str) -> None:
+    from gpuplan.books import accuracy
+
+    with app.store.session() as session:
+        acc = accuracy.accuracy(session, now)  # type: ignore[arg-type]
+    if fmt == "json":
+        emit_json({"runs": acc.runs, "summary": acc.summary, "by_gpu": acc.by_gpu})
+        return
+
+    def pct(x: float | None) -> str:
+        return "-" if x is None else f"{x:+.1%}"
+
+    def num(x: float | None, spec: str = ",.2f") -> str:
+        return "-" if x is None else format(x, spec)
+
+    print_table(
+        ["run", "name", "gpu", "est h", "actual h", "h error", "est $", "actual $", "$ error"],
+        [[r.run_id, r.name, r.gpu or "-", num(r.est_hours), num(r.actual_hours), pct(r.hours_error),
+          num(None if r.est_cost_usd is None else float(r.est_cost_usd)), f"{r.actual_cost_usd:,.2f}",
+          pct(r.cost_error)] for r in acc.runs],
+        title="Estimate vs actual (succeeded runs)",
+        justify_right=("est h", "actual h", "h error", "est $", "actual $", "$ error"),
+    )
+    s = acc.summary
+    click.echo(f"{s.runs} runs: hours median |error| {num(s.median_abs_hours_error, '.1%')}, "
+               f"mean |error| {num(s.mean_abs_hours_error, '.1%')}, median actual/estimate "
+               f"{num(s.median_hours_ratio, '.3f')}; cost median |error| {num(s.median_abs_cost_error, '.1%')}, "
+               f"mean |error| {num(s.mean_abs_cost_error, '.1%')}")

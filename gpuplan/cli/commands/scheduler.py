@@ -1,0 +1,113 @@
+"""`gpuplan scheduler`: the loop that fires due schedules (`run`), or one evaluation at an instant (`tick`)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import signal
+import socket
+import threading
+
+import click
+
+from gpuplan.cli.commands.params import bounded
+from gpuplan.cli.context import AppContext, pass_app
+from gpuplan.cli.output import emit_json, print_table
+from gpuplan.errors import UserError
+
+log = logging.getLogger("gpuplan.scheduling.scheduler")
+
+LEASE_NAME = "scheduler"
+
+
+@click.group()
+def scheduler() -> None:
+    """Fire scheduled jobs: `run` is the long-lived loop for systemd or cron, `tick` one evaluation."""
+
+
+def _parse_at(value: str) -> dt.datetime:
+    try:
+        at = dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise UserError(f"--at must be an ISO time like 2026-11-23T02:00:00Z, not {value!r}") from exc
+    return at if at.tzinfo else at.replace(tzinfo=dt.timezone.utc)
+
+
+def _result_rows(results: list) -> list[dict]:  # type: ignore[type-arg]
+    return [{"schedule": r.schedule, "fire_at": r.fire_at, "outcome": r.outcome, "reason": r.reason,
+             "run_id": r.run_id} for r in results]
+
+
+def _print_results(rows: list[dict], at: dt.datetime) -> None:  # type: ignore[type-arg]
+    if not rows:
+        click.echo(f"nothing due at {at:%Y-%m-%d %H:%M %Z}")
+        return
+    print_table(["schedule", "slot (UTC)", "outcome", "run", "reason"],
+                [(r["schedule"], f"{r['fire_at']:%Y-%m-%d %H:%M}", r["outcome"], r["run_id"] or "",
+                  r["reason"] or "") for r in rows])
+
+
+@scheduler.command()
+@click.option("--at", "at_text", required=True, help="The instant to evaluate, ISO 8601 (UTC if no offset).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@pass_app
+def tick(app: AppContext, at_text: str, as_json: bool) -> None:
+    """Fire what is due at one instant (for tests and back-fills); a second tick at the same instant fires nothing."""
+    from gpuplan.scheduling.fire import gates_of, make_launcher
+    from gpuplan.scheduling.scheduler import tick as run_tick
+
+    at = _parse_at(at_text)
+    rows = _result_rows(run_tick(app.store, at, make_launcher(app.store), gates_of))
+    if as_json:
+        emit_json({"at": at, "fires": rows})
+    else:
+        _print_results(rows, at)
+
+
+@scheduler.command()
+@click.option("--once", is_flag=True, help="One pass (fire what is due now, watch launched runs), then exit.")
+@click.option("--interval", default=30.0, show_default=True, type=bounded("interval_s", low=0.1),
+              help="Seconds between passes.")
+@click.option("--lease-ttl", default=120.0, show_default=True, type=bounded("interval_s", low=1),
+              help="Seconds another scheduler waits before taking over from one that died.")
+@pass_app
+def run(app: AppContext, once: bool, interval: float, lease_ttl: float) -> None:
+    """Fire due schedules and watch what they launched, until SIGTERM/SIGINT (logs go to stderr).
+
+    Holds the `scheduler` lease in the database: a second scheduler on the same database stays idle until
+    the first stops or its lease expires, and each slot fires at most once either way.
+    """
+    from gpuplan.scheduling import leases
+    from gpuplan.scheduling.fire import gates_of, make_launcher, watch_scheduled_runs
+    from gpuplan.scheduling.scheduler import tick as run_tick
+
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
+    holder = f"{socket.gethostname()}:{os.getpid()}"
+    ttl = dt.timedelta(seconds=lease_ttl)
+    store = app.store
+    launcher = make_launcher(store)
+    try:
+        while not stop.is_set():
+            now = dt.datetime.now(dt.timezone.utc)
+            with store.session() as session:
+                holding = leases.acquire(session, LEASE_NAME, holder, ttl, now)
+            if holding:
+                for result in run_tick(store, now, launcher, gates_of):
+                    log.info("schedule %s slot %s: %s%s", result.schedule, result.fire_at.isoformat(),
+                             result.outcome, f" ({result.reason})" if result.reason else "")
+                watch_scheduled_runs(store, now)
+            else:
+                log.info("another scheduler holds the lease; standing by")
+            if once:
+                break
+            stop.wait(interval)
+    finally:
+        with store.session() as session:
+            leases.release(session, LEASE_NAME, holder)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    log.info("scheduler stopped")

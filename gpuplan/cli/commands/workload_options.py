@@ -1,0 +1,176 @@
+"""The model, work and training-setup flags shared by `gpuplan estimate` and `gpuplan plan`.
+
+One definition of `--params 7B`, `--tokens 2T`, `--sharding` and friends, and one place that turns them into
+an estimate Workload with the same checks and the same one-line errors, whichever command reads them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from gpuplan.cli.commands.params import bounded, bounded_int
+from gpuplan.errors import UserError
+from gpuplan.estimating.architecture import Architecture, load_hf_config, preset
+from gpuplan.estimating.estimate import ATTENTIONS, MODES, OPTIMIZERS, PRECISIONS, SHARDINGS, Workload
+from gpuplan.limits import check
+from gpuplan.units import parse_size
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_OPTIONS = [
+    click.option("--params", metavar="N", help="Parameter count: 125M, 1.3e9, 7B, 1.5T."),
+    click.option("--model", metavar="PRESET", help="A named architecture: gpt2, gpt2-xl, llama-2-7b, llama-3-8b, ..."),
+    click.option("--model-config", type=click.Path(dir_okay=False), help="A Hugging Face config.json."),
+    click.option("--module", metavar="PKG.MOD:FACTORY", help="Build this nn.Module with torch and count it."),
+    click.option("--tokens", metavar="N", help="Tokens to train on (2T, 300B); in inference, tokens to generate."),
+    click.option("--samples", metavar="N", help="Training sequences per epoch (with --epochs and --seq-len)."),
+    click.option("--epochs", type=bounded("epochs"), help="Passes over --samples."),
+    click.option("--seq-len", type=bounded_int("seq_len"),
+                 help="Sequence length (default: the model's context up to 4096, else 2048)."),
+    click.option("--global-batch", type=bounded_int("global_batch"),
+                 help="Sequences per optimizer step (default ~0.5-4M tokens by size)."),
+    click.option("--micro-batch", type=bounded_int("micro_batch"),
+                 help="Sequences per GPU per forward pass (default 1)."),
+    click.option("--precision", type=click.Choice(PRECISIONS), default="bf16", show_default=True,
+                 help="Number format of the matmuls (sets peak FLOPs and bytes per weight)."),
+    click.option("--optimizer", type=click.Choice(OPTIMIZERS), default="adamw", show_default=True,
+                 help="Optimizer, for the bytes of optimizer state per parameter."),
+    click.option("--sharding", type=click.Choice(SHARDINGS), default="none", show_default=True,
+                 help="How weights/gradients/optimizer state are split across GPUs (ZeRO stage or FSDP)."),
+    click.option("--activation-checkpointing", is_flag=True, help="Recompute activations in the backward pass."),
+    click.option("--attention", type=click.Choice(ATTENTIONS), default="flash", show_default=True,
+                 help="Attention kernel, for activation memory. flash: fused kernels that never store the s x s "
+                      "scores (PyTorch >= 2.0 scaled_dot_product_attention, FlashAttention; fp32 uses SDPA's "
+                      "memory-efficient kernel). eager: the scores are kept (a·s² per layer and sequence); pick it "
+                      "for torch < 2.0, custom attention the fused kernels cannot run (your own softmax/bias, "
+                      "output_attentions, attn_implementation=\"eager\") or GPUs/backends without fused kernels."),
+    click.option("--lora", type=bounded_int("lora"), metavar="RANK", help="Train LoRA adapters of this rank only."),
+    click.option("--mode", type=click.Choice(MODES), default="train", show_default=True,
+                 help="Training, or inference (generation with --batch and --context)."),
+    click.option("--batch", type=bounded_int("batch"), help="Inference: concurrent sequences (default 1)."),
+    click.option("--context", type=bounded_int("context"),
+                 help="Inference: context tokens per sequence (default: the model's)."),
+    click.option("--throughput", type=bounded("throughput"), metavar="TOK/S",
+                 help="Measured tokens/s per GPU (overrides everything)."),
+    click.option("--mfu", type=bounded("mfu"),
+                 help="Model FLOPs utilisation to assume, 0-1 (overrides bench/calibration)."),
+]
+
+
+def workload_options(command: F) -> F:
+    """Add the model, work, training-setup and throughput flags to a command."""
+    for option in reversed(_OPTIONS):
+        command = option(command)
+    return command
+
+
+def _size(value: str | None, what: str) -> int | None:
+    """`--params 7B` -> 7e9, inside gpuplan.limits' range of the same name (`--params` -> params)."""
+    if value is None:
+        return None
+    try:
+        return parse_size(value, what=what, limit=what.removeprefix("--"))
+    except ValueError as exc:
+        raise UserError(str(exc)) from exc
+
+
+def count_module_params(target: str) -> int:
+    """Build `pkg.mod:factory`'s nn.Module with torch and count its parameters (torch is imported only here)."""
+    if ":" not in target:
+        raise UserError(f"--module must look like pkg.mod:factory, not {target!r}")
+    module_name, attr = target.split(":", 1)
+    if str(Path.cwd()) not in sys.path:
+        sys.path.insert(0, str(Path.cwd()))
+    try:
+        factory = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise UserError(f"cannot load --module {target}: {exc}") from exc
+    model = factory() if callable(factory) and not hasattr(factory, "parameters") else factory
+    if not hasattr(model, "parameters"):
+        raise UserError(f"--module {target} did not build a torch nn.Module")
+    return int(sum(p.numel() for p in model.parameters()))
+
+
+def _model(params: str | None, model: str | None, model_config: str | None,
+           module: str | None) -> tuple[int, Architecture | None]:
+    given = [name for name, v in (("--params", params), ("--model", model), ("--model-config", model_config),
+                                  ("--module", module)) if v]
+    if len(given) > 1:
+        raise UserError(f"give one of --params, --model, --model-config or --module, not {' and '.join(given)}")
+    if not given:
+        raise UserError("say which model: --params 7B, --model llama-2-7b, --model-config config.json or --module")
+    try:
+        if model:
+            arch = preset(model)
+            return arch.param_count(), arch
+        if model_config:
+            arch = load_hf_config(model_config)
+            return arch.param_count(), arch
+    except ValueError as exc:
+        raise UserError(str(exc)) from exc
+    if module:
+        return count_module_params(module), None
+    size = _size(params, "--params")
+    assert size is not None
+    return size, None
+
+
+def _tokens(mode: str, tokens: str | None, samples: str | None, epochs: float | None, seq_len: int) -> int:
+    if tokens and (samples or epochs):
+        raise UserError("give --tokens, or --samples with --epochs, not both")
+    if tokens:
+        value = _size(tokens, "--tokens")
+        assert value is not None
+        return value
+    if samples:
+        count = _size(samples, "--samples")
+        assert count is not None
+        if epochs is not None and epochs <= 0:
+            raise UserError("--epochs must be greater than zero")
+        tokens = max(1, round(count * (epochs or 1.0) * seq_len))
+        try:  # each factor is in range, their product need not be
+            check("tokens", tokens, "--samples x --epochs x --seq-len")
+        except ValueError as exc:
+            raise UserError(str(exc)) from exc
+        return tokens
+    if epochs is not None:
+        raise UserError("--epochs needs --samples")
+    what = "tokens to generate" if mode == "inference" else "work"
+    raise UserError(f"say how much {what}: --tokens 2T, or --samples N --epochs E")
+
+
+
+
+
+def build_workload(options: dict[str, Any]) -> Workload:
+    """The Workload the flags describe; every inconsistency is a UserError (one line, exit 2)."""
+    mode = options["mode"]
+    params, arch = _model(options["params"], options["model"], options["model_config"], options["module"])
+    seq_len = options["seq_len"] or (min(arch.max_seq_len, 4096) if arch else 2048)
+    # Each number flag's range (gpuplan.limits) was checked by its Click type; what is left is how they combine.
+    if mode == "inference":
+        for flag in ("lora", "global_batch", "micro_batch"):
+            if options[flag] is not None:
+                raise UserError(f"--{flag.replace('_', '-')} applies to training, not --mode inference")
+        if options["sharding"] != "none" or options["activation_checkpointing"]:
+            raise UserError("--sharding and --activation-checkpointing apply to training, not --mode inference")
+    elif options["batch"] is not None or options["context"] is not None:
+        raise UserError("--batch and --context apply to --mode inference; use --global-batch/--seq-len to train")
+    tokens = _tokens(mode, options["tokens"], options["samples"], options["epochs"], seq_len)
+    try:
+        return Workload(
+            params=params, tokens=tokens, architecture=arch, seq_len=seq_len,
+            global_batch=options["global_batch"], micro_batch=options["micro_batch"] or 1,
+            precision=options["precision"], optimizer=options["optimizer"], sharding=options["sharding"],
+            activation_checkpointing=options["activation_checkpointing"], lora_rank=options["lora"], mode=mode,
+            batch=options["batch"] or 1, context=options["context"] or (arch.max_seq_len if arch else 2048),
+            attention=options.get("attention") or "flash",
+        )
+    except ValueError as exc:
+        raise UserError(str(exc)) from exc

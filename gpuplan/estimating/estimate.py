@@ -1,0 +1,542 @@
+"""How long, and how much memory: the training (or inference) estimate as pure functions on dataclasses.
+
+`estimate(workload, hardware, throughput)` answers FLOPs, memory per GPU, whether it fits, the smallest GPU
+count that fits, tokens/s per GPU, scaling efficiency, wall hours and GPU-hours. No I/O: the CLI resolves the
+throughput (user > bench > calibrated > default) and the prices, the planner calls this in a loop.
+The formulas live in gpuplan.estimating (flops, memory, mfu, comms), each citing its sources.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from gpuplan.estimating import comms, flops, memory
+from gpuplan.estimating.architecture import Architecture
+from gpuplan.estimating.memory import ATTENTIONS, OPTIMIZERS, SHARDINGS
+from gpuplan.estimating.mfu import PRIOR_RATIO_BAND, default_mfu, mfu_prior
+from gpuplan.estimating.shape import Shape, shape_of
+from gpuplan.hardware.gpus import PRECISIONS, GpuSpec
+
+__all__ = [
+    "ATTENTIONS",
+    "MODES",
+    "OPTIMIZERS",
+    "PRECISIONS",
+    "SHARDINGS",
+    "THROUGHPUT_SOURCES",
+    "Estimate",
+    "Hardware",
+    "MemoryBreakdown",
+    "Throughput",
+    "Workload",
+    "default_global_batch",
+    "default_mfu",
+    "estimate",
+    "lora_params",
+    "min_gpus",
+]
+
+MODES = ("train", "inference")
+THROUGHPUT_SOURCES = ("user", "measured", "bench", "calibrated", "default")
+# Memory-bandwidth utilisation that decode reaches (vLLM / TensorRT-LLM decode kernels read weights at ~70-85%
+# of the HBM peak); an assumption, stated in the output detail.
+DECODE_BANDWIDTH_EFFICIENCY = 0.8
+PREFILL_MFU = 0.5
+# Share of a GPU's memory a training framework can plan for (allocator fragmentation, NCCL and CUDA workspaces
+# take the rest; PyTorch's caching allocator typically loses 5-10%): an assumption for the parallel layout only.
+USABLE_MEMORY = 0.9
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What to train (or serve). `params` is the total parameter count; `architecture` refines the formulas."""
+
+    params: int
+    tokens: int
+    architecture: Architecture | None = None
+    seq_len: int = 2048
+    global_batch: int | None = None  # sequences per optimizer step; None = a typical batch for the size
+    micro_batch: int = 1
+    precision: str = "bf16"
+    optimizer: str = "adamw"
+    sharding: str = "none"
+    activation_checkpointing: bool = False
+    lora_rank: int | None = None
+    mode: str = "train"
+    batch: int = 1  # inference: concurrent sequences
+    context: int = 2048  # inference: tokens of context per sequence (prompt + generated)
+    # flash: fused attention that never stores the s x s scores (PyTorch 2 SDPA, FlashAttention); eager:
+    # softmax(QK^T) materialised (torch < 2.0, custom attention). Only the activation memory depends on it.
+    attention: str = "flash"
+
+    def __post_init__(self) -> None:
+        problems = []
+        for name in ("params", "tokens", "seq_len", "micro_batch", "batch", "context"):
+            if getattr(self, name) <= 0:
+                problems.append(f"{name} must be greater than zero")
+        if self.global_batch is not None and self.global_batch <= 0:
+            problems.append("global_batch must be greater than zero")
+        if self.lora_rank is not None and self.lora_rank <= 0:
+            problems.append("lora_rank must be greater than zero")
+        if self.precision not in PRECISIONS:
+            problems.append(f"precision must be one of {', '.join(PRECISIONS)}")
+        if self.optimizer not in OPTIMIZERS:
+            problems.append(f"optimizer must be one of {', '.join(OPTIMIZERS)}")
+        if self.sharding not in SHARDINGS:
+            problems.append(f"sharding must be one of {', '.join(SHARDINGS)}")
+        if self.mode not in MODES:
+            problems.append(f"mode must be one of {', '.join(MODES)}")
+        if self.attention not in ATTENTIONS:
+            problems.append(f"attention must be one of {', '.join(ATTENTIONS)}")
+        if problems:
+            raise ValueError("; ".join(problems))
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """Where it runs: `gpus` in total, `nodes` x `gpus_per_node` (gpus = nodes x gpus_per_node)."""
+
+    gpu: GpuSpec
+    gpus: int = 1
+    nodes: int | None = None
+    gpus_per_node: int | None = None
+    network_gbps: float | None = None  # inter-node Gbit/s per node; None = the GPU's usual cloud instance
+
+    def __post_init__(self) -> None:
+        if self.gpus <= 0:
+            raise ValueError("gpus must be greater than zero")
+        per_node = self.gpus_per_node
+        nodes = self.nodes
+        if per_node is not None and per_node <= 0:
+            raise ValueError("gpus_per_node must be greater than zero")
+        if nodes is not None and nodes <= 0:
+            raise ValueError("nodes must be greater than zero")
+        if nodes is not None and per_node is not None and nodes * per_node != self.gpus:
+            raise ValueError(f"{self.gpus} GPUs do not split into {nodes} nodes x {per_node} GPUs")
+        if nodes is None and per_node is None:
+            # The largest node of up to 8 GPUs that the count splits into (12 -> 2 x 6): clouds sell 1-8 per node.
+            per_node = max(d for d in range(1, 9) if self.gpus % d == 0)
+        if per_node is None:
+            assert nodes is not None
+            if self.gpus % nodes:
+                raise ValueError(f"{self.gpus} GPUs do not split evenly into {nodes} nodes")
+            per_node = self.gpus // nodes
+        if nodes is None:
+            if self.gpus % per_node:
+                raise ValueError(f"{self.gpus} GPUs do not split into nodes of {per_node} GPUs")
+            nodes = self.gpus // per_node
+        object.__setattr__(self, "nodes", nodes)
+        object.__setattr__(self, "gpus_per_node", per_node)
+        if self.network_gbps is not None and self.network_gbps <= 0:
+            raise ValueError("network_gbps must be greater than zero")
+
+    @property
+    def node_count(self) -> int:
+        assert self.nodes is not None
+        return self.nodes
+
+    @property
+    def per_node(self) -> int:
+        assert self.gpus_per_node is not None
+        return self.gpus_per_node
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """A throughput to use instead of the default prior: tokens/s per GPU, or an MFU, and where it came from.
+
+    Both describe one GPU's compute rate on one node; the communication model's scaling efficiency is applied on
+    top for multi-GPU runs.
+    """
+
+    tokens_per_s_per_gpu: float | None = None
+    mfu: float | None = None
+    source: str = "user"
+    detail: str = ""
+    # Which stored record it came from, for the JSON: {"bench_id", "transferred", ...} or {"calibration_id", ...}.
+    ref: dict[str, Any] | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        if (self.tokens_per_s_per_gpu is None) == (self.mfu is None):
+            raise ValueError("give exactly one of tokens_per_s_per_gpu or mfu")
+        if self.tokens_per_s_per_gpu is not None and self.tokens_per_s_per_gpu <= 0:
+            raise ValueError("throughput must be greater than zero")
+        if self.mfu is not None and not 0 < self.mfu <= 1:
+            raise ValueError("mfu must be in (0, 1]")
+        if self.source not in THROUGHPUT_SOURCES:
+            raise ValueError(f"throughput source must be one of {', '.join(THROUGHPUT_SOURCES)}")
+
+
+@dataclass(frozen=True)
+class MemoryBreakdown:
+    """GB (1e9 bytes) per GPU."""
+
+    weights: float
+    gradients: float
+    optimizer: float
+    activations: float
+    overhead: float
+    total: float
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The answer. The first keys are the documented JSON contract; the rest explain it."""
+
+    params: int
+    tokens: int
+    flops: float
+    gpu: str
+    gpus: int
+    nodes: int
+    memory_gb_per_gpu: MemoryBreakdown
+    fits: bool
+    min_gpus: int | None
+    mfu: float
+    mfu_source: str
+    tokens_per_s_per_gpu: float
+    scaling_efficiency: float
+    wall_hours: float
+    gpu_hours: float
+    cost: list[dict[str, Any]] = field(default_factory=list)
+    # With the default prior: the range 80% of published runs fell in (mfu.PRIOR_RATIO_BAND); None otherwise.
+    wall_hours_range: tuple[float, float] | None = None
+    gpu_hours_range: tuple[float, float] | None = None
+    # Explanation.
+    mode: str = "train"
+    gpus_per_node: int = 1
+    gpu_memory_gb: float = 0.0
+    precision: str = "bf16"
+    peak_tflops: float = 0.0
+    trainable_params: int = 0
+    model_flops: float = 0.0
+    hardware_flops: float = 0.0
+    flops_per_token: float = 0.0
+    effective_mfu: float = 0.0
+    seq_len: int = 0
+    global_batch: int = 0
+    micro_batch: int = 1
+    sharding: str = "none"
+    attention: str = "flash"
+    mfu_detail: str = ""
+    fit_hint: str | None = None
+    assumptions: list[str] = field(default_factory=list)
+    mfu_ref: dict[str, Any] | None = None  # the bench record or calibration behind mfu_source, if any
+
+
+def lora_params(shape: Shape, rank: int) -> int:
+    """Adapter parameters of LoRA on the attention projections q, k, v, o (Hu et al. 2021's setting)."""
+    h, kv = shape.hidden, shape.kv_dim
+    per_layer = rank * ((h + h) + 2 * (h + kv) + (h + h))
+    return shape.layers * per_layer
+
+
+def default_global_batch(params: int, seq_len: int) -> int:
+    """Sequences per step when not given: ~0.5M tokens below 1B parameters (GPT-2/GPT-3 small), 2M to 30B,
+    4M above (GPT-3 175B and Llama 2 use 4M tokens)."""
+    target = 0.5e6 if params < 1e9 else 2e6 if params < 30e9 else 4e6
+    return max(1, round(target / seq_len))
+
+
+def _peak(gpu: GpuSpec, precision: str) -> float:
+    peak = gpu.peak_tflops(precision)
+    if not peak:
+        supported = [p for p in PRECISIONS if gpu.peak_tflops(p)]
+        raise ValueError(f"{gpu.name} has no {precision} throughput; it supports {', '.join(supported)}")
+    return peak
+
+
+def _training_memory(workload: Workload, shape: Shape, dp: int, sharding: str | None = None,
+                     checkpointing: bool | None = None) -> memory.MemoryParts:
+    trainable = lora_params(shape, workload.lora_rank) if workload.lora_rank else workload.params
+    return memory.training_memory(
+        shape, params=workload.params, trainable_params=trainable, precision=workload.precision,
+        optimizer=workload.optimizer, sharding=sharding or workload.sharding, dp=dp,
+        micro_batch=workload.micro_batch, seq_len=workload.seq_len,
+        checkpointing=workload.activation_checkpointing if checkpointing is None else checkpointing,
+        attention=workload.attention,
+    )
+
+
+def _memory(workload: Workload, shape: Shape, gpus: int, **overrides: Any) -> memory.MemoryParts:
+    if workload.mode == "inference":
+        return memory.inference_memory(shape, params=workload.params, precision=workload.precision, gpus=gpus,
+                                       batch=workload.batch, context=workload.context,
+                                       attention=workload.attention)
+    return _training_memory(workload, shape, gpus, **overrides)
+
+
+def _valid_count(index: int, gpus_per_node: int) -> int:
+    """The index-th GPU count a cloud can give: 1..gpus_per_node on one node, then whole nodes (2, 3, ... nodes).
+
+    Computed, not listed: `min_gpus` binary-searches up to 65,536 GPUs and the planner calls it per GPU shape,
+    so materialising the list cost more than the whole plan.
+    """
+    if index < gpus_per_node:
+        return index + 1
+    return (index - gpus_per_node + 2) * gpus_per_node
+
+
+def _count_of_counts(gpus_per_node: int, max_gpus: int) -> int:
+    """How many valid counts there are up to `max_gpus`."""
+    if max_gpus <= gpus_per_node:
+        return max(max_gpus, 0)
+    return gpus_per_node + max_gpus // gpus_per_node - 1
+
+
+def min_gpus(workload: Workload, gpu: GpuSpec, *, gpus_per_node: int = 8, max_gpus: int = 65536,
+             sharding: str | None = None) -> int | None:
+    """The fewest GPUs of type `gpu` the workload fits on (with its sharding, or `sharding`); None if none do.
+
+    Without sharding more GPUs do not reduce per-GPU memory in training, so the answer is 1 or None; inference
+    splits weights and KV cache over the GPUs (tensor parallel).
+    """
+    shape = shape_of(workload.params, workload.architecture)
+    overrides = {"sharding": sharding} if sharding else {}
+
+    def fits(n: int) -> bool:
+        return _memory(workload, shape, n, **overrides).total <= gpu.memory_gb
+
+    size = _count_of_counts(gpus_per_node, max_gpus)
+    if size == 0 or not fits(_valid_count(size - 1, gpus_per_node)):
+        return None
+    lo, hi = 0, size - 1  # memory falls monotonically with the count: binary search the first fit
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if fits(_valid_count(mid, gpus_per_node)):
+            hi = mid
+        else:
+            lo = mid + 1
+    return _valid_count(lo, gpus_per_node)
+
+
+def _fit_hint(workload: Workload, hardware: Hardware) -> str:
+    """What would fit: more GPUs with these settings, ZeRO-3 across M, and checkpointing if that is needed too."""
+    gpu, per_node = hardware.gpu, hardware.per_node
+    options = []
+    needed = min_gpus(workload, gpu, gpus_per_node=per_node)
+    if needed is not None and needed > hardware.gpus:
+        options.append(f"needs at least {needed} x {gpu.name}")
+    if workload.mode == "train":
+        shape = shape_of(workload.params, workload.architecture)
+        if not workload.activation_checkpointing and \
+                _memory(workload, shape, hardware.gpus, checkpointing=True).total <= gpu.memory_gb:
+            options.append(f"--activation-checkpointing on {hardware.gpus} x {gpu.name}")
+        if workload.sharding not in ("zero3", "fsdp"):
+            z3 = min_gpus(workload, gpu, gpus_per_node=per_node, sharding="zero3")
+            if z3 is not None:
+                options.append(f"zero3 across {z3} x {gpu.name}")
+        if not options and not workload.activation_checkpointing:
+            both = min_gpus(replace(workload, sharding="zero3", activation_checkpointing=True), gpu,
+                            gpus_per_node=per_node)
+            if both is not None:
+                options.append(f"zero3 with --activation-checkpointing across {both} x {gpu.name}")
+    if not options:
+        return f"does not fit on any number of {gpu.name} with these settings; try a GPU with more memory"
+    return "does not fit: " + ", or ".join(options)
+
+
+def model_parallel_degree(workload: Workload, shape: Shape, gpu: GpuSpec, gpus: int, global_batch: int) -> int:
+    """How many GPUs share one model replica (tensor/pipeline/context parallel) in a run of this size.
+
+    Two things force it above 1, and real runs follow both: fewer sequences per step than GPUs (each sequence
+    must be split: Llama 3 405B's 16M-token batch on 16K GPUs), and a replica whose weights, gradients and
+    activations do not fit in one GPU's memory (BLOOM-176B: TP 4 x PP 12 on 80 GB, Le Scao et al. 2022 sec.
+    3.4; Falcon-40B: TP 8 x PP 4 on 40 GB, its model card; GPT-NeoX-20B: TP 2 x PP 4 on 40 GB). The memory
+    test splits weights, gradients and activations m ways (Megatron tensor + sequence parallel shards all
+    three, Korthikanti et al. 2022) while ZeRO-1/2 still shard the optimizer over the data-parallel ranks.
+    ZeRO-3/FSDP shard the replica over data-parallel ranks instead, so only the batch condition applies there.
+    The answer is a power of two, at most `gpus`, and explains the data-parallel volume (comms.py) and the
+    model-parallel penalty (mfu.py); it does not change the memory answer, which is for the stated sharding.
+    """
+    split = max(1, math.ceil(gpus / global_batch))
+    if workload.sharding in ("zero3", "fsdp") or gpus <= 1:
+        return min(split, gpus)
+    m = 1
+    while m < gpus:
+        parts = _training_memory(workload, shape, max(1, gpus // m))
+        states = parts.weights + parts.gradients + parts.activations + parts.optimizer
+        if states / m + memory.CONTEXT_OVERHEAD_GB <= gpu.memory_gb * USABLE_MEMORY:
+            break
+        m *= 2
+    return min(gpus, max(split, m))
+
+
+def estimate(workload: Workload, hardware: Hardware, throughput: Throughput | None = None) -> Estimate:
+    """The estimate for `workload` on `hardware`; `throughput` overrides the default MFU prior.
+
+    Raises ValueError for a precision the GPU cannot run (e.g. bf16 on a V100).
+    """
+    if workload.mode == "inference":
+        return _inference_estimate(workload, hardware, throughput)
+    gpu, gpus = hardware.gpu, hardware.gpus
+    shape = shape_of(workload.params, workload.architecture)
+    peak = _peak(gpu, workload.precision)
+    trainable = lora_params(shape, workload.lora_rank) if workload.lora_rank else workload.params
+    fpt = flops.training_flops_per_token(shape, workload.seq_len, recompute=workload.activation_checkpointing,
+                                         lora=bool(workload.lora_rank), trainable_params=trainable)
+    mem = _training_memory(workload, shape, gpus)
+    total = mem.total
+    fits = total <= gpu.memory_gb
+    needed = min_gpus(workload, gpu, gpus_per_node=hardware.per_node)
+    assumptions: list[str] = []
+    if shape.inferred:
+        assumptions.append(f"shape inferred from N: {shape.layers} layers x hidden {shape.hidden}")
+
+    global_batch = workload.global_batch or default_global_batch(workload.params, workload.seq_len)
+    if workload.global_batch is None:
+        assumptions.append(f"global batch {global_batch} sequences (typical for the size; set --global-batch)")
+
+    model_parallel = model_parallel_degree(workload, shape, gpu, gpus, global_batch)
+    # Per-GPU compute rate.
+    if throughput is None:
+        prior = mfu_prior(gpu, matmul_params=shape.matmul_params, precision=workload.precision, gpus=gpus,
+                          global_batch=global_batch, recompute_ratio=fpt.model / fpt.hardware,
+                          model_parallel=model_parallel)
+        mfu, source, detail = prior.mfu, "default", prior.detail()
+        tps = mfu * peak * 1e12 / fpt.model
+    elif throughput.tokens_per_s_per_gpu is not None:
+        tps = throughput.tokens_per_s_per_gpu
+        mfu, source, detail = tps * fpt.model / (peak * 1e12), throughput.source, throughput.detail
+    else:
+        assert throughput.mfu is not None
+        mfu, source, detail = throughput.mfu, throughput.source, throughput.detail
+        tps = mfu * peak * 1e12 / fpt.model
+
+    step_tokens_per_gpu = global_batch * workload.seq_len / gpus
+    # With fewer sequences per step than GPUs, GPUs share a sequence (model parallel): a micro-step is the step.
+    micro_tokens = min(workload.micro_batch * workload.seq_len, step_tokens_per_gpu)
+    grad_bytes = trainable * memory.weight_bytes(workload.precision)
+    network = hardware.network_gbps or comms.default_network_gbps(gpu)
+    comm = comms.scaling_efficiency(
+        gpu=gpu, gpus_per_node=hardware.per_node, nodes=hardware.node_count, network_gbps=network,
+        grad_bytes=grad_bytes, step_compute_s=step_tokens_per_gpu / tps, microbatch_compute_s=micro_tokens / tps,
+        full_shard=workload.sharding in ("zero3", "fsdp"), model_parallel=model_parallel,
+    )
+    effective_tps = tps * comm.efficiency
+    wall_s = workload.tokens / (effective_tps * gpus)
+    wall_range = gpu_range = None
+    if throughput is None:
+        low, high = PRIOR_RATIO_BAND
+        wall_range = (wall_s * low / 3600, wall_s * high / 3600)
+        gpu_range = (wall_range[0] * gpus, wall_range[1] * gpus)
+    model_flops = fpt.model * workload.tokens
+    return Estimate(
+        params=workload.params, tokens=workload.tokens, flops=model_flops, gpu=gpu.name, gpus=gpus,
+        nodes=hardware.node_count,
+        memory_gb_per_gpu=MemoryBreakdown(mem.weights, mem.gradients, mem.optimizer, mem.activations,
+                                          mem.overhead, total), attention=workload.attention,
+        fits=fits, min_gpus=needed, mfu=mfu, mfu_source=source, tokens_per_s_per_gpu=effective_tps,
+        scaling_efficiency=comm.efficiency, wall_hours=wall_s / 3600, gpu_hours=wall_s * gpus / 3600,
+        wall_hours_range=wall_range, gpu_hours_range=gpu_range, mode="train", gpus_per_node=hardware.per_node,
+        gpu_memory_gb=gpu.memory_gb,
+        precision=workload.precision, peak_tflops=peak, trainable_params=trainable, model_flops=model_flops,
+        hardware_flops=fpt.hardware * workload.tokens, flops_per_token=fpt.model, effective_mfu=mfu * comm.efficiency,
+        seq_len=workload.seq_len, global_batch=global_batch, micro_batch=workload.micro_batch,
+        sharding=workload.sharding, mfu_detail=detail, fit_hint=None if fits else _fit_hint(workload, hardware),
+        assumptions=assumptions, mfu_ref=throughput.ref if throughput is not None else None,
+    )
+
+
+def _inference_estimate(workload: Workload, hardware: Hardware, throughput: Throughput | None) -> Estimate:
+    """Serving: decode is bound by reading the weights and KV cache from memory once per generated token
+    (per batch step), prefill by FLOPs; `tokens` is the number of tokens to generate."""
+    gpu, gpus = hardware.gpu, hardware.gpus
+    shape = shape_of(workload.params, workload.architecture)
+    peak = _peak(gpu, workload.precision)
+    mem = _memory(workload, shape, gpus)
+    # Decode reads the weights and KV cache, never the prefill's attention scores: time it on the fused working set.
+    timed = mem if workload.attention == "flash" else _memory(replace(workload, attention="flash"), shape, gpus)
+    fits = mem.total <= gpu.memory_gb
+    needed = min_gpus(workload, gpu, gpus_per_node=hardware.per_node)
+    bandwidth = (gpu.memory_bandwidth_gbps or 0.0) * 1e9
+    # Each decode step reads every weight once and, on average, half of the full KV cache.
+    read_bytes_per_gpu = (timed.weights + timed.activations / 2) * 1e9
+    fpt = flops.forward_flops_per_token(shape, workload.context // 2)
+    compute_s = workload.batch * fpt / gpus / (peak * 1e12 * PREFILL_MFU)
+    memory_s = read_bytes_per_gpu / (bandwidth * DECODE_BANDWIDTH_EFFICIENCY) if bandwidth else compute_s
+    step_s = max(compute_s, memory_s)
+    scaling = 1.0 if gpus == 1 else 0.85  # tensor-parallel all-reduces per layer (assumed; see README)
+    total_tps = workload.batch / step_s * scaling
+    source, detail = "default", (f"decode bound by {'memory bandwidth' if memory_s >= compute_s else 'FLOPs'}"
+                                 f" at {DECODE_BANDWIDTH_EFFICIENCY:.0%} of peak bandwidth")
+    if throughput is not None:
+        per_gpu = throughput.tokens_per_s_per_gpu
+        if per_gpu is None:
+            assert throughput.mfu is not None
+            per_gpu = throughput.mfu * peak * 1e12 / fpt
+        total_tps, source, detail = per_gpu * gpus, throughput.source, throughput.detail
+    tps = total_tps / gpus
+    mfu = tps * fpt / (peak * 1e12)
+    wall_s = workload.tokens / total_tps
+    return Estimate(
+        params=workload.params, tokens=workload.tokens, flops=fpt * workload.tokens, gpu=gpu.name, gpus=gpus,
+        nodes=hardware.node_count,
+        memory_gb_per_gpu=MemoryBreakdown(mem.weights, 0.0, 0.0, mem.activations, mem.overhead, mem.total),
+        attention=workload.attention,
+        fits=fits, min_gpus=needed, mfu=mfu, mfu_source=source, tokens_per_s_per_gpu=tps,
+        scaling_efficiency=scaling, wall_hours=wall_s / 3600, gpu_hours=wall_s * gpus / 3600, mode="inference",
+        gpus_per_node=hardware.per_node, gpu_memory_gb=gpu.memory_gb, precision=workload.precision,
+        peak_tflops=peak, trainable_params=0, model_flops=fpt * workload.tokens,
+        hardware_flops=fpt * workload.tokens, flops_per_token=fpt, effective_mfu=mfu * scaling,
+        seq_len=workload.context, global_batch=workload.batch, micro_batch=workload.batch, sharding="none",
+        mfu_detail=detail, fit_hint=None if fits else _fit_hint(workload, hardware),
+        assumptions=[f"batch {workload.batch} sequences of {workload.context} tokens of context"],
+    )
+
+
+def with_gpus(hardware: Hardware, gpus: int) -> Hardware:
+    """The same hardware with a different GPU count (nodes recomputed); used to answer the minimum setup."""
+    per_node = min(gpus, hardware.per_node)
+    return replace(hardware, gpus=gpus, nodes=None, gpus_per_node=per_node)
+
+
+def workload_from_job(job_workload: Any) -> tuple[Workload, Throughput | None]:
+    """The estimate Workload for a job spec's `workload` section, and the user's own throughput if it gives one.
+
+    Duck-typed on gpuplan.jobs.spec.Workload, so this module does not import the job spec. Reads the model's
+    config.json when the spec names one (the only I/O here); raises ValueError when the workload says nothing
+    about the model or the tokens.
+    """
+    from gpuplan.estimating.architecture import load_hf_config, preset
+
+    arch: Architecture | None = None
+    if getattr(job_workload, "model", None):
+        arch = preset(job_workload.model)
+    elif getattr(job_workload, "model_config_path", None):
+        arch = load_hf_config(job_workload.model_config_path)
+    params = arch.param_count() if arch is not None else getattr(job_workload, "params", None)
+    tokens = getattr(job_workload, "total_tokens", None)
+    if not params or not tokens:
+        raise ValueError("the workload needs a model (params, model or model_config) and tokens")
+    seq_len = job_workload.seq_len or (min(arch.max_seq_len, 4096) if arch else 2048)
+    workload = Workload(
+        params=int(params), tokens=int(tokens), architecture=arch, seq_len=seq_len,
+        global_batch=job_workload.global_batch, micro_batch=job_workload.micro_batch or 1,
+        precision=job_workload.precision, optimizer=job_workload.optimizer, sharding=job_workload.sharding,
+        activation_checkpointing=job_workload.activation_checkpointing, lora_rank=job_workload.lora,
+        attention=getattr(job_workload, "attention", None) or "flash",
+    )
+    throughput = None
+    if getattr(job_workload, "throughput", None):
+        throughput = Throughput(tokens_per_s_per_gpu=job_workload.throughput, source="user",
+                                detail="workload.throughput")
+    elif getattr(job_workload, "mfu", None):
+        throughput = Throughput(mfu=job_workload.mfu, source="user", detail="workload.mfu")
+    return workload, throughput
+
+
+def estimate_for_job(job_workload: Any, *, gpu: str, gpus_per_node: int, nodes: int,
+                     throughput: Throughput | None = None) -> Estimate:
+    """The estimate for a job spec's `workload` section on `nodes` x `gpus_per_node` GPUs of type `gpu`.
+
+    The adapter `gpuplan.launching.start` calls. The workload's own `throughput` / `mfu` are the user's numbers and win;
+    otherwise `throughput`, else the default prior.
+    """
+    from gpuplan.hardware.gpus import resolve_gpu
+
+    workload, own = workload_from_job(job_workload)
+    hardware = Hardware(resolve_gpu(gpu), gpus=gpus_per_node * nodes, nodes=nodes, gpus_per_node=gpus_per_node)
+    return estimate(workload, hardware, own or throughput)

@@ -1,0 +1,123 @@
+"""Which offer a spec's run goes to on a provider.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+from typing import Any
+
+from gpuplan.errors import UserError
+from gpuplan.jobs.spec import JobSpec
+from gpuplan.launching.offer import Offer
+from gpuplan.providers.base import Provider
+
+
+def provider_for(name: str) -> Provider:
+    """The provider registered as `name`, configured from the user's config file (gpuplan.config)."""
+    from gpuplan.config import make_provider
+
+    return make_provider(name)
+
+
+def choose_offer(spec: JobSpec, provider: Provider, *, db_url: str | None = None) -> Offer:
+    """The offer for this spec on this provider.
+
+    Local: this machine at its configured price. AWS/GCP: with a workload to plan from, the planner's option of
+    lowest total job cost within the spec's resources and limits (`planned_offer`); otherwise the cheapest
+    catalog offer for the spec's GPU within its regions and price cap. Either way the start tries the next
+    offers on a capacity error (gpuplan.launching.placements). Others (Slurm's charge-back, plugins): the spec as asked.
+    """
+    res = spec.resources
+    price = getattr(provider, "price_per_hour", None)
+    if provider.name == "local":
+        return Offer(provider="local", cloud="local", instance_type="localhost", region="local",
+                     gpu=res.gpu, gpus_per_node=res.gpus_per_node or (1 if res.gpu else 0), nodes=res.nodes,
+                     spot=False, price_per_hour=Decimal(str(price)) if price is not None else Decimal(0))
+    region = next((r for r in res.regions if "*" not in r and "?" not in r), None)
+    gpus_per_node = res.gpus_per_node or (1 if res.gpu else 0)
+    from gpuplan.catalog import KNOWN_CLOUDS
+
+    if provider.cloud in KNOWN_CLOUDS and spec.workload is not None and spec.workload.total_tokens is not None:
+        planned = planned_offer(spec, provider.name, provider.cloud, db_url=db_url)
+        if planned is not None:
+            return planned
+    if res.gpu and provider.cloud in KNOWN_CLOUDS:
+        # The cheapest catalog offer for the GPU within the spec's regions and price cap (gpuplan.launching.placements
+        # tries the others, in order, if this one has no capacity).
+        from gpuplan.launching.placements import ranked_choices
+
+        choices = ranked_choices(provider.cloud, res.gpu, gpus_per_node, spot=res.spot, regions=res.regions,
+                                 max_price=res.max_price_per_hour, db_url=db_url)
+        if not choices:
+            raise UserError(f"no {provider.cloud} offer in the catalog for {gpus_per_node} x {res.gpu}"
+                            + (f" in {', '.join(res.regions)}" if res.regions else "")
+                            + (f" under ${res.max_price_per_hour}/h" if res.max_price_per_hour else "")
+                            + " (see `gpuplan prices`)")
+        best = choices[0]
+        return Offer(provider=provider.name, cloud=provider.cloud, instance_type=best.instance_type,
+                     region=best.region, gpu=res.gpu, gpus_per_node=int(best.gpu_count), nodes=res.nodes,
+                     spot=res.spot, price_per_hour=best.price_per_hour)
+    # Providers with a configured rate rather than a catalog (Slurm's internal charge-back) quote it per node.
+    charge = getattr(provider, "charge_per_hour", None)
+    return Offer(provider=provider.name, cloud=provider.cloud, region=region, gpu=res.gpu,
+                 gpus_per_node=gpus_per_node, nodes=res.nodes, spot=res.spot,
+                 price_per_hour=charge(gpus_per_node, 1) if callable(charge) else None)
+
+
+def planned_offer(spec: JobSpec, provider_name: str, cloud: str, *, db_url: str | None = None) -> Offer | None:
+    """The cheapest planner option on `cloud` that respects the spec; None when the workload cannot be planned.
+
+    The spec's `resources` narrow the search (gpu, gpus_per_node, regions, spot: true -> spot only, otherwise
+    on-demand only, so nobody gets spot without asking; exactly the spec's nodes, which its command may rely on)
+    and its limits
+    bound it (budget, max_price_per_hour, deadline). Nothing that fits is a UserError carrying the planner's
+    first reasons, so `gpuplan plan job.yaml --explain` can tell the rest.
+    """
+    from gpuplan.catalog.catalog import Catalog
+    from gpuplan.catalog.gpu_names import compile_region_patterns, resolve_gpus
+    from gpuplan.estimating.estimate import workload_from_job
+    from gpuplan.planning.planner import Constraints, plan
+
+    res, limits = spec.resources, spec.limits
+    try:
+        workload, own = workload_from_job(spec.workload)
+    except ValueError:
+        return None
+    deadline_hours = None
+    if limits.deadline is not None:
+        at = limits.deadline_at(dt.datetime.now(dt.timezone.utc))
+        assert at is not None
+        deadline_hours = (at - dt.datetime.now(dt.timezone.utc)).total_seconds() / 3600
+    constraints = Constraints(
+        deadline_hours=deadline_hours, budget_usd=limits.budget_usd, spot=bool(res.spot),
+        max_price_per_hour=res.max_price_per_hour, nodes=res.nodes,
+    )
+    catalog = Catalog.load(db_url, (cloud,))
+    offers = catalog.select(gpus=resolve_gpus(res.gpu) if res.gpu else None, clouds=(cloud,),
+                            regions=compile_region_patterns(",".join(res.regions)) if res.regions else None)
+    from gpuplan.calibration.startup import startup_allowance
+
+    result = plan(workload, offers, constraints=constraints, throughput_for=lambda _gpu: own,
+                  spot_model=spot_model_for(spec), startup_s={cloud: startup_allowance(provider_name, db_url).seconds})
+    wanted = [o for o in result.options
+              if (res.gpus_per_node is None or o.gpus_per_node == res.gpus_per_node)
+              and o.nodes == res.nodes]
+    if not wanted:
+        reasons = sorted({o.reason for o in result.rejected if o.reason})[:3]
+        raise UserError(f"no {cloud} offer fits {spec.name}"
+                        + (f": {'; '.join(reasons)}" if reasons else " within its resources and limits")
+                        + f" (see `gpuplan plan JOB.yaml --cloud {cloud} --explain`)")
+    best = wanted[0]
+    price = best.price_per_hour / best.nodes if best.price_per_hour is not None else None
+    return Offer(provider=provider_name, cloud=cloud, instance_type=best.instance_type, region=best.region,
+                 zone=best.zone, gpu=best.gpu, gpus_per_node=int(best.gpus_per_node), nodes=best.nodes,
+                 spot=best.spot, price_per_hour=price)
+
+
+def spot_model_for(spec: JobSpec) -> Any:
+    """The planner's spot interruption model with the spec's checkpoint interval (plan and launch share it)."""
+    from gpuplan.planning.planner import DEFAULT_CHECKPOINT_HOURS, SpotModel
+
+    interval = spec.checkpoint.interval if spec.checkpoint and spec.checkpoint.interval else None
+    return SpotModel(checkpoint_hours=interval or DEFAULT_CHECKPOINT_HOURS)

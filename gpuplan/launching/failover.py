@@ -1,0 +1,251 @@
+"""Try placements in order until one has capacity: zones of a region, then the next region, then the next offer.
+
+Provider-agnostic: it only calls `Provider.launch` and reads the typed errors of gpuplan.providers.base, so the
+AWS, GCP and any third-party provider share it. Capacity and quota errors move on to the next placement (a quota
+error also skips the remaining zones of that region for the same instance type and market: limits are per region
+and instance family, not per zone); an auth error stops at once (no other zone accepts bad credentials); anything
+else stops too, because retrying an unknown failure elsewhere can multiply machines. Every attempt is handed to a
+callback so orchestration writes it as an Event row, and giving up raises `FailoverExhausted` carrying the
+attempts, which the CLI prints as a table of what was tried and why it failed.
+
+Idempotency: before the first attempt on a provider, the run's live machines are looked up by tag
+(`list_tagged(run_id)`); if a crashed earlier attempt already started them, they are returned, never doubled.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from gpuplan.providers.base import (
+    AuthError,
+    CapacityError,
+    Instance,
+    InstanceState,
+    LaunchRequest,
+    Provider,
+    ProviderError,
+    QuotaError,
+)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where to try: a provider, a region, optionally a zone, and the offer's instance type and price."""
+
+    provider: str
+    region: str | None = None
+    zone: str | None = None
+    instance_type: str | None = None
+    price_per_hour: Decimal | None = None
+    spot: bool | None = None
+
+    @property
+    def where(self) -> str:
+        return self.zone or self.region or "(default)"
+
+
+@dataclass
+class Attempt:
+    """One launch attempt and its outcome (launched, existing, capacity, quota, skipped, auth, error)."""
+
+    number: int
+    placement: Placement
+    outcome: str
+    code: str | None = None
+    message: str = ""
+    seconds: float = 0.0
+    instance_ids: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "attempt": self.number,
+            "provider": self.placement.provider,
+            "region": self.placement.region,
+            "zone": self.placement.zone,
+            "instance_type": self.placement.instance_type,
+            "spot": self.placement.spot,
+            "outcome": self.outcome,
+            "code": self.code,
+            "message": self.message,
+            "seconds": round(self.seconds, 3),
+            "instance_ids": list(self.instance_ids),
+        }
+
+
+@dataclass
+class FailoverResult:
+    """The machines that started, where, and everything tried on the way."""
+
+    instances: list[Instance]
+    placement: Placement
+    attempts: list[Attempt]
+    request: LaunchRequest
+
+
+class FailoverExhausted(ProviderError):
+    """Every placement was tried and none had capacity (or quota); `attempts` says what happened where."""
+
+    def __init__(self, message: str, attempts: Sequence[Attempt]) -> None:
+        last = attempts[-1] if attempts else None
+        super().__init__(message, code=last.code if last else None)
+        self.attempts = list(attempts)
+
+    @property
+    def detail(self) -> str:
+        """A plain-text table of the attempts (the CLI prints it under the one-line error)."""
+        return format_attempts(self.attempts)
+
+
+def format_attempts(attempts: Iterable[Attempt]) -> str:
+    """Attempts as an aligned text table: #, provider, where, type, outcome, code, why."""
+    rows = [("#", "provider", "where", "type", "outcome", "code", "why")]
+    for a in attempts:
+        why = a.message.replace("\n", " ")
+        prefix = f"{a.code} in {a.placement.where}: "
+        if a.code and why.startswith(prefix):  # the code and the place have their own columns
+            why = why[len(prefix):]
+        rows.append((str(a.number), a.placement.provider, a.placement.where, a.placement.instance_type or "",
+                     a.outcome, a.code or "", why[:100]))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(r[:-1], widths, strict=True)) + "  " + r[-1] for r in rows]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+AttemptCallback = Callable[[Attempt], None]
+
+
+def expand_zones(placements: Iterable[Placement], zones_of: Callable[[Placement], Sequence[str]]) -> list[Placement]:
+    """Placements without a zone become one placement per zone of their region (where the provider knows zones).
+
+    `zones_of` returns the zones to try for a placement ([] = let the cloud choose); order is kept, so the
+    caller's ranking (best offer first, its regions in order) is the order of attempts.
+    """
+    out: list[Placement] = []
+    seen: set[Placement] = set()
+    for p in placements:
+        zones = [p.zone] if p.zone else list(zones_of(p)) or [None]
+        for zone in zones:
+            candidate = dataclasses.replace(p, zone=zone)
+            if candidate not in seen:
+                seen.add(candidate)
+                out.append(candidate)
+    return out
+
+
+def provider_zones(provider: Provider, region: str | None) -> list[str]:
+    """The zones a provider offers in a region, if it can list them (AWS and GCP do); [] otherwise."""
+    lister = getattr(provider, "zones", None)
+    if lister is None or region is None:
+        return []
+    return list(lister(region))
+
+
+def hint_regions(provider: Provider, regions: Iterable[str | None]) -> None:
+    """Tell a provider which regions a run's machines may be in (AWS searches only the regions it knows)."""
+    include = getattr(provider, "include_regions", None)
+    if include is not None:
+        include([r for r in regions if r])
+
+
+def request_for(request: LaunchRequest, placement: Placement) -> LaunchRequest:
+    """The request for one placement: its region and zone, and the offer's type, price and market."""
+    changes: dict[str, Any] = {"region": placement.region, "zones": (placement.zone,) if placement.zone else ()}
+    if placement.instance_type:
+        changes["instance_type"] = placement.instance_type
+    if placement.price_per_hour is not None:
+        changes["price_per_hour"] = placement.price_per_hour
+    if placement.spot is not None:
+        changes["spot"] = placement.spot
+    return dataclasses.replace(request, **changes)
+
+
+def _live(instances: Iterable[Instance]) -> list[Instance]:
+    return [i for i in instances if i.state not in InstanceState.GONE]
+
+
+def launch_with_failover(
+    request: LaunchRequest,
+    placements: Sequence[Placement],
+    providers: Mapping[str, Provider] | Callable[[str], Provider],
+    *,
+    on_attempt: AttemptCallback | None = None,
+    max_attempts: int | None = None,
+    check_existing: bool = True,
+    prepare: Callable[[LaunchRequest], LaunchRequest] | None = None,
+) -> FailoverResult:
+    """Launch `request` at the first placement with capacity; raise FailoverExhausted when none has.
+
+    `providers` maps a provider name to a configured provider (or builds one). Only CapacityError and QuotaError
+    move on; AuthError and any other ProviderError are re-raised after being recorded as an attempt.
+    `prepare`: applied to each placement's request before its launch (gpuplan.launching.placements sets the machines'
+    fail-safe for the placement's price and renders their boot scripts with it).
+    """
+    if not placements:
+        raise ProviderError("no placement to try: the job's constraints leave no region or offer", code="NoPlacement")
+
+    def get(name: str) -> Provider:
+        return providers[name] if isinstance(providers, Mapping) else providers(name)
+
+    attempts: list[Attempt] = []
+
+    def record(attempt: Attempt) -> None:
+        attempts.append(attempt)
+        if on_attempt is not None:
+            on_attempt(attempt)
+
+    hint_regions_by_provider: dict[str, set[str]] = {}
+    for p in placements:
+        if p.region:
+            hint_regions_by_provider.setdefault(p.provider, set()).add(p.region)
+    checked: set[str] = set()
+    quota_blocked: set[tuple[str, str | None, str | None, bool | None]] = set()
+    for placement in placements:
+        number = len(attempts) + 1
+        provider = get(placement.provider)
+        if check_existing and placement.provider not in checked:
+            checked.add(placement.provider)
+            hint_regions(provider, sorted(hint_regions_by_provider.get(placement.provider, ())))
+            existing = _live(provider.list_tagged(request.run_id))
+            if existing:
+                where = dataclasses.replace(placement, region=existing[0].region, zone=existing[0].zone,
+                                            instance_type=existing[0].instance_type or placement.instance_type)
+                record(Attempt(number, where, "existing", message="the run's machines were already running",
+                               instance_ids=[i.instance_id for i in existing]))
+                return FailoverResult(existing, where, attempts, request_for(request, where))
+        quota_key = (placement.provider, placement.region, placement.instance_type, placement.spot)
+        if quota_key in quota_blocked:
+            record(Attempt(number, placement, "skipped", message="quota exceeded for this type in this region"))
+            continue
+        if max_attempts is not None and sum(a.outcome != "skipped" for a in attempts) >= max_attempts:
+            break
+        attempt_request = request_for(request, placement)
+        if prepare is not None:
+            attempt_request = prepare(attempt_request)
+        started = time.monotonic()
+        try:
+            instances = provider.launch(attempt_request)
+        except (CapacityError, QuotaError) as exc:
+            outcome = "quota" if isinstance(exc, QuotaError) else "capacity"
+            if outcome == "quota":
+                quota_blocked.add(quota_key)
+            record(Attempt(number, placement, outcome, exc.code, str(exc), time.monotonic() - started))
+            continue
+        except AuthError as exc:
+            record(Attempt(number, placement, "auth", exc.code, str(exc), time.monotonic() - started))
+            raise
+        except ProviderError as exc:
+            record(Attempt(number, placement, "error", exc.code, str(exc), time.monotonic() - started))
+            raise
+        launched = Attempt(number, placement, "launched", seconds=time.monotonic() - started,
+                           message=f"{len(instances)} machine(s) started",
+                           instance_ids=[i.instance_id for i in instances])
+        record(launched)
+        return FailoverResult(instances, placement, attempts, attempt_request)
+    tried = sum(a.outcome in ("capacity", "quota") for a in attempts)
+    raise FailoverExhausted(f"no capacity for run {request.run_id}: {tried} placement(s) tried, all refused "
+                            "(attempts listed above)", attempts)

@@ -1,0 +1,84 @@
+"""The `launch_plan` event: where a launch may start machines, committed before the provider call.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from gpuplan.launching.failover import Placement
+from gpuplan.providers.base import LaunchRequest, Provider
+from gpuplan.runs.events import LAUNCH_PLAN
+
+if TYPE_CHECKING:
+    from gpuplan.launching.failsafe_store import PlacedFailSafe
+
+
+def placements_for_launch(provider: Provider, request: LaunchRequest) -> list[Placement]:
+    """Where this launch may start machines: the failover's placements on a cloud, the request's own elsewhere."""
+    if provider.cloud == "local":
+        return [Placement(provider.name, request.region, None, request.instance_type, request.price_per_hour,
+                          request.spot)]
+    from gpuplan.launching.placements import planned_placements
+
+    return planned_placements(provider, request)
+
+
+def launch_plan_data(provider: Provider, placements: Sequence[Placement],
+                     failsafe: PlacedFailSafe | None = None) -> dict[str, Any]:
+    """The `launch_plan` event's data: where to look, what each place costs, and who is launching.
+
+    `failsafe`: the timer the machines will carry (the chosen offer's, and each placement's at its own price).
+    The `failsafe` event records it only after the machines started; written here too, before the provider
+    call, it still says which cap set the timer when the launching gpuplan dies in between
+    (gpuplan.launching.failsafe_store.recorded_failsafe falls back to it).
+    """
+    data = {
+        "provider": provider.name,
+        "cloud": provider.cloud,
+        "regions": sorted({p.region for p in placements if p.region}),
+        "zones": sorted({p.zone for p in placements if p.zone}),
+        "instance_types": sorted({p.instance_type for p in placements if p.instance_type}),
+        "placements": [_placement_data(p, failsafe) for p in placements],
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+    }
+    if failsafe is not None:
+        data["failsafe"] = failsafe.chosen.as_dict()
+    return data
+
+
+def _placement_data(placement: Placement, failsafe: PlacedFailSafe | None) -> dict[str, Any]:
+    p = placement
+    data: dict[str, Any] = {"region": p.region, "zone": p.zone, "instance_type": p.instance_type,
+                            "price_per_hour": str(p.price_per_hour) if p.price_per_hour is not None else None,
+                            "spot": p.spot}
+    if failsafe is not None:  # a failover placement's machines carry the fail-safe at their own price
+        at = failsafe.started(p.price_per_hour)
+        data["failsafe"] = {"hours": at.hours, "cap": at.cap, "detail": at.detail}
+    return data
+
+
+def add_launch_plan(session: Any, run: Any, provider: Provider, placements: Sequence[Placement],
+                    failsafe: PlacedFailSafe | None = None, **extra: Any) -> None:
+    """Add the `launch_plan` event to `session` (the caller commits it before any provider call); `extra` goes
+    into its data (a spot relaunch adds its generation)."""
+    from gpuplan.runs.events import record_event
+
+    data = {**launch_plan_data(provider, placements, failsafe), **extra}
+    record_event(session, run, LAUNCH_PLAN,
+                 f"will try {len(placements)} placement(s) on {provider.name} in "
+                 f"{', '.join(data['regions']) or '(default region)'}", **data)
+
+
+def record_launch_plan(store: Any, run_id: str, provider: Provider, placements: Sequence[Placement],
+                       failsafe: PlacedFailSafe | None = None) -> None:
+    """Commit the `launch_plan` event (with the planned fail-safe, if any) before any provider call."""
+    from gpuplan.store.models import Run
+
+    with store.session() as session:
+        run = session.get(Run, run_id)
+        assert run is not None, run_id
+        add_launch_plan(session, run, provider, placements, failsafe)

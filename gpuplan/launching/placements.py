@@ -1,0 +1,194 @@
+"""Starting a run's machines on a cloud: ranked catalog offers -> placements -> failover, one boot script per node.
+
+gpuplan.launching.start keeps the single provider call (`start_instances`); for every provider but `local` it lands
+here:
+- the offer chosen at plan time comes first, then the catalog's other offers for the same GPU (same instance
+  type in other regions first, then the next instance type), each expanded into the provider's zones;
+- gpuplan.launching.failover walks them, and each attempt is handed back to orchestration to be written as an Event;
+- the boot script (gpuplan.jobs.bootstrap) is rendered per node: node 0 finds its own address, the others get
+  node 0's address as MASTER_ADDR (the provider calls `boot_script_for(rank, master_addr)`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from gpuplan.errors import GpuplanError
+from gpuplan.launching.failover import (
+    AttemptCallback,
+    FailoverResult,
+    Placement,
+    expand_zones,
+    launch_with_failover,
+    provider_zones,
+)
+from gpuplan.launching.failsafe import MAX_HOURS_AT
+from gpuplan.providers.base import LaunchRequest, Provider
+
+MAX_OFFERS = 4  # distinct (region, instance type) pairs tried after the chosen one
+MAX_ATTEMPTS = 24  # launch calls at most, whatever the number of zones
+BOOTED_CLOUDS = frozenset({"aws", "gcp"})  # machines that run jobs.bootstrap's script at boot (Slurm has its own)
+
+
+@dataclass(frozen=True)
+class CloudChoice:
+    """One (region, instance type) of the catalog for a job: its cheapest price there for the chosen market."""
+
+    region: str
+    instance_type: str
+    gpu: str
+    gpu_count: float
+    price_per_hour: Decimal | None
+
+
+def ranked_choices(cloud: str, gpu: str | None, gpus_per_node: int | None, *, spot: bool,
+                   regions: Sequence[str] = (), max_price: Decimal | None = None,
+                   db_url: str | None = None) -> list[CloudChoice]:
+    """The catalog's offers of `gpu` on `cloud`, cheapest first; an exact GPU count beats a bigger machine.
+
+    `regions` are the spec's glob patterns (`us-*`); `max_price` caps the hourly price of one node.
+    """
+    if not gpu:
+        return []
+    from gpuplan.catalog import load_offers
+
+    wanted = gpus_per_node or 1
+    offers = load_offers(clouds=[cloud], gpus=[gpu], spot=spot, db_url=db_url, min_gpus=wanted,
+                         regions=list(regions) or None, max_price=max_price)
+    best: dict[tuple[str, str], CloudChoice] = {}
+    for offer in offers:
+        price = offer.price(spot)
+        key = (offer.region, offer.instance_type)
+        current = best.get(key)
+        if current is None or (price is not None and (current.price_per_hour is None or
+                                                      price < current.price_per_hour)):
+            best[key] = CloudChoice(offer.region, offer.instance_type, offer.gpu, offer.gpu_count, price)
+    return sorted(best.values(), key=lambda c: (c.gpu_count != wanted, c.price_per_hour is None,
+                                                c.price_per_hour or Decimal(0), c.region, c.instance_type))
+
+
+def _in_regions(region: str | None, patterns: Sequence[str]) -> bool:
+    return not patterns or (region is not None and any(fnmatch.fnmatchcase(region, p) for p in patterns))
+
+
+def placements_for(provider: Provider, request: LaunchRequest,
+                   choices: Sequence[CloudChoice] = ()) -> list[Placement]:
+    """The chosen offer first, then the same type in other regions, then the next types; zones expanded."""
+    first = Placement(provider.name, request.region, request.zones[0] if request.zones else None,
+                      request.instance_type, request.price_per_hour, request.spot)
+    type_order: dict[str, int] = {}
+    for c in choices:
+        type_order.setdefault(c.instance_type, len(type_order))
+    if request.instance_type:
+        type_order[request.instance_type] = -1
+    others = sorted(
+        (c for c in choices if (c.region, c.instance_type) != (request.region, request.instance_type)),
+        key=lambda c: (type_order[c.instance_type], c.price_per_hour or Decimal(0)))
+    base = [first, *(Placement(provider.name, c.region, None, c.instance_type, c.price_per_hour, request.spot)
+                     for c in others[:MAX_OFFERS])]
+    return expand_zones(base, lambda p: provider_zones(provider, p.region))
+
+
+def outputs_base(request: LaunchRequest, provider: Provider | None) -> str | None:
+    """Where the run's nodes ship their outputs: the provider's own storage (e.g. its S3 bucket), else
+    `GPUPLAN_STORAGE_URL/<run_id>` (shipped, but only a provider that knows the storage fetches it back)."""
+    if provider is not None:
+        url = provider.outputs_url(request.run_id)
+        if url:
+            return url.rstrip("/")
+    storage = os.environ.get("GPUPLAN_STORAGE_URL")
+    return f"{storage.rstrip('/')}/{request.run_id}" if storage else None
+
+
+def boot_script_renderer(request: LaunchRequest,
+                         provider: Provider | None = None) -> Callable[[int, str | None], str]:
+    """`(rank, master_addr) -> script`: the job as jobs.bootstrap renders it for one node of this run.
+
+    With a provider that keeps secrets in its cloud's store, the script holds only their names; with one that
+    reads guest attributes, the script reports its exit code there.
+    """
+    from gpuplan.jobs.bootstrap import boot_plan_for, render_boot_script
+    from gpuplan.jobs.runner import NodeLaunch
+
+    argv = list(request.options.get("argv") or ["/bin/sh", "-c", request.command])
+    base = outputs_base(request, provider)
+    gpus = int(request.gpus_per_node or 0)
+    by_reference = bool(provider is not None and provider.secrets_by_reference)
+    secrets = {} if by_reference else dict(request.secrets)
+    params = ({name: provider.secret_parameter(request.run_id, name) for name in sorted(request.secrets)}
+              if by_reference and provider is not None else {})
+    guest = bool(provider is not None and provider.reports_guest_attributes)
+    gcs_endpoint = provider.outputs_endpoint() if provider is not None else None
+    store = provider.secret_store if provider is not None else "ssm"
+    secrets_endpoint = provider.secrets_endpoint() if by_reference and provider is not None else None
+
+    def render(rank: int, master_addr: str | None) -> str:
+        node = NodeLaunch(run_id=request.run_id, name=request.name, argv=argv, run_dir=request.run_dir,
+                          node_rank=rank, nnodes=request.nodes, nproc_per_node=max(gpus, 1),
+                          runtime=request.runtime or "auto", image=request.image, workdir=request.workdir,
+                          env=dict(request.env), secret_names=sorted(request.secrets), gpus=gpus,
+                          max_hours=request.max_hours, checkpoint_dir=request.options.get("checkpoint_dir"))
+        storage_url = f"{base}/node-{rank}" if base else None
+        return render_boot_script(boot_plan_for(node, secrets=secrets, storage_url=storage_url,
+                                                master_addr=master_addr, secret_params=params,
+                                                guest_attributes=guest, gcs_endpoint=gcs_endpoint,
+                                                secret_store=store, secretmanager_endpoint=secrets_endpoint))
+
+    return render
+
+
+def with_boot_scripts(request: LaunchRequest, provider: Provider | None = None) -> LaunchRequest:
+    """The request with a boot script per node (unless the caller already rendered one)."""
+    if request.boot_script is not None or "boot_script_for" in request.options:
+        return request
+    render = boot_script_renderer(request, provider)
+    options: dict[str, Any] = {**request.options, "boot_script_for": render}
+    return dataclasses.replace(request, boot_script=render(0, None), options=options)
+
+
+def planned_placements(provider: Provider, request: LaunchRequest, *,
+                       db_url: str | None = None) -> list[Placement]:
+    """Every placement a launch of `request` may try, in order (the chosen offer first, then the catalog's next).
+
+    Computed before any cloud call so orchestration can record where machines may appear (the `launch_plan`
+    event): a later process that finds the launch died knows which regions to search (gpuplan.supervise.adopt).
+    """
+    patterns = [str(r) for r in request.options.get("regions") or ()]
+    max_price = request.options.get("max_price_per_hour")
+    try:
+        choices = ranked_choices(provider.cloud, request.gpu, int(request.gpus_per_node or 0) or None,
+                                 spot=request.spot, regions=patterns,
+                                 max_price=Decimal(str(max_price)) if max_price is not None else None,
+                                 db_url=db_url)
+    except GpuplanError:  # a GPU or cloud the catalog does not know: only the chosen offer is tried
+        choices = []
+    choices = [c for c in choices if _in_regions(c.region, patterns)]
+    return placements_for(provider, request, choices)
+
+
+def start_with_failover(provider: Provider, request: LaunchRequest, *,
+                        on_attempt: AttemptCallback | None = None, db_url: str | None = None,
+                        placements: Sequence[Placement] | None = None) -> FailoverResult:
+    """Launch on the first placement with capacity; FailoverExhausted (with the attempts) when none has.
+
+    `placements`: the ones `planned_placements` returned (and orchestration recorded); computed here if None.
+    Each placement's machines get the fail-safe for its own price (`options[MAX_HOURS_AT]`, gpuplan.launching.failsafe:
+    a dearer placement spends a budget sooner) and boot scripts rendered with it.
+    """
+    if placements is None:
+        placements = planned_placements(provider, request, db_url=db_url)
+    hours_at = request.options.get(MAX_HOURS_AT)
+
+    def prepare(attempt: LaunchRequest) -> LaunchRequest:
+        if callable(hours_at) and attempt.price_per_hour is not None:
+            attempt = dataclasses.replace(attempt, max_hours=hours_at(attempt.price_per_hour))
+        return with_boot_scripts(attempt, provider) if provider.cloud in BOOTED_CLOUDS else attempt
+
+    return launch_with_failover(request, placements, {provider.name: provider}, on_attempt=on_attempt,
+                                max_attempts=MAX_ATTEMPTS, prepare=prepare)

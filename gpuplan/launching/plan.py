@@ -1,0 +1,25 @@
+"""Decide a launch (offer and estimate) without recording or starting anything.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gpuplan.jobs.spec import JobSpec
+from gpuplan.launching.choose import choose_offer
+from gpuplan.launching.estimate import estimate_run
+from gpuplan.launching.offer import LaunchPlan
+from gpuplan.providers.base import Provider
+
+
+def plan_launch(spec: JobSpec, spec_text: str, *, provider: Provider, source_dir: str | None = None,
+                db_url: str | None = None) -> LaunchPlan:
+    """Decide the offer and the estimate; nothing is recorded or started. `db_url`: where the price catalog's
+    refreshes and the bench/calibration records live (default: the shipped catalog and the prior)."""
+    offer = choose_offer(spec, provider, db_url=db_url)
+    return LaunchPlan(spec=spec, spec_text=spec_text, source_dir=source_dir, offer=offer,
+                      estimate=estimate_run(spec, offer, db_url=db_url))
+
+
+def source_dir_of(path: str | Path | None) -> str | None:
+    return str(Path(path).resolve().parent) if path else None

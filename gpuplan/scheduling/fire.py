@@ -1,0 +1,100 @@
+"""What a scheduled fire does: re-plan the stored spec now, apply its gates, launch detached.
+
+Kept apart from gpuplan.scheduling.scheduler (which decides *when*) so the timing logic stays free of providers, and
+the launch path is the very same orchestration `gpuplan launch --detach` uses.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from pathlib import Path
+from typing import Any
+
+from gpuplan.scheduling.scheduler import FireRequest, Gates, Launcher, SkipFire
+
+log = logging.getLogger(__name__)
+
+
+def gates_of(spec_text: str) -> Gates:
+    """The `schedule:` gates of a stored spec (none when the spec has no schedule section)."""
+    from gpuplan.jobs.spec import parse_spec
+
+    section = parse_spec(spec_text, source="<scheduled spec>").schedule
+    if section is None:
+        return Gates()
+    price = float(section.max_price_per_hour) if section.max_price_per_hour is not None else None
+    return Gates(window=section.window, max_price_per_hour=price, spot_only=section.spot_only)
+
+
+def provider_name_for(spec: Any) -> str:
+    """Where a scheduled spec runs: its only cloud when it names exactly one, else this machine."""
+    clouds = list(spec.resources.clouds)
+    return clouds[0] if len(clouds) == 1 else "local"
+
+
+def make_launcher(store: Any, *, spec_dir: str | None = None) -> Launcher:
+    """A launcher bound to `store`: plan with current prices, check gates and budgets, launch detached."""
+
+    def launcher(request: FireRequest) -> str:
+        from gpuplan.jobs.spec import parse_spec
+        from gpuplan.launching.choose import provider_for
+        from gpuplan.launching.plan import plan_launch
+        from gpuplan.launching.record import read_secrets
+        from gpuplan.launching.start import launch
+        from gpuplan.store.models import Schedule
+
+        spec = parse_spec(request.spec_text, source=f"schedule {request.schedule_name}")
+        provider = provider_for(provider_name_for(spec))
+        # db_url: the store's bench records, calibrations and finished runs (start-up) shape the estimate, as
+        # for `gpuplan launch`.
+        plan = plan_launch(spec, request.spec_text, provider=provider,
+                                         source_dir=spec_dir or _source_dir(store, request.schedule_id, Schedule),
+                                         db_url=store.url)
+        _check_gates(plan, request.gates)
+        _check_budgets(store, plan, request.now)
+        secrets = read_secrets(spec)
+        run_id = launch(store, plan, provider, secrets, schedule_id=request.schedule_id)
+        log.info("schedule %s: launched run %s", request.schedule_name, run_id)
+        return run_id
+
+    return launcher
+
+
+def _source_dir(store: Any, schedule_id: int, schedule_model: Any) -> str | None:
+    """The folder the spec was added from: relative paths in its command resolve there, as for a launch."""
+    with store.session() as session:
+        schedule = session.get(schedule_model, schedule_id)
+        path = schedule.spec_path if schedule is not None else None
+    return str(Path(path).parent) if path else None
+
+
+def _check_gates(plan: Any, gates: Gates) -> None:
+    offer = plan.offer
+    if gates.spot_only and not offer.spot and offer.cloud != "local":
+        raise SkipFire("spot_only: the chosen offer is not spot")
+    price = offer.total_price_per_hour
+    if gates.max_price_per_hour is not None and price is not None and float(price) > gates.max_price_per_hour:
+        raise SkipFire(f"price ${float(price):.2f}/h is above schedule.max_price_per_hour "
+                       f"${gates.max_price_per_hour:.2f}/h")
+
+
+def _check_budgets(store: Any, plan: Any, now: dt.datetime) -> None:
+    """Skip (recorded with the reason) when the estimate exceeds what a budget has left."""
+    from gpuplan.books.budgets import check_launch
+
+    est = plan.estimate
+    cost = est.cost_usd if est is not None else None
+    with store.session() as session:
+        violations = check_launch(session, plan.spec.project, plan.offer.cloud, cost, now)
+    if violations:
+        raise SkipFire("; ".join(v.message for v in violations))
+
+
+def watch_scheduled_runs(store: Any, now: dt.datetime) -> None:
+    """One watch pass over live runs, so caps apply to what the scheduler launched."""
+    from gpuplan.supervise.watch import watch_all
+
+    for result in watch_all(store):
+        if result.changed:
+            log.info("run %s: %s%s", result.run_id, result.state, f" ({result.capped})" if result.capped else "")

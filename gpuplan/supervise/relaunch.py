@@ -1,0 +1,172 @@
+"""After a spot interruption: relaunch the run from its checkpoint, a bounded number of times, within its budget.
+
+Called by the watch step (gpuplan.supervise.watch.refresh_run) when a live run's machine comes back PREEMPTED. A
+relaunch needs a checkpoint dir in the spec (otherwise the work is lost and a relaunch would start over, so the run ends
+`failed: preempted`), fewer than MAX_RELAUNCHES earlier relaunches, spend below the budget and time below
+max_hours, time left under every cap (gpuplan.launching.failsafe: the new machines' own timer is what is left of the
+tightest one, recorded as a `failsafe` event), and the spec's secrets in the watcher's environment. The
+machines of the interrupted generation are terminated (a multi-node job cannot go on without a node), their rows
+are marked superseded (the settling of the run then looks only at the current generation), and the new machines
+go through the same failover as a launch, with a new generation number so EC2's idempotency token differs.
+Every decision is an Event.
+
+Crash safety, as for a launch (gpuplan.launching.start): the relaunch commits a `launch_plan` event carrying its
+generation before the provider call, and its outcome (`relaunch` or `relaunch_failed`) with the new rows after.
+A plan without an outcome is a relaunch whose gpuplan is still at it (the watch step leaves the run alone) or
+died (the next watch step records, by tag, the machines it started — never a second relaunch — or, when it had
+started none, relaunches again within the same limits).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+from decimal import Decimal
+from typing import Any
+
+from gpuplan.launching.launch_plan import add_launch_plan, placements_for_launch
+from gpuplan.providers.base import InstanceState, Provider, ProviderError
+from gpuplan.runs.events import LAUNCH_PLAN
+from gpuplan.runs.machines import SUPERSEDED, current_instances, record_instances
+from gpuplan.testpoint import pause_point
+
+MAX_RELAUNCHES = 3
+
+
+OUTCOMES = ("relaunch", "relaunch_failed")  # the events that close a relaunch's launch plan
+
+
+def relaunch_count(run: Any) -> int:
+    return sum(1 for e in run.events if e.kind == "relaunch")
+
+
+def why_not_relaunch(run: Any, spec: Any, now: dt.datetime) -> str | None:
+    """The reason a preempted run may not be relaunched, or None when it may."""
+    from gpuplan.runs.cost import run_cost
+    from gpuplan.runs.records import elapsed_hours
+
+    if spec.checkpoint is None or not spec.checkpoint.dir:
+        return "no checkpoint dir in the spec: a relaunch would start over"
+    done = relaunch_count(run)
+    if done >= MAX_RELAUNCHES:
+        return f"already relaunched {done} time(s) (limit {MAX_RELAUNCHES})"
+    if run.budget_usd is not None and run_cost(run, now) >= Decimal(run.budget_usd):
+        return f"budget: ${run_cost(run, now):.4f} of ${Decimal(run.budget_usd):.2f} spent"
+    hours = elapsed_hours(run, now)
+    if run.max_hours is not None and hours is not None and hours >= run.max_hours:
+        return f"max_hours: ran {hours:.4g} h of {run.max_hours:g} h"
+    return None
+
+
+def relaunch_after_preemption(session: Any, run: Any, provider: Provider, now: dt.datetime) -> bool:
+    """Relaunch `run` if allowed; True when new machines are running (the run stays live)."""
+    from gpuplan.jobs.spec import parse_spec
+    from gpuplan.launching.failsafe_store import placed as failsafe_placed
+    from gpuplan.launching.failsafe_store import record_failsafe, refusal, run_inputs
+    from gpuplan.launching.offer import LaunchPlan, Offer
+    from gpuplan.launching.record import read_secrets
+    from gpuplan.launching.start import build_request, start_instances
+    from gpuplan.runs.events import record_event
+
+    spec = parse_spec(run.spec_text, source=f"run {run.id}")
+    reason = why_not_relaunch(run, spec, now)
+    if reason is None:
+        try:
+            secrets = read_secrets(spec)
+        except Exception as exc:  # a missing secret: the watcher's environment is not the launcher's
+            reason = f"cannot relaunch: {exc}"
+    if reason is not None:
+        record_event(session, run, "relaunch_skipped", reason)
+        return False
+
+    current = current_instances(run)
+    still_up = [i for i in current if i.terminated_at is None]
+    if still_up:  # the other nodes of an interrupted multi-node job
+        provider.terminate([i.provider_instance_id for i in still_up])
+        from gpuplan.runs.machines import close_instance
+
+        for row in still_up:
+            close_instance(row, InstanceState.TERMINATED, now)
+    generation = relaunch_count(run) + 1
+    price = next((i.price_per_hour for i in current if i.price_per_hour is not None), None)
+    offer = Offer(provider=run.provider, cloud=run.cloud or provider.cloud, instance_type=run.instance_type,
+                  region=run.region, zone=None, gpu=run.gpu, gpus_per_node=int(run.gpus_per_node or 0),
+                  nodes=run.nodes, spot=run.spot, price_per_hour=price)
+    plan = LaunchPlan(spec=spec, spec_text=run.spec_text, source_dir=None, offer=offer, estimate=None)
+    request = build_request(plan, run.id, run.run_dir or "", secrets)
+    placements = placements_for_launch(provider, request)
+    # The new machines' own timer: what is left of the run's caps (not the whole max_hours again), for each
+    # placement at its own price.
+    placed = failsafe_placed(run_inputs(session, run, price_per_hour=price, nodes=run.nodes,
+                                        min_billed_seconds=provider.min_billed_seconds, now=now), placements)
+    if placed.refused:
+        record_failsafe(session, run, placed.chosen, generation=generation)
+        record_event(session, run, "relaunch_skipped", refusal(placed.chosen).removeprefix("refused: "))
+        return False
+    request = dataclasses.replace(
+        placed.request(request), env={**request.env, "GPUPLAN_RELAUNCH": str(generation)},
+        options={**request.options, "generation": generation})
+    # Committed before the provider call, with what this pass learnt (the interrupted machines are closed): a
+    # gpuplan that dies while starting the new machines leaves a plan whose generation has no outcome, and the
+    # next watch step adopts what it started (recover_relaunch) instead of relaunching a second time.
+    add_launch_plan(session, run, provider, placed.placements, placed, generation=generation)
+    session.commit()
+    pause_point("relaunch_planned")
+    try:
+        instances = start_instances(provider, request, placements=placed.placements)
+    except ProviderError as exc:
+        record_event(session, run, "relaunch_failed", str(exc), generation=generation, code=exc.code)
+        return False
+    pause_point("relaunched")
+    for row in current:
+        row.state = SUPERSEDED
+    record_instances(session, run, provider, instances, default_price=price, now=now)
+    record_failsafe(session, run, placed.started(
+        next((i.price_per_hour for i in instances if i.price_per_hour is not None), price)), generation=generation)
+    if instances:
+        run.zone, run.region = instances[0].zone or run.zone, instances[0].region or run.region
+    record_event(session, run, "relaunch", f"spot interruption: relaunch {generation} of at most {MAX_RELAUNCHES} "
+                 f"from checkpoint {spec.checkpoint.dir}", generation=generation,
+                 instances=[i.instance_id for i in instances])
+    return True
+
+
+def pending_relaunch(run: Any) -> int | None:
+    """The generation of a relaunch whose launch plan is recorded but whose outcome (`relaunch` or
+    `relaunch_failed`) is not: its gpuplan is still starting the machines, or died doing it. None otherwise."""
+    from gpuplan.runs.events import events_of
+
+    pending = None
+    for event in events_of(run, (LAUNCH_PLAN, *OUTCOMES)):
+        try:
+            data = json.loads(event.data_json or "{}")
+        except ValueError:
+            continue
+        generation = data.get("generation") if isinstance(data, dict) else None
+        if event.kind == LAUNCH_PLAN:
+            pending = generation if isinstance(generation, int) else None
+        elif generation == pending:
+            pending = None
+    return pending
+
+
+def recover_relaunch(session: Any, run: Any, provider: Provider, now: dt.datetime, generation: int) -> bool:
+    """Finish relaunch `generation`, whose gpuplan died after committing its launch plan (the caller checked that
+    it is no longer in flight): record the machines it started, by tag; if it started none, say so and relaunch
+    again within the same limits. True when the run has machines again."""
+    from gpuplan.runs.events import record_event
+    from gpuplan.supervise.adopt import adopt
+
+    previous = current_instances(run)
+    adopted = adopt(session, run, provider, now)
+    if not adopted:
+        record_event(session, run, "relaunch_failed", "the gpuplan relaunching the run died before any machine "
+                     "started", generation=generation)
+        return relaunch_after_preemption(session, run, provider, now)
+    for row in previous:
+        row.state = SUPERSEDED
+    record_event(session, run, "relaunch", f"spot interruption: relaunch {generation} of at most {MAX_RELAUNCHES}, "
+                 "recorded after the gpuplan that started it died", generation=generation,
+                 instances=[row.provider_instance_id for row in adopted], recovered=True)
+    return True

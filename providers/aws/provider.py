@@ -1,0 +1,619 @@
+"""AWS EC2: launch a run's GPU instances, watch them, end them, and find every one gpuplan owns.
+
+Safety rules this module keeps, because each one is a way to get a surprise bill or a breach:
+
+- Idempotency: before any RunInstances the provider looks for live instances tagged with the run id (moto, and
+  a crashed earlier attempt, both make ClientToken alone insufficient), and the ClientToken is derived from the
+  run id, the zone and the launch generation, so a retried call returns the same machines on real EC2.
+- Every instance and its volumes carry gpuplan's tags (reconcile finds them); the instance terminates on
+  shutdown, so the boot script's `max_hours` poweroff is a real fail-safe.
+- IMDSv2 only; a security group with no inbound rules (SSH only when asked, and only from one address).
+- Throttling is retried by botocore's own retry modes ("adaptive" by default), never by hand.
+
+boto3 is imported inside the provider only: `gpuplan --help` must not pay for it. Credentials come from the
+standard chain and `AWS_ENDPOINT_URL` is honoured by boto3 itself (that is how the tests reach moto).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, ClassVar
+
+from gpuplan.providers.aws import secrets as aws_secrets
+from gpuplan.providers.aws.rules import (
+    DEFAULT_AMI_PARAMETER,
+    DEFAULT_REGION,
+    ENDED_EC2_STATES,
+    LIVE_EC2_STATES,
+    NOT_FOUND_CODES,
+    SECURITY_GROUP_NAME,
+    TAG_NODE_RANK,
+    TAG_PRICE,
+    caller_address,
+    client_token,
+    decimal,
+    ended_at,
+    map_client_error,
+    map_state,
+    single_address_cidr,
+    tag_dict,
+    tag_list,
+)
+from gpuplan.providers.base import (
+    TAG_RUN_ID,
+    CloudSecret,
+    Instance,
+    InstanceState,
+    LaunchRequest,
+    Provider,
+    ProviderError,
+)
+from gpuplan.providers.outputs import StoredObject, bucket_hint, node_prefix, run_url, sync_node_outputs
+
+log = logging.getLogger(__name__)
+
+
+class AwsProvider(Provider):
+    """EC2 instances for gpuplan runs.
+
+    Configuration (constructor keywords, else the environment variables GPUPLAN_AWS_REGIONS, GPUPLAN_AWS_IMAGE_ID,
+    GPUPLAN_AWS_AMI_PARAMETER, GPUPLAN_AWS_SSH_FROM, GPUPLAN_AWS_KEY_NAME, GPUPLAN_AWS_INSTANCE_PROFILE; most are
+    overridable per launch through `LaunchRequest.options`):
+    `region` (default: the SDK's configured region, else us-east-1), `regions` (every region list_tagged and
+    describe search), `ami_parameter` (SSM parameter holding the AMI id), `image_id` (explicit AMI, wins over the
+    parameter), `ssh_from` (an address to open port 22 to; "auto" asks checkip.amazonaws.com), `key_name`,
+    `instance_profile`, `root_volume_gb`, `spot_max_price`, `retry_mode` and `max_attempts` (botocore retries),
+    `waiter_delay` and `waiter_max_attempts` (waiting for `terminated`), `bucket` (else GPUPLAN_AWS_BUCKET: the
+    S3 bucket the boot script ships each node's job.log, metrics and exit.json to, under
+    `gpuplan/<run_id>/node-<rank>/`; without it a finished run cannot report its exit code).
+
+    Secrets never ride in user-data: their values are stored as SSM SecureString parameters
+    `/gpuplan/<run_id>/<NAME>` (tagged like the run) in the launch region, the boot script reads them at boot,
+    and they are deleted once the run has no live instance left there.
+    """
+
+    name: ClassVar[str] = "aws"
+    cloud: ClassVar[str] = "aws"
+    min_billed_seconds: ClassVar[int] = 60
+    secrets_by_reference: ClassVar[bool] = True
+
+    def __init__(
+        self,
+        *,
+        region: str | None = None,
+        regions: Sequence[str] | None = None,
+        ami_parameter: str | None = None,
+        image_id: str | None = None,
+        ssh_from: str | None = None,
+        key_name: str | None = None,
+        instance_profile: str | None = None,
+        root_volume_gb: int | None = None,
+        spot_max_price: str | None = None,
+        retry_mode: str = "adaptive",
+        max_attempts: int = 8,
+        waiter_delay: float = 5.0,
+        waiter_max_attempts: int = 120,
+        bucket: str | None = None,
+        session: Any = None,
+    ) -> None:
+        env = os.environ
+        self.bucket = (bucket or env.get("GPUPLAN_AWS_BUCKET") or "").strip() or None
+        self._etags: dict[str, str] = {}  # key -> ETag of the copy fetched last
+        self._session = session
+        self.region = region or self._default_region()
+        self.regions: list[str] = []
+        extra = [r.strip() for r in env.get("GPUPLAN_AWS_REGIONS", "").split(",") if r.strip()]
+        for r in [self.region, *(regions or []), *extra]:
+            if r and r not in self.regions:
+                self.regions.append(r)
+        self.ami_parameter = ami_parameter or env.get("GPUPLAN_AWS_AMI_PARAMETER") or DEFAULT_AMI_PARAMETER
+        self.image_id = image_id or env.get("GPUPLAN_AWS_IMAGE_ID") or None
+        self.ssh_from = ssh_from or env.get("GPUPLAN_AWS_SSH_FROM") or None
+        self.key_name = key_name or env.get("GPUPLAN_AWS_KEY_NAME") or None
+        self.instance_profile = instance_profile or env.get("GPUPLAN_AWS_INSTANCE_PROFILE") or None
+        self.root_volume_gb = root_volume_gb
+        self.spot_max_price = spot_max_price
+        self.retry_mode = retry_mode
+        self.max_attempts = max_attempts
+        self.waiter_delay = waiter_delay
+        self.waiter_max_attempts = waiter_max_attempts
+        self._clients: dict[tuple[str, str], Any] = {}
+        self._region_of: dict[str, str] = {}
+        self._group_of: dict[str, str] = {}
+        self._ip_of: dict[str, str] = {}
+
+    # ---- clients -------------------------------------------------------------------------------------------
+
+    def _boto_session(self) -> Any:
+        if self._session is None:
+            import boto3
+
+            self._session = boto3.session.Session()
+        return self._session
+
+    def _default_region(self) -> str:
+        if self._session is not None and self._session.region_name:
+            return str(self._session.region_name)
+        return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or DEFAULT_REGION
+
+    def client(self, service: str, region: str) -> Any:
+        """One botocore client per (service, region), with botocore's retry mode for throttling."""
+        key = (service, region)
+        if key not in self._clients:
+            from botocore.config import Config
+
+            config = Config(retries={"mode": self.retry_mode, "max_attempts": self.max_attempts},
+                            user_agent_extra="gpuplan")
+            self._clients[key] = self._boto_session().client(service, region_name=region, config=config)
+        return self._clients[key]
+
+    def include_regions(self, regions: Iterable[str | None]) -> None:
+        """Search these regions too (list_tagged, describe): orchestration passes the regions a run may be in."""
+        for region in regions:
+            if region:
+                self._remember_region(region)
+
+    def _remember_region(self, region: str) -> None:
+        if region not in self.regions:
+            self.regions.append(region)
+
+    # ---- launch --------------------------------------------------------------------------------------------
+
+    def launch(self, request: LaunchRequest) -> list[Instance]:
+        """Start the run's nodes in one zone, all or nothing; machines the run already has are kept, never doubled.
+
+        With `options["boot_script_for"]` (a callable `(rank, master_addr) -> script`), node 0 starts first and
+        the other nodes get its private address as MASTER_ADDR; without it, one RunInstances call starts every
+        node with `request.boot_script`.
+        """
+        region = request.region or self.region
+        zone = request.zones[0] if request.zones else None
+        self._remember_region(region)
+        if not request.instance_type:
+            raise ProviderError("an AWS launch needs an instance type", code="NoInstanceType", region=region)
+        existing = self._find(region, run_id=request.run_id)
+        script_for = self._option(request, "boot_script_for", None)
+        if existing and (len(existing) >= request.nodes or script_for is None):
+            log.info("run %s already has %d instance(s) in %s; not launching again", request.run_id,
+                     len(existing), region)
+            return existing
+        self._put_secrets(region, request)
+        try:
+            return self._launch_nodes(request, region, zone, existing, script_for)
+        except ProviderError:
+            if not existing:  # this region will not run the job: its copy of the secrets must not linger
+                self._forget_secrets(region, request.run_id)
+            raise
+
+    def _launch_nodes(self, request: LaunchRequest, region: str, zone: str | None, existing: list[Instance],
+                      script_for: Any) -> list[Instance]:
+        if script_for is None:
+            return self._run(request, region, zone, count=request.nodes, user_data=request.boot_script or "")
+        have = {i.node_rank: i for i in existing}
+        zone = existing[0].zone if existing else zone
+        started: list[str] = []
+        try:
+            if 0 not in have:
+                [have[0]] = self._run(request, region, zone, count=1, user_data=script_for(0, None), rank=0)
+                started.append(have[0].instance_id)
+                zone = have[0].zone
+            master = self._ip_of.get(have[0].instance_id)
+            for rank in range(1, request.nodes):
+                if rank not in have:
+                    [have[rank]] = self._run(request, region, zone, count=1, user_data=script_for(rank, master),
+                                             rank=rank)
+                    started.append(have[rank].instance_id)
+        except ProviderError:
+            # All or nothing: a run cannot train on some of its nodes, and the next zone needs all of them.
+            partial = [i.instance_id for i in have.values()]
+            if partial:
+                log.warning("run %s: terminating %d node(s) of an incomplete launch", request.run_id, len(partial))
+                self.terminate(partial)
+            raise
+        return [have[r] for r in sorted(have)]
+
+    # ---- secrets (SSM Parameter Store) ---------------------------------------------------------------------
+
+    def _put_secrets(self, region: str, request: LaunchRequest) -> None:
+        """Store each secret value as a tagged SecureString `/gpuplan/<run_id>/<NAME>` in the launch region."""
+        if not request.secrets:
+            return
+        ssm = self.client("ssm", region)
+        tags = tag_list(request.tags())
+        for name, value in sorted(request.secrets.items()):
+            parameter = self.secret_parameter(request.run_id, name)
+            try:
+                try:
+                    ssm.put_parameter(Name=parameter, Value=value, Type="SecureString", Tags=tags,
+                                      Description=f"gpuplan secret {name} of run {request.run_id}")
+                except Exception as exc:
+                    if map_client_error(exc).code != "ParameterAlreadyExists":
+                        raise
+                    # A retried launch: overwrite (SSM refuses tags together with Overwrite; they are set).
+                    ssm.put_parameter(Name=parameter, Value=value, Type="SecureString", Overwrite=True)
+            except Exception as exc:
+                # The message names the parameter, never the value.
+                raise map_client_error(exc, region=region) from None
+
+    def _forget_secrets(self, region: str, run_id: str) -> None:
+        """Delete the run's secret parameters in one region (best effort: reconcile-style leftovers are logged)."""
+        ssm = self.client("ssm", region)
+        try:
+            names = [p["Name"] for page in ssm.get_paginator("get_parameters_by_path").paginate(
+                Path=f"/gpuplan/{run_id}/", Recursive=True) for p in page.get("Parameters", [])]
+            for start in range(0, len(names), 10):
+                ssm.delete_parameters(Names=names[start:start + 10])
+        except Exception as exc:
+            log.warning("could not delete the secrets of run %s in %s: %s", run_id, region,
+                        map_client_error(exc, region=region))
+
+    def _forget_secrets_if_done(self, region: str, run_id: str | None) -> None:
+        if run_id and not self._find(region, run_id):
+            self._forget_secrets(region, run_id)
+
+    def list_secrets(self) -> list[CloudSecret]:
+        """gpuplan's secret parameters in every configured region (names only): reconcile's leftover check."""
+        found: list[CloudSecret] = []
+        for region in list(self.regions):
+            found.extend(aws_secrets.list_secrets(self.client("ssm", region), region, self.name))
+        return found
+
+    def delete_secrets(self, secrets: Sequence[CloudSecret]) -> dict[CloudSecret, str]:
+        failed: dict[CloudSecret, str] = {}
+        by_region: dict[str, list[CloudSecret]] = {}
+        for secret in secrets:
+            by_region.setdefault(secret.region or self.region, []).append(secret)
+        for region, items in by_region.items():
+            failed.update(aws_secrets.delete_secrets(self.client("ssm", region), region, items))
+        return failed
+
+    # ---- outputs (S3) ----------------------------------------------------------------------------------------
+
+    def outputs_url(self, run_id: str) -> str | None:
+        return run_url("s3", self.bucket, run_id)
+
+    def outcome_hint(self) -> str | None:
+        if self.bucket:
+            return None
+        return "no exit record: " + bucket_hint("GPUPLAN_AWS_BUCKET",
+                           "an instance profile, GPUPLAN_AWS_INSTANCE_PROFILE, with s3:PutObject on BUCKET/gpuplan/*")
+
+    def fetch_outputs(self, instance: Instance, run_dir: str) -> None:
+        """Download what the node shipped to `s3://BUCKET/gpuplan/<run_id>/node-<rank>/` (only changed objects),
+        and, once the machine is gone and the run has no live instance left, delete the run's SSM secrets."""
+        region = instance.region or self._region_of.get(instance.instance_id) or self.region
+        if instance.state in InstanceState.GONE:
+            self._forget_secrets_if_done(region, instance.run_id)
+        if not self.bucket or not instance.run_id or not run_dir:
+            return
+        s3 = self.client("s3", region)
+        bucket = self.bucket
+        prefix = node_prefix(instance.run_id, instance.node_rank)
+        try:
+            listing = s3.list_objects_v2(Bucket=bucket, Prefix=prefix)
+            objects = [StoredObject(o["Key"], o.get("ETag", "")) for o in listing.get("Contents", [])]
+            sync_node_outputs(objects, prefix, lambda key: s3.get_object(Bucket=bucket, Key=key)["Body"].read(),
+                              run_dir, instance.node_rank, self._etags)
+        except Exception as exc:
+            raise map_client_error(exc, region=region) from exc
+
+    def _run(self, request: LaunchRequest, region: str, zone: str | None, *, count: int, user_data: str,
+             rank: int | None = None) -> list[Instance]:
+        """One RunInstances call, its errors mapped to the typed ones."""
+        try:
+            params = self._run_params(request, region, zone, count=count, user_data=user_data, rank=rank)
+            response = self.client("ec2", region).run_instances(**params)
+        except ProviderError:
+            raise
+        except Exception as exc:
+            raise map_client_error(exc, region=region, zone=zone) from exc
+        instances = [self._to_instance(raw, region, request=request) for raw in response.get("Instances", [])]
+        for inst in instances:
+            self._region_of[inst.instance_id] = region
+        return sorted(instances, key=lambda i: i.node_rank)
+
+    def _option(self, request: LaunchRequest, key: str, default: Any) -> Any:
+        value = request.options.get(key) if request.options else None
+        return default if value is None else value
+
+    def _run_params(self, request: LaunchRequest, region: str, zone: str | None, *, count: int, user_data: str,
+                    rank: int | None = None) -> dict[str, Any]:
+        """The RunInstances parameters: tags, IMDSv2, terminate on shutdown, SG, spot, placement group."""
+        tags = {**request.tags(), "Name": f"gpuplan-{request.name}-{request.run_id}"[:255]}
+        if rank is not None:
+            tags[TAG_NODE_RANK] = str(rank)
+        if request.price_per_hour is not None:
+            tags[TAG_PRICE] = str(request.price_per_hour)
+        subnet = self._subnet(region, zone, self._option(request, "subnet_id", None))
+        zone = zone or subnet["AvailabilityZone"]
+        image_id = self._image_id(request, region)
+        generation = int(self._option(request, "generation", 0))
+        token = client_token(request.run_id, zone, region, generation)
+        if rank is not None:
+            token = f"{token[:58]}.n{rank}"
+        params: dict[str, Any] = {
+            "ImageId": image_id,
+            "InstanceType": request.instance_type,
+            "MinCount": count,
+            "MaxCount": count,
+            "ClientToken": token,
+            "UserData": user_data,
+            "InstanceInitiatedShutdownBehavior": "terminate",
+            "MetadataOptions": {
+                "HttpTokens": "required",
+                "HttpEndpoint": "enabled",
+                # 2 hops: the job runs in a container, one hop further from the instance's metadata service.
+                "HttpPutResponseHopLimit": 2,
+                "InstanceMetadataTags": "enabled",
+            },
+            "SubnetId": subnet["SubnetId"],
+            "SecurityGroupIds": self._security_groups(region, subnet["VpcId"], request),
+            "TagSpecifications": [
+                {"ResourceType": "instance", "Tags": tag_list(tags)},
+                {"ResourceType": "volume", "Tags": tag_list(tags)},
+            ],
+        }
+        placement: dict[str, Any] = {"AvailabilityZone": zone}
+        if request.nodes > 1:
+            placement["GroupName"] = self._placement_group(region, request)
+        params["Placement"] = placement
+        if request.spot:
+            spot_options: dict[str, Any] = {"SpotInstanceType": "one-time",
+                                            "InstanceInterruptionBehavior": "terminate"}
+            max_price = self._option(request, "spot_max_price", self.spot_max_price)
+            if max_price is not None:
+                spot_options["MaxPrice"] = str(max_price)
+            params["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": spot_options}
+        key_name = self._option(request, "key_name", self.key_name)
+        if key_name:
+            params["KeyName"] = key_name
+        profile = self._option(request, "instance_profile", self.instance_profile)
+        if profile:
+            params["IamInstanceProfile"] = {"Arn": profile} if profile.startswith("arn:") else {"Name": profile}
+        root_gb = self._option(request, "root_volume_gb", self.root_volume_gb)
+        if root_gb:
+            params["BlockDeviceMappings"] = [{
+                "DeviceName": self._root_device(region, image_id),
+                "Ebs": {"VolumeSize": int(root_gb), "VolumeType": "gp3", "DeleteOnTermination": True},
+            }]
+        return params
+
+    def _image_id(self, request: LaunchRequest, region: str) -> str:
+        explicit = self._option(request, "image_id", self.image_id)
+        if explicit:
+            return str(explicit)
+        parameter = self._option(request, "ami_parameter", self.ami_parameter)
+        try:
+            response = self.client("ssm", region).get_parameter(Name=parameter)
+        except Exception as exc:
+            error = map_client_error(exc, region=region)
+            if error.code == "ParameterNotFound":
+                raise ProviderError(f"the AMI parameter {parameter} does not exist in {region}; set "
+                                    "GPUPLAN_AWS_IMAGE_ID or GPUPLAN_AWS_AMI_PARAMETER", code="ParameterNotFound",
+                                    region=region) from exc
+            raise error from exc
+        return str(response["Parameter"]["Value"])
+
+    def _root_device(self, region: str, image_id: str) -> str:
+        images = self.client("ec2", region).describe_images(ImageIds=[image_id]).get("Images", [])
+        return str(images[0].get("RootDeviceName") or "/dev/sda1") if images else "/dev/sda1"
+
+    def _subnet(self, region: str, zone: str | None, subnet_id: str | None) -> dict[str, Any]:
+        """The explicit subnet, else the default VPC's default subnet of the zone (or of any zone)."""
+        ec2 = self.client("ec2", region)
+        if subnet_id:
+            subnets = ec2.describe_subnets(SubnetIds=[subnet_id])["Subnets"]
+        else:
+            filters = [{"Name": "default-for-az", "Values": ["true"]}]
+            if zone:
+                filters.append({"Name": "availability-zone", "Values": [zone]})
+            subnets = ec2.describe_subnets(Filters=filters)["Subnets"]
+        if not subnets:
+            where = zone or region
+            raise ProviderError(f"no default subnet in {where}; pass a subnet id (options.subnet_id)",
+                                code="NoSubnet", region=region, zone=zone)
+        return dict(sorted(subnets, key=lambda s: s["AvailabilityZone"])[0])
+
+    def zones(self, region: str) -> list[str]:
+        """The region's available zones, in name order: the failover loop tries them one after the other."""
+        try:
+            response = self.client("ec2", region).describe_availability_zones(
+                Filters=[{"Name": "state", "Values": ["available"]}])
+        except Exception as exc:
+            raise map_client_error(exc, region=region) from exc
+        return sorted(z["ZoneName"] for z in response.get("AvailabilityZones", [])
+                      if z.get("ZoneType", "availability-zone") == "availability-zone")
+
+    def _security_groups(self, region: str, vpc_id: str, request: LaunchRequest) -> list[str]:
+        """gpuplan's group in this VPC (no inbound rules), plus an SSH group for one address when asked."""
+        groups = [self._ensure_group(region, vpc_id, SECURITY_GROUP_NAME,
+                                     "gpuplan instances: no inbound access", ingress_cidr=None)]
+        ssh_from = self._option(request, "ssh_from", self.ssh_from)
+        if ssh_from:
+            cidr = single_address_cidr(caller_address() if ssh_from == "auto" else str(ssh_from))
+            name = "gpuplan-ssh-" + cidr.replace("/", "_").replace(".", "-").replace(":", "-")
+            groups.append(self._ensure_group(region, vpc_id, name, f"gpuplan: SSH from {cidr} only",
+                                             ingress_cidr=cidr))
+        return groups
+
+    def _ensure_group(self, region: str, vpc_id: str, name: str, description: str,
+                      ingress_cidr: str | None) -> str:
+        ec2 = self.client("ec2", region)
+        found = ec2.describe_security_groups(Filters=[{"Name": "group-name", "Values": [name]},
+                                                      {"Name": "vpc-id", "Values": [vpc_id]}])["SecurityGroups"]
+        if found:
+            return str(found[0]["GroupId"])
+        from botocore.exceptions import ClientError
+
+        tags = {"gpuplan:created-by": "gpuplan", "Name": name}
+        try:
+            group_id = ec2.create_security_group(
+                GroupName=name, Description=description, VpcId=vpc_id,
+                TagSpecifications=[{"ResourceType": "security-group", "Tags": tag_list(tags)}])["GroupId"]
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "InvalidGroup.Duplicate":
+                raise
+            # Another gpuplan created it between our look-up and create: use theirs.
+            return self._ensure_group(region, vpc_id, name, description, ingress_cidr)
+        if ingress_cidr:
+            ec2.authorize_security_group_ingress(GroupId=group_id, IpPermissions=[{
+                "IpProtocol": "tcp", "FromPort": 22, "ToPort": 22,
+                "IpRanges": [{"CidrIp": ingress_cidr, "Description": "gpuplan ssh"}]
+                if ":" not in ingress_cidr else [],
+                "Ipv6Ranges": [{"CidrIpv6": ingress_cidr, "Description": "gpuplan ssh"}]
+                if ":" in ingress_cidr else [],
+            }])
+        return str(group_id)
+
+    def _placement_group(self, region: str, request: LaunchRequest) -> str:
+        """A cluster placement group per run (low-latency networking between the nodes), tagged like the run."""
+        from botocore.exceptions import ClientError
+
+        name = f"gpuplan-{request.run_id}"
+        ec2 = self.client("ec2", region)
+        try:
+            ec2.create_placement_group(GroupName=name, Strategy="cluster", TagSpecifications=[
+                {"ResourceType": "placement-group", "Tags": tag_list(request.tags())}])
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") not in ("InvalidPlacementGroup.Duplicate",
+                                                                  "InvalidParameterValue"):
+                raise
+        return name
+
+    # ---- describe / list / terminate -----------------------------------------------------------------------
+
+    def _to_instance(self, raw: Mapping[str, Any], region: str,
+                     request: LaunchRequest | None = None) -> Instance:
+        tags = tag_dict(raw.get("Tags"))
+        state = raw.get("State", {}).get("Name", "unknown")
+        reason = raw.get("StateReason") or {}
+        market = (raw.get("InstanceMarketOptions") or {}).get("MarketType")
+        spot = raw.get("InstanceLifecycle") == "spot" or market == "spot" or bool(request and request.spot)
+        mapped = map_state(state, reason.get("Code"))
+        if raw.get("PrivateIpAddress"):
+            self._ip_of[raw["InstanceId"]] = raw["PrivateIpAddress"]
+        rank = tags.get(TAG_NODE_RANK)
+        return Instance(
+            provider=self.name,
+            instance_id=raw["InstanceId"],
+            state=mapped,
+            run_id=tags.get(TAG_RUN_ID) or (request.run_id if request else None),
+            cloud=self.cloud,
+            region=region,
+            zone=(raw.get("Placement") or {}).get("AvailabilityZone"),
+            instance_type=raw.get("InstanceType"),
+            gpu=request.gpu if request else None,
+            gpu_count=request.gpus_per_node if request else 0,
+            spot=spot,
+            node_rank=int(rank) if rank and rank.isdigit() else int(raw.get("AmiLaunchIndex") or 0),
+            price_per_hour=request.price_per_hour if request else decimal(tags.get(TAG_PRICE)),
+            launched_at=raw.get("LaunchTime"),
+            created_at=raw.get("LaunchTime"),  # gpuplan never stops and restarts a machine, so this is its birth
+            ended_at=ended_at(raw) if mapped in InstanceState.GONE else None,
+            state_reason=reason.get("Code") or raw.get("StateTransitionReason") or None,
+            tags=tags,
+        )
+
+    def _describe(self, region: str, filters: list[dict[str, Any]]) -> list[Instance]:
+        try:
+            paginator = self.client("ec2", region).get_paginator("describe_instances")
+            found: list[Instance] = []
+            for page in paginator.paginate(Filters=filters):
+                for reservation in page.get("Reservations", []):
+                    for raw in reservation.get("Instances", []):
+                        inst = self._to_instance(raw, region)
+                        self._region_of[inst.instance_id] = region
+                        group = (raw.get("Placement") or {}).get("GroupName")
+                        if group:
+                            self._group_of[inst.instance_id] = group
+                        found.append(inst)
+            return found
+        except Exception as exc:
+            raise map_client_error(exc, region=region) from exc
+
+    def _find(self, region: str, run_id: str | None, *, include_ended: bool = False) -> list[Instance]:
+        states = [*LIVE_EC2_STATES, *ENDED_EC2_STATES] if include_ended else list(LIVE_EC2_STATES)
+        filters: list[dict[str, Any]] = [{"Name": "instance-state-name", "Values": states}]
+        if run_id:
+            filters.append({"Name": f"tag:{TAG_RUN_ID}", "Values": [run_id]})
+        else:
+            filters.append({"Name": "tag-key", "Values": [TAG_RUN_ID]})
+        return sorted(self._describe(region, filters), key=lambda i: (i.run_id or "", i.node_rank))
+
+    def list_tagged(self, run_id: str | None = None, *, include_ended: bool = False) -> list[Instance]:
+        """Live instances carrying gpuplan's run tag in every configured region (reconcile compares these).
+
+        `include_ended` (with a run id: adoption, gpuplan.supervise.adopt) adds the ones that already ended, which EC2
+        keeps listing for about an hour after termination: a machine a crashed launch started that ended by itself (the
+        on-instance fail-safe, a spot interruption) still ran and is billed from its launch to its end."""
+        if include_ended and run_id is None:
+            raise ValueError("include_ended needs a run id: ended machines are adopted one run at a time")
+        found: list[Instance] = []
+        for region in list(self.regions):
+            found.extend(self._find(region, run_id, include_ended=include_ended))
+        return found
+
+    def describe(self, instance_ids: Sequence[str]) -> list[Instance]:
+        """Current state of these instances; one no configured region knows comes back TERMINATED."""
+        wanted = list(dict.fromkeys(instance_ids))
+        if not wanted:
+            return []
+        found: dict[str, Instance] = {}
+        known = {self._region_of.get(i) for i in wanted}
+        ordered_regions = sorted(self.regions, key=lambda r: 0 if r in known else 1)
+        for region in ordered_regions:
+            missing = [i for i in wanted if i not in found]
+            if not missing:
+                break
+            for inst in self._describe(region, [{"Name": "instance-id", "Values": missing}]):
+                found[inst.instance_id] = inst
+        now = dt.datetime.now(dt.timezone.utc)
+        return [found.get(i) or Instance(provider=self.name, instance_id=i, state=InstanceState.TERMINATED,
+                                         cloud=self.cloud, region=self._region_of.get(i), ended_at=now,
+                                         state_reason="not found")
+                for i in wanted]
+
+    def terminate(self, instance_ids: Sequence[str]) -> None:
+        """Terminate, wait until EC2 reports `terminated`, then drop the runs' placement groups."""
+        by_region: dict[str, list[str]] = {}
+        runs: dict[str, set[str]] = {}
+        for inst in self.describe(instance_ids):
+            if inst.region and inst.state_reason != "not found":  # ending an ended machine is harmless
+                by_region.setdefault(inst.region, []).append(inst.instance_id)
+                if inst.run_id:
+                    runs.setdefault(inst.region, set()).add(inst.run_id)
+        for region, ids in by_region.items():
+            ec2 = self.client("ec2", region)
+            try:
+                ec2.terminate_instances(InstanceIds=ids)
+                ec2.get_waiter("instance_terminated").wait(
+                    InstanceIds=ids,
+                    WaiterConfig={"Delay": self.waiter_delay, "MaxAttempts": self.waiter_max_attempts})
+            except Exception as exc:
+                from botocore.exceptions import WaiterError
+
+                if isinstance(exc, WaiterError):
+                    raise ProviderError(f"instances in {region} did not reach `terminated`: {exc}",
+                                        code="WaiterError", region=region) from exc
+                error = map_client_error(exc, region=region)
+                if error.code not in NOT_FOUND_CODES:
+                    raise error from exc
+            self._delete_placement_groups(region, ids)
+            for run_id in sorted(runs.get(region, ())):
+                self._forget_secrets_if_done(region, run_id)
+
+    def _delete_placement_groups(self, region: str, instance_ids: list[str]) -> None:
+        """Best effort: a run's cluster placement group costs nothing but should not outlive its machines.
+
+        Only groups gpuplan named (`gpuplan-<run id>`) and saw its instances in are deleted.
+        """
+        groups = {self._group_of[i] for i in instance_ids if self._group_of.get(i, "").startswith("gpuplan-")}
+        ec2 = self.client("ec2", region)
+        for group in sorted(groups):
+            try:
+                ec2.delete_placement_group(GroupName=group)
+            except Exception as exc:
+                log.debug("cannot delete placement group %s: %s", group, exc)
