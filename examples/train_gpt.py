@@ -22,8 +22,8 @@ import time
 import torch
 import torch.nn.functional as F
 
-from gpuplan.architecture import load_hf_config, preset
 from gpuplan.bench.model import build_gpt
+from gpuplan.estimating.architecture import load_hf_config, preset
 from gpuplan.jobs.metrics import log_metrics
 
 
