@@ -20,12 +20,9 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gpuplan.errors import UserError
-
-if TYPE_CHECKING:
-    from gpuplan.providers.base import Provider
 
 
 def config_path() -> Path:
@@ -66,19 +63,3 @@ def provider_settings(name: str, config: dict[str, Any] | None = None) -> dict[s
     if not isinstance(settings, dict):
         raise UserError(f"config file {config_path()}: [providers.{name}] must be a table of settings")
     return dict(settings)
-
-
-def make_provider(name: str, **overrides: Any) -> Provider:
-    """The provider registered as `name`, built with the config file's settings (then `overrides`)."""
-    from gpuplan.providers.base import get_provider
-
-    settings = {**provider_settings(name), **overrides}
-    try:
-        return get_provider(name, **settings)
-    except ValueError as exc:  # a provider refusing a setting's value: bad input, not a crash
-        raise UserError(str(exc)) from exc
-    except TypeError as exc:
-        if not settings or "argument" not in str(exc):
-            raise
-        raise UserError(f"config file {config_path()}: [providers.{name}] has a setting the {name} provider "
-                        f"does not take ({exc})") from exc

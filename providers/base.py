@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import abc
 import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, ClassVar
@@ -175,6 +175,30 @@ class Provider(abc.ABC):
     def list_tagged(self, run_id: str | None = None) -> list[Instance]:
         """Every live machine carrying gpuplan's tag (optionally of one run): what reconcile compares."""
 
+    # How orchestration places and starts this provider's machines; it reads these, never the provider's name.
+    # True when a launch goes through failover over zones, regions and the catalog's next offers
+    # (gpuplan.launching.failover); False when the provider has one place to start machines (this machine).
+    tries_placements: ClassVar[bool] = True
+    # True when each node is a fresh machine that runs the job from a rendered boot script (cloud user data).
+    boots_from_script: ClassVar[bool] = False
+    # True when the machines are this very computer, so a CPU bench taken here measures the job's own speed.
+    runs_here: ClassVar[bool] = False
+
+    def zones(self, region: str) -> list[str]:
+        """The zones of `region` a launch may try, in order; [] when the provider has no zones to choose from
+        (the failover then tries the region as a whole)."""
+        return []
+
+    def include_regions(self, regions: Iterable[str | None]) -> None:
+        """Regions a run's machines may be in, beyond the provider's own: a provider that searches only the
+        regions it knows (AWS) adds them before `describe`, `terminate` or `list_tagged`. Default: nothing to do."""
+        return None
+
+    def quoted_price_per_hour(self, gpus_per_node: float, nodes: int = 1) -> Decimal | None:
+        """The provider's own rate for an allocation when it has no price catalog (this machine's configured
+        price, a cluster's charge-back), or None: the catalog prices the machine."""
+        return None
+
     # True when the provider keeps a run's secret values in the cloud's secret store (see `secret_parameter`),
     # so the boot script carries only names.
     secrets_by_reference: ClassVar[bool] = False
@@ -234,48 +258,3 @@ class Provider(abc.ABC):
     def offers(self) -> list[Any]:
         """Live offers where the backend has a price API (default: none; the shipped catalog is used)."""
         return []
-
-
-BUILTIN_PROVIDERS: dict[str, str] = {
-    "local": "gpuplan.providers.local:LocalProvider",
-    "aws": "gpuplan.providers.aws.provider:AwsProvider",
-    "gcp": "gpuplan.providers.gcp.provider:GcpProvider",
-    "slurm": "gpuplan.providers.slurm.provider:SlurmProvider",
-}
-
-
-def provider_names() -> list[str]:
-    """Names of every registered provider: the built-ins plus the `gpuplan.providers` entry points."""
-    from importlib.metadata import entry_points
-
-    names = set(BUILTIN_PROVIDERS)
-    names.update(ep.name for ep in entry_points(group="gpuplan.providers"))
-    return sorted(names)
-
-
-def load_provider_class(name: str) -> type[Provider]:
-    """The Provider class registered as `name`; an unknown name is a ProviderError listing the known ones."""
-    import importlib
-    from importlib.metadata import entry_points
-
-    for ep in entry_points(group="gpuplan.providers"):
-        if ep.name == name:
-            return ep.load()  # type: ignore[no-any-return]
-    target = BUILTIN_PROVIDERS.get(name)
-    if target is None:
-        raise UnknownProviderError(f"unknown provider {name!r}; known: {', '.join(provider_names())}")
-    module_name, attr = target.split(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        raise UnknownProviderError(f"provider {name!r} is not available in this gpuplan: {exc}") from exc
-    return getattr(module, attr)  # type: ignore[no-any-return]
-
-
-def get_provider(name: str, **config: Any) -> Provider:
-    """An instance of the provider registered as `name`, configured with `config`."""
-    return load_provider_class(name)(**config)
-
-
-class UnknownProviderError(ProviderError):
-    exit_code = 2

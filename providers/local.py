@@ -84,6 +84,8 @@ class LocalProvider(Provider):
     name: ClassVar[str] = "local"
     cloud: ClassVar[str] = "local"
     min_billed_seconds: ClassVar[int] = 0
+    tries_placements: ClassVar[bool] = False  # one place: this machine
+    runs_here: ClassVar[bool] = True
 
     def __init__(self, root: str | Path | None = None, price_per_hour: Decimal | float | str | None = None,
                  python: str | None = None) -> None:
@@ -96,6 +98,10 @@ class LocalProvider(Provider):
         self.python = python or sys.executable
 
     # ------------------------------------------------------------------------------------------ ids
+
+    def quoted_price_per_hour(self, gpus_per_node: float, nodes: int = 1) -> Decimal | None:
+        """This machine's configured price (GPUPLAN_LOCAL_PRICE_PER_HOUR), whatever the job asks for."""
+        return self.price_per_hour
 
     def node_dir(self, instance_id: str) -> Path:
         path = Path(instance_id)

@@ -110,7 +110,7 @@ def set_budget(session: Any, name: str, amount_usd: Decimal, period: str, projec
 
 def _check_clouds(clouds: list[str]) -> None:
     """A misspelt cloud ('awz') would make a cap that matches no spend and so never stops anything."""
-    from gpuplan.providers.base import provider_names
+    from gpuplan.providers.registry import provider_names
 
     known = provider_names()
     for cloud in (c.strip().lower() for c in clouds):
@@ -219,6 +219,15 @@ def check_launch(session: Any, project: str | None, cloud: str | None, est_cost_
     return violations
 
 
+class BudgetRefused(UserError):
+    """A launch whose estimate breaks a budget, refused before anything is recorded (exit 2)."""
+
+    def __init__(self, violations: list[Violation]) -> None:
+        self.violations = violations
+        more = f" (and {len(violations) - 1} more budget(s))" if len(violations) > 1 else ""
+        super().__init__(f"refused: {violations[0].message}{more}; use --force to launch anyway")
+
+
 def gate_launch(session: Any, *, project: str | None, cloud: str | None, est_cost_usd: Decimal | None,
                 now: dt.datetime, force: bool = False, run_id: str | None = None,
                 dry_run: bool = False) -> list[Violation]:
@@ -232,9 +241,7 @@ def gate_launch(session: Any, *, project: str | None, cloud: str | None, est_cos
     if not violations:
         return []
     if not force:
-        raise UserError(f"refused: {violations[0].message}" + (
-            f" (and {len(violations) - 1} more budget(s))" if len(violations) > 1 else "")
-            + "; use --force to launch anyway")
+        raise BudgetRefused(violations)
     if run_id is not None and not dry_run:
         record_override(session, violations, run_id, now)
     return violations

@@ -212,3 +212,8 @@ GCP_ACCELERATOR_MEMORY_GB: dict[str, float] = {
     "nvidia-tesla-a100": 40, "nvidia-a100-80gb": 80, "nvidia-h100-80gb": 80, "nvidia-h100-mega-80gb": 80,
     "nvidia-h200-141gb": 141, "nvidia-b200": 180, "nvidia-l4": 24,
 }
+
+
+def has_prices(cloud: str) -> bool:
+    """Does the catalog price this cloud's machines? (Otherwise the provider quotes its own rate.)"""
+    return cloud in KNOWN_CLOUDS

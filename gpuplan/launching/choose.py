@@ -9,42 +9,45 @@ from typing import Any
 
 from gpuplan.errors import UserError
 from gpuplan.jobs.spec import JobSpec
-from gpuplan.launching.offer import Offer
+from gpuplan.launching.offer import ChosenOffer
 from gpuplan.providers.base import Provider
 
 
 def provider_for(name: str) -> Provider:
     """The provider registered as `name`, configured from the user's config file (gpuplan.config)."""
-    from gpuplan.config import make_provider
+    from gpuplan.providers.registry import make_provider
 
     return make_provider(name)
 
 
-def choose_offer(spec: JobSpec, provider: Provider, *, db_url: str | None = None) -> Offer:
+def choose_offer(spec: JobSpec, provider: Provider, *, db_url: str | None = None) -> ChosenOffer:
     """The offer for this spec on this provider.
 
-    Local: this machine at its configured price. AWS/GCP: with a workload to plan from, the planner's option of
-    lowest total job cost within the spec's resources and limits (`planned_offer`); otherwise the cheapest
-    catalog offer for the spec's GPU within its regions and price cap. Either way the start tries the next
-    offers on a capacity error (gpuplan.launching.placements). Others (Slurm's charge-back, plugins): the spec as asked.
+    This machine: itself at its configured price. A cloud the catalog prices: with a workload to plan from, the
+    planner's option of lowest total job cost within the spec's resources and limits (`planned_offer`);
+    otherwise the cheapest catalog offer for the spec's GPU within its regions and price cap. Either way the
+    start tries the next offers on a capacity error (gpuplan.launching.placements). Others (Slurm's charge-back,
+    plugins): the spec as asked, at the provider's own quoted rate.
     """
-    res = spec.resources
-    price = getattr(provider, "price_per_hour", None)
-    if provider.name == "local":
-        return Offer(provider="local", cloud="local", instance_type="localhost", region="local",
-                     gpu=res.gpu, gpus_per_node=res.gpus_per_node or (1 if res.gpu else 0), nodes=res.nodes,
-                     spot=False, price_per_hour=Decimal(str(price)) if price is not None else Decimal(0))
-    region = next((r for r in res.regions if "*" not in r and "?" not in r), None)
-    gpus_per_node = res.gpus_per_node or (1 if res.gpu else 0)
-    from gpuplan.catalog import KNOWN_CLOUDS
+    from gpuplan.catalog import has_prices
 
-    if provider.cloud in KNOWN_CLOUDS and spec.workload is not None and spec.workload.total_tokens is not None:
+    res = spec.resources
+    gpus_per_node = res.gpus_per_node or (1 if res.gpu else 0)
+    if provider.runs_here:
+        price = provider.quoted_price_per_hour(gpus_per_node, 1)
+        return ChosenOffer(provider=provider.name, cloud=provider.cloud, instance_type="localhost", region="local",
+                           gpu=res.gpu, gpus_per_node=gpus_per_node, nodes=res.nodes, spot=False,
+                           price_per_hour=Decimal(str(price)) if price is not None else Decimal(0),
+                           on_this_machine=True)
+    region = next((r for r in res.regions if "*" not in r and "?" not in r), None)
+    priced = has_prices(provider.cloud)
+    if priced and spec.workload is not None and spec.workload.total_tokens is not None:
         planned = planned_offer(spec, provider.name, provider.cloud, db_url=db_url)
         if planned is not None:
             return planned
-    if res.gpu and provider.cloud in KNOWN_CLOUDS:
-        # The cheapest catalog offer for the GPU within the spec's regions and price cap (gpuplan.launching.placements
-        # tries the others, in order, if this one has no capacity).
+    if res.gpu and priced:
+        # The cheapest catalog offer for the GPU within the spec's regions and price cap
+        # (gpuplan.launching.placements tries the others, in order, if this one has no capacity).
         from gpuplan.launching.placements import ranked_choices
 
         choices = ranked_choices(provider.cloud, res.gpu, gpus_per_node, spot=res.spot, regions=res.regions,
@@ -55,17 +58,16 @@ def choose_offer(spec: JobSpec, provider: Provider, *, db_url: str | None = None
                             + (f" under ${res.max_price_per_hour}/h" if res.max_price_per_hour else "")
                             + " (see `gpuplan prices`)")
         best = choices[0]
-        return Offer(provider=provider.name, cloud=provider.cloud, instance_type=best.instance_type,
-                     region=best.region, gpu=res.gpu, gpus_per_node=int(best.gpu_count), nodes=res.nodes,
-                     spot=res.spot, price_per_hour=best.price_per_hour)
+        return ChosenOffer(provider=provider.name, cloud=provider.cloud, instance_type=best.instance_type,
+                           region=best.region, gpu=res.gpu, gpus_per_node=int(best.gpu_count), nodes=res.nodes,
+                           spot=res.spot, price_per_hour=best.price_per_hour)
     # Providers with a configured rate rather than a catalog (Slurm's internal charge-back) quote it per node.
-    charge = getattr(provider, "charge_per_hour", None)
-    return Offer(provider=provider.name, cloud=provider.cloud, region=region, gpu=res.gpu,
-                 gpus_per_node=gpus_per_node, nodes=res.nodes, spot=res.spot,
-                 price_per_hour=charge(gpus_per_node, 1) if callable(charge) else None)
+    return ChosenOffer(provider=provider.name, cloud=provider.cloud, region=region, gpu=res.gpu,
+                       gpus_per_node=gpus_per_node, nodes=res.nodes, spot=res.spot,
+                       price_per_hour=provider.quoted_price_per_hour(gpus_per_node, 1))
 
 
-def planned_offer(spec: JobSpec, provider_name: str, cloud: str, *, db_url: str | None = None) -> Offer | None:
+def planned_offer(spec: JobSpec, provider_name: str, cloud: str, *, db_url: str | None = None) -> ChosenOffer | None:
     """The cheapest planner option on `cloud` that respects the spec; None when the workload cannot be planned.
 
     The spec's `resources` narrow the search (gpu, gpus_per_node, regions, spot: true -> spot only, otherwise
@@ -110,7 +112,7 @@ def planned_offer(spec: JobSpec, provider_name: str, cloud: str, *, db_url: str 
                         + f" (see `gpuplan plan JOB.yaml --cloud {cloud} --explain`)")
     best = wanted[0]
     price = best.price_per_hour / best.nodes if best.price_per_hour is not None else None
-    return Offer(provider=provider_name, cloud=cloud, instance_type=best.instance_type, region=best.region,
+    return ChosenOffer(provider=provider_name, cloud=cloud, instance_type=best.instance_type, region=best.region,
                  zone=best.zone, gpu=best.gpu, gpus_per_node=int(best.gpus_per_node), nodes=best.nodes,
                  spot=best.spot, price_per_hour=price)
 

@@ -10,13 +10,13 @@ from gpuplan.errors import UserError
 from gpuplan.estimating.job_hours import job_hours
 from gpuplan.jobs.spec import JobSpec
 from gpuplan.launching.choose import spot_model_for
-from gpuplan.launching.offer import Offer, RunEstimate
+from gpuplan.launching.offer import ChosenOffer, RunEstimate
 from gpuplan.limits import MONEY_LIMIT, within
 
 log = logging.getLogger(__name__)
 
 
-def estimate_run(spec: JobSpec, offer: Offer, *, db_url: str | None = None) -> RunEstimate | None:
+def estimate_run(spec: JobSpec, offer: ChosenOffer, *, db_url: str | None = None) -> RunEstimate | None:
     """Estimated wall time and cost, or None when the spec has no workload to estimate from.
 
     Preference: the workload's own measured `throughput` (tokens/s per GPU, or per node for a CPU job), then
@@ -61,7 +61,7 @@ def estimate_run(spec: JobSpec, offer: Offer, *, db_url: str | None = None) -> R
                        startup_source=startup.source, startup_detail=startup.detail)
 
 
-def _estimate_from_cpu_bench(spec: JobSpec, offer: Offer, params: int | None,
+def _estimate_from_cpu_bench(spec: JobSpec, offer: ChosenOffer, params: int | None,
                              db_url: str | None) -> RunEstimate | None:
     """A CPU job on this machine (local provider, no GPU): the throughput of a CPU bench of its model here.
 
@@ -69,7 +69,7 @@ def _estimate_from_cpu_bench(spec: JobSpec, offer: Offer, params: int | None,
     (gpuplan.calibration.localbench says what must match).
     """
     workload = spec.workload
-    if offer.provider != "local" or offer.gpu or workload is None or db_url is None:
+    if not offer.on_this_machine or offer.gpu or workload is None or db_url is None:
         return None
     from gpuplan.calibration.localbench import cpu_throughput
     from gpuplan.estimating.estimate import workload_from_job
@@ -109,7 +109,7 @@ def _params(spec: JobSpec) -> int | None:
     return None
 
 
-def _estimate_with_estimator(spec: JobSpec, offer: Offer, params: int | None,
+def _estimate_with_estimator(spec: JobSpec, offer: ChosenOffer, params: int | None,
                              db_url: str | None = None) -> RunEstimate | None:
     """The estimator's answer (gpuplan.estimating.estimate.estimate_for_job) for the workload on the offer's GPUs.
 

@@ -139,17 +139,7 @@ def expand_zones(placements: Iterable[Placement], zones_of: Callable[[Placement]
 
 def provider_zones(provider: Provider, region: str | None) -> list[str]:
     """The zones a provider offers in a region, if it can list them (AWS and GCP do); [] otherwise."""
-    lister = getattr(provider, "zones", None)
-    if lister is None or region is None:
-        return []
-    return list(lister(region))
-
-
-def hint_regions(provider: Provider, regions: Iterable[str | None]) -> None:
-    """Tell a provider which regions a run's machines may be in (AWS searches only the regions it knows)."""
-    include = getattr(provider, "include_regions", None)
-    if include is not None:
-        include([r for r in regions if r])
+    return [] if region is None else list(provider.zones(region))
 
 
 def request_for(request: LaunchRequest, placement: Placement) -> LaunchRequest:
@@ -209,7 +199,7 @@ def launch_with_failover(
         provider = get(placement.provider)
         if check_existing and placement.provider not in checked:
             checked.add(placement.provider)
-            hint_regions(provider, sorted(hint_regions_by_provider.get(placement.provider, ())))
+            provider.include_regions(sorted(hint_regions_by_provider.get(placement.provider, ())))
             existing = _live(provider.list_tagged(request.run_id))
             if existing:
                 where = dataclasses.replace(placement, region=existing[0].region, zone=existing[0].zone,

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import socket
 from collections.abc import Sequence
@@ -14,11 +15,13 @@ from gpuplan.runs.events import LAUNCH_PLAN
 
 if TYPE_CHECKING:
     from gpuplan.launching.failsafe_store import PlacedFailSafe
+    from gpuplan.store.models import Run
 
 
 def placements_for_launch(provider: Provider, request: LaunchRequest) -> list[Placement]:
-    """Where this launch may start machines: the failover's placements on a cloud, the request's own elsewhere."""
-    if provider.cloud == "local":
+    """Where this launch may start machines: the failover's placements, or the request's own where the provider
+    has one place (this machine)."""
+    if not provider.tries_placements:
         return [Placement(provider.name, request.region, None, request.instance_type, request.price_per_hour,
                           request.spot)]
     from gpuplan.launching.placements import planned_placements
@@ -82,3 +85,16 @@ def record_launch_plan(store: Any, run_id: str, provider: Provider, placements: 
         run = session.get(Run, run_id)
         assert run is not None, run_id
         add_launch_plan(session, run, provider, placements, failsafe)
+
+
+def launch_plans(run: Run) -> list[tuple[dt.datetime, dict[str, Any]]]:
+    """(when, data) of the run's `launch_plan` events, oldest first (a damaged event is skipped)."""
+    from gpuplan.runs.events import event_data, events_of
+
+    plans = []
+    for event in events_of(run, (LAUNCH_PLAN,)):
+        data = event_data(event)
+        if data is not None:
+            at = event.at if event.at.tzinfo else event.at.replace(tzinfo=dt.timezone.utc)
+            plans.append((at, data))
+    return plans

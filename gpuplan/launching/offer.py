@@ -12,7 +12,7 @@ from gpuplan.jobs.spec import JobSpec
 
 
 @dataclass(frozen=True)
-class Offer:
+class ChosenOffer:
     """Where the run goes: the machine type, place and price chosen for it."""
 
     provider: str
@@ -25,6 +25,7 @@ class Offer:
     nodes: int = 1
     spot: bool = False
     price_per_hour: Decimal | None = None  # per node
+    on_this_machine: bool = False  # the provider's machines are this computer (a CPU bench here measures it)
 
     @property
     def total_price_per_hour(self) -> Decimal | None:
@@ -68,7 +69,7 @@ class LaunchPlan:
     spec: JobSpec
     spec_text: str
     source_dir: str | None
-    offer: Offer
+    offer: ChosenOffer
     estimate: RunEstimate | None
 
     def as_dict(self) -> dict[str, Any]:

@@ -33,7 +33,6 @@ from gpuplan.providers.base import LaunchRequest, Provider
 
 MAX_OFFERS = 4  # distinct (region, instance type) pairs tried after the chosen one
 MAX_ATTEMPTS = 24  # launch calls at most, whatever the number of zones
-BOOTED_CLOUDS = frozenset({"aws", "gcp"})  # machines that run jobs.bootstrap's script at boot (Slurm has its own)
 
 
 @dataclass(frozen=True)
@@ -188,7 +187,7 @@ def start_with_failover(provider: Provider, request: LaunchRequest, *,
     def prepare(attempt: LaunchRequest) -> LaunchRequest:
         if callable(hours_at) and attempt.price_per_hour is not None:
             attempt = dataclasses.replace(attempt, max_hours=hours_at(attempt.price_per_hour))
-        return with_boot_scripts(attempt, provider) if provider.cloud in BOOTED_CLOUDS else attempt
+        return with_boot_scripts(attempt, provider) if provider.boots_from_script else attempt
 
     return launch_with_failover(request, placements, {provider.name: provider}, on_attempt=on_attempt,
                                 max_attempts=MAX_ATTEMPTS, prepare=prepare)

@@ -1,7 +1,8 @@
-"""Plan, launch, follow and record a remote bench (`gpuplan bench --on ...`) with the normal orchestration.
+"""Plan a remote bench (`gpuplan bench --on ...`) as a launch, and record its result once it ran.
 
-gpuplan.launching.remote_bench_job builds the job and reads its result; this module ties them to gpuplan.launching.start
-(plan -> budget gate -> Run row -> provider -> follow) and to the bench records (a Benchmark row with `run_id`).
+gpuplan.launching.remote_bench_job builds the job and reads its result; this module gives it a LaunchPlan for the
+one launch sequence (gpuplan.launching.sequence: gates -> Run row -> provider; the CLI then follows it) and stores
+the result in the bench records (a Benchmark row with `run_id`).
 """
 
 from __future__ import annotations
@@ -10,10 +11,9 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from gpuplan.catalog import has_prices
 from gpuplan.errors import GpuplanError
-from gpuplan.launching.record import record_run
 from gpuplan.launching.remote_bench_job import (
-    CLOUDS_WITH_TYPES,
     DEFAULT_CLOUD_IMAGE,
     NoRemoteResult,
     RemoteTarget,
@@ -24,7 +24,6 @@ from gpuplan.launching.remote_bench_job import (
     read_result,
     storage_hint,
 )
-from gpuplan.launching.start import launch_recorded_run
 
 
 @dataclass(frozen=True)
@@ -52,10 +51,10 @@ def plan_remote(target: RemoteTarget, argv: list[str], options: RemoteOptions, *
     can cost.
     """
     from gpuplan.launching.choose import choose_offer, provider_for
-    from gpuplan.launching.offer import LaunchPlan, Offer, RunEstimate
+    from gpuplan.launching.offer import ChosenOffer, LaunchPlan, RunEstimate
 
     provider = provider_for(target.provider)
-    if target.provider in CLOUDS_WITH_TYPES:
+    if has_prices(provider.cloud):
         assert target.detail
         kind = cloud_type(provider.cloud, target.detail, db_url=db_url)
         budget = options.budget_usd or default_budget(kind.price_per_hour, options.max_hours,
@@ -63,7 +62,7 @@ def plan_remote(target: RemoteTarget, argv: list[str], options: RemoteOptions, *
         spec, text = build_spec(target, argv, name=name, image=options.image or DEFAULT_CLOUD_IMAGE,
                                 install=options.install, max_hours=options.max_hours,
                                 budget_usd=budget, gpu=kind.gpu, gpus_per_node=kind.gpu_count)
-        offer = Offer(provider=provider.name, cloud=provider.cloud, instance_type=kind.instance_type,
+        offer = ChosenOffer(provider=provider.name, cloud=provider.cloud, instance_type=kind.instance_type,
                                     region=kind.region, gpu=kind.gpu, gpus_per_node=kind.gpu_count, nodes=1,
                                     spot=False, price_per_hour=kind.price_per_hour)
     else:
@@ -86,33 +85,6 @@ def plan_remote(target: RemoteTarget, argv: list[str], options: RemoteOptions, *
     return plan, provider
 
 
-def gate_budgets(store: Any, plan: Any, force: bool) -> list[Any]:
-    """The budgets' launch gate, as `gpuplan launch` applies it (refuses with exit 2 unless forced)."""
-    from gpuplan.books.budgets import gate_launch
-    from gpuplan.store.types import utcnow
-
-    est = plan.estimate
-    with store.session() as session:
-        return gate_launch(session, project=plan.spec.project, cloud=plan.offer.cloud,
-                           est_cost_usd=est.cost_usd if est is not None else None, now=utcnow(), force=force)
-
-
-def launch_and_follow(store: Any, plan: Any, provider: Any, *, interval: float, overridden: list[Any]) -> str:
-    """Record the run, start it and follow it to its end (progress and log on stderr); returns the run id."""
-
-    from gpuplan.cli.follow import follow
-
-    run_id = record_run(store, plan)
-    if overridden:
-        from gpuplan.books.budgets import record_override
-        from gpuplan.store.types import utcnow
-
-        with store.session() as session:
-            record_override(session, overridden, run_id, utcnow())
-    launch_recorded_run(store, run_id, plan, provider, {})
-    follow(store, run_id, interval=interval)
-    return run_id
-
 
 def record_remote_result(store: Any, run_id: str, provider: Any) -> tuple[int, Any]:
     """Fetch the run's outputs, read its bench result and store it with `run_id`: (bench id, BenchResult).
@@ -125,7 +97,7 @@ def record_remote_result(store: Any, run_id: str, provider: Any) -> tuple[int, A
     with store.session() as session:
         run = session.get(Run, run_id)
         assert run is not None, run_id
-        can_fetch = fetch_outputs(provider, run)
+        fetch_outputs(provider, run)
         state, reason, run_dir = run.state, run.state_reason, run.run_dir
     if state != RunState.SUCCEEDED:
         raise RemoteBenchFailed(f"bench run {run_id} ended {state}" + (f" ({reason})" if reason else "")
@@ -133,7 +105,7 @@ def record_remote_result(store: Any, run_id: str, provider: Any) -> tuple[int, A
     try:
         result = read_result(run_dir or "")
     except NoRemoteResult as exc:
-        hint = storage_hint(provider, can_fetch)
+        hint = storage_hint(provider)
         raise NoRemoteResult(f"{exc}" + (f"; {hint}" if hint else "")) from exc
     with store.session() as session:
         bench_id = save_result(session, result, run_id=run_id).id

@@ -28,16 +28,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import ROUND_UP, Decimal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuplan.errors import GpuplanError, UserError
+
+if TYPE_CHECKING:
+    from gpuplan.providers.base import Provider
+    from gpuplan.store.models import Run
 
 RESULT_FILE = "bench.json"
 RESULT_MARKER = "gpuplan-bench-result: "
 DEFAULT_CLOUD_IMAGE = "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime"
 MISSING_GPUPLAN_EXIT = 3
 DEFAULT_MAX_HOURS = 0.5
-CLOUDS_WITH_TYPES = ("aws", "gcp")
 log = logging.getLogger(__name__)
 _ON_RE = re.compile(r"^([a-z][a-z0-9_-]*)(?::([A-Za-z0-9][A-Za-z0-9._-]*))?$")
 
@@ -56,7 +59,8 @@ class RemoteTarget:
 
 def parse_on(text: str) -> RemoteTarget:
     """`aws:p5.48xlarge` -> RemoteTarget("aws", "p5.48xlarge"); bad forms and unknown providers are UserErrors."""
-    from gpuplan.providers.base import provider_names
+    from gpuplan.catalog import has_prices
+    from gpuplan.providers.registry import load_provider_class, provider_names
 
     match = _ON_RE.match(text.strip())
     if not match:
@@ -66,11 +70,12 @@ def parse_on(text: str) -> RemoteTarget:
     known = provider_names()
     if provider not in known:
         raise UserError(f"--on: unknown provider {provider!r}; known: {', '.join(known)}")
-    if provider == "local" and detail:
-        raise UserError(f"--on local takes no instance type (it is this machine), not {detail!r}")
-    if provider in CLOUDS_WITH_TYPES and not detail:
-        example = "p5.48xlarge" if provider == "aws" else "a2-highgpu-1g"
-        raise UserError(f"--on {provider} needs an instance type: --on {provider}:{example}")
+    kind = load_provider_class(provider)
+    if kind.runs_here and detail:
+        raise UserError(f"--on {provider} takes no instance type (it is this machine), not {detail!r}")
+    if has_prices(kind.cloud) and not detail:
+        raise UserError(f"--on {provider} needs an instance type: --on {provider}:TYPE "
+                        "(e.g. aws:p5.48xlarge, gcp:a2-highgpu-1g; see `gpuplan prices`)")
     return RemoteTarget(provider, detail)
 
 
@@ -227,17 +232,9 @@ def read_result(run_dir: str | Path) -> Any:
     return parse_result(text, str(run_dir))
 
 
-def fetch_outputs(provider: Any, run: Any) -> bool:
-    """Copy what the run's machines shipped into the run folder, for providers that do that (clouds).
-
-    Local and Slurm write the run folder themselves. Returns False when the provider cannot fetch outputs at
-    all (then only a result already in the run folder can be read).
-    """
-    if provider.cloud in ("local", "slurm"):
-        return True
-    fetch = getattr(provider, "fetch_outputs", None)
-    if not callable(fetch):
-        return False
+def fetch_outputs(provider: Provider, run: Run) -> None:
+    """Copy what the run's machines shipped into the run folder (a provider whose machines write the run
+    folder themselves, this machine or a shared cluster file system, has nothing to fetch)."""
     from gpuplan.providers.base import Instance, InstanceState
 
     for row in run.instances:
@@ -246,20 +243,15 @@ def fetch_outputs(provider: Any, run: Any) -> bool:
                             region=row.region, zone=row.zone, instance_type=row.instance_type,
                             node_rank=row.node_rank or 0)
         try:
-            fetch(instance, run.run_dir)
+            provider.fetch_outputs(instance, run.run_dir or "")
         except Exception as exc:  # a failed copy is reported by the missing result, with the storage hint
             log.warning("cannot fetch the outputs of %s (%s): %s", run.id, row.provider_instance_id, exc)
-    return True
 
 
-def storage_hint(provider: Any, can_fetch: bool = True) -> str:
+def storage_hint(provider: Provider) -> str:
     """What to configure so a cloud machine's log (and so the result) comes back."""
-    if provider.cloud in ("local", "slurm"):
+    if not provider.boots_from_script:  # the machines write the run folder themselves
         return ""
-    if not can_fetch:
-        return (f"this gpuplan cannot fetch a {provider.name} run's outputs: the cloud bench needs run storage "
-                "configured (GPUPLAN_STORAGE_URL / the provider's bucket) and a provider with fetch_outputs")
-    hint = getattr(provider, "outcome_hint", None)
-    text = hint() if callable(hint) else None
+    text = provider.outcome_hint()
     return text or ("the cloud bench needs run storage configured (GPUPLAN_STORAGE_URL or the provider's "
                     "bucket) so the machine can ship its log back")

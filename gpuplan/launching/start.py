@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 from gpuplan.launching.failover import AttemptCallback, Placement
 from gpuplan.launching.launch_plan import placements_for_launch, record_launch_plan
 from gpuplan.launching.offer import LaunchPlan
-from gpuplan.launching.record import record_run
 from gpuplan.providers.base import Instance, LaunchRequest, Provider
 from gpuplan.runs.machines import record_instances
 from gpuplan.testpoint import pause_point
@@ -58,7 +57,7 @@ def start_instances(provider: Provider, request: LaunchRequest, on_attempt: Atte
     """The one provider call that starts machines: local directly; every other provider through failover over
     zones, regions and the catalog's next offers (gpuplan.launching.placements), each attempt reported to `on_attempt`.
     `placements`: the ones already recorded in the run's `launch_plan` event (gpuplan.launching.start)."""
-    if provider.cloud == "local":
+    if not provider.tries_placements:
         return provider.launch(request)
     from gpuplan.launching.placements import start_with_failover
 
@@ -134,13 +133,6 @@ def launch_recorded_run(store: Any, run_id: str, plan: LaunchPlan, provider: Pro
         failsafe_inputs.record_failsafe(session, run, placed.started(price))
     return instances
 
-
-def launch(store: Any, plan: LaunchPlan, provider: Provider, secrets: Mapping[str, str], *,
-           schedule_id: int | None = None) -> str:
-    """Record, then start: the whole non-interactive launch (the scheduler calls this too). Returns the run id."""
-    run_id = record_run(store, plan, schedule_id=schedule_id)
-    launch_recorded_run(store, run_id, plan, provider, secrets)
-    return run_id
 
 
 def start_and_record(store: Any, run_id: str, provider: Provider, request: LaunchRequest, *,

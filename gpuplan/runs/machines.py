@@ -9,7 +9,6 @@ from collections.abc import Iterable
 from decimal import Decimal
 from typing import Any
 
-from gpuplan.launching.failover import hint_regions
 from gpuplan.providers.base import Instance as ProviderInstance
 from gpuplan.providers.base import InstanceState, Provider
 from gpuplan.providers.outputs import read_exit_record
@@ -106,7 +105,7 @@ def stop_instances(session: Any, run: Run, provider: Provider, now: dt.datetime)
     if not open_rows:
         return
     pause_point("teardown")
-    hint_regions(provider, [i.region for i in open_rows])
+    provider.include_regions([i.region for i in open_rows])
     provider.terminate([i.provider_instance_id for i in open_rows])
     ended = {i.instance_id: i for i in provider.describe([i.provider_instance_id for i in open_rows])}
     fetch_outputs(provider, run, list(ended.values()))  # the last log lines and metrics the machines shipped

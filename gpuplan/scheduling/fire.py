@@ -9,9 +9,13 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuplan.scheduling.scheduler import FireRequest, Gates, Launcher, SkipFire
+
+if TYPE_CHECKING:
+    from gpuplan.launching.offer import LaunchPlan
+    from gpuplan.providers.base import Provider
 
 log = logging.getLogger(__name__)
 
@@ -37,11 +41,12 @@ def make_launcher(store: Any, *, spec_dir: str | None = None) -> Launcher:
     """A launcher bound to `store`: plan with current prices, check gates and budgets, launch detached."""
 
     def launcher(request: FireRequest) -> str:
+        from gpuplan.books.budgets import BudgetRefused
         from gpuplan.jobs.spec import parse_spec
         from gpuplan.launching.choose import provider_for
         from gpuplan.launching.plan import plan_launch
         from gpuplan.launching.record import read_secrets
-        from gpuplan.launching.start import launch
+        from gpuplan.launching.sequence import check_gates, launch
         from gpuplan.store.models import Schedule
 
         spec = parse_spec(request.spec_text, source=f"schedule {request.schedule_name}")
@@ -49,12 +54,14 @@ def make_launcher(store: Any, *, spec_dir: str | None = None) -> Launcher:
         # db_url: the store's bench records, calibrations and finished runs (start-up) shape the estimate, as
         # for `gpuplan launch`.
         plan = plan_launch(spec, request.spec_text, provider=provider,
-                                         source_dir=spec_dir or _source_dir(store, request.schedule_id, Schedule),
-                                         db_url=store.url)
-        _check_gates(plan, request.gates)
-        _check_budgets(store, plan, request.now)
+                           source_dir=spec_dir or _source_dir(store, request.schedule_id, Schedule), db_url=store.url)
+        _check_gates(plan, request.gates, provider)
+        try:
+            gates = check_gates(store, plan, provider, force=False, now=request.now)
+        except BudgetRefused as exc:  # skipped (recorded with the reason), not failed: the next slot may fit
+            raise SkipFire("; ".join(v.message for v in exc.violations)) from exc
         secrets = read_secrets(spec)
-        run_id = launch(store, plan, provider, secrets, schedule_id=request.schedule_id)
+        run_id = launch(store, plan, provider, secrets, gates=gates, schedule_id=request.schedule_id)
         log.info("schedule %s: launched run %s", request.schedule_name, run_id)
         return run_id
 
@@ -69,26 +76,16 @@ def _source_dir(store: Any, schedule_id: int, schedule_model: Any) -> str | None
     return str(Path(path).parent) if path else None
 
 
-def _check_gates(plan: Any, gates: Gates) -> None:
+def _check_gates(plan: LaunchPlan, gates: Gates, provider: Provider) -> None:
+    """The schedule's own gates on the chosen offer (this machine is never spot, so spot_only lets it run)."""
     offer = plan.offer
-    if gates.spot_only and not offer.spot and offer.cloud != "local":
+    if gates.spot_only and not offer.spot and not provider.runs_here:
         raise SkipFire("spot_only: the chosen offer is not spot")
     price = offer.total_price_per_hour
     if gates.max_price_per_hour is not None and price is not None and float(price) > gates.max_price_per_hour:
         raise SkipFire(f"price ${float(price):.2f}/h is above schedule.max_price_per_hour "
                        f"${gates.max_price_per_hour:.2f}/h")
 
-
-def _check_budgets(store: Any, plan: Any, now: dt.datetime) -> None:
-    """Skip (recorded with the reason) when the estimate exceeds what a budget has left."""
-    from gpuplan.books.budgets import check_launch
-
-    est = plan.estimate
-    cost = est.cost_usd if est is not None else None
-    with store.session() as session:
-        violations = check_launch(session, plan.spec.project, plan.offer.cloud, cost, now)
-    if violations:
-        raise SkipFire("; ".join(v.message for v in violations))
 
 
 def watch_scheduled_runs(store: Any, now: dt.datetime) -> None:

@@ -17,9 +17,13 @@ HEAD_REVISION = "0002"
 
 
 def script_location() -> str:
-    import gpuplan.migrations
+    """The folder of the packaged migration scripts, found without importing them: Alembic runs them (their
+    env.py reads the models), so the store depends on them as data, not as code."""
+    import importlib.util
 
-    return str(Path(gpuplan.migrations.__file__).parent)
+    spec = importlib.util.find_spec("gpuplan.migrations")
+    assert spec is not None and spec.submodule_search_locations, "gpuplan.migrations is not installed"
+    return str(Path(next(iter(spec.submodule_search_locations))))
 
 
 def alembic_config(engine: Engine | None = None) -> Config:

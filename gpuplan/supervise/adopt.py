@@ -30,7 +30,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from gpuplan.jobs.processes import command_line, pid_alive
-from gpuplan.launching.failover import hint_regions
+from gpuplan.launching.launch_plan import launch_plans
 from gpuplan.providers.base import Instance, InstanceState, Provider
 from gpuplan.runs.events import LAUNCH_PLAN
 from gpuplan.runs.machines import record_instances
@@ -45,17 +45,6 @@ LAUNCHING = frozenset({"pending", "provisioning"})
 def _aware(at: dt.datetime) -> dt.datetime:
     return at if at.tzinfo else at.replace(tzinfo=dt.timezone.utc)
 
-
-def launch_plans(run: Any) -> list[tuple[dt.datetime, dict[str, Any]]]:
-    """(when, data) of the run's `launch_plan` events, oldest first."""
-    from gpuplan.runs.events import event_data, events_of
-
-    plans = []
-    for event in events_of(run, (LAUNCH_PLAN,)):
-        data = event_data(event)
-        if data is not None:
-            plans.append((_aware(event.at), data))
-    return plans
 
 
 def search_regions(run: Any) -> list[str]:
@@ -105,7 +94,7 @@ def launch_in_flight(run: Any, now: dt.datetime) -> bool:
 def tagged_machines(provider: Provider, run: Any) -> list[Instance]:
     """The run's machines by tag, in every region it may be in; ended ones too where the provider can say
     (the local provider), so the time they ran is billed."""
-    hint_regions(provider, search_regions(run))
+    provider.include_regions(search_regions(run))
     try:
         with_ended = "include_ended" in inspect.signature(provider.list_tagged).parameters
     except (TypeError, ValueError):

@@ -21,8 +21,8 @@ from decimal import Decimal
 from typing import Any
 
 from gpuplan.catalog import KNOWN_CLOUDS, Catalog, Offer
+from gpuplan.launching.launch_plan import launch_plans
 from gpuplan.providers.base import Instance
-from gpuplan.supervise.adopt import launch_plans
 
 log = logging.getLogger(__name__)
 

@@ -204,14 +204,14 @@ def _finding(provider: Provider, inst: Instance, kind: str, *, age_s: int | None
 
 def configure_provider(name: str, regions: Sequence[str]) -> Provider:
     """Build a provider for reconcile, handing it the regions to search if its constructor takes `regions`."""
-    from gpuplan.providers.base import load_provider_class
+    from gpuplan.providers.registry import load_provider_class
 
     cls = load_provider_class(name)
     try:
         accepts = "regions" in inspect.signature(cls).parameters
     except (TypeError, ValueError):
         accepts = False
-    from gpuplan.config import make_provider
+    from gpuplan.providers.registry import make_provider
 
     if accepts and regions:
         return make_provider(name, regions=list(regions))

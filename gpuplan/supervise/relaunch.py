@@ -64,7 +64,7 @@ def relaunch_after_preemption(session: Any, run: Any, provider: Provider, now: d
     from gpuplan.jobs.spec import parse_spec
     from gpuplan.launching.failsafe_store import placed as failsafe_placed
     from gpuplan.launching.failsafe_store import record_failsafe, refusal, run_inputs
-    from gpuplan.launching.offer import LaunchPlan, Offer
+    from gpuplan.launching.offer import ChosenOffer, LaunchPlan
     from gpuplan.launching.record import read_secrets
     from gpuplan.launching.start import build_request, start_instances
     from gpuplan.runs.events import record_event
@@ -90,7 +90,7 @@ def relaunch_after_preemption(session: Any, run: Any, provider: Provider, now: d
             close_instance(row, InstanceState.TERMINATED, now)
     generation = relaunch_count(run) + 1
     price = next((i.price_per_hour for i in current if i.price_per_hour is not None), None)
-    offer = Offer(provider=run.provider, cloud=run.cloud or provider.cloud, instance_type=run.instance_type,
+    offer = ChosenOffer(provider=run.provider, cloud=run.cloud or provider.cloud, instance_type=run.instance_type,
                   region=run.region, zone=None, gpu=run.gpu, gpus_per_node=int(run.gpus_per_node or 0),
                   nodes=run.nodes, spot=run.spot, price_per_hour=price)
     plan = LaunchPlan(spec=spec, spec_text=run.spec_text, source_dir=None, offer=offer, estimate=None)

@@ -22,7 +22,6 @@ from typing import Any
 
 from sqlalchemy import or_, select
 
-from gpuplan.launching.failover import hint_regions
 from gpuplan.launching.failsafe_store import fired_reason
 from gpuplan.providers.base import Instance as ProviderInstance
 from gpuplan.providers.base import InstanceState, Provider, ProviderError
@@ -57,7 +56,7 @@ class WatchResult:
 def _default_factory(name: str) -> Provider:
     """The provider as orchestration configures it (not via gpuplan.launching.start: status must not import
     pydantic)."""
-    from gpuplan.config import make_provider
+    from gpuplan.providers.registry import make_provider
 
     return make_provider(name)
 
@@ -146,7 +145,7 @@ def refresh_run(session: Any, run: Run, provider: Provider, now: dt.datetime) ->
 
     Returns (state changed, progress).
     """
-    hint_regions(provider, [run.region, *(i.region for i in run.instances)])
+    provider.include_regions([run.region, *(i.region for i in run.instances)])
     adopted = adopt_orphans(session, run, provider, now)
     generation = pending_relaunch(run) if run.state in RunState.LIVE else None
     if generation is not None:

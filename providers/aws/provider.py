@@ -78,6 +78,7 @@ class AwsProvider(Provider):
     name: ClassVar[str] = "aws"
     cloud: ClassVar[str] = "aws"
     min_billed_seconds: ClassVar[int] = 60
+    boots_from_script: ClassVar[bool] = True  # each node runs jobs.bootstrap's script from its user data
     secrets_by_reference: ClassVar[bool] = True
 
     def __init__(

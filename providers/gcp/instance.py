@@ -1,16 +1,18 @@
 """The Compute Engine Instance resource both ways: the body gpuplan inserts for one node, and the Instance it
-reads back. Split from providers/gcp.py (the launch/describe/terminate flow) so each file keeps one job.
+reads back. Split from providers/gcp/provider.py (the launch/describe/terminate flow) so each file keeps one job;
+it sees the provider only through `VmSettings`, so it does not import the provider back.
 
 The body carries what the provider's safety rules need: gpuplan's labels on the VM and its boot disk, the
 startup script, guest attributes on (the exit code channel), OS Login with project SSH keys blocked, GPUs that
 terminate on host maintenance, spot VMs deleted on preemption, `max_hours` as `maxRunDuration` with DELETE, and
-a service account only where one is configured or a bucket or secrets need one (providers/gcp_outputs.py).
+a service account only where one is configured or a bucket or secrets need one (providers/gcp/outputs.py).
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 from gpuplan.providers.base import Instance, InstanceState, LaunchRequest
 from gpuplan.providers.gcp.outputs import vm_service_account
@@ -30,8 +32,38 @@ from gpuplan.providers.gcp.secrets import LABEL_SECRETS, LABEL_SECRETS_VALUE
 
 log = logging.getLogger(__name__)
 
-if TYPE_CHECKING:
-    from gpuplan.providers.gcp.provider import GcpProvider
+
+
+class VmSettings(Protocol):
+    """What a VM body needs from the GCP provider: its settings and its storage and secret endpoints."""
+
+    name: str
+    cloud: str
+    image: str | None
+    image_project: str
+    image_family: str
+    boot_disk_gb: int
+    boot_disk_type: str
+    network: str
+    subnetwork: str | None
+    external_ip: bool
+    service_account: str | None
+    scopes: Sequence[str] | None
+    secret_store: str
+
+    @property
+    def project(self) -> str: ...
+
+    @property
+    def bucket(self) -> str | None: ...
+
+    def outputs_url(self, run_id: str) -> str | None: ...
+
+    def outputs_endpoint(self) -> str | None: ...
+
+    def secret_parameter(self, run_id: str, name: str) -> str: ...
+
+    def secrets_endpoint(self) -> str | None: ...
 
 
 def option(request: LaunchRequest, key: str, default: Any) -> Any:
@@ -40,7 +72,7 @@ def option(request: LaunchRequest, key: str, default: Any) -> Any:
     return default if value is None else value
 
 
-def image(provider: GcpProvider, request: LaunchRequest) -> str:
+def image(provider: VmSettings, request: LaunchRequest) -> str:
     """The VM image: an explicit one (per launch `options["vm_image"]`), else the configured family."""
     explicit = option(request, "vm_image", provider.image)
     if explicit:
@@ -50,7 +82,7 @@ def image(provider: GcpProvider, request: LaunchRequest) -> str:
     return f"projects/{project}/global/images/family/{family}"
 
 
-def instance_body(provider: GcpProvider, request: LaunchRequest, zone: str, name: str, machine_type: str,
+def instance_body(provider: VmSettings, request: LaunchRequest, zone: str, name: str, machine_type: str,
                    gpus: tuple[str | None, int], rank: int) -> Any:
     """The Instance resource: labels, boot disk, GPUs, startup script, scheduling (spot, fail-safe)."""
     from google.cloud import compute_v1
@@ -115,7 +147,7 @@ def instance_body(provider: GcpProvider, request: LaunchRequest, zone: str, name
     return instance
 
 
-def startup_script(provider: GcpProvider, request: LaunchRequest, zone: str, rank: int) -> str:
+def startup_script(provider: VmSettings, request: LaunchRequest, zone: str, rank: int) -> str:
     """This node's startup script: orchestration's per-node renderer (`options["boot_script_for"]`), else the
     request's one script, else jobs.bootstrap's for this node; rank 0's zonal DNS name is the master address.
 
@@ -169,7 +201,7 @@ def scheduling(request: LaunchRequest) -> Any:
     return policy
 
 
-def to_instance(provider: GcpProvider, raw: Any) -> Instance:
+def to_instance(provider: VmSettings, raw: Any) -> Instance:
     """gpuplan's view of a Compute API Instance (state, GPUs, spot, node rank from its labels)."""
     zone = last_segment(raw.zone)
     labels = dict(raw.labels)

@@ -96,6 +96,7 @@ class GcpProvider(Provider):
     name: ClassVar[str] = "gcp"
     cloud: ClassVar[str] = "gcp"
     min_billed_seconds: ClassVar[int] = 60
+    boots_from_script: ClassVar[bool] = True  # each node runs jobs.bootstrap's script from its user data
     reports_guest_attributes: ClassVar[bool] = True
     secrets_by_reference: ClassVar[bool] = True  # Secret Manager: the startup script names secrets, holds no value
     secret_store: ClassVar[str] = "secretmanager"

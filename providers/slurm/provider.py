@@ -190,6 +190,10 @@ class SlurmProvider(Provider):
         return ProviderError(f"slurm: {tool} failed (exit {proc.returncode}): {message}", code="SlurmError")
 
     # ---- pricing -----------------------------------------------------------------------------------------
+    def quoted_price_per_hour(self, gpus_per_node: float, nodes: int = 1) -> Decimal | None:
+        """The cluster's internal charge-back for the allocation (`charge_per_hour`)."""
+        return self.charge_per_hour(gpus_per_node, nodes)
+
     def charge_per_hour(self, gpus_per_node: float, nodes: int) -> Decimal:
         """The internal charge-back rate of an allocation: GPUs x rate, or nodes x node rate without GPUs."""
         gpus = Decimal(str(gpus_per_node)) * nodes

@@ -160,14 +160,10 @@ def _remote_bench(app: AppContext, params: dict[str, Any], name: str, on: str, *
     from decimal import Decimal
 
     from gpuplan.cli.display import money
-    from gpuplan.launching.remote_bench import (
-        RemoteOptions,
-        gate_budgets,
-        launch_and_follow,
-        plan_remote,
-        record_remote_result,
-    )
+    from gpuplan.cli.follow import follow
+    from gpuplan.launching.remote_bench import RemoteOptions, plan_remote, record_remote_result
     from gpuplan.launching.remote_bench_job import bench_argv, parse_on
+    from gpuplan.launching.sequence import check_gates, launch
 
     target = parse_on(on)
     argv = bench_argv({**params, "compile": params.get("compile_")})
@@ -180,11 +176,12 @@ def _remote_bench(app: AppContext, params: dict[str, Any], name: str, on: str, *
     note(f"bench job on {target.label}: {where or provider.name}, {money(offer.total_price_per_hour)}/h, "
          f"at most {max_hours:g} h" + (f" / ${plan.spec.limits.budget_usd}" if plan.spec.limits.budget_usd
                                       else ""))
-    overridden = gate_budgets(store, plan, force)
-    for v in overridden:
+    gates = check_gates(store, plan, provider, force=force)
+    for v in gates.overridden:
         note(f"warning: --force: {v.message}")
+    run_id = launch(store, plan, provider, {}, gates=gates)
     try:
-        run_id = launch_and_follow(store, plan, provider, interval=interval, overridden=overridden)
+        follow(store, run_id, interval=interval)
     except KeyboardInterrupt:
         note("\nstopped following; the bench run keeps going and is capped by its max-hours (gpuplan status)")
         raise SystemExit(130) from None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -11,6 +12,9 @@ from gpuplan.cli.commands.params import bounded
 from gpuplan.cli.context import AppContext, pass_app
 from gpuplan.cli.output import emit_json, note
 from gpuplan.launching.failsafe import FailSafe
+
+if TYPE_CHECKING:
+    from gpuplan.launching.sequence import LaunchGates
 
 
 @click.command("launch")
@@ -32,8 +36,8 @@ def launch(app: AppContext, spec_path: Path, provider_name: str, dry_run: bool, 
     from gpuplan.jobs.spec import load_spec
     from gpuplan.launching.choose import provider_for
     from gpuplan.launching.plan import plan_launch, source_dir_of
-    from gpuplan.launching.record import read_secrets, record_run
-    from gpuplan.launching.start import launch_recorded_run
+    from gpuplan.launching.record import read_secrets
+    from gpuplan.launching.sequence import check_gates, launch
 
     spec = load_spec(spec_path)
     spec_text = spec_path.read_text()
@@ -53,8 +57,8 @@ def launch(app: AppContext, spec_path: Path, provider_name: str, dry_run: bool, 
              f"{est.startup_source}: {est.startup_detail}{spot}), {money(est.cost_usd)}")
     else:
         note("estimate: none (add workload tokens and a model or throughput to the spec)")
-    overridden = _budget_gate(app, plan, force)  # refuses (exit 2) a job over a budget, dry run or not
-    fs = _failsafe_gate(app, plan, provider, force)  # refuses (exit 2) a job a cap leaves no time, dry run or not
+    gates = check_gates(app.store, plan, provider, force=force)  # refuses (exit 2) a job over a budget
+    fs = _show_gates(gates)  # refuses (exit 2) a job a cap leaves no time, dry run or not
     if dry_run:
         if as_json:
             emit_json({**info, "failsafe": fs.as_dict(), "dry_run": True})
@@ -64,14 +68,7 @@ def launch(app: AppContext, spec_path: Path, provider_name: str, dry_run: bool, 
     secrets = read_secrets(spec)
     if not yes:
         click.confirm("start it?", default=True, abort=True, err=True)
-    run_id = record_run(app.store, plan)
-    if overridden:
-        from gpuplan.books.budgets import record_override
-        from gpuplan.store.types import utcnow
-
-        with app.store.session() as session:
-            record_override(session, overridden, run_id, utcnow())
-    launch_recorded_run(app.store, run_id, plan, provider, secrets)
+    run_id = launch(app.store, plan, provider, secrets, gates=gates)
     note(f"run {run_id} started (logs: gpuplan logs {run_id} -f; stop: gpuplan stop {run_id})")
     if detach:
         from gpuplan.supervise.watch import watch_run
@@ -88,36 +85,21 @@ def launch(app: AppContext, spec_path: Path, provider_name: str, dry_run: bool, 
     _finish(result.summary, as_json, exit_on_failure=True)
 
 
-def _budget_gate(app: AppContext, plan: object, force: bool) -> list:
-    """Check the budgets before anything is recorded or started; with --force, say which ones are overridden."""
-    from gpuplan.books.budgets import gate_launch
-    from gpuplan.store.types import utcnow
-
-    est = plan.estimate  # type: ignore[attr-defined]
-    with app.store.session() as session:
-        overridden = gate_launch(session, project=plan.spec.project, cloud=plan.offer.cloud,  # type: ignore[attr-defined]
-                                 est_cost_usd=est.cost_usd if est is not None else None, now=utcnow(), force=force)
-    for v in overridden:
-        note(f"warning: --force: {v.message}")
-    return overridden
-
-
-def _failsafe_gate(app: AppContext, plan: object, provider: object, force: bool) -> FailSafe:
-    """The machines' own timer, the tightest cap (gpuplan.launching.failsafe), shown before anything is recorded; a cap
-    with no time left (a spent budget, a passed deadline, money short of the cloud's minimum billing) is
-    refused here with one line, exit 2. The value the machines get is worked out again at the start."""
+def _show_gates(gates: LaunchGates) -> FailSafe:
+    """Say which budgets a --force goes past and the machines' own timer, the tightest cap
+    (gpuplan.launching.failsafe), before anything is recorded; a cap with no time left (a spent budget, a passed
+    deadline, money short of the cloud's minimum billing) is refused here with one line, exit 2."""
     from gpuplan.cli.display import duration
-    from gpuplan.launching import failsafe_store as failsafe_inputs
-    from gpuplan.store.types import utcnow
+    from gpuplan.launching.failsafe_store import check
 
-    with app.store.session() as session:
-        fs = failsafe_inputs.for_plan(session, plan, min_billed_seconds=provider.min_billed_seconds,  # type: ignore[attr-defined]
-                                      now=utcnow(), force=force)
+    for v in gates.overridden:
+        note(f"warning: --force: {v.message}")
+    fs = gates.failsafe
     if fs.hours is not None and not fs.refused:
         note(f"machine fail-safe: {duration(fs.hours)}, set by {fs.cap} ({fs.detail})")
     for text in fs.notes:
         note(f"machine fail-safe: {text}")
-    return failsafe_inputs.check(fs)
+    return check(fs)
 
 
 def _finish(summary: dict, as_json: bool, *, exit_on_failure: bool) -> None:

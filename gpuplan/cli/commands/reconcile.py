@@ -176,7 +176,7 @@ def _check_names(clouds: tuple[str, ...]) -> None:
     """A misspelt --cloud is bad input (exit 2) before anything is checked, not 'no provider could be checked'
     (exit 1), which reads as a cloud outage."""
     from gpuplan.errors import UserError
-    from gpuplan.providers.base import provider_names
+    from gpuplan.providers.registry import provider_names
 
     known = provider_names()
     for name in clouds:

@@ -83,7 +83,7 @@ def report(app: AppContext, since: str | None, until: str | None, by: tuple[str,
 
 def _clouds(clouds: tuple[str, ...]) -> tuple[str, ...] | None:
     """`--cloud aws,gcp --cloud local` -> ("aws", "gcp", "local"); a misspelt cloud would report $0, so refuse it."""
-    from gpuplan.providers.base import provider_names
+    from gpuplan.providers.registry import provider_names
 
     names = sorted({c.strip().lower() for raw in clouds for c in raw.split(",") if c.strip()})
     known = provider_names()

@@ -1,0 +1,58 @@
+"""The one launch sequence: gates, record, start. `gpuplan launch`, the scheduler and `bench --on` all use it.
+
+Order, and why: the budget gate and the machine fail-safe are checked before anything is recorded, so a refused
+launch leaves no row (exit 2); the Run row is recorded before any provider call, and a `--force`d launch records
+which budgets it went past (`budget_override`) before its machines start; then the start
+(gpuplan.launching.start), whose crash window is explained there.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from gpuplan.books.budgets import Violation, gate_launch, record_override
+from gpuplan.launching.failsafe import FailSafe
+from gpuplan.launching.failsafe_store import check, for_plan
+from gpuplan.launching.offer import LaunchPlan
+from gpuplan.launching.record import record_run
+from gpuplan.launching.start import launch_recorded_run
+from gpuplan.providers.base import Provider
+from gpuplan.store.db import Store
+from gpuplan.store.types import utcnow
+
+
+@dataclass(frozen=True)
+class LaunchGates:
+    """What the gates decided for a launch not yet recorded."""
+
+    failsafe: FailSafe  # the machines' own timer as planned now (worked out again, per placement, at the start)
+    overridden: list[Violation] = field(default_factory=list)  # budgets a --force'd launch goes past
+
+
+def check_gates(store: Store, plan: LaunchPlan, provider: Provider, *, force: bool,
+                now: dt.datetime | None = None) -> LaunchGates:
+    """The budget gate (a budget the estimate breaks refuses the launch with BudgetRefused, exit 2, unless
+    `force`) and the fail-safe as planned. A fail-safe with no time left is not raised here, so the caller can
+    show it first: `launch` refuses it (gpuplan.launching.failsafe_store.check)."""
+    now = now or utcnow()
+    est = plan.estimate
+    with store.session() as session:
+        overridden = gate_launch(session, project=plan.spec.project, cloud=plan.offer.cloud,
+                                 est_cost_usd=est.cost_usd if est is not None else None, now=now, force=force)
+        failsafe = for_plan(session, plan, min_billed_seconds=provider.min_billed_seconds, now=now, force=force)
+    return LaunchGates(failsafe=failsafe, overridden=overridden)
+
+
+def launch(store: Store, plan: LaunchPlan, provider: Provider, secrets: Mapping[str, str], *,
+           gates: LaunchGates, schedule_id: int | None = None) -> str:
+    """Refuse a launch its fail-safe leaves no time, then record the run (and the budgets a --force went past)
+    and start it. Returns the run id; a provider error is raised after the run is marked failed."""
+    check(gates.failsafe)
+    run_id = record_run(store, plan, schedule_id=schedule_id)
+    if gates.overridden:
+        with store.session() as session:
+            record_override(session, gates.overridden, run_id, utcnow())
+    launch_recorded_run(store, run_id, plan, provider, secrets)
+    return run_id

@@ -1,0 +1,72 @@
+"""Which providers exist and how to build one: the built-ins and the `gpuplan.providers` entry points.
+
+A third party adds a cloud with one package and one entry point in the group `gpuplan.providers`; nothing in
+gpuplan names it. `make_provider` builds one with the user's `[providers.NAME]` settings (gpuplan.config).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpuplan.config import config_path, provider_settings
+from gpuplan.errors import UserError
+from gpuplan.providers.base import Provider, ProviderError
+
+BUILTIN_PROVIDERS: dict[str, str] = {
+    "local": "gpuplan.providers.local:LocalProvider",
+    "aws": "gpuplan.providers.aws.provider:AwsProvider",
+    "gcp": "gpuplan.providers.gcp.provider:GcpProvider",
+    "slurm": "gpuplan.providers.slurm.provider:SlurmProvider",
+}
+
+
+def provider_names() -> list[str]:
+    """Names of every registered provider: the built-ins plus the `gpuplan.providers` entry points."""
+    from importlib.metadata import entry_points
+
+    names = set(BUILTIN_PROVIDERS)
+    names.update(ep.name for ep in entry_points(group="gpuplan.providers"))
+    return sorted(names)
+
+
+def load_provider_class(name: str) -> type[Provider]:
+    """The Provider class registered as `name`; an unknown name is a ProviderError listing the known ones."""
+    import importlib
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group="gpuplan.providers"):
+        if ep.name == name:
+            return ep.load()  # type: ignore[no-any-return]
+    target = BUILTIN_PROVIDERS.get(name)
+    if target is None:
+        raise UnknownProviderError(f"unknown provider {name!r}; known: {', '.join(provider_names())}")
+    module_name, attr = target.split(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise UnknownProviderError(f"provider {name!r} is not available in this gpuplan: {exc}") from exc
+    return getattr(module, attr)  # type: ignore[no-any-return]
+
+
+def get_provider(name: str, **config: Any) -> Provider:
+    """An instance of the provider registered as `name`, configured with `config`."""
+    return load_provider_class(name)(**config)
+
+
+class UnknownProviderError(ProviderError):
+    """A provider name no built-in or entry point registers (exit 2)."""
+
+    exit_code = 2
+
+def make_provider(name: str, **overrides: Any) -> Provider:
+    """The provider registered as `name`, built with the config file's settings (then `overrides`)."""
+    settings = {**provider_settings(name), **overrides}
+    try:
+        return get_provider(name, **settings)
+    except ValueError as exc:  # a provider refusing a setting's value: bad input, not a crash
+        raise UserError(str(exc)) from exc
+    except TypeError as exc:
+        if not settings or "argument" not in str(exc):
+            raise
+        raise UserError(f"config file {config_path()}: [providers.{name}] has a setting the {name} provider "
+                        f"does not take ({exc})") from exc
