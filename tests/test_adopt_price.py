@@ -21,6 +21,7 @@ from gpuplan.launching.failover import Placement
 from gpuplan.launching.launch_plan import add_launch_plan
 from gpuplan.providers.aws.provider import AwsProvider
 from gpuplan.providers.base import LaunchRequest
+from gpuplan.runs.events import EventKind
 from gpuplan.store.db import Store
 from gpuplan.store.models import Event, Run
 from gpuplan.store.types import utcnow
@@ -55,7 +56,7 @@ def adopt_now(store: Store, provider: Any, run_id: str) -> tuple[Any, dict[str, 
     with store.session() as s:
         run = s.get(Run, run_id)
         [row] = adopt(s, run, provider, utcnow())
-        [event] = s.scalars(select(Event).where(Event.run_id == run_id, Event.kind == "adopted")).all()
+        [event] = s.scalars(select(Event).where(Event.run_id == run_id, Event.kind == EventKind.ADOPTED)).all()
         s.expunge(row)
         return row, {"message": event.message, **json.loads(event.data_json or "{}")}
 

@@ -22,6 +22,7 @@ from awsmoto import MotoServer, no_capacity_sitecustomize
 from clihelp import Result, run_subprocess
 
 from gpuplan.providers.base import TAG_RUN_ID
+from gpuplan.runs.events import EventKind
 
 pytestmark = pytest.mark.slow
 
@@ -298,7 +299,7 @@ def test_a_retried_launch_of_the_same_run_adopts_the_machines_it_started(moto_se
 
         with store.session() as session:
             attempts = [json.loads(e.data_json) for e in session.scalars(
-                select(Event).where(Event.run_id == run_id, Event.kind == "launch_attempt").order_by(Event.id))]
+                select(Event).where(Event.run_id == run_id, Event.kind == EventKind.LAUNCH_ATTEMPT).order_by(Event.id))]
         assert attempts[-1]["outcome"] == "existing" and attempts[-1]["instance_ids"] == [orphan["InstanceId"]]
         assert len(live_tagged(moto_server, run_id)) == 1
     finally:

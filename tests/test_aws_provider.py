@@ -23,8 +23,8 @@ from gpuplan.providers.base import (
     LaunchRequest,
     ProviderError,
     QuotaError,
-    get_provider,
 )
+from gpuplan.providers.registry import get_provider
 
 
 @dataclass

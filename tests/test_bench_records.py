@@ -161,19 +161,25 @@ def test_implausible_mfu_is_not_learned(store: Store) -> None:
         assert record_run(s, tiny) is None
 
 
-def test_runs_reaching_a_final_state_teach_calibration(store: Store) -> None:
+def test_settling_an_ended_run_teaches_calibration_and_closing_its_books_does_not(store: Store) -> None:
+    from gpuplan.runs.events import EventKind
     from gpuplan.runs.records import set_state
+    from gpuplan.supervise.settle import settle
 
     with store.session() as s:
         run = _run(state=RunState.RUNNING, measured_mfu=0.38)
         s.add(run)
         s.flush()
+        assert settle(s, run) is None  # still running: nothing to learn yet
         assert set_state(s, run, RunState.SUCCEEDED, "exit 0", exit_code=0)
+        assert s.query(Calibration).all() == []  # the state change alone teaches nothing
+        learned = settle(s, run)
+        assert learned is not None and settle(s, run) is None  # once per run
     with store.session() as s:
         rows = s.query(Calibration).all()
         assert [(r.run_id, r.mfu) for r in rows] == [(run.id, pytest.approx(0.38))]
         kinds = [e.kind for e in s.get(Run, run.id).events]
-        assert kinds == ["state", "calibrated"]
+        assert kinds == [EventKind.STATE, EventKind.CALIBRATED]
 
 
 def test_calibrate_show_cli() -> None:

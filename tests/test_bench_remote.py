@@ -214,7 +214,7 @@ def test_cloud_run_folder_result_is_recorded_with_its_run(layout: str, tmp_path:
     """What fetch_outputs leaves in the run folder (bench.json, or only the node's job log with the result
     line) becomes a Benchmark with run_id and the remote device; the real AWS provider does the fetching."""
     from gpuplan.launching.remote_bench import record_remote_result
-    from gpuplan.providers.base import get_provider
+    from gpuplan.providers.registry import get_provider
     from gpuplan.store.db import Store
 
     run_dir = tmp_path / "run"
@@ -244,7 +244,7 @@ def test_cloud_run_folder_result_is_recorded_with_its_run(layout: str, tmp_path:
 def test_cloud_run_without_result_says_what_to_configure(tmp_path: Path, db_url: str, moto_env: object) -> None:
     from gpuplan.launching.remote_bench import record_remote_result
     from gpuplan.launching.remote_bench_job import NoRemoteResult
-    from gpuplan.providers.base import get_provider
+    from gpuplan.providers.registry import get_provider
     from gpuplan.store.db import Store
 
     run_dir = tmp_path / "run"

@@ -13,6 +13,7 @@ from clihelp import run_cli
 
 from gpuplan.books import budgets
 from gpuplan.runs import cost as costing
+from gpuplan.runs.events import EventKind
 from gpuplan.store.db import Store
 from gpuplan.store.models import Event, Run
 
@@ -88,7 +89,7 @@ def test_launch_gate_refuses_then_force_records_an_event(db_url: str) -> None:
             assert [v.budget for v in overridden] == ["nlp-month"]
         with store.session() as s:
             [event] = s.query(Event).all()
-            assert event.kind == "budget_override" and event.run_id == run.id and "nlp-month" in event.message
+            assert event.kind == EventKind.BUDGET_OVERRIDE and event.run_id == run.id and "nlp-month" in event.message
             assert json.loads(event.data_json)[0]["est_cost_usd"] == "150"
     finally:
         store.close()

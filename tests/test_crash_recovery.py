@@ -23,6 +23,8 @@ import pytest
 from awsmoto import no_capacity_sitecustomize, spot_interrupt
 from clihelp import Result, run_subprocess
 
+from gpuplan.runs.events import EventKind
+
 pytestmark = pytest.mark.slow
 
 PRICE = "36"  # $/h for the local machine: $0.01 a second, so a few seconds cost something visible
@@ -103,7 +105,7 @@ def books(run_id: str | None = None) -> dict[str, Any]:
                     "rows": [(i.provider_instance_id, i.launched_at, i.terminated_at, Decimal(i.price_per_hour))
                              for i in run.instances],
                     "events": [e.kind for e in run.events],
-                    "plans": [json.loads(e.data_json) for e in run.events if e.kind == "launch_plan"]}
+                    "plans": [json.loads(e.data_json) for e in run.events if e.kind == EventKind.LAUNCH_PLAN]}
     finally:
         store.close()
 

@@ -14,15 +14,7 @@ from typing import Any
 import pytest
 from fakes.gce_server import RunningFake
 
-from gpuplan.providers.base import (
-    AuthError,
-    CapacityError,
-    InstanceState,
-    LaunchRequest,
-    ProviderError,
-    QuotaError,
-    get_provider,
-)
+from gpuplan.providers.base import AuthError, CapacityError, InstanceState, LaunchRequest, ProviderError, QuotaError
 from gpuplan.providers.gcp.provider import GcpProvider
 from gpuplan.providers.gcp.rules import (
     DEFAULT_IMAGE_FAMILY,
@@ -34,6 +26,7 @@ from gpuplan.providers.gcp.rules import (
     labels_for,
     request_id,
 )
+from gpuplan.providers.registry import get_provider
 
 RUN = "r-0a1b2c3d4e"
 

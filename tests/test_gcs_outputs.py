@@ -276,7 +276,7 @@ def test_without_a_bucket_a_run_that_left_no_exit_code_says_how_to_ship_outputs(
 
 def test_the_bucket_comes_from_the_config_file_or_the_environment(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    from gpuplan.config import make_provider
+    from gpuplan.providers.registry import make_provider
 
     config = tmp_path / "config.toml"
     config.write_text(f'[providers.gcp]\nbucket = "gs://{BUCKET}/"\n')

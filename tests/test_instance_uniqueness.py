@@ -20,6 +20,7 @@ from gpuplan.jobs.runner import LAUNCH_FILE, NodeLaunch
 from gpuplan.providers.base import TAG_RUN_ID
 from gpuplan.providers.local import TAGS_FILE, LocalProvider
 from gpuplan.runs.cost import instance_cost
+from gpuplan.runs.events import EventKind
 from gpuplan.store import migrate
 from gpuplan.store.db import Store, make_engine
 from gpuplan.store.models import Event, Instance, Run
@@ -74,7 +75,7 @@ def test_upgrade_merges_duplicate_rows_keeping_the_longest_billed_span(db_url: s
     database_at_0001(db_url)
     store = Store.open(db_url)  # what every gpuplan command does on first use
     try:
-        assert store.current_revision() == migrate.HEAD_REVISION == "0002"
+        assert store.current_revision() == migrate.HEAD_REVISION  # 0002 merged the rows; later revisions keep them
         with store.session() as s:
             rows = {(r.run_id, r.provider_instance_id): r for r in s.scalars(select(Instance).order_by(Instance.id))}
             assert len(rows) == 5 == s.query(Instance).count()
@@ -169,7 +170,7 @@ def test_two_processes_adopting_one_machine_at_once_record_one_row(db_url: str, 
         with store.session() as s:
             [row] = s.scalars(select(Instance)).all()
             assert (row.provider_instance_id, row.price_per_hour) == ("r-race/node-0", Decimal("2.5"))
-            adopted = s.scalars(select(Event).where(Event.kind == "adopted")).all()
+            adopted = s.scalars(select(Event).where(Event.kind == EventKind.ADOPTED)).all()
             assert len(adopted) == 1 and json.loads(adopted[0].data_json or "{}")["instances"] == ["r-race/node-0"]
             assert s.get(Run, "r-race").state == "running"  # type: ignore[union-attr]
     finally:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpuplan.providers.base import LaunchRequest, ProviderError, load_provider_class, provider_names
+from gpuplan.providers.base import LaunchRequest, ProviderError
+from gpuplan.providers.registry import load_provider_class, provider_names
 
 
 def test_builtin_names_are_registered() -> None:

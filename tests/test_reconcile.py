@@ -13,6 +13,7 @@ from clihelp import run_cli
 
 from gpuplan.providers.aws.provider import AwsProvider
 from gpuplan.providers.base import LaunchRequest, Provider, ProviderError
+from gpuplan.runs.events import EventKind
 from gpuplan.store.db import Store
 from gpuplan.store.models import Event, Instance, Run, RunState
 from gpuplan.supervise.reconcile import OpenRow, Policy, compare, reconcile
@@ -131,7 +132,7 @@ def test_terminate_asks_first_and_ends_only_orphans(aws: AwsProvider) -> None:
 
     store = Store.open(os.environ["GPUPLAN_DB"])
     with store.session() as s:
-        [event] = [e for e in s.query(Event).all() if e.kind == "reconcile.terminated"]
+        [event] = [e for e in s.query(Event).all() if e.kind == EventKind.RECONCILE_TERMINATED]
         assert event.run_id == "r-orphan0002" and orphan in event.message
     store.close()
     again = run_cli("reconcile", "--cloud", "aws")

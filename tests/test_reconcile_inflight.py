@@ -27,6 +27,7 @@ from gpuplan.paths import runs_dir
 from gpuplan.providers.aws.provider import AwsProvider
 from gpuplan.providers.base import TAG_RUN_ID, Instance, LaunchRequest
 from gpuplan.providers.local import LAUNCH_FILE, PID_FILE, STARTED_FILE, LocalProvider
+from gpuplan.runs.events import EventKind
 from gpuplan.store.db import Store
 from gpuplan.store.models import Event, Run, RunState
 from gpuplan.store.models import Instance as InstanceRow
@@ -206,7 +207,7 @@ def test_local_in_flight_survives_and_an_old_stray_process_is_ended() -> None:
         assert [i.instance_id for i in local.list_tagged()] == [in_flight.instance_id]
         store = Store.open(os.environ["GPUPLAN_DB"])
         with store.session() as s:
-            assert [e.kind for e in s.query(Event).all()] == ["reconcile.terminated"]
+            assert [e.kind for e in s.query(Event).all()] == [EventKind.RECONCILE_TERMINATED]
             assert s.query(InstanceRow).count() == 0
         store.close()
     finally:

@@ -18,6 +18,7 @@ from ledger_fixture import record_run
 from gpuplan.providers.aws.provider import AwsProvider
 from gpuplan.providers.aws.secrets import run_of
 from gpuplan.providers.base import CloudSecret, LaunchRequest
+from gpuplan.runs.events import EventKind
 from gpuplan.store.db import Store
 from gpuplan.store.models import Event, RunState
 from gpuplan.supervise.reconcile import Policy
@@ -98,7 +99,7 @@ def test_orphan_parameters_across_regions_are_reported_then_deleted(aws: AwsProv
     assert names(aws_clients, "us-west-2") == west - {failed_west}
     store = Store.open(os.environ["GPUPLAN_DB"])
     with store.session() as s:
-        events = sorted(e.message for e in s.query(Event).all() if e.kind == "reconcile.secret_deleted")
+        events = sorted(e.message for e in s.query(Event).all() if e.kind == EventKind.RECONCILE_SECRET_DELETED)
         assert all(MARK not in (e.data_json or "") for e in s.query(Event).all())
     store.close()
     assert events == sorted(f"orphan secret {n} (aws in {r}) deleted by reconcile" for n, r in (

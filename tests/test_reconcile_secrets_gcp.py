@@ -19,6 +19,7 @@ from fakes.secretmanager_server import RunningSecretManager
 
 from gpuplan.providers.gcp.provider import GcpProvider
 from gpuplan.providers.gcp.secrets import run_of, secret_id
+from gpuplan.runs.events import EventKind
 from gpuplan.store.db import Store
 from gpuplan.store.models import Event
 
@@ -123,7 +124,7 @@ def test_orphan_secrets_are_reported_then_deleted_and_a_running_runs_are_kept(
     assert state.value(live_sid) == VALUE.encode()
     store = Store.open(os.environ["GPUPLAN_DB"])
     with store.session() as s:
-        events = {e.run_id: e.message for e in s.query(Event).all() if e.kind == "reconcile.secret_deleted"}
+        events = {e.run_id: e.message for e in s.query(Event).all() if e.kind == EventKind.RECONCILE_SECRET_DELETED}
     store.close()
     assert events == {stopped: f"orphan secret {stopped_sid} (gcp) deleted by reconcile",
                       None: f"orphan secret {crashed} (gcp) deleted by reconcile"}

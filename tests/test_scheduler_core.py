@@ -13,6 +13,7 @@ import pytest
 from sqlalchemy import select
 
 from gpuplan.errors import UserError
+from gpuplan.runs.events import EventKind
 from gpuplan.scheduling import leases
 from gpuplan.scheduling.scheduler import FireRequest, Gates, SkipFire, add_schedule, set_paused, tick
 from gpuplan.store.db import Store
@@ -85,7 +86,7 @@ def test_skip_is_recorded(db_url: str) -> None:
         fire = session.scalars(select(ScheduleFire)).one()
         assert fire.outcome == "skipped" and "budget 'team'" in (fire.reason or "")
         kinds = [e.kind for e in session.scalars(select(Event).where(Event.schedule_id == fire.schedule_id))]
-        assert "schedule.skipped" in kinds
+        assert EventKind.SCHEDULE_SKIPPED in kinds
     store.close()
 
 

@@ -137,7 +137,7 @@ def test_reconcile_finds_and_cancels_a_gpuplan_job_the_books_do_not_know(
         env: dict[str, str], slurm: SlurmCluster, tmp_path: Path) -> None:
     """A job named gpuplan-* that no run row owns is an orphan; `reconcile --terminate -y` cancels it once it is
     older than --grace (by its submit time: seconds old here, so it is spared until --grace 0)."""
-    from gpuplan.config import make_provider
+    from gpuplan.providers.registry import make_provider
 
     script = tmp_path / "orphan.sh"
     script.write_text("#!/bin/sh\nsleep 120\n")

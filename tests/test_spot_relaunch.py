@@ -19,6 +19,7 @@ from gpuplan.launching.plan import plan_launch
 from gpuplan.launching.record import record_run
 from gpuplan.launching.start import launch_recorded_run
 from gpuplan.providers.aws.provider import AwsProvider
+from gpuplan.runs.events import EventKind
 from gpuplan.runs.machines import SUPERSEDED
 from gpuplan.store.db import Store
 from gpuplan.store.models import Run
@@ -84,7 +85,7 @@ def test_interrupted_spot_run_relaunches_from_its_checkpoint_then_gives_up(store
             assert rows[gone].state == SUPERSEDED and rows[gone].terminated_at is not None
             live = [i for i in run.instances if i.terminated_at is None]
             assert len(live) == 1 and live[0].provider_instance_id not in seen and live[0].spot
-            relaunch = [json.loads(e.data_json) for e in run.events if e.kind == "relaunch"]
+            relaunch = [json.loads(e.data_json) for e in run.events if e.kind == EventKind.RELAUNCH]
             assert [r["generation"] for r in relaunch] == list(range(1, generation + 1))
         tagged = aws.list_tagged(run_id)
         assert [i.instance_id for i in tagged] == [live[0].provider_instance_id]

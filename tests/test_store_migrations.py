@@ -48,6 +48,7 @@ SEEDS: dict[str, tuple[list[str], dict[str, int]]] = {
         ],
         {"instances": 1},
     ),
+    "0003": ([], {}),  # renames event kinds only (test_0003_renames_dotted_event_kinds)
 }
 
 
@@ -93,6 +94,27 @@ def test_every_revision_upgrades_with_data(db_url: str) -> None:
         cost = conn.execute(text("SELECT est_cost_usd FROM runs")).scalar()
         assert float(cost) == 1.5
     store.close()
+
+
+def test_0003_renames_dotted_event_kinds(db_url: str) -> None:
+    """Events recorded before 0003 with the dotted kinds read back under the one snake_case style."""
+    from gpuplan.runs.events import EventKind
+
+    engine = make_engine(db_url)
+    cfg = migrate.alembic_config(engine)
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0002")
+    with engine.begin() as conn:
+        for i, kind in enumerate(("reconcile.terminated", "schedule.skipped", "launch_failed")):
+            conn.execute(text("INSERT INTO events (at, kind, message) VALUES ('2026-11-01 00:00:00', :k, :m)"),
+                         {"k": kind, "m": str(i)})
+    engine.dispose()
+    store = Store.open(db_url)
+    with store.engine.connect() as conn:
+        kinds = [row[0] for row in conn.execute(text("SELECT kind FROM events ORDER BY message"))]
+    store.close()
+    assert kinds == [EventKind.RECONCILE_TERMINATED, EventKind.SCHEDULE_SKIPPED, EventKind.LAUNCH_FAILED]
 
 
 def test_store_open_upgrades_an_empty_database(tmp_path) -> None:

@@ -13,7 +13,7 @@ import pytest
 from gpuplan.jobs.metrics import log_metrics
 from gpuplan.jobs.spec import parse_spec
 from gpuplan.launching.plan import plan_launch
-from gpuplan.launching.start import launch
+from gpuplan.launching.sequence import check_gates, launch
 from gpuplan.providers.base import Instance, InstanceState
 from gpuplan.providers.local import LocalProvider
 from gpuplan.store.db import Store
@@ -91,7 +91,7 @@ def store(tmp_path: Path) -> Store:
 def _launch(store: Store, text: str, provider: LocalProvider, secrets: dict[str, str] | None = None) -> str:
     spec = parse_spec(text)
     plan = plan_launch(spec, text, provider=provider)
-    return launch(store, plan, provider, secrets or {})
+    return launch(store, plan, provider, secrets or {}, gates=check_gates(store, plan, provider, force=False))
 
 
 def test_budget_enforcement_caps_live_runs(store: Store, tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 from gpuplan.books import ledger, periods
 from gpuplan.errors import NotFoundError, UserError
 from gpuplan.runs import cost as costing
+from gpuplan.runs.events import EventKind
 
 ZERO = Decimal(0)
 
@@ -252,7 +253,7 @@ def record_override(session: Any, violations: list[Violation], run_id: str | Non
     from gpuplan.store.models import Event
 
     session.add(Event(
-        at=now, run_id=run_id, kind="budget_override",
+        at=now, run_id=run_id, kind=EventKind.BUDGET_OVERRIDE,
         message="launched over budget with --force: " + "; ".join(v.message for v in violations),
         data_json=json.dumps([_violation_json(v) for v in violations]),
     ))
@@ -287,7 +288,7 @@ def enforce(session: Any, now: dt.datetime,
             reason = (f"budget '{budget.name}' exhausted: spent ${st.spent_usd:,.2f} of ${st.amount_usd:,.2f}"
                       + ("" if budget.period == "total" else f" this {budget.period}"))
             set_state(session, run, RunState.CAPPED, reason, at=now)
-            record_event(session, run, "capped", reason, budget=budget.name, spent_usd=str(st.spent_usd),
+            record_event(session, run, EventKind.CAPPED, reason, budget=budget.name, spent_usd=str(st.spent_usd),
                          amount_usd=str(st.amount_usd))
             if stop_run is not None:
                 stop_run(run, reason)

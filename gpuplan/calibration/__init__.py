@@ -1,1 +1,1 @@
-"""gpuplan.calibration.run_mfu"""
+"""What measured runs and benches teach the estimator: learned MFU, the throughput an estimate uses, start-up."""

@@ -1,5 +1,4 @@
-"""Which offer a spec's run goes to on a provider.
-"""
+"""Which offer a spec's run goes to on a provider."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""The estimate recorded with a run: hours and dollars on the chosen offer.
-"""
+"""The estimate recorded with a run: hours and dollars on the chosen offer."""
 
 from __future__ import annotations
 

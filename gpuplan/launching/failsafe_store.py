@@ -5,8 +5,8 @@ Used by a launch (before anything is recorded, to refuse one with no time left, 
 provider call, for the value the machines get: each failover placement's at its own price) and by a spot
 relaunch (what is left of the run's caps). The answer is written into the `launch_plan` event before the
 provider call and recorded as a `failsafe` event once the machines started, so when a machine's timer fires,
-`watch`/`status` can say which cap set it (`recorded_failsafe`), even when the launching gpuplan died between
-the two.
+`watch`/`status` can say which cap set it (`recorded_failsafe`), even across the launch's crash window
+(gpuplan.launching.start).
 """
 
 from __future__ import annotations
@@ -22,11 +22,7 @@ from gpuplan.errors import UserError
 from gpuplan.launching.failover import Placement
 from gpuplan.launching.failsafe import MAX_HOURS_AT, CoveringBudget, FailSafe, FailSafeInputs, at_price, failsafe
 from gpuplan.providers.base import LaunchRequest
-from gpuplan.runs.events import LAUNCH_PLAN
-
-FAILSAFE_EVENT = "failsafe"
-FAILED_STARTS = ("launch_failed", "relaunch_failed")  # a launch plan whose machines never started
-OVERRIDE_EVENT = "budget_override"  # gpuplan.books.budgets.record_override: the launch was forced past the gate
+from gpuplan.runs.events import EventKind
 
 
 def covering_budgets(session: Any, project: str | None, cloud: str | None, now: dt.datetime,
@@ -43,7 +39,7 @@ def covering_budgets(session: Any, project: str | None, cloud: str | None, now: 
 
 def was_forced(run: Any) -> bool:
     """Was the run launched with --force past the budget gate (a `budget_override` event)?"""
-    return any(e.kind == OVERRIDE_EVENT for e in run.events)
+    return any(e.kind == EventKind.BUDGET_OVERRIDE for e in run.events)
 
 
 def for_plan(session: Any, plan: Any, *, min_billed_seconds: int, now: dt.datetime, force: bool) -> FailSafe:
@@ -130,7 +126,7 @@ def record_failsafe(session: Any, run: Any, fs: FailSafe, **extra: Any) -> None:
     from gpuplan.runs.events import record_event
 
     message = f"machine fail-safe: {fs.summary()}" + "".join(f"; {n}" for n in fs.notes)
-    record_event(session, run, FAILSAFE_EVENT, message, **fs.as_dict(), **extra)
+    record_event(session, run, EventKind.FAILSAFE, message, **fs.as_dict(), **extra)
 
 
 def recorded_failsafe(run: Any) -> dict[str, Any] | None:
@@ -145,12 +141,12 @@ def recorded_failsafe(run: Any) -> dict[str, Any] | None:
 
     latest: dict[str, Any] | None = None
     planned: dict[str, Any] | None = None
-    for event in events_of(run, (*FAILED_STARTS, FAILSAFE_EVENT, LAUNCH_PLAN)):
-        if event.kind in FAILED_STARTS:
+    for event in events_of(run, (*EventKind.FAILED_STARTS, EventKind.FAILSAFE, EventKind.LAUNCH_PLAN)):
+        if event.kind in EventKind.FAILED_STARTS:
             planned = None
             continue
         data = event_data(event)
-        if event.kind == FAILSAFE_EVENT:
+        if event.kind == EventKind.FAILSAFE:
             if data is not None:
                 latest, planned = data, None
         else:

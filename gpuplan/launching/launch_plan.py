@@ -1,5 +1,5 @@
-"""The `launch_plan` event: where a launch may start machines, committed before the provider call.
-"""
+"""The `launch_plan` event: where a launch may start machines, committed before the provider call so a crash
+after it leaves nothing unknown (gpuplan.launching.start tells the crash window)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpuplan.launching.failover import Placement
 from gpuplan.providers.base import LaunchRequest, Provider
-from gpuplan.runs.events import LAUNCH_PLAN
+from gpuplan.runs.events import EventKind
 
 if TYPE_CHECKING:
     from gpuplan.launching.failsafe_store import PlacedFailSafe
@@ -71,7 +71,7 @@ def add_launch_plan(session: Any, run: Any, provider: Provider, placements: Sequ
     from gpuplan.runs.events import record_event
 
     data = {**launch_plan_data(provider, placements, failsafe), **extra}
-    record_event(session, run, LAUNCH_PLAN,
+    record_event(session, run, EventKind.LAUNCH_PLAN,
                  f"will try {len(placements)} placement(s) on {provider.name} in "
                  f"{', '.join(data['regions']) or '(default region)'}", **data)
 
@@ -92,7 +92,7 @@ def launch_plans(run: Run) -> list[tuple[dt.datetime, dict[str, Any]]]:
     from gpuplan.runs.events import event_data, events_of
 
     plans = []
-    for event in events_of(run, (LAUNCH_PLAN,)):
+    for event in events_of(run, (EventKind.LAUNCH_PLAN,)):
         data = event_data(event)
         if data is not None:
             at = event.at if event.at.tzinfo else event.at.replace(tzinfo=dt.timezone.utc)

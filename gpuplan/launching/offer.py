@@ -1,5 +1,4 @@
-"""What a launch decided before anything is recorded: the chosen offer, the estimate, the launch plan.
-"""
+"""What a launch decided before anything is recorded: the chosen offer, the estimate, the launch plan."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Decide a launch (offer and estimate) without recording or starting anything.
-"""
+"""Decide a launch (offer and estimate) without recording or starting anything."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Record a run before any cloud call: the Run row (pending) and its `created` event.
-"""
+"""Record a run before any cloud call: the Run row (pending) and its `created` event."""
 
 from __future__ import annotations
 
@@ -14,6 +13,7 @@ from gpuplan.errors import UserError
 from gpuplan.jobs.spec import JobSpec, spec_hash
 from gpuplan.launching.estimate import _params
 from gpuplan.launching.offer import LaunchPlan
+from gpuplan.runs.events import EventKind
 
 
 def read_secrets(spec: JobSpec, environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -57,7 +57,7 @@ def record_run(store: Any, plan: LaunchPlan, *, now: dt.datetime | None = None, 
     with store.session() as session:
         session.add(run)
         session.flush()
-        record_event(session, run, "created", f"launch of {spec.name} on {offer.provider} recorded",
+        record_event(session, run, EventKind.CREATED, f"launch of {spec.name} on {offer.provider} recorded",
                      provider=offer.provider, instance_type=offer.instance_type, region=offer.region,
                      nodes=offer.nodes, est_hours=est.hours if est else None)
     return run.id

@@ -1,13 +1,23 @@
-"""Orchestration of `gpuplan launch`: spec -> estimate -> offer -> Run row (pending) -> provider.launch -> rows.
+"""Start a recorded run's machines and record what came back: the one step of a launch a crash can split.
 
-The order is the promise of DESIGN.md: the Run row and its `launch_plan` event are committed BEFORE any
-provider call, so a crash between the two leaves a recorded run whose machines `gpuplan stop`, `status`/`watch`
-and `reconcile` find and adopt (the run id is the provider's idempotency token and tag; gpuplan.launching.start and
-gpuplan.supervise.adopt), never an unknown machine. The single provider call lives in `start_instances`, the one place a
-cloud provider can wrap with zone/region/offer failover.
+The crash window, told once here (other modules point to it): a launch is Run row committed -> `launch_plan`
+event committed (where machines may appear, and the fail-safe they will carry) -> provider call -> Instance rows
+committed. The provider call and the commit after it cannot be one transaction, so a process killed in between
+leaves machines the rows do not know. What makes that recoverable is written before the call: the run id (every
+machine carries it as a tag and as the provider's idempotency token) and the `launch_plan` event (the provider,
+every region/zone/instance type the failover may try and its price there, and the host and pid of the launching
+process). A later `gpuplan stop`, `status`/`watch` or `reconcile` reads that event and adopts the machines
+(gpuplan.supervise.adopt), so no machine is ever unknown; a spot relaunch keeps the same promise with its own
+plan (gpuplan.supervise.relaunch).
 
-Secrets: values are read from the caller's environment here and travel only inside the LaunchRequest; the
-Run row stores the spec text, which names secrets but never holds their values.
+Recording is idempotent: a machine already recorded for the run (adopted by another process meanwhile) is not
+recorded twice, even when two processes record it at the same instant (the unique index on the machine's id in
+its run refuses the second row; gpuplan.runs.machines.record_instances); and if the run was stopped while its
+machines were starting, they are terminated at once.
+
+The single provider call lives in `start_instances`: directly where the provider has one place, else through
+failover over zones, regions and the catalog's next offers. Secrets travel only inside the LaunchRequest; the Run
+row stores the spec text, which names secrets but never holds their values.
 """
 
 from __future__ import annotations
@@ -20,6 +30,7 @@ from gpuplan.launching.failover import AttemptCallback, Placement
 from gpuplan.launching.launch_plan import placements_for_launch, record_launch_plan
 from gpuplan.launching.offer import LaunchPlan
 from gpuplan.providers.base import Instance, LaunchRequest, Provider
+from gpuplan.runs.events import EventKind
 from gpuplan.runs.machines import record_instances
 from gpuplan.testpoint import pause_point
 
@@ -89,7 +100,7 @@ def launch_recorded_run(store: Any, run_id: str, plan: LaunchPlan, provider: Pro
         assert run is not None, run_id
         run_dir = run.run_dir or ""
         set_state(session, run, RunState.PROVISIONING)
-        record_event(session, run, "launching", f"asking {provider.name} for {plan.offer.nodes} node(s)")
+        record_event(session, run, EventKind.LAUNCHING, f"asking {provider.name} for {plan.offer.nodes} node(s)")
     request = build_request(plan, run_id, run_dir, secrets)
     placements = placements_for_launch(provider, request)
     with store.session() as session:
@@ -110,7 +121,7 @@ def launch_recorded_run(store: Any, run_id: str, plan: LaunchPlan, provider: Pro
             run = session.get(Run, run_id)
             assert run is not None
             p = attempt.placement
-            record_event(session, run, "launch_attempt",
+            record_event(session, run, EventKind.LAUNCH_ATTEMPT,
                          f"attempt {attempt.number}: {p.provider} {p.where} {p.instance_type or ''}: "
                          f"{attempt.outcome}" + (f" ({attempt.code})" if attempt.code else ""),
                          **{("why" if k == "message" else k): v for k, v in attempt.as_dict().items()})
@@ -122,7 +133,7 @@ def launch_recorded_run(store: Any, run_id: str, plan: LaunchPlan, provider: Pro
         with store.session() as session:
             run = session.get(Run, run_id)
             assert run is not None
-            record_event(session, run, "launch_failed", str(exc), error=type(exc).__name__, code=exc.code)
+            record_event(session, run, EventKind.LAUNCH_FAILED, str(exc), error=type(exc).__name__, code=exc.code)
             set_state(session, run, RunState.FAILED, f"launch failed: {exc}")
         raise
     with store.session() as session:
@@ -167,7 +178,7 @@ def start_and_record(store: Any, run_id: str, provider: Provider, request: Launc
             run.zone = instances[0].zone or run.zone
             run.region = instances[0].region or run.region
             run.instance_type = instances[0].instance_type or run.instance_type
-        record_event(session, run, "launched", f"{len(instances)} instance(s) started",
+        record_event(session, run, EventKind.LAUNCHED, f"{len(instances)} instance(s) started",
                      instances=[i.instance_id for i in instances])
         set_state(session, run, RunState.RUNNING, at=min((i.launched_at for i in instances if i.launched_at),
                                                          default=now))

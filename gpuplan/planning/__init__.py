@@ -1,1 +1,1 @@
-"""gpuplan.planning"""
+"""Ranking GPU offers by the cost of the whole job, and the dollars of an estimate."""

@@ -1,5 +1,4 @@
-"""A run's machines in the books: instance rows recorded, closed, stopped, and their shipped outputs.
-"""
+"""A run's machines in the books: instance rows recorded, closed, stopped, and their shipped outputs."""
 
 from __future__ import annotations
 
@@ -12,7 +11,7 @@ from typing import Any
 from gpuplan.providers.base import Instance as ProviderInstance
 from gpuplan.providers.base import InstanceState, Provider
 from gpuplan.providers.outputs import read_exit_record
-from gpuplan.runs.events import record_event
+from gpuplan.runs.events import EventKind, record_event
 from gpuplan.store.models import Instance, Run
 from gpuplan.store.types import utcnow
 from gpuplan.testpoint import pause_point
@@ -116,7 +115,7 @@ def stop_instances(session: Any, run: Run, provider: Provider, now: dt.datetime)
                            (inst.ended_at if inst else None) or now)
         else:
             row.state = inst.state
-    record_event(session, run, "terminated", f"{len(open_rows)} instance(s) terminated",
+    record_event(session, run, EventKind.TERMINATED, f"{len(open_rows)} instance(s) terminated",
                  instances=[i.provider_instance_id for i in open_rows])
 
 

@@ -14,7 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from gpuplan.errors import NotFoundError, UserError
-from gpuplan.runs.events import record_event
+from gpuplan.runs.events import EventKind, record_event
 from gpuplan.store.models import Run, RunState
 from gpuplan.store.types import utcnow
 
@@ -37,25 +37,10 @@ def set_state(session: Session, run: Run, state: str, reason: str | None = None,
         run.started_at = now
     if state in RunState.FINAL:
         run.ended_at = now
-    record_event(session, run, "state", f"{previous} -> {state}" + (f": {reason}" if reason else ""),
+    record_event(session, run, EventKind.STATE, f"{previous} -> {state}" + (f": {reason}" if reason else ""),
                  previous=previous, state=state, reason=reason, exit_code=exit_code)
-    if state in RunState.FINAL:
-        _learn_throughput(session, run)
     return True
 
-
-def _learn_throughput(session: Session, run: Run) -> None:
-    """Teach the estimator the MFU this run achieved (gpuplan.calibration.run_mfu); never fails the state change."""
-    from gpuplan.calibration.run_mfu import record_run
-
-    try:
-        learned = record_run(session, run)
-    except Exception:  # calibration is a by-product: the books must close even if learning goes wrong
-        log.warning("could not learn throughput from run %s", run.id, exc_info=True)
-        return
-    if learned is not None:
-        record_event(session, run, "calibrated", f"MFU for {learned.gpu} {learned.params_bucket} now "
-                     f"{learned.mfu:.1%} over {learned.samples} run(s)", calibration_id=learned.id)
 
 
 def get_run(session: Session, ref: str) -> Run:

@@ -1,1 +1,1 @@
-"""gpuplan.scheduling"""
+"""Scheduled batch training: cron schedules, exactly-once fires, and what a fire launches."""

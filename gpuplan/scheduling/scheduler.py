@@ -24,6 +24,7 @@ from sqlalchemy.orm import Session
 
 from gpuplan.cronspec import due_slot, in_window, next_fire, parse_tz, parse_window, validate_cron
 from gpuplan.errors import NotFoundError, UserError
+from gpuplan.runs.events import EventKind
 from gpuplan.store.db import Store
 from gpuplan.store.models import Event, Schedule, ScheduleFire
 
@@ -83,7 +84,7 @@ def add_schedule(session: Session, *, name: str, spec_text: str, spec_path: str 
                         spec_path=spec_path, created_at=now, updated_at=now)
     session.add(schedule)
     session.flush()
-    session.add(Event(schedule_id=schedule.id, kind="schedule.added", at=now,
+    session.add(Event(schedule_id=schedule.id, kind=EventKind.SCHEDULE_ADDED, at=now,
                       message=f"{name}: {cron} ({tz})", data_json=json.dumps({"spec_hash": schedule.spec_hash})))
     return schedule
 
@@ -108,7 +109,7 @@ def update_schedule(session: Session, name: str, *, now: dt.datetime, spec_text:
     if not changes:
         raise UserError("nothing to update: give a spec file, --cron or --tz")
     schedule.updated_at = now
-    session.add(Event(schedule_id=schedule.id, kind="schedule.updated", at=now, message=", ".join(changes),
+    session.add(Event(schedule_id=schedule.id, kind=EventKind.SCHEDULE_UPDATED, at=now, message=", ".join(changes),
                       data_json=json.dumps(changes)))
     return schedule
 
@@ -124,7 +125,8 @@ def set_paused(session: Session, name: str, paused: bool, now: dt.datetime) -> S
     schedule = get_schedule(session, name)
     schedule.paused = paused
     schedule.updated_at = now
-    session.add(Event(schedule_id=schedule.id, kind="schedule.paused" if paused else "schedule.resumed", at=now))
+    kind = EventKind.SCHEDULE_PAUSED if paused else EventKind.SCHEDULE_RESUMED
+    session.add(Event(schedule_id=schedule.id, kind=kind, at=now))
     return schedule
 
 
@@ -177,7 +179,7 @@ def _fire_if_due(store: Store, schedule_id: int, at: dt.datetime, launcher: Laun
         fire = session.get(ScheduleFire, fire_id)
         assert fire is not None
         fire.outcome, fire.reason, fire.run_id = outcome, reason, run_id
-        session.add(Event(schedule_id=schedule_id, run_id=run_id, kind=f"schedule.{outcome}", at=at,
+        session.add(Event(schedule_id=schedule_id, run_id=run_id, kind=EventKind.schedule_fire(outcome), at=at,
                           message=reason or f"fired slot {slot.isoformat()}",
                           data_json=json.dumps({"fire_at": slot.isoformat()})))
     return FireResult(name, slot, outcome, reason, run_id)

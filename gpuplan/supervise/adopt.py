@@ -32,7 +32,7 @@ from typing import Any
 from gpuplan.jobs.processes import command_line, pid_alive
 from gpuplan.launching.launch_plan import launch_plans
 from gpuplan.providers.base import Instance, InstanceState, Provider
-from gpuplan.runs.events import LAUNCH_PLAN
+from gpuplan.runs.events import EventKind
 from gpuplan.runs.machines import record_instances
 
 log = logging.getLogger(__name__)
@@ -133,7 +133,7 @@ def adopt(session: Any, run: Any, provider: Provider, now: dt.datetime,
         return []
     unpriced = [row.provider_instance_id for row, quote in added if quote.price is None]
     from_catalog = [row.provider_instance_id for row, quote in added if quote.source == "catalog"]
-    record_event(session, run, "adopted",
+    record_event(session, run, EventKind.ADOPTED,
                  f"{len(added)} machine(s) carrying the run's tag recorded (the launch that started them did not)"
                  + (f"; priced from the catalog: {', '.join(from_catalog)}" if from_catalog else "")
                  + (f"; no known price for {', '.join(unpriced)}: billed at 0" if unpriced else ""),
@@ -162,7 +162,7 @@ def planned_regions(session: Any, now: dt.datetime) -> dict[str, set[str]]:
     from gpuplan.store.models import Event, Run, RunState
 
     query = (select(Run.provider, Event.data_json).join(Event, Event.run_id == Run.id)
-             .where(Event.kind == LAUNCH_PLAN,
+             .where(Event.kind == EventKind.LAUNCH_PLAN,
                     or_(Run.state.in_(RunState.LIVE), Run.ended_at.is_(None), Run.ended_at >= now - RECENT)))
     found: dict[str, set[str]] = {}
     for provider, data_json in session.execute(query):

@@ -10,11 +10,10 @@ are marked superseded (the settling of the run then looks only at the current ge
 go through the same failover as a launch, with a new generation number so EC2's idempotency token differs.
 Every decision is an Event.
 
-Crash safety, as for a launch (gpuplan.launching.start): the relaunch commits a `launch_plan` event carrying its
-generation before the provider call, and its outcome (`relaunch` or `relaunch_failed`) with the new rows after.
-A plan without an outcome is a relaunch whose gpuplan is still at it (the watch step leaves the run alone) or
-died (the next watch step records, by tag, the machines it started — never a second relaunch — or, when it had
-started none, relaunches again within the same limits).
+Crash safety is a launch's (gpuplan.launching.start), with the relaunch's generation in its `launch_plan` event and
+its outcome (`relaunch` or `relaunch_failed`) committed with the new rows: a plan without an outcome is a relaunch
+still at it (left alone) or dead (its machines are recorded by tag, never relaunched twice; with none, the next
+watch step relaunches within the same limits).
 """
 
 from __future__ import annotations
@@ -27,18 +26,17 @@ from typing import Any
 
 from gpuplan.launching.launch_plan import add_launch_plan, placements_for_launch
 from gpuplan.providers.base import InstanceState, Provider, ProviderError
-from gpuplan.runs.events import LAUNCH_PLAN
+from gpuplan.runs.events import EventKind
 from gpuplan.runs.machines import SUPERSEDED, current_instances, record_instances
 from gpuplan.testpoint import pause_point
 
 MAX_RELAUNCHES = 3
 
 
-OUTCOMES = ("relaunch", "relaunch_failed")  # the events that close a relaunch's launch plan
 
 
 def relaunch_count(run: Any) -> int:
-    return sum(1 for e in run.events if e.kind == "relaunch")
+    return sum(1 for e in run.events if e.kind == EventKind.RELAUNCH)
 
 
 def why_not_relaunch(run: Any, spec: Any, now: dt.datetime) -> str | None:
@@ -77,7 +75,7 @@ def relaunch_after_preemption(session: Any, run: Any, provider: Provider, now: d
         except Exception as exc:  # a missing secret: the watcher's environment is not the launcher's
             reason = f"cannot relaunch: {exc}"
     if reason is not None:
-        record_event(session, run, "relaunch_skipped", reason)
+        record_event(session, run, EventKind.RELAUNCH_SKIPPED, reason)
         return False
 
     current = current_instances(run)
@@ -102,7 +100,7 @@ def relaunch_after_preemption(session: Any, run: Any, provider: Provider, now: d
                                         min_billed_seconds=provider.min_billed_seconds, now=now), placements)
     if placed.refused:
         record_failsafe(session, run, placed.chosen, generation=generation)
-        record_event(session, run, "relaunch_skipped", refusal(placed.chosen).removeprefix("refused: "))
+        record_event(session, run, EventKind.RELAUNCH_SKIPPED, refusal(placed.chosen).removeprefix("refused: "))
         return False
     request = dataclasses.replace(
         placed.request(request), env={**request.env, "GPUPLAN_RELAUNCH": str(generation)},
@@ -116,7 +114,7 @@ def relaunch_after_preemption(session: Any, run: Any, provider: Provider, now: d
     try:
         instances = start_instances(provider, request, placements=placed.placements)
     except ProviderError as exc:
-        record_event(session, run, "relaunch_failed", str(exc), generation=generation, code=exc.code)
+        record_event(session, run, EventKind.RELAUNCH_FAILED, str(exc), generation=generation, code=exc.code)
         return False
     pause_point("relaunched")
     for row in current:
@@ -126,7 +124,8 @@ def relaunch_after_preemption(session: Any, run: Any, provider: Provider, now: d
         next((i.price_per_hour for i in instances if i.price_per_hour is not None), price)), generation=generation)
     if instances:
         run.zone, run.region = instances[0].zone or run.zone, instances[0].region or run.region
-    record_event(session, run, "relaunch", f"spot interruption: relaunch {generation} of at most {MAX_RELAUNCHES} "
+    record_event(session, run, EventKind.RELAUNCH,
+                 f"spot interruption: relaunch {generation} of at most {MAX_RELAUNCHES} "
                  f"from checkpoint {spec.checkpoint.dir}", generation=generation,
                  instances=[i.instance_id for i in instances])
     return True
@@ -138,13 +137,13 @@ def pending_relaunch(run: Any) -> int | None:
     from gpuplan.runs.events import events_of
 
     pending = None
-    for event in events_of(run, (LAUNCH_PLAN, *OUTCOMES)):
+    for event in events_of(run, (EventKind.LAUNCH_PLAN, *EventKind.RELAUNCH_OUTCOMES)):
         try:
             data = json.loads(event.data_json or "{}")
         except ValueError:
             continue
         generation = data.get("generation") if isinstance(data, dict) else None
-        if event.kind == LAUNCH_PLAN:
+        if event.kind == EventKind.LAUNCH_PLAN:
             pending = generation if isinstance(generation, int) else None
         elif generation == pending:
             pending = None
@@ -161,12 +160,13 @@ def recover_relaunch(session: Any, run: Any, provider: Provider, now: dt.datetim
     previous = current_instances(run)
     adopted = adopt(session, run, provider, now)
     if not adopted:
-        record_event(session, run, "relaunch_failed", "the gpuplan relaunching the run died before any machine "
+        record_event(session, run, EventKind.RELAUNCH_FAILED, "the gpuplan relaunching the run died before any machine "
                      "started", generation=generation)
         return relaunch_after_preemption(session, run, provider, now)
     for row in previous:
         row.state = SUPERSEDED
-    record_event(session, run, "relaunch", f"spot interruption: relaunch {generation} of at most {MAX_RELAUNCHES}, "
+    record_event(session, run, EventKind.RELAUNCH,
+                 f"spot interruption: relaunch {generation} of at most {MAX_RELAUNCHES}, "
                  "recorded after the gpuplan that started it died", generation=generation,
                  instances=[row.provider_instance_id for row in adopted], recovered=True)
     return True

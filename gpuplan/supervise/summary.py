@@ -1,5 +1,4 @@
-"""The run as the stable JSON of `launch --json` and `status --json`.
-"""
+"""The run as the stable JSON of `launch --json` and `status --json`."""
 
 from __future__ import annotations
 

@@ -26,13 +26,14 @@ from gpuplan.launching.failsafe_store import fired_reason
 from gpuplan.providers.base import Instance as ProviderInstance
 from gpuplan.providers.base import InstanceState, Provider, ProviderError
 from gpuplan.runs.cost import run_cost
-from gpuplan.runs.events import record_event
+from gpuplan.runs.events import EventKind, record_event
 from gpuplan.runs.machines import close_instance, current_instances, fetch_outputs, stop_instances
 from gpuplan.runs.records import elapsed_hours, set_state
 from gpuplan.store.models import Instance, Run, RunState
 from gpuplan.store.types import utcnow
 from gpuplan.supervise.progress import METRICS_FILE, Progress, measure
 from gpuplan.supervise.relaunch import pending_relaunch, recover_relaunch, relaunch_after_preemption
+from gpuplan.supervise.settle import settle
 from gpuplan.supervise.summary import summary
 
 log = logging.getLogger(__name__)
@@ -220,13 +221,14 @@ def watch_run(store: Any, run_id: str, *, provider_factory: ProviderFactory | No
             # Final state first (committed), then stop: a concurrent step that sees the machines end then
             # cannot mistake the cap for a user stop.
             set_state(session, run, RunState.CAPPED, reason)
-            record_event(session, run, "cap", reason)
+            record_event(session, run, EventKind.CAP, reason)
             session.commit()
             capped = reason
             changed = True
         # A stopped or capped run whose machines are still up (this step's cap, or a stop that did not finish).
         if run.state in RunState.FINAL and any(i.terminated_at is None for i in run.instances):
             stop_instances(session, run, provider, utcnow())
+        settle(session, run)  # an ended run teaches the estimator (once)
         result_state = run.state
         data = summary(run, utcnow(), progress)
     return WatchResult(run_id=run_id, state=result_state, changed=changed, capped=capped, progress=progress,
@@ -243,12 +245,13 @@ def stop_run(store: Any, run_id: str, *, reason: str = "stopped by the user", st
             raise LookupError(run_id)
         if run.state in RunState.LIVE:
             set_state(session, run, state, reason)
-            record_event(session, run, "stop", reason)
+            record_event(session, run, EventKind.STOP, reason)
             session.commit()
         provider = factory(run.provider)
         _adopt_before_stop(session, run, provider)
         stop_instances(session, run, provider, utcnow())
         progress = measure(metrics_path(run), run.total_tokens)
+        settle(session, run)
         data = summary(run, utcnow(), progress)
         result_state = run.state
     return WatchResult(run_id=run_id, state=result_state, changed=True, capped=None, progress=progress, summary=data)
@@ -263,7 +266,7 @@ def _adopt_before_stop(session: Any, run: Run, provider: Provider) -> None:
         adopt(session, run, provider, utcnow())
     except ProviderError as exc:
         log.warning("cannot list the machines of %s to adopt: %s", run.id, exc)
-        record_event(session, run, "adopt_failed", f"could not look for unrecorded machines: {exc}")
+        record_event(session, run, EventKind.ADOPT_FAILED, f"could not look for unrecorded machines: {exc}")
     session.commit()
 
 
@@ -298,6 +301,10 @@ def enforce_budgets(store: Any, now: dt.datetime | None = None) -> list[Any]:
 
     with store.session() as session:
         actions = enforce(session, now or utcnow())
+        for action in actions:
+            capped = session.get(Run, action.run_id)
+            if capped is not None:
+                settle(session, capped)
     for action in actions:
         log.info("run %s capped: %s", action.run_id, action.reason)
     return actions

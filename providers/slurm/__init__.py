@@ -1,1 +1,1 @@
-"""gpuplan.providers.slurm.provider"""
+"""A Slurm cluster: the provider, its batch script, and the parsing of what Slurm's commands print."""

@@ -11,6 +11,7 @@ import click
 
 from gpuplan.cli.context import AppContext, pass_app
 from gpuplan.cli.output import emit_json, note, print_table, warn
+from gpuplan.runs.events import EventKind
 
 
 @click.command("reconcile")
@@ -227,7 +228,7 @@ def _record_terminations(app: AppContext, findings: list) -> None:
                 row.terminated_at = now
                 row.state = "terminated"
             run_id = f.run_id if f.run_id and s.get(Run, f.run_id) is not None else None
-            s.add(Event(run_id=run_id, kind="reconcile.terminated",
+            s.add(Event(run_id=run_id, kind=EventKind.RECONCILE_TERMINATED,
                         message=f"orphan {f.instance_id} ({f.cloud} {f.region}) terminated by reconcile",
                         data_json=json.dumps(f.as_dict())))
         s.commit()
@@ -288,7 +289,7 @@ def _record_secret_deletions(app: AppContext, findings: list) -> None:
         for f in findings:
             run_id = f.secret.run_id if f.secret.run_id and s.get(Run, f.secret.run_id) is not None else None
             where = f" in {f.secret.region}" if f.secret.region else ""
-            s.add(Event(run_id=run_id, kind="reconcile.secret_deleted",
+            s.add(Event(run_id=run_id, kind=EventKind.RECONCILE_SECRET_DELETED,
                         message=f"orphan secret {f.secret.name} ({f.secret.provider}{where}) deleted by reconcile",
                         data_json=json.dumps(f.as_dict("deleted"), default=str)))
         s.commit()
