@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 from gpuplan.books import ledger  # noqa: E402
 from gpuplan.runs import cost as costing  # noqa: E402
 from gpuplan.store.db import Store  # noqa: E402
-from gpuplan.store.models import Instance  # noqa: E402
+from gpuplan.store.models import InstanceRow  # noqa: E402
 
 UTC = dt.timezone.utc
 NOW = dt.datetime(2026, 12, 10, 12, tzinfo=UTC)
@@ -93,7 +93,7 @@ def main() -> None:
         t0 = time.perf_counter()
         result = ledger.spend(conn, now=NOW, unit="month")
         query_s = time.perf_counter() - t0
-        rows = conn.execute(Instance.__table__.select()).all()
+        rows = conn.execute(InstanceRow.__table__.select()).all()
     expected = costing.total_cost(rows, NOW)
     store.close()
     assert result.total_cost == expected, (result.total_cost, expected)

@@ -180,7 +180,7 @@ class Resources(_Model):
         return (self.gpus_per_node or (1 if self.gpu else 0)) * self.nodes
 
 
-class Workload(_Model):
+class WorkloadSpec(_Model):
     """What the job computes, for the estimate: a model (size, preset or config) and how many tokens."""
 
     params: Annotated[int, _size("params")] | None = None
@@ -216,7 +216,7 @@ class Workload(_Model):
         return value
 
     @model_validator(mode="after")
-    def _one_model(self) -> Workload:
+    def _one_model(self) -> WorkloadSpec:
         given = [k for k, v in (("params", self.params), ("model", self.model),
                                 ("model_config", self.model_config_path)) if v is not None]
         if len(given) > 1:
@@ -273,7 +273,7 @@ class Checkpoint(_Model):
     interval: Hours | None = None
 
 
-class Schedule(_Model):
+class ScheduleSpec(_Model):
     """When the scheduler should fire this job (used by `gpuplan schedule`)."""
 
     cron: str
@@ -325,10 +325,10 @@ class JobSpec(_Model):
     env: dict[EnvName, EnvValue] = Field(default_factory=dict)
     secrets: list[SecretName] = Field(default_factory=list)
     resources: Resources = Field(default_factory=Resources)
-    workload: Workload | None = None
+    workload: WorkloadSpec | None = None
     limits: Limits = Field(default_factory=Limits)
     checkpoint: Checkpoint | None = None
-    schedule: Schedule | None = None
+    schedule: ScheduleSpec | None = None
     project: str | None = Field(default=None, max_length=200)
     labels: dict[str, EnvValue] = Field(default_factory=dict)
 

@@ -17,7 +17,7 @@ import datetime as dt
 from decimal import Decimal
 
 from gpuplan.store.db import Store
-from gpuplan.store.models import Instance, Run
+from gpuplan.store.models import InstanceRow, Run
 
 UTC = dt.timezone.utc
 NOW = dt.datetime(2026, 12, 10, 12, tzinfo=UTC)
@@ -33,10 +33,10 @@ def t(*args: int) -> dt.datetime:
     return dt.datetime(*args, tzinfo=UTC)  # type: ignore[misc]
 
 
-def seed(url: str) -> list[Instance]:
+def seed(url: str) -> list[InstanceRow]:
     """Write the ledger into the database at `url`; returns the instance rows (detached)."""
     store = Store.open(url)
-    rows: list[Instance] = []
+    rows: list[InstanceRow] = []
     try:
         with store.session() as s:
             def run(run_id: str, **kw: object) -> Run:
@@ -48,7 +48,7 @@ def seed(url: str) -> list[Instance]:
             def inst(r: Run, price: str, start: dt.datetime, end: dt.datetime | None, *, cloud: str = "aws",
                      gpu: str | None = "H100", itype: str | None = "p5.48xlarge", spot: bool = False,
                      minimum: int = 60) -> None:
-                row = Instance(run_id=r.id, provider=cloud, provider_instance_id=f"i-{r.id}-{len(rows)}",
+                row = InstanceRow(run_id=r.id, provider=cloud, provider_instance_id=f"i-{r.id}-{len(rows)}",
                                cloud=cloud, gpu=gpu, instance_type=itype, spot=spot,
                                price_per_hour=Decimal(price), min_billed_seconds=minimum, launched_at=start,
                                terminated_at=end, state="running" if end is None else "terminated")

@@ -170,7 +170,7 @@ def _cloud_run(store: object, run_dir: Path) -> str:
     import datetime as dt
     from decimal import Decimal
 
-    from gpuplan.store.models import Instance, Run, RunState
+    from gpuplan.store.models import InstanceRow, Run, RunState
 
     now = dt.datetime.now(dt.timezone.utc)
     with store.session() as s:  # type: ignore[attr-defined]
@@ -181,7 +181,7 @@ def _cloud_run(store: object, run_dir: Path) -> str:
                   ended_at=now, exit_code=0)
         s.add(run)
         s.flush()
-        s.add(Instance(run_id=run.id, provider="aws", provider_instance_id="i-0123456789abcdef0", cloud="aws",
+        s.add(InstanceRow(run_id=run.id, provider="aws", provider_instance_id="i-0123456789abcdef0", cloud="aws",
                        region="us-east-1", instance_type="p5.48xlarge", gpu="H100", gpu_count=8,
                        price_per_hour=Decimal("55.04"), state="terminated", launched_at=now - dt.timedelta(minutes=4),
                        terminated_at=now))

@@ -77,11 +77,11 @@ def test_watch_caps_runs_when_a_budget_is_exhausted(tmp_path: Path) -> None:
     assert events("capped")[0]["run_id"] == run_id
 
     from gpuplan.store.db import Store
-    from gpuplan.store.models import Instance
+    from gpuplan.store.models import InstanceRow
     store = Store.open(os.environ["GPUPLAN_DB"])
     try:
         with store.session() as s:
-            assert all(i.terminated_at is not None for i in s.query(Instance).filter_by(run_id=run_id))
+            assert all(i.terminated_at is not None for i in s.query(InstanceRow).filter_by(run_id=run_id))
     finally:
         store.close()
 

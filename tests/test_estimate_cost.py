@@ -41,7 +41,7 @@ def test_cli_cost_and_no_cost_when_it_does_not_fit() -> None:
 
 
 def test_estimate_for_job_reads_the_job_spec_workload() -> None:
-    from gpuplan.jobs.spec import Workload as JobWorkload
+    from gpuplan.jobs.spec import WorkloadSpec as JobWorkload
 
     job = JobWorkload(model="gpt2", tokens="10B", seq_len=1024, sharding="zero2")
     est = estimate_for_job(job, gpu="A100-80GB", gpus_per_node=8, nodes=2)

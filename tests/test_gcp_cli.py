@@ -113,8 +113,7 @@ def test_crash_between_insert_and_commit_then_retry_does_not_double(gce: Running
 
     from sqlalchemy import select
 
-    from gpuplan.store.models import Instance as InstanceRow
-    from gpuplan.store.models import Run
+    from gpuplan.store.models import InstanceRow, Run
 
     store = open_store()
     with store.session() as s:

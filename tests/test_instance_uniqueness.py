@@ -23,7 +23,7 @@ from gpuplan.runs.cost import instance_cost
 from gpuplan.runs.events import EventKind
 from gpuplan.store import migrate
 from gpuplan.store.db import Store, make_engine
-from gpuplan.store.models import Event, Instance, Run
+from gpuplan.store.models import Event, InstanceRow, Run
 from gpuplan.supervise.adopt import adopt, tagged_machines
 
 UTC = dt.timezone.utc
@@ -35,8 +35,8 @@ def t(hour: int, minute: int = 0) -> dt.datetime:
 
 
 def row(run_id: str, machine: str, price: str, start: dt.datetime, end: dt.datetime | None, *,
-        provider: str = "aws", region: str | None = "us-east-1", minimum: int = 60) -> Instance:
-    return Instance(run_id=run_id, provider=provider, provider_instance_id=machine, cloud=provider, region=region,
+        provider: str = "aws", region: str | None = "us-east-1", minimum: int = 60) -> InstanceRow:
+    return InstanceRow(run_id=run_id, provider=provider, provider_instance_id=machine, cloud=provider, region=region,
                     instance_type="p3.2xlarge", gpu="V100", gpu_count=1, price_per_hour=Decimal(price),
                     min_billed_seconds=minimum, launched_at=start, terminated_at=end,
                     state="running" if end is None else "terminated")
@@ -77,8 +77,9 @@ def test_upgrade_merges_duplicate_rows_keeping_the_longest_billed_span(db_url: s
     try:
         assert store.current_revision() == migrate.HEAD_REVISION  # 0002 merged the rows; later revisions keep them
         with store.session() as s:
-            rows = {(r.run_id, r.provider_instance_id): r for r in s.scalars(select(Instance).order_by(Instance.id))}
-            assert len(rows) == 5 == s.query(Instance).count()
+            ordered = select(InstanceRow).order_by(InstanceRow.id)
+            rows = {(r.run_id, r.provider_instance_id): r for r in s.scalars(ordered)}
+            assert len(rows) == 5 == s.query(InstanceRow).count()
             dup = rows[("r-a", "i-dup")]
             assert dup.id == 1  # the earliest row is kept
             assert (dup.launched_at, dup.terminated_at, dup.state) == (t(10), None, "running")
@@ -110,7 +111,7 @@ def test_the_index_refuses_a_second_row_for_a_machine_but_not_for_another_run(db
         with pytest.raises(IntegrityError), store.session() as s:
             s.add(row("r-1", "77", "1", t(2), None, provider="slurm"))
         with store.session() as s:
-            assert s.query(Instance).count() == 2
+            assert s.query(InstanceRow).count() == 2
     finally:
         store.close()
 
@@ -168,7 +169,7 @@ def test_two_processes_adopting_one_machine_at_once_record_one_row(db_url: str, 
         assert sorted(out[0] for out in outcomes) == [[], ["r-race/node-0"]]  # type: ignore[type-var]
         assert [out[1] for out in outcomes] == [["r-race/node-0"], ["r-race/node-0"]]
         with store.session() as s:
-            [row] = s.scalars(select(Instance)).all()
+            [row] = s.scalars(select(InstanceRow)).all()
             assert (row.provider_instance_id, row.price_per_hour) == ("r-race/node-0", Decimal("2.5"))
             adopted = s.scalars(select(Event).where(Event.kind == EventKind.ADOPTED)).all()
             assert len(adopted) == 1 and json.loads(adopted[0].data_json or "{}")["instances"] == ["r-race/node-0"]

@@ -14,13 +14,13 @@ from hypothesis import strategies as st
 from gpuplan.books import ledger
 from gpuplan.runs import cost as costing
 from gpuplan.store.db import Store
-from gpuplan.store.models import Instance, Run
+from gpuplan.store.models import InstanceRow, Run
 
 UTC = dt.timezone.utc
 
 
 def test_split_cost_min_belongs_to_start_and_slices_sum_exactly() -> None:
-    inst = Instance(price_per_hour=Decimal("1.10"), min_billed_seconds=60,
+    inst = InstanceRow(price_per_hour=Decimal("1.10"), min_billed_seconds=60,
                                           launched_at=lf.t(2026, 11, 30, 23, 59, 30),
                                           terminated_at=lf.t(2026, 12, 1, 0, 0, 20))
     before, nov, dec = costing.split_cost(inst, [lf.t(2026, 11, 1), lf.t(2026, 12, 1)], lf.NOW)
@@ -82,7 +82,7 @@ def test_sql_path_matches_decimal_path_on_random_ledger(tmp_path: object) -> Non
                     seconds=rng.randint(0, 60 * 86400), microseconds=rng.randint(0, 999999))
                 length = dt.timedelta(seconds=rng.choice([0, 5, 59, 61, 3600, rng.randint(0, 20 * 86400)]),
                                       microseconds=rng.randint(0, 999999))
-                inst = Instance(run_id=run.id, provider="aws", provider_instance_id=f"i-{k}",
+                inst = InstanceRow(run_id=run.id, provider="aws", provider_instance_id=f"i-{k}",
                                 cloud=rng.choice(["aws", "gcp"]),
                                 price_per_hour=Decimal(rng.choice(["98.32", "3.600001", "0.123457", "12.5"])),
                                 min_billed_seconds=rng.choice([0, 60]), launched_at=start,

@@ -15,7 +15,7 @@ from gpuplan.providers.aws.provider import AwsProvider
 from gpuplan.providers.base import LaunchRequest, Provider, ProviderError
 from gpuplan.runs.events import EventKind
 from gpuplan.store.db import Store
-from gpuplan.store.models import Event, Instance, Run, RunState
+from gpuplan.store.models import Event, InstanceRow, Run, RunState
 from gpuplan.supervise.reconcile import OpenRow, Policy, compare, reconcile
 
 
@@ -51,7 +51,7 @@ def record(run_id: str, instance_id: str | None, *, state: str = RunState.RUNNIN
                   cloud="aws", region=region)
         s.add(run)
         if instance_id:
-            run.instances.append(Instance(provider="aws", provider_instance_id=instance_id, cloud="aws",
+            run.instances.append(InstanceRow(provider="aws", provider_instance_id=instance_id, cloud="aws",
                                           region=region, price_per_hour=Decimal("1.006"), min_billed_seconds=60,
                                           launched_at=now, terminated_at=now if closed else None))
     store.close()

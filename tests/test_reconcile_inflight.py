@@ -29,8 +29,7 @@ from gpuplan.providers.base import TAG_RUN_ID, Instance, LaunchRequest
 from gpuplan.providers.local import LAUNCH_FILE, PID_FILE, STARTED_FILE, LocalProvider
 from gpuplan.runs.events import EventKind
 from gpuplan.store.db import Store
-from gpuplan.store.models import Event, Run, RunState
-from gpuplan.store.models import Instance as InstanceRow
+from gpuplan.store.models import Event, InstanceRow, Run, RunState
 from gpuplan.supervise.reconcile import IN_FLIGHT, ORPHAN, YOUNG, classify
 
 NOW = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.timezone.utc)

@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import select
 
 from gpuplan.store.db import Store, normalise_url
-from gpuplan.store.models import Event, Instance, Run, RunState
+from gpuplan.store.models import Event, InstanceRow, Run, RunState
 
 
 def test_round_trip_money_and_times(db_url: str) -> None:
@@ -18,7 +18,7 @@ def test_round_trip_money_and_times(db_url: str) -> None:
     with store.session() as session:
         run = Run(name="tiny", provider="local", spec_text="name: tiny\n", spec_hash="0" * 64,
                   est_cost_usd=Decimal("12.345678"))
-        run.instances.append(Instance(provider="local", provider_instance_id="pid-1", cloud="local",
+        run.instances.append(InstanceRow(provider="local", provider_instance_id="pid-1", cloud="local",
                                       price_per_hour=Decimal("98.32"), launched_at=launched))
         session.add(run)
         session.add(Event(run=run, kind="state", message="pending"))
@@ -70,12 +70,12 @@ def test_foreign_keys_cascade(db_url: str) -> None:
     store = Store.open(db_url)
     with store.session() as session:
         run = Run(name="x", provider="local", spec_text="", spec_hash="")
-        run.instances.append(Instance(provider="local", provider_instance_id="1", cloud="local",
+        run.instances.append(InstanceRow(provider="local", provider_instance_id="1", cloud="local",
                                       price_per_hour=Decimal(0)))
         session.add(run)
         run_id = run.id
     with store.session() as session:
         session.delete(session.get(Run, run_id))
     with store.session() as session:
-        assert session.scalars(select(Instance)).all() == []
+        assert session.scalars(select(InstanceRow)).all() == []
     store.close()

@@ -14,9 +14,12 @@ import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuplan.runs import cost as costing
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
 
 
 @dataclass(frozen=True)
@@ -79,7 +82,7 @@ def estimate_is_a_cap(estimate: Mapping[str, Any]) -> bool:
     return bool(estimate.get("upper_bound")) or str(estimate.get("source") or "").startswith("bench job:")
 
 
-def runs_accuracy(session: Any, now: dt.datetime) -> list[RunAccuracy]:
+def runs_accuracy(session: Session, now: dt.datetime) -> list[RunAccuracy]:
     """Estimate vs actual for every succeeded run with a start and an end, oldest first."""
     from gpuplan.store.models import Run, RunState
 
@@ -123,7 +126,7 @@ def summarise(rows: list[RunAccuracy]) -> ErrorSummary:
     )
 
 
-def accuracy(session: Any, now: dt.datetime) -> Accuracy:
+def accuracy(session: Session, now: dt.datetime) -> Accuracy:
     """Per-run rows, the overall summary and one summary per GPU type (what calibration reads)."""
     rows = runs_accuracy(session, now)
     gpus = sorted({r.gpu or "(none)" for r in rows})

@@ -16,12 +16,17 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuplan.books import ledger, periods
 from gpuplan.errors import NotFoundError, UserError
 from gpuplan.runs import cost as costing
 from gpuplan.runs.events import EventKind
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
+    from gpuplan.store.models import Run
 
 ZERO = Decimal(0)
 
@@ -81,7 +86,7 @@ def parse_clouds(clouds: str | None) -> list[str] | None:
     return [c for c in clouds.split(",") if c] if clouds else None
 
 
-def set_budget(session: Any, name: str, amount_usd: Decimal, period: str, project: str | None = None,
+def set_budget(session: Session, name: str, amount_usd: Decimal, period: str, project: str | None = None,
                clouds: list[str] | None = None) -> Any:
     """Create or replace the budget called `name`."""
     from gpuplan.store.models import Budget
@@ -119,13 +124,13 @@ def _check_clouds(clouds: list[str]) -> None:
             raise UserError(f"--cloud: unknown cloud {cloud!r}; known: {', '.join(known)}")
 
 
-def list_budgets(session: Any) -> list[Any]:
+def list_budgets(session: Session) -> list[Any]:
     from gpuplan.store.models import Budget
 
     return list(session.query(Budget).order_by(Budget.name))
 
 
-def get_budget(session: Any, name: str) -> Any:
+def get_budget(session: Session, name: str) -> Any:
     from gpuplan.store.models import Budget
 
     budget = session.query(Budget).filter_by(name=name).one_or_none()
@@ -134,7 +139,7 @@ def get_budget(session: Any, name: str) -> Any:
     return budget
 
 
-def remove_budget(session: Any, name: str) -> None:
+def remove_budget(session: Session, name: str) -> None:
     session.delete(get_budget(session, name))
 
 
@@ -146,21 +151,21 @@ def applies(budget: Any, project: str | None, cloud: str | None) -> bool:
     return clouds is None or (cloud or "").lower() in clouds
 
 
-def _live_runs(session: Any, budget: Any) -> list[Any]:
+def _live_runs(session: Session, budget: Any) -> list[Any]:
     from gpuplan.store.models import Run, RunState
 
     runs = session.query(Run).filter(Run.state.in_(sorted(RunState.LIVE))).all()
     return [r for r in runs if applies(budget, r.project, r.cloud)]
 
 
-def _committed(run: Any, now: dt.datetime) -> Decimal:
+def _committed(run: Run, now: dt.datetime) -> Decimal:
     """What a live run is still expected to cost: its estimate minus what it has cost so far (never < 0)."""
     if run.est_cost_usd is None:
         return ZERO
     return max(Decimal(run.est_cost_usd) - costing.total_cost(run.instances, now), ZERO)
 
 
-def status(session: Any, budget: Any, now: dt.datetime, exclude_run_id: str | None = None) -> BudgetStatus:
+def status(session: Session, budget: Any, now: dt.datetime, exclude_run_id: str | None = None) -> BudgetStatus:
     """Spent, committed, remaining, burn rate and forecast of one budget at `now`.
 
     burn = spent / hours elapsed in the period (for `total`, since the first matching instance started);
@@ -168,7 +173,7 @@ def status(session: Any, budget: Any, now: dt.datetime, exclude_run_id: str | No
     """
     from sqlalchemy import func
 
-    from gpuplan.store.models import Instance, Run
+    from gpuplan.store.models import InstanceRow, Run
 
     start, end = periods.budget_window(budget.period, now)
     scope = ledger.Scope(budget.project, tuple(parse_clouds(budget.clouds) or ()) or None)
@@ -178,11 +183,11 @@ def status(session: Any, budget: Any, now: dt.datetime, exclude_run_id: str | No
     running_rate = sum((Decimal(i.price_per_hour) for r in live for i in r.instances if i.terminated_at is None),
                        ZERO)
     if start is None:
-        first = session.query(func.min(Instance.launched_at)).join(Run, Run.id == Instance.run_id)
+        first = session.query(func.min(InstanceRow.launched_at)).join(Run, Run.id == InstanceRow.run_id)
         if budget.project is not None:
             first = first.filter(Run.project == budget.project)
         if scope.clouds:
-            first = first.filter(Instance.cloud.in_(scope.clouds))
+            first = first.filter(InstanceRow.cloud.in_(scope.clouds))
         start_for_burn = first.scalar() or now
     else:
         start_for_burn = start
@@ -201,7 +206,7 @@ def status(session: Any, budget: Any, now: dt.datetime, exclude_run_id: str | No
     )
 
 
-def check_launch(session: Any, project: str | None, cloud: str | None, est_cost_usd: Decimal | None,
+def check_launch(session: Session, project: str | None, cloud: str | None, est_cost_usd: Decimal | None,
                  now: dt.datetime, exclude_run_id: str | None = None) -> list[Violation]:
     """Every budget the job would break. A job without an estimate breaks only an already-used-up budget.
 
@@ -229,7 +234,7 @@ class BudgetRefused(UserError):
         super().__init__(f"refused: {violations[0].message}{more}; use --force to launch anyway")
 
 
-def gate_launch(session: Any, *, project: str | None, cloud: str | None, est_cost_usd: Decimal | None,
+def gate_launch(session: Session, *, project: str | None, cloud: str | None, est_cost_usd: Decimal | None,
                 now: dt.datetime, force: bool = False, run_id: str | None = None,
                 dry_run: bool = False) -> list[Violation]:
     """What `launch` calls before it starts anything: refuse (UserError, exit 2) or, with force, let it through.
@@ -248,7 +253,7 @@ def gate_launch(session: Any, *, project: str | None, cloud: str | None, est_cos
     return violations
 
 
-def record_override(session: Any, violations: list[Violation], run_id: str | None, now: dt.datetime) -> None:
+def record_override(session: Session, violations: list[Violation], run_id: str | None, now: dt.datetime) -> None:
     """The `budget_override` event of a launch forced past its budgets (which budgets, by how much)."""
     from gpuplan.store.models import Event
 
@@ -266,7 +271,7 @@ def _violation_json(v: Violation) -> dict[str, Any]:
             "est_cost_usd": None if v.est_cost_usd is None else str(v.est_cost_usd)}
 
 
-def enforce(session: Any, now: dt.datetime,
+def enforce(session: Session, now: dt.datetime,
             stop_run: Callable[[Any, str], None] | None = None) -> list[CapAction]:
     """What the watch loop calls each pass: cap every live run covered by an exhausted budget.
 

@@ -248,9 +248,9 @@ class _Query:
         or calendar months when the report has no time unit (small slices keep each GROUP BY small)."""
         from sqlalchemy import func, select
 
-        from gpuplan.store.models import Instance
+        from gpuplan.store.models import InstanceRow
 
-        first, last = conn.execute(select(func.min(Instance.launched_at), func.max(Instance.launched_at))).one()
+        first, last = conn.execute(select(func.min(InstanceRow.launched_at), func.max(InstanceRow.launched_at))).one()
         if first is None:
             return []
         if self.since is not None:

@@ -12,10 +12,13 @@ import datetime as dt
 import io
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuplan.books import ledger, periods
 from gpuplan.errors import UserError
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
 
 BY_CHOICES = (*periods.TIME_UNITS, *ledger.KEY_COLUMNS)
 FORMATS = ("table", "csv", "json", "markdown", "html")
@@ -157,11 +160,11 @@ def data_span(conn: Any, request: ReportRequest) -> tuple[dt.datetime, dt.dateti
     """The window to plot: --since/--until, or the first launch to now."""
     from sqlalchemy import func, select
 
-    from gpuplan.store.models import Instance
+    from gpuplan.store.models import InstanceRow
 
     start = request.since
     if start is None:
-        start = conn.execute(select(func.min(Instance.launched_at))).scalar() or request.now
+        start = conn.execute(select(func.min(InstanceRow.launched_at))).scalar() or request.now
     end = request.until or request.now
     return start, max(end, start)
 
@@ -190,7 +193,7 @@ def plot_data(conn: Any, request: ReportRequest) -> tuple[list[dt.datetime], dic
     return buckets, series, unit
 
 
-def matching_budgets(session: Any, request: ReportRequest) -> list[Any]:
+def matching_budgets(session: Session, request: ReportRequest) -> list[Any]:
     """Budgets whose scope is the report's scope (same project filter, same clouds): their line is meaningful."""
     from gpuplan.books import budgets
 

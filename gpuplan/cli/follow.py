@@ -9,10 +9,13 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuplan.store.models import RunState
 from gpuplan.supervise.watch import WatchResult, enforce_budgets, watch_run
+
+if TYPE_CHECKING:
+    from gpuplan.store.db import Store
 
 
 def log_path(run_dir: str | None, node_rank: int = 0) -> Path | None:
@@ -69,7 +72,7 @@ def _format_eta(seconds: float | None) -> str:
 BUDGET_CHECK_EVERY_S = 5.0
 
 
-def follow(store: Any, run_id: str, *, interval: float = 1.0, show_logs: bool = True) -> WatchResult:
+def follow(store: Store, run_id: str, *, interval: float = 1.0, show_logs: bool = True) -> WatchResult:
     """Watch the run until it reaches a final state (and its machines are closed); returns the last step."""
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn

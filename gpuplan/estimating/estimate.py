@@ -496,7 +496,7 @@ def with_gpus(hardware: Hardware, gpus: int) -> Hardware:
 def workload_from_job(job_workload: Any) -> tuple[Workload, Throughput | None]:
     """The estimate Workload for a job spec's `workload` section, and the user's own throughput if it gives one.
 
-    Duck-typed on gpuplan.jobs.spec.Workload, so this module does not import the job spec. Reads the model's
+    Duck-typed on gpuplan.jobs.spec.WorkloadSpec, so this module does not import the job spec. Reads the model's
     config.json when the spec names one (the only I/O here); raises ValueError when the workload says nothing
     about the model or the tokens.
     """

@@ -16,7 +16,7 @@ import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuplan.errors import UserError
 from gpuplan.launching.failover import Placement
@@ -24,8 +24,14 @@ from gpuplan.launching.failsafe import MAX_HOURS_AT, CoveringBudget, FailSafe, F
 from gpuplan.providers.base import LaunchRequest
 from gpuplan.runs.events import EventKind
 
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
 
-def covering_budgets(session: Any, project: str | None, cloud: str | None, now: dt.datetime,
+    from gpuplan.launching.offer import LaunchPlan
+    from gpuplan.store.models import Run
+
+
+def covering_budgets(session: Session, project: str | None, cloud: str | None, now: dt.datetime,
                      exclude_run_id: str | None = None) -> list[CoveringBudget]:
     """The budgets the launch gate checks for this job (gpuplan.books.budgets.applies), with what each has left.
 
@@ -37,12 +43,12 @@ def covering_budgets(session: Any, project: str | None, cloud: str | None, now: 
             for b in list_budgets(session) if applies(b, project, cloud)]
 
 
-def was_forced(run: Any) -> bool:
+def was_forced(run: Run) -> bool:
     """Was the run launched with --force past the budget gate (a `budget_override` event)?"""
     return any(e.kind == EventKind.BUDGET_OVERRIDE for e in run.events)
 
 
-def for_plan(session: Any, plan: Any, *, min_billed_seconds: int, now: dt.datetime, force: bool) -> FailSafe:
+def for_plan(session: Session, plan: LaunchPlan, *, min_billed_seconds: int, now: dt.datetime, force: bool) -> FailSafe:
     """The fail-safe of a launch not yet recorded (`gpuplan launch` checks it before recording anything)."""
     spec, offer = plan.spec, plan.offer
     return failsafe(FailSafeInputs(
@@ -52,7 +58,7 @@ def for_plan(session: Any, plan: Any, *, min_billed_seconds: int, now: dt.dateti
         budgets=covering_budgets(session, spec.project, offer.cloud, now)))
 
 
-def run_inputs(session: Any, run: Any, *, price_per_hour: Decimal | None, nodes: int, min_billed_seconds: int,
+def run_inputs(session: Session, run: Run, *, price_per_hour: Decimal | None, nodes: int, min_billed_seconds: int,
                now: dt.datetime) -> FailSafeInputs:
     """The fail-safe's numbers for machines being started for a recorded run: a launch, or a relaunch (then
     what is left: max_hours less the hours run, the budget less what the run has spent)."""
@@ -121,7 +127,7 @@ def check_placed(placed_fs: PlacedFailSafe) -> PlacedFailSafe:
     return placed_fs
 
 
-def record_failsafe(session: Any, run: Any, fs: FailSafe, **extra: Any) -> None:
+def record_failsafe(session: Session, run: Run, fs: FailSafe, **extra: Any) -> None:
     """The `failsafe` event: the hours the machines carry, the cap that set them, and every input."""
     from gpuplan.runs.events import record_event
 
@@ -129,7 +135,7 @@ def record_failsafe(session: Any, run: Any, fs: FailSafe, **extra: Any) -> None:
     record_event(session, run, EventKind.FAILSAFE, message, **fs.as_dict(), **extra)
 
 
-def recorded_failsafe(run: Any) -> dict[str, Any] | None:
+def recorded_failsafe(run: Run) -> dict[str, Any] | None:
     """The fail-safe the run's current machines carry (the latest launch's or relaunch's), or None.
 
     The `failsafe` event, recorded once the machines started, is the authority. A launch or relaunch whose
@@ -156,7 +162,7 @@ def recorded_failsafe(run: Any) -> dict[str, Any] | None:
     return latest
 
 
-def _planned_failsafe(run: Any, plan: dict[str, Any]) -> dict[str, Any]:
+def _planned_failsafe(run: Run, plan: dict[str, Any]) -> dict[str, Any]:
     """The launch plan's fail-safe; at the price of the placement the run's current machines are in, when the
     plan priced it (failover may have started them on a dearer or cheaper offer than the chosen one)."""
     from gpuplan.runs.machines import SUPERSEDED
@@ -178,7 +184,7 @@ def _is_in(placement: dict[str, Any], place: tuple[Any, Any, Any]) -> bool:
             and placement.get("zone") in (None, zone))
 
 
-def fired_reason(run: Any) -> str:
+def fired_reason(run: Run) -> str:
     """Why the run is capped when a machine's own timer stopped it, naming the cap that set the timer:
     `budget_usd: the machine's own fail-safe stopped the job at 0.5 h ($50.00 at $100.00/h)`."""
     data = recorded_failsafe(run)

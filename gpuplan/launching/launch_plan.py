@@ -14,7 +14,10 @@ from gpuplan.providers.base import LaunchRequest, Provider
 from gpuplan.runs.events import EventKind
 
 if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
     from gpuplan.launching.failsafe_store import PlacedFailSafe
+    from gpuplan.store.db import Store
     from gpuplan.store.models import Run
 
 
@@ -64,7 +67,7 @@ def _placement_data(placement: Placement, failsafe: PlacedFailSafe | None) -> di
     return data
 
 
-def add_launch_plan(session: Any, run: Any, provider: Provider, placements: Sequence[Placement],
+def add_launch_plan(session: Session, run: Run, provider: Provider, placements: Sequence[Placement],
                     failsafe: PlacedFailSafe | None = None, **extra: Any) -> None:
     """Add the `launch_plan` event to `session` (the caller commits it before any provider call); `extra` goes
     into its data (a spot relaunch adds its generation)."""
@@ -76,7 +79,7 @@ def add_launch_plan(session: Any, run: Any, provider: Provider, placements: Sequ
                  f"{', '.join(data['regions']) or '(default region)'}", **data)
 
 
-def record_launch_plan(store: Any, run_id: str, provider: Provider, placements: Sequence[Placement],
+def record_launch_plan(store: Store, run_id: str, provider: Provider, placements: Sequence[Placement],
                        failsafe: PlacedFailSafe | None = None) -> None:
     """Commit the `launch_plan` event (with the planned fail-safe, if any) before any provider call."""
     from gpuplan.store.models import Run

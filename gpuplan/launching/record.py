@@ -7,13 +7,16 @@ import getpass
 import json
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuplan.errors import UserError
 from gpuplan.jobs.spec import JobSpec, spec_hash
 from gpuplan.launching.estimate import _params
 from gpuplan.launching.offer import LaunchPlan
 from gpuplan.runs.events import EventKind
+
+if TYPE_CHECKING:
+    from gpuplan.store.db import Store
 
 
 def read_secrets(spec: JobSpec, environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -26,7 +29,7 @@ def read_secrets(spec: JobSpec, environ: Mapping[str, str] | None = None) -> dic
     return {name: environ[name] for name in spec.secrets}
 
 
-def record_run(store: Any, plan: LaunchPlan, *, now: dt.datetime | None = None, schedule_id: int | None = None,
+def record_run(store: Store, plan: LaunchPlan, *, now: dt.datetime | None = None, schedule_id: int | None = None,
                run_id: str | None = None) -> str:
     """Commit the Run row (state pending) and its `created` event; returns the run id. No provider call here."""
     from gpuplan.paths import runs_dir

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuplan.catalog import has_prices
 from gpuplan.errors import GpuplanError
@@ -24,6 +24,11 @@ from gpuplan.launching.remote_bench_job import (
     read_result,
     storage_hint,
 )
+
+if TYPE_CHECKING:
+    from gpuplan.bench.result import BenchResult
+    from gpuplan.providers.base import Provider
+    from gpuplan.store.db import Store
 
 
 @dataclass(frozen=True)
@@ -86,7 +91,7 @@ def plan_remote(target: RemoteTarget, argv: list[str], options: RemoteOptions, *
 
 
 
-def record_remote_result(store: Any, run_id: str, provider: Any) -> tuple[int, Any]:
+def record_remote_result(store: Store, run_id: str, provider: Provider) -> tuple[int, BenchResult]:
     """Fetch the run's outputs, read its bench result and store it with `run_id`: (bench id, BenchResult).
 
     A run that did not succeed, or left no readable result, raises with the run id and what to look at.

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gpuplan.launching.failover import AttemptCallback, Placement
 from gpuplan.launching.launch_plan import placements_for_launch, record_launch_plan
@@ -36,6 +36,7 @@ from gpuplan.testpoint import pause_point
 
 if TYPE_CHECKING:
     from gpuplan.launching.failsafe_store import PlacedFailSafe
+    from gpuplan.store.db import Store
 from collections.abc import Mapping
 
 from gpuplan.launching.failover import Attempt
@@ -75,7 +76,7 @@ def start_instances(provider: Provider, request: LaunchRequest, on_attempt: Atte
     return start_with_failover(provider, request, on_attempt=on_attempt, placements=placements).instances
 
 
-def launch_recorded_run(store: Any, run_id: str, plan: LaunchPlan, provider: Provider,
+def launch_recorded_run(store: Store, run_id: str, plan: LaunchPlan, provider: Provider,
                         secrets: Mapping[str, str]) -> list[Instance]:
     """Start an already recorded run: provisioning -> fail-safe -> launch plan -> provider.launch -> instance rows
     -> running (gpuplan.launching.start does the last three as one step a crash cannot make unknowable).
@@ -146,7 +147,7 @@ def launch_recorded_run(store: Any, run_id: str, plan: LaunchPlan, provider: Pro
 
 
 
-def start_and_record(store: Any, run_id: str, provider: Provider, request: LaunchRequest, *,
+def start_and_record(store: Store, run_id: str, provider: Provider, request: LaunchRequest, *,
                      default_price: Decimal | None, on_attempt: AttemptCallback | None = None,
                      placements: Sequence[Placement] | None = None,
                      failsafe: PlacedFailSafe | None = None) -> list[Instance]:

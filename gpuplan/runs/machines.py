@@ -6,18 +6,21 @@ import datetime as dt
 import logging
 from collections.abc import Iterable
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuplan.providers.base import Instance as ProviderInstance
 from gpuplan.providers.base import InstanceState, Provider
 from gpuplan.providers.outputs import read_exit_record
 from gpuplan.runs.events import EventKind, record_event
-from gpuplan.store.models import Instance, Run
+from gpuplan.store.models import InstanceRow, Run
 from gpuplan.store.types import utcnow
 from gpuplan.testpoint import pause_point
 
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
 
-def record_instances(session: Any, run: Any, provider: Provider, instances: Iterable[ProviderInstance], *,
+
+def record_instances(session: Session, run: Run, provider: Provider, instances: Iterable[ProviderInstance], *,
                      default_price: Decimal | None, now: Any) -> list[Any]:
     """Add an Instance row per machine the run does not have yet; returns the rows added (each inserted already).
 
@@ -32,7 +35,7 @@ def record_instances(session: Any, run: Any, provider: Provider, instances: Iter
     """
     from sqlalchemy.exc import IntegrityError
 
-    from gpuplan.store.models import Instance as InstanceRow
+    from gpuplan.store.models import InstanceRow
     from gpuplan.store.savepoint import savepoint
 
     known = {row.provider_instance_id for row in run.instances}
@@ -62,18 +65,18 @@ def record_instances(session: Any, run: Any, provider: Provider, instances: Iter
     return added
 
 
-def recorded_row(session: Any, run_id: str, provider_name: str, instance_id: str) -> Any | None:
+def recorded_row(session: Session, run_id: str, provider_name: str, instance_id: str) -> Any | None:
     """The run's row for the machine, as committed (by this process or another), or None."""
     from sqlalchemy import select
 
-    from gpuplan.store.models import Instance as InstanceRow
+    from gpuplan.store.models import InstanceRow
 
     return session.scalars(select(InstanceRow).where(
         InstanceRow.run_id == run_id, InstanceRow.provider == provider_name,
         InstanceRow.provider_instance_id == instance_id)).one_or_none()
 
 
-def close_instance(instance: Instance, state: str, at: dt.datetime | None) -> None:
+def close_instance(instance: InstanceRow, state: str, at: dt.datetime | None) -> None:
     """Mark an instance row ended (billing stops at `at`)."""
     instance.state = state
     if instance.terminated_at is None:
@@ -98,7 +101,7 @@ def fetch_outputs(provider: Provider, run: Run, described: list[ProviderInstance
                     inst.state_reason = "max_hours"
 
 
-def stop_instances(session: Any, run: Run, provider: Provider, now: dt.datetime) -> None:
+def stop_instances(session: Session, run: Run, provider: Provider, now: dt.datetime) -> None:
     """Terminate the run's open machines and close their rows at the time they really ended."""
     open_rows = [i for i in run.instances if i.terminated_at is None]
     if not open_rows:
@@ -125,6 +128,6 @@ log = logging.getLogger(__name__)
 SUPERSEDED = "superseded"  # Instance.state of a machine replaced by a relaunch (its cost still counts)
 
 
-def current_instances(run: Any) -> list[Any]:
+def current_instances(run: Run) -> list[Any]:
     """The run's instance rows of the current generation (rows replaced by a relaunch are left out)."""
     return [i for i in run.instances if i.state != SUPERSEDED]

@@ -14,8 +14,10 @@ from typing import TYPE_CHECKING, Any
 from gpuplan.scheduling.scheduler import FireRequest, Gates, Launcher, SkipFire
 
 if TYPE_CHECKING:
+    from gpuplan.jobs.spec import JobSpec
     from gpuplan.launching.offer import LaunchPlan
     from gpuplan.providers.base import Provider
+    from gpuplan.store.db import Store
 
 log = logging.getLogger(__name__)
 
@@ -31,13 +33,13 @@ def gates_of(spec_text: str) -> Gates:
     return Gates(window=section.window, max_price_per_hour=price, spot_only=section.spot_only)
 
 
-def provider_name_for(spec: Any) -> str:
+def provider_name_for(spec: JobSpec) -> str:
     """Where a scheduled spec runs: its only cloud when it names exactly one, else this machine."""
     clouds = list(spec.resources.clouds)
     return clouds[0] if len(clouds) == 1 else "local"
 
 
-def make_launcher(store: Any, *, spec_dir: str | None = None) -> Launcher:
+def make_launcher(store: Store, *, spec_dir: str | None = None) -> Launcher:
     """A launcher bound to `store`: plan with current prices, check gates and budgets, launch detached."""
 
     def launcher(request: FireRequest) -> str:
@@ -68,7 +70,7 @@ def make_launcher(store: Any, *, spec_dir: str | None = None) -> Launcher:
     return launcher
 
 
-def _source_dir(store: Any, schedule_id: int, schedule_model: Any) -> str | None:
+def _source_dir(store: Store, schedule_id: int, schedule_model: Any) -> str | None:
     """The folder the spec was added from: relative paths in its command resolve there, as for a launch."""
     with store.session() as session:
         schedule = session.get(schedule_model, schedule_id)
@@ -88,7 +90,7 @@ def _check_gates(plan: LaunchPlan, gates: Gates, provider: Provider) -> None:
 
 
 
-def watch_scheduled_runs(store: Any, now: dt.datetime) -> None:
+def watch_scheduled_runs(store: Store, now: dt.datetime) -> None:
     """One watch pass over live runs, so caps apply to what the scheduler launched."""
     from gpuplan.supervise.watch import watch_all
 

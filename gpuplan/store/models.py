@@ -124,8 +124,8 @@ class Run(Base):
     run_dir: Mapped[str | None] = mapped_column(Text)
     schedule_id: Mapped[int | None] = mapped_column(ForeignKey("schedules.id", ondelete="SET NULL"))
 
-    instances: Mapped[list[Instance]] = relationship(
-        back_populates="run", cascade="all, delete-orphan", order_by="Instance.id"
+    instances: Mapped[list[InstanceRow]] = relationship(
+        back_populates="run", cascade="all, delete-orphan", order_by="InstanceRow.id"
     )
     events: Mapped[list[Event]] = relationship(back_populates="run", order_by="Event.id")
 
@@ -136,7 +136,7 @@ class Run(Base):
         super().__init__(**kwargs)
 
 
-class Instance(Base):
+class InstanceRow(Base):
     """One machine (or local process group, or Slurm allocation) billed to a run.
 
     cost = price_per_hour x billed seconds, where billed seconds = max(terminated_at - launched_at,

@@ -27,13 +27,18 @@ import logging
 import os
 import socket
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuplan.jobs.processes import command_line, pid_alive
 from gpuplan.launching.launch_plan import launch_plans
 from gpuplan.providers.base import Instance, InstanceState, Provider
 from gpuplan.runs.events import EventKind
 from gpuplan.runs.machines import record_instances
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
+    from gpuplan.store.models import Run
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +52,7 @@ def _aware(at: dt.datetime) -> dt.datetime:
 
 
 
-def search_regions(run: Any) -> list[str]:
+def search_regions(run: Run) -> list[str]:
     """Every region the run's machines may be in: its own, its rows', and those of its launch plans."""
     regions = [run.region, *(i.region for i in run.instances)]
     for _, data in launch_plans(run):
@@ -63,7 +68,7 @@ def _gpuplan_alive(pid: int) -> bool:
     return cmdline is None or any(b"gpuplan" in part for part in cmdline)  # no /proc (not Linux): trust the pid
 
 
-def launcher_alive(run: Any) -> bool | None:
+def launcher_alive(run: Run) -> bool | None:
     """Whether the process that wrote the run's last launch plan is alive: None when it cannot be told (another
     host, or no launch plan). This very process counts as alive: it may be asking from inside its own launch."""
     plans = launch_plans(run)
@@ -76,7 +81,7 @@ def launcher_alive(run: Any) -> bool | None:
     return pid == os.getpid() or _gpuplan_alive(pid)
 
 
-def plan_in_flight(run: Any, now: dt.datetime) -> bool:
+def plan_in_flight(run: Run, now: dt.datetime) -> bool:
     """True while the process that wrote the run's last launch plan may still record the machines it starts:
     alive (or on another host) and within ORPHAN_AFTER of the plan."""
     if launcher_alive(run) is False:
@@ -86,12 +91,12 @@ def plan_in_flight(run: Any, now: dt.datetime) -> bool:
     return _aware(now) - since < ORPHAN_AFTER
 
 
-def launch_in_flight(run: Any, now: dt.datetime) -> bool:
+def launch_in_flight(run: Run, now: dt.datetime) -> bool:
     """True while a launching run's machines may still be recorded by the process that is starting them."""
     return run.state in LAUNCHING and plan_in_flight(run, now)
 
 
-def tagged_machines(provider: Provider, run: Any) -> list[Instance]:
+def tagged_machines(provider: Provider, run: Run) -> list[Instance]:
     """The run's machines by tag, in every region it may be in; ended ones too where the provider can say
     (the local provider), so the time they ran is billed."""
     provider.include_regions(search_regions(run))
@@ -104,7 +109,7 @@ def tagged_machines(provider: Provider, run: Any) -> list[Instance]:
     return provider.list_tagged(run.id)
 
 
-def adopt(session: Any, run: Any, provider: Provider, now: dt.datetime,
+def adopt(session: Session, run: Run, provider: Provider, now: dt.datetime,
           found: Iterable[Instance] | None = None) -> list[Any]:
     """Record every machine tagged with the run that it has no row for; returns the rows added.
 
@@ -146,7 +151,7 @@ def adopt(session: Any, run: Any, provider: Provider, now: dt.datetime,
     return [row for row, _ in added]
 
 
-def session_url(session: Any) -> str | None:
+def session_url(session: Session) -> str | None:
     """The database URL the session works on (the catalog reads refreshed prices from the same database)."""
     try:
         return session.get_bind().url.render_as_string(hide_password=False)
@@ -154,7 +159,7 @@ def session_url(session: Any) -> str | None:
         return None
 
 
-def planned_regions(session: Any, now: dt.datetime) -> dict[str, set[str]]:
+def planned_regions(session: Session, now: dt.datetime) -> dict[str, set[str]]:
     """provider -> regions named by the launch plans of runs still live or ended within RECENT: where
     reconcile must look besides the configured regions, since failover may have put a machine anywhere there."""
     from sqlalchemy import or_, select

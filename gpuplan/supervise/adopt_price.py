@@ -18,11 +18,14 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING
 
 from gpuplan.catalog import KNOWN_CLOUDS, Catalog, Offer
 from gpuplan.launching.launch_plan import launch_plans
 from gpuplan.providers.base import Instance
+
+if TYPE_CHECKING:
+    from gpuplan.store.models import Run
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +44,7 @@ class PriceQuote:
                 "detail": self.detail}
 
 
-def planned_price(run: Any, inst: Instance) -> Decimal | None:
+def planned_price(run: Run, inst: Instance) -> Decimal | None:
     """The price the newest launch plan quoted for the machine's region and type; None when nothing matches."""
     for _, data in reversed(launch_plans(run)):
         for p in data.get("placements") or ():
@@ -52,7 +55,7 @@ def planned_price(run: Any, inst: Instance) -> Decimal | None:
     return None
 
 
-def recorded_price(run: Any, inst: Instance) -> Decimal | None:
+def recorded_price(run: Run, inst: Instance) -> Decimal | None:
     """The price of a row the run already has for the same region and type (the launch's offer); a row billed
     at 0 is no quote (an earlier adoption that found no price records 0)."""
     for row in run.instances:
@@ -83,7 +86,7 @@ class AdoptionPricer:
     """Prices the machines of one adoption. The catalog is loaded at most once, and only if a machine needs it
     (loading it costs a file parse and, on PostgreSQL, a connection)."""
 
-    def __init__(self, run: Any, cloud: str, db_url: str | None) -> None:
+    def __init__(self, run: Run, cloud: str, db_url: str | None) -> None:
         self.run = run
         self.cloud = cloud
         self.db_url = db_url

@@ -22,7 +22,7 @@ import dataclasses
 import datetime as dt
 import json
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING
 
 from gpuplan.launching.launch_plan import add_launch_plan, placements_for_launch
 from gpuplan.providers.base import InstanceState, Provider, ProviderError
@@ -30,16 +30,22 @@ from gpuplan.runs.events import EventKind
 from gpuplan.runs.machines import SUPERSEDED, current_instances, record_instances
 from gpuplan.testpoint import pause_point
 
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
+    from gpuplan.jobs.spec import JobSpec
+    from gpuplan.store.models import Run
+
 MAX_RELAUNCHES = 3
 
 
 
 
-def relaunch_count(run: Any) -> int:
+def relaunch_count(run: Run) -> int:
     return sum(1 for e in run.events if e.kind == EventKind.RELAUNCH)
 
 
-def why_not_relaunch(run: Any, spec: Any, now: dt.datetime) -> str | None:
+def why_not_relaunch(run: Run, spec: JobSpec, now: dt.datetime) -> str | None:
     """The reason a preempted run may not be relaunched, or None when it may."""
     from gpuplan.runs.cost import run_cost
     from gpuplan.runs.records import elapsed_hours
@@ -57,7 +63,7 @@ def why_not_relaunch(run: Any, spec: Any, now: dt.datetime) -> str | None:
     return None
 
 
-def relaunch_after_preemption(session: Any, run: Any, provider: Provider, now: dt.datetime) -> bool:
+def relaunch_after_preemption(session: Session, run: Run, provider: Provider, now: dt.datetime) -> bool:
     """Relaunch `run` if allowed; True when new machines are running (the run stays live)."""
     from gpuplan.jobs.spec import parse_spec
     from gpuplan.launching.failsafe_store import placed as failsafe_placed
@@ -131,7 +137,7 @@ def relaunch_after_preemption(session: Any, run: Any, provider: Provider, now: d
     return True
 
 
-def pending_relaunch(run: Any) -> int | None:
+def pending_relaunch(run: Run) -> int | None:
     """The generation of a relaunch whose launch plan is recorded but whose outcome (`relaunch` or
     `relaunch_failed`) is not: its gpuplan is still starting the machines, or died doing it. None otherwise."""
     from gpuplan.runs.events import events_of
@@ -150,7 +156,7 @@ def pending_relaunch(run: Any) -> int | None:
     return pending
 
 
-def recover_relaunch(session: Any, run: Any, provider: Provider, now: dt.datetime, generation: int) -> bool:
+def recover_relaunch(session: Session, run: Run, provider: Provider, now: dt.datetime, generation: int) -> bool:
     """Finish relaunch `generation`, whose gpuplan died after committing its launch plan (the caller checked that
     it is no longer in flight): record the machines it started, by tag; if it started none, say so and relaunch
     again within the same limits. True when the run has machines again."""

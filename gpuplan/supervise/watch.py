@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import or_, select
 
@@ -29,12 +29,17 @@ from gpuplan.runs.cost import run_cost
 from gpuplan.runs.events import EventKind, record_event
 from gpuplan.runs.machines import close_instance, current_instances, fetch_outputs, stop_instances
 from gpuplan.runs.records import elapsed_hours, set_state
-from gpuplan.store.models import Instance, Run, RunState
+from gpuplan.store.models import InstanceRow, Run, RunState
 from gpuplan.store.types import utcnow
 from gpuplan.supervise.progress import METRICS_FILE, Progress, measure
 from gpuplan.supervise.relaunch import pending_relaunch, recover_relaunch, relaunch_after_preemption
 from gpuplan.supervise.settle import settle
 from gpuplan.supervise.summary import summary
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
+    from gpuplan.store.db import Store
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +119,7 @@ def _first_bad(codes: list[tuple[int, int | None]]) -> int | None:
     return next((code for _, code in codes if code not in (0, None)), None)
 
 
-def adopt_orphans(session: Any, run: Run, provider: Provider, now: dt.datetime) -> bool:
+def adopt_orphans(session: Session, run: Run, provider: Provider, now: dt.datetime) -> bool:
     """A run still launching whose launch is no longer in flight (the launching gpuplan died, or ORPHAN_AFTER has
     passed): record the machines that carry its tag (gpuplan.supervise.adopt), or, with none, mark it failed."""
     from gpuplan.supervise.adopt import adopt, launch_in_flight
@@ -128,7 +133,7 @@ def adopt_orphans(session: Any, run: Run, provider: Provider, now: dt.datetime) 
     return set_state(session, run, RunState.FAILED, "the launch never completed and no machine carries its tag")
 
 
-def _start_billing_when_started(run: Run, row: Instance, inst: ProviderInstance) -> None:
+def _start_billing_when_started(run: Run, row: InstanceRow, inst: ProviderInstance) -> None:
     """A row recorded while its machine was still queued (a Slurm job waiting for nodes) is billed from the moment
     the provider says it really started, and the run's clock (max_hours) starts then too; queue time is free."""
     if row.state != InstanceState.PENDING or inst.state == InstanceState.PENDING or inst.launched_at is None:
@@ -141,7 +146,7 @@ def _start_billing_when_started(run: Run, row: Instance, inst: ProviderInstance)
         run.started_at = inst.launched_at
 
 
-def refresh_run(session: Any, run: Run, provider: Provider, now: dt.datetime) -> tuple[bool, Progress | None]:
+def refresh_run(session: Session, run: Run, provider: Provider, now: dt.datetime) -> tuple[bool, Progress | None]:
     """Update instance rows from the provider and the run's measured progress; settle a run whose machines ended.
 
     Returns (state changed, progress).
@@ -204,7 +209,7 @@ def refresh_run(session: Any, run: Run, provider: Provider, now: dt.datetime) ->
     return changed, progress
 
 
-def watch_run(store: Any, run_id: str, *, provider_factory: ProviderFactory | None = None,
+def watch_run(store: Store, run_id: str, *, provider_factory: ProviderFactory | None = None,
               now: dt.datetime | None = None) -> WatchResult:
     """One pass over one run: refresh, enforce caps (stop + `capped`), and report."""
     factory = provider_factory or _default_factory
@@ -235,7 +240,7 @@ def watch_run(store: Any, run_id: str, *, provider_factory: ProviderFactory | No
                        summary=data)
 
 
-def stop_run(store: Any, run_id: str, *, reason: str = "stopped by the user", state: str = RunState.STOPPED,
+def stop_run(store: Store, run_id: str, *, reason: str = "stopped by the user", state: str = RunState.STOPPED,
              provider_factory: ProviderFactory | None = None) -> WatchResult:
     """Stop a run on purpose (`gpuplan stop`, or the budget code with state=capped)."""
     factory = provider_factory or _default_factory
@@ -257,7 +262,7 @@ def stop_run(store: Any, run_id: str, *, reason: str = "stopped by the user", st
     return WatchResult(run_id=run_id, state=result_state, changed=True, capped=None, progress=progress, summary=data)
 
 
-def _adopt_before_stop(session: Any, run: Run, provider: Provider) -> None:
+def _adopt_before_stop(session: Session, run: Run, provider: Provider) -> None:
     """Record (and commit) the machines a crashed launch of the run started but never recorded, so the stop
     terminates them too and bills them from their launch; a listing error leaves the recorded machines to stop."""
     from gpuplan.supervise.adopt import adopt
@@ -270,15 +275,15 @@ def _adopt_before_stop(session: Any, run: Run, provider: Provider) -> None:
     session.commit()
 
 
-def runs_to_watch(store: Any) -> list[str]:
+def runs_to_watch(store: Store) -> list[str]:
     """Live runs, and ended runs that still have an open instance row (a stop that did not finish)."""
     with store.session() as session:
-        open_instance = select(Instance.run_id).where(Instance.terminated_at.is_(None))
+        open_instance = select(InstanceRow.run_id).where(InstanceRow.terminated_at.is_(None))
         query = select(Run.id).where(or_(Run.state.in_(RunState.LIVE), Run.id.in_(open_instance)))
         return list(session.scalars(query.order_by(Run.created_at)))
 
 
-def watch_all(store: Any, *, provider_factory: ProviderFactory | None = None) -> list[WatchResult]:
+def watch_all(store: Store, *, provider_factory: ProviderFactory | None = None) -> list[WatchResult]:
     """One pass of `gpuplan watch` over every run that needs looking after; one run's error never stops the rest.
 
     Budgets first: live runs covered by an exhausted budget become `capped` (committed), and the per-run pass
@@ -294,7 +299,7 @@ def watch_all(store: Any, *, provider_factory: ProviderFactory | None = None) ->
     return results
 
 
-def enforce_budgets(store: Any, now: dt.datetime | None = None) -> list[Any]:
+def enforce_budgets(store: Store, now: dt.datetime | None = None) -> list[Any]:
     """Cap (state `capped`, committed) every live run covered by an exhausted budget; `watch_run` then stops
     the machines of a capped run. Returns the budgets' CapActions."""
     from gpuplan.books.budgets import enforce

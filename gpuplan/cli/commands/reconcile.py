@@ -189,18 +189,18 @@ def _books(app: AppContext, clouds: tuple[str, ...]) -> tuple[list[str], list, d
     """The providers to check, the open instance rows, and the regions each provider has been used in."""
     from sqlalchemy import select
 
-    from gpuplan.store.models import Instance, Run, RunState
+    from gpuplan.store.models import InstanceRow, Run, RunState
     from gpuplan.store.types import utcnow
     from gpuplan.supervise.adopt import planned_regions
     from gpuplan.supervise.reconcile import OpenRow
 
     with app.store.session() as s:
         providers = sorted(set(s.scalars(select(Run.provider).distinct())))
-        rows = s.execute(select(Instance.provider, Instance.provider_instance_id, Instance.run_id,
-                                Instance.region, Run.state)
-                         .join(Run, Run.id == Instance.run_id)
-                         .where(Instance.terminated_at.is_(None))).all()
-        region_pairs = set(s.execute(select(Instance.provider, Instance.region).distinct()).all())
+        rows = s.execute(select(InstanceRow.provider, InstanceRow.provider_instance_id, InstanceRow.run_id,
+                                InstanceRow.region, Run.state)
+                         .join(Run, Run.id == InstanceRow.run_id)
+                         .where(InstanceRow.terminated_at.is_(None))).all()
+        region_pairs = set(s.execute(select(InstanceRow.provider, InstanceRow.region).distinct()).all())
         region_pairs |= set(s.execute(select(Run.provider, Run.region).distinct()).all())
         region_pairs |= {(p, r) for p, regions in planned_regions(s, utcnow()).items() for r in regions}
     recorded: dict[str, set[str]] = {}
@@ -217,14 +217,14 @@ def _record_terminations(app: AppContext, findings: list) -> None:
     """Close the rows of terminated orphans that have one, and write an event per orphan of a known run."""
     from sqlalchemy import select
 
-    from gpuplan.store.models import Event, Instance, Run
+    from gpuplan.store.models import Event, InstanceRow, Run
     from gpuplan.store.types import utcnow
 
     now = utcnow()
     with app.store.session() as s:
         for f in findings:
-            for row in s.scalars(select(Instance).where(Instance.provider_instance_id == f.instance_id,
-                                                        Instance.terminated_at.is_(None))):
+            for row in s.scalars(select(InstanceRow).where(InstanceRow.provider_instance_id == f.instance_id,
+                                                        InstanceRow.terminated_at.is_(None))):
                 row.terminated_at = now
                 row.state = "terminated"
             run_id = f.run_id if f.run_id and s.get(Run, f.run_id) is not None else None
