@@ -10,6 +10,7 @@ from gpuplan.runs.cost import price_per_hour, run_cost
 from gpuplan.runs.records import elapsed_hours
 from gpuplan.store.models import Run, RunState
 from gpuplan.store.types import utcnow
+from gpuplan.supervise.progress import Progress
 
 
 def estimate_basis(run: Run) -> dict[str, Any]:
@@ -35,12 +36,12 @@ def _failsafe(run: Run) -> dict[str, Any] | None:
             "budgets_skipped": bool(data.get("budgets_skipped"))}
 
 
-def summary(run: Run, now: dt.datetime | None = None, progress: Any = None) -> dict[str, Any]:
+def summary(run: Run, now: dt.datetime | None = None, progress: Progress | None = None) -> dict[str, Any]:
     """The run as the stable JSON of `launch --json` and `status --json`."""
     now = now or utcnow()
     hours = elapsed_hours(run, now)
     cost = run_cost(run, now)
-    eta = getattr(progress, "eta_seconds", None) if run.state in RunState.LIVE else None
+    eta = progress.eta_seconds if progress is not None and run.state in RunState.LIVE else None
     projected = None
     if eta is not None:
         projected = cost + price_per_hour(run) * Decimal(str(eta / 3600))
@@ -74,7 +75,7 @@ def summary(run: Run, now: dt.datetime | None = None, progress: Any = None) -> d
         "tokens_done": run.tokens_done,
         "total_tokens": run.total_tokens,
         "tokens_per_s": run.tokens_per_s,
-        "progress": round(progress.fraction, 4) if getattr(progress, "fraction", None) is not None else None,
+        "progress": round(progress.fraction, 4) if progress is not None and progress.fraction is not None else None,
         "eta_seconds": round(eta, 1) if eta is not None else None,
         "budget_usd": run.budget_usd,
         "max_hours": run.max_hours,
