@@ -59,7 +59,7 @@ def test_bad_config_file(tmp_path) -> None:
                                             ("4096.5", "4096.5"), ('"many"', "'many'")])
 def test_a_config_size_that_is_not_a_whole_number_is_exit_2(tmp_path, raw: str, shown: str) -> None:
     """JSON's NaN/Infinity/1e999 crashed `estimate --model-config` with OverflowError (exit 1)."""
-    from clihelp import run_cli
+    from support.clihelp import run_cli
 
     path = tmp_path / "config.json"
     rest = '"num_hidden_layers": 2, "num_attention_heads": 2, "vocab_size": 10'

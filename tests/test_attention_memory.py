@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from clihelp import run_cli
 
 from gpuplan.estimating import memory
 from gpuplan.estimating.architecture import Architecture, preset
@@ -14,6 +13,8 @@ from gpuplan.estimating.estimate import Hardware, Workload, estimate, min_gpus, 
 from gpuplan.estimating.shape import shape_of
 from gpuplan.hardware.gpus import resolve_gpu
 from gpuplan.jobs.spec import SpecError, parse_spec
+
+from support.clihelp import run_cli
 
 # Llama-2-7B's layer (a=32 heads, no dropout, SwiGLU MLP of 11008) and a Llama-3-8B-like GQA layer (8 KV heads).
 LLAMA2 = shape_of(0, Architecture("l2", 4096, 32, 32, 32, 11008, 32000, 4096, gated_mlp=True))

@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from awsmoto import MotoServer, no_capacity_sitecustomize
-from clihelp import Result, run_subprocess
 
 from gpuplan.providers.base import TAG_RUN_ID
+
+from support.awsmoto import MotoServer, no_capacity_sitecustomize
+from support.clihelp import Result, run_subprocess
 
 pytestmark = pytest.mark.slow
 
@@ -307,10 +308,10 @@ def test_a_retried_launch_of_the_same_run_adopts_the_machines_it_started(moto_se
 
 def test_throttling_is_retried_by_botocore(moto_server: MotoServer) -> None:
     """RequestLimitExceeded twice, then moto answers: the launch succeeds without any retry loop of gpuplan's."""
-    from awsmoto import Injector, inject
-
     from gpuplan.providers.aws.provider import AwsProvider
     from gpuplan.providers.base import LaunchRequest
+
+    from support.awsmoto import Injector, inject
 
     aws = AwsProvider(waiter_delay=0.05)
     injector = inject(aws.client("ec2", "us-east-1"), "RunInstances",

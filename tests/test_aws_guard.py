@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from awsmoto import assert_fake_credentials, guard_http
+
+from support.awsmoto import assert_fake_credentials, guard_http
 
 
 def test_real_looking_credentials_or_a_profile_stop_the_aws_fixtures(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,7 +8,6 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from awsmoto import TEST_AMI_PARAMETER, Clients, Injector, inject, publish_test_ami, serve
 
 from gpuplan.providers.aws.provider import AwsProvider
 from gpuplan.providers.aws.rules import DEFAULT_AMI_PARAMETER, client_token, map_state
@@ -25,6 +24,8 @@ from gpuplan.providers.base import (
     QuotaError,
     get_provider,
 )
+
+from support.awsmoto import TEST_AMI_PARAMETER, Clients, Injector, inject, publish_test_ami, serve
 
 
 @dataclass

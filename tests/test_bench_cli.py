@@ -14,7 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
-from clihelp import interruptible_children, run_cli, run_subprocess
+
+from support.clihelp import interruptible_children, run_cli, run_subprocess
 
 pytest.importorskip("torch")
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-from clihelp import run_cli
 
 from gpuplan.bench.records import save_result
 from gpuplan.bench.result import BenchResult
@@ -14,6 +13,8 @@ from gpuplan.calibration.run_mfu import record_run
 from gpuplan.estimating.architecture import PRESETS
 from gpuplan.store.db import Store
 from gpuplan.store.models import Run, RunState
+
+from support.clihelp import run_cli
 
 GPT2 = PRESETS["gpt2"]
 

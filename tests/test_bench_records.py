@@ -8,7 +8,6 @@ import json
 from dataclasses import replace
 
 import pytest
-from clihelp import run_cli
 
 from gpuplan.bench.records import best_bench, candidate_from_row, find_matching_bench, save_result
 from gpuplan.calibration.run_mfu import (
@@ -24,6 +23,8 @@ from gpuplan.estimating.flops import training_flops_per_token
 from gpuplan.estimating.shape import shape_of
 from gpuplan.store.db import Store
 from gpuplan.store.models import Benchmark, Calibration, Run, RunState
+
+from support.clihelp import run_cli
 
 GPT2 = PRESETS["gpt2"]
 

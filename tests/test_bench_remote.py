@@ -12,10 +12,11 @@ import json
 from pathlib import Path
 
 import pytest
-from clihelp import run_cli, run_subprocess
 
 from gpuplan.errors import UserError
 from gpuplan.launching.remote_bench_job import RESULT_MARKER, job_script, parse_on
+
+from support.clihelp import run_cli, run_subprocess
 
 QUICK = ("--model", "gpt-tiny", "--steps", "3", "--warmup", "1", "--micro-batch", "2", "--seq-len", "64")
 

@@ -11,10 +11,11 @@ import time
 from pathlib import Path
 
 import pytest
-from podmanhelp import busybox_image, podman_env
 
 from gpuplan.jobs.bootstrap import BootPlan, boot_plan_for, render_boot_script
 from gpuplan.jobs.runner import NodeLaunch
+
+from support.podmanhelp import busybox_image, podman_env
 
 TRICKY = "it's \"$(touch PWNED1)\" `touch PWNED2` ${HOME} \\ ;touch PWNED3\nline2 | & > PWNED4 '\"' $((1+1))"
 SECRET = "s3cr3t-$(touch PWNED5)-`id`-'\"-value"

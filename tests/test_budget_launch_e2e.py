@@ -8,9 +8,10 @@ import time
 from pathlib import Path
 
 import pytest
-from clihelp import run_cli
 
 from gpuplan.calibration.startup import DEFAULTS
+
+from support.clihelp import run_cli
 
 PRICE = {"GPUPLAN_LOCAL_PRICE_PER_HOUR": "36"}  # $36/h: the 1-hour estimate below costs $36
 # ... plus the local start-up allowance (no finished runs yet: its documented default), billed too.

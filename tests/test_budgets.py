@@ -7,14 +7,15 @@ import json
 import os
 from decimal import Decimal
 
-import ledger_fixture as lf
 import pytest
-from clihelp import run_cli
 
 from gpuplan.books import budgets
 from gpuplan.runs import cost as costing
 from gpuplan.store.db import Store
 from gpuplan.store.models import Event, Run
+
+from support import ledger_fixture as lf
+from support.clihelp import run_cli
 
 
 def test_set_list_status_rm() -> None:

@@ -10,13 +10,14 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from clihelp import run_cli
 
 from gpuplan.catalog import Catalog, Offer, load_offers
 from gpuplan.catalog.snapshot import shipped_info
 from gpuplan.catalog.stored import read_newest, save_snapshot
 from gpuplan.store.db import Store
 from gpuplan.store.models import PriceSnapshot
+
+from support.clihelp import run_cli
 
 NOW = dt.datetime(2026, 11, 20, 12, 0, tzinfo=dt.timezone.utc)
 

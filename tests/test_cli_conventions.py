@@ -5,9 +5,9 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from clihelp import run_cli, run_subprocess
-
 from gpuplan import __version__
+
+from support.clihelp import run_cli, run_subprocess
 
 HEAVY = {"pandas", "boto3", "botocore", "google", "torch", "sqlalchemy", "alembic", "numpy"}
 

@@ -22,9 +22,10 @@ from typing import Any
 
 import click
 import pytest
-from clihelp import Result, run_cli, run_subprocess
 
 from gpuplan.cli import COMMANDS, LazyGroup, cli
+
+from support.clihelp import Result, run_cli, run_subprocess
 
 Path_ = tuple[str, ...]
 

@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from awsmoto import MotoServer
-from clihelp import Result, run_subprocess
 
 from gpuplan.providers.base import TAG_RUN_ID
+
+from support.awsmoto import MotoServer
+from support.clihelp import Result, run_subprocess
 
 BUCKET = "gpuplan-outcomes"
 SECRET = "hf_s3cr3t-$(touch PWNED)-'value'"

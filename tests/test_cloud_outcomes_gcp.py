@@ -12,13 +12,14 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from clihelp import run_subprocess
-from fakes.gce_server import RunningFake
 
 from gpuplan.launching.placements import with_boot_scripts
 from gpuplan.providers.base import InstanceState, LaunchRequest
 from gpuplan.providers.gcp.provider import GcpProvider
 from gpuplan.providers.gcp.rules import instance_name
+
+from support.clihelp import run_subprocess
+from support.fakes.gce_server import RunningFake
 
 ZONE = "us-central1-a"
 JOB = """\

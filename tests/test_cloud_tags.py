@@ -12,12 +12,12 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from awsmoto import Clients
-from fakes.gce_server import RunningFake
-
 from gpuplan.providers.aws.provider import AwsProvider
 from gpuplan.providers.base import TAG_CREATED_BY, TAG_RUN_ID, LaunchRequest
 from gpuplan.providers.gcp.provider import GcpProvider
+
+from support.awsmoto import Clients
+from support.fakes.gce_server import RunningFake
 
 RUN = "r-7a9c0ffee1"
 

@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from awsmoto import no_capacity_sitecustomize, spot_interrupt
-from clihelp import Result, run_subprocess
+
+from support.awsmoto import no_capacity_sitecustomize, spot_interrupt
+from support.clihelp import Result, run_subprocess
 
 pytestmark = pytest.mark.slow
 

@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from clihelp import run_cli, run_subprocess
+
+from support.clihelp import run_cli, run_subprocess
 
 KEYS = ["params", "tokens", "flops", "gpu", "gpus", "nodes", "memory_gb_per_gpu", "fits", "min_gpus", "mfu",
         "mfu_source", "tokens_per_s_per_gpu", "scaling_efficiency", "wall_hours", "gpu_hours", "cost"]

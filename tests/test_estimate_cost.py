@@ -5,12 +5,13 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
-from clihelp import run_cli
 
 from gpuplan.catalog import Catalog
 from gpuplan.estimating.estimate import Hardware, Workload, estimate, estimate_for_job
 from gpuplan.hardware.gpus import resolve_gpu
 from gpuplan.planning.estimate_cost import cheapest_offers
+
+from support.clihelp import run_cli
 
 
 def test_cost_is_price_times_nodes_times_hours_from_the_shipped_catalog() -> None:

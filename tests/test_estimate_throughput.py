@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from clihelp import run_cli
 
 from gpuplan.calibration.throughput import (
     LookupKey,
@@ -17,6 +16,8 @@ from gpuplan.calibration.throughput import (
 )
 from gpuplan.estimating.architecture import preset
 from gpuplan.estimating.estimate import Throughput
+
+from support.clihelp import run_cli
 
 ARCH = preset("gpt2")
 

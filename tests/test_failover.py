@@ -6,7 +6,6 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from awsmoto import Clients, Injector, in_zone, inject
 
 from gpuplan.launching.failover import (
     Attempt,
@@ -19,6 +18,8 @@ from gpuplan.launching.failover import (
 )
 from gpuplan.providers.aws.provider import AwsProvider
 from gpuplan.providers.base import TAG_RUN_ID, AuthError, LaunchRequest
+
+from support.awsmoto import Clients, Injector, in_zone, inject
 
 
 def request(**overrides: Any) -> LaunchRequest:

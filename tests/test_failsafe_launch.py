@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from clihelp import run_cli, run_subprocess
 
 from gpuplan.errors import UserError
 from gpuplan.jobs.spec import parse_spec
@@ -22,6 +21,8 @@ from gpuplan.launching.start import launch_recorded_run
 from gpuplan.providers.aws.provider import AwsProvider
 from gpuplan.store.db import Store
 from gpuplan.store.models import Run
+
+from support.clihelp import run_cli, run_subprocess
 
 SLEEPER = "name: {name}\nruntime: process\ncommand: echo started; sleep 120\n"
 

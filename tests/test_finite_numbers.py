@@ -7,9 +7,10 @@ gpuplan.cli.commands.params.FiniteFloat, and sizes, durations and dollar amounts
 from __future__ import annotations
 
 import pytest
-from clihelp import run_cli
 
 from gpuplan.units import finite, parse_duration_hours, parse_size
+
+from support.clihelp import run_cli
 
 NON_FINITE = ["nan", "inf", "-inf", "1e999", "NaN", "Infinity"]
 ESTIMATE = ["estimate", "--gpu", "H100", "--params", "7B"]

@@ -15,11 +15,12 @@ import time
 from pathlib import Path
 
 import pytest
-from clihelp import run_subprocess
-from fakes.gce_server import RunningFake
 
 from gpuplan.providers.gcp.provider import GcpProvider
 from gpuplan.providers.gcp.rules import instance_name
+
+from support.clihelp import run_subprocess
+from support.fakes.gce_server import RunningFake
 
 JOB = """\
 name: tiny-gpt-gcp

@@ -9,11 +9,12 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
-from fakes.gce_server import RunningFake
 
 from gpuplan.launching import failover
 from gpuplan.providers.base import AuthError, InstanceState, LaunchRequest
 from gpuplan.providers.gcp.provider import GcpProvider
+
+from support.fakes.gce_server import RunningFake
 
 RUN = "r-f0f0f0f0f0"
 

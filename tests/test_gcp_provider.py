@@ -12,7 +12,6 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from fakes.gce_server import RunningFake
 
 from gpuplan.providers.base import (
     AuthError,
@@ -34,6 +33,8 @@ from gpuplan.providers.gcp.rules import (
     labels_for,
     request_id,
 )
+
+from support.fakes.gce_server import RunningFake
 
 RUN = "r-0a1b2c3d4e"
 

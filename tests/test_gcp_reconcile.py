@@ -8,12 +8,12 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
-from clihelp import run_subprocess
-from fakes.gce_server import RunningFake
-
 from gpuplan.providers.base import LaunchRequest
 from gpuplan.providers.gcp.provider import GcpProvider
 from gpuplan.providers.gcp.rules import instance_name
+
+from support.clihelp import run_subprocess
+from support.fakes.gce_server import RunningFake
 
 JOB = """\
 name: reconcile-me

@@ -1,6 +1,6 @@
 """GCP job secrets by reference: Secret Manager holds the values, the startup script only their names.
 
-(a) A launch against the fake Compute API and the fake Secret Manager (tests/fakes/secretmanager_server.py, the
+(a) A launch against the fake Compute API and the fake Secret Manager (tests/support/fakes/secretmanager_server.py, the
     real google-cloud-secret-manager client on REST): one labelled secret per name, the VM's service account has
     the cloud-platform scope, and its startup script holds no value (the CLI-wide "nowhere" check is in
     tests/test_secrets_nowhere.py).
@@ -23,15 +23,16 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from fakes.gce_server import RunningFake
-from fakes.gcs_server import Running, serve_metadata
-from fakes.secretmanager_server import RunningSecretManager
 
 from gpuplan.jobs.bootstrap import BootPlan, render_boot_script
 from gpuplan.providers.base import LaunchRequest, ProviderError
 from gpuplan.providers.gcp.outputs import CLOUD_PLATFORM_SCOPE, STORAGE_RW_SCOPE, vm_service_account
 from gpuplan.providers.gcp.provider import GcpProvider
 from gpuplan.providers.gcp.secrets import secret_id
+
+from support.fakes.gce_server import RunningFake
+from support.fakes.gcs_server import Running, serve_metadata
+from support.fakes.secretmanager_server import RunningSecretManager
 
 RUN = "r-5ec2e75000"
 ZONE = "us-central1-a"

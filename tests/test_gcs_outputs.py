@@ -1,7 +1,7 @@
 """GCP runs bring back their log, metrics and exit record through GCS, as AWS runs do through S3.
 
 (a) The boot script's upload, run for real with bash and the real curl against the fake GCS JSON API and a fake
-    metadata server (tests/fakes/gcs_server.py): the service account's token goes from the metadata server to
+    metadata server (tests/support/fakes/gcs_server.py): the service account's token goes from the metadata server to
     the upload and nowhere else; hostile prefixes stay one object name; a refused upload never fails the job.
 (b) `fetch_outputs` with the real google-cloud-storage client pulls those objects into the run folder, and
     `gpuplan status` / `gpuplan logs` show them for a run launched on the fake Compute API.
@@ -20,15 +20,16 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from clihelp import run_subprocess
-from fakes.gce_server import RunningFake
-from fakes.gcs_server import FakeGcs, Running, serve, serve_metadata
 
 from gpuplan.jobs.bootstrap import BootPlan, render_boot_script
 from gpuplan.providers.base import Instance, InstanceState, LaunchRequest
 from gpuplan.providers.gcp.outputs import CLOUD_PLATFORM_SCOPE, STORAGE_RW_SCOPE, vm_service_account
 from gpuplan.providers.gcp.provider import GcpProvider
 from gpuplan.providers.gcp.rules import Endpoint, instance_name
+
+from support.clihelp import run_subprocess
+from support.fakes.gce_server import RunningFake
+from support.fakes.gcs_server import FakeGcs, Running, serve, serve_metadata
 
 BUCKET = "gpuplan-runs"
 # Real tokens are base64url and dots; shell metacharacters here prove the script never parses it as shell.

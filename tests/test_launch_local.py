@@ -17,7 +17,8 @@ import time
 from pathlib import Path
 
 import pytest
-from clihelp import Result, interruptible_children, run_cli, run_subprocess
+
+from support.clihelp import Result, interruptible_children, run_cli, run_subprocess
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRET_VALUE = "tok-$(id)-`whoami`-s3cr3t-VALUE"
@@ -256,7 +257,7 @@ def test_tiny_gpt_trains_checkpoints_and_reports_throughput(tmp_path: Path) -> N
 
 
 def test_launch_a_container_job_with_podman(tmp_path: Path) -> None:
-    from podmanhelp import busybox_image, podman_env
+    from support.podmanhelp import busybox_image, podman_env
 
     image = busybox_image()
     spec = write_spec(tmp_path, f"name: boxed\nimage: {image}\nruntime: podman\nsecrets: [API_TOKEN]\n"

@@ -47,7 +47,7 @@ def test_the_specs_node_count_is_honoured_even_when_fewer_would_fit() -> None:
 
 
 def test_launch_dry_run_starts_the_nodes_the_spec_asks_for(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from clihelp import run_cli
+    from support.clihelp import run_cli
 
     path = tmp_path / "job.yaml"
     path.write_text(SPEC.replace('regions: ["us-*"]', 'regions: ["us-*"], nodes: 2'))

@@ -6,7 +6,6 @@ import datetime as dt
 import random
 from decimal import Decimal
 
-import ledger_fixture as lf
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -15,6 +14,8 @@ from gpuplan.books import ledger
 from gpuplan.runs import cost as costing
 from gpuplan.store.db import Store
 from gpuplan.store.models import Instance, Run
+
+from support import ledger_fixture as lf
 
 UTC = dt.timezone.utc
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from clihelp import run_cli, run_subprocess
 
 from gpuplan.calibration.startup import DEFAULTS
+
+from support.clihelp import run_cli, run_subprocess
 
 ROOT = Path(__file__).resolve().parents[1]
 SEQ, BATCH = 32, 4

@@ -12,10 +12,11 @@ import math
 from pathlib import Path
 
 import pytest
-from clihelp import run_cli
 
 from gpuplan.limits import LIMITS, check
 from gpuplan.supervise.progress import measure
+
+from support.clihelp import run_cli
 
 EST = ("estimate", "--gpu", "H100")
 WORK = ("--params", "1B", "--tokens", "1B")

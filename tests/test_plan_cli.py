@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from clihelp import run_cli
+
+from support.clihelp import run_cli
 
 KEYS = ["cloud", "region", "instance_type", "gpu", "gpus_per_node", "nodes", "spot", "price_per_hour",
         "est_hours", "est_cost_usd", "fits", "reason"]

@@ -11,7 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from clihelp import run_cli
+
+from support.clihelp import run_cli
 
 SPEC = """name: agree
 runtime: process

@@ -8,9 +8,10 @@ import sys
 from decimal import Decimal
 
 import pytest
-from clihelp import run_cli
 
 from gpuplan.catalog.offer import Offer
+
+from support.clihelp import run_cli
 
 SCHEMA = [
     "cloud", "region", "zone", "instance_type", "gpu", "gpu_count", "gpu_memory_gb", "vcpus", "memory_gb",

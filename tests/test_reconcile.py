@@ -9,13 +9,14 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from clihelp import run_cli
 
 from gpuplan.providers.aws.provider import AwsProvider
 from gpuplan.providers.base import LaunchRequest, Provider, ProviderError
 from gpuplan.store.db import Store
 from gpuplan.store.models import Event, Instance, Run, RunState
 from gpuplan.supervise.reconcile import OpenRow, Policy, compare, reconcile
+
+from support.clihelp import run_cli
 
 
 @pytest.fixture

@@ -18,8 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from clihelp import run_cli
-from ledger_fixture import record_run
 from test_reconcile import backdate, record, start
 
 from gpuplan.jobs.runner import NodeLaunch, read_exit
@@ -31,6 +29,9 @@ from gpuplan.store.db import Store
 from gpuplan.store.models import Event, Run, RunState
 from gpuplan.store.models import Instance as InstanceRow
 from gpuplan.supervise.reconcile import IN_FLIGHT, ORPHAN, YOUNG, classify
+
+from support.clihelp import run_cli
+from support.ledger_fixture import record_run
 
 NOW = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.timezone.utc)
 GRACE = dt.timedelta(minutes=15)

@@ -12,8 +12,6 @@ import os
 from typing import Any
 
 import pytest
-from clihelp import Result, run_cli
-from ledger_fixture import record_run
 
 from gpuplan.providers.aws.provider import AwsProvider
 from gpuplan.providers.aws.secrets import run_of
@@ -22,6 +20,9 @@ from gpuplan.store.db import Store
 from gpuplan.store.models import Event, RunState
 from gpuplan.supervise.reconcile import Policy
 from gpuplan.supervise.reconcile_secrets import check_secrets, classify_secret, delete_orphan_secrets
+
+from support.clihelp import Result, run_cli
+from support.ledger_fixture import record_run
 
 VALUE = "ssm-VALUE-4b3a-$(id)"
 MARK = "ssm-VALUE"

@@ -13,14 +13,15 @@ import os
 from pathlib import Path
 
 import pytest
-from clihelp import Result, run_cli
-from fakes.gce_server import RunningFake
-from fakes.secretmanager_server import RunningSecretManager
 
 from gpuplan.providers.gcp.provider import GcpProvider
 from gpuplan.providers.gcp.secrets import run_of, secret_id
 from gpuplan.store.db import Store
 from gpuplan.store.models import Event
+
+from support.clihelp import Result, run_cli
+from support.fakes.gce_server import RunningFake
+from support.fakes.secretmanager_server import RunningSecretManager
 
 VALUE = "tok-VALUE-0f9e8d-$(touch PWNED)"
 MARK = "tok-VALUE"  # any fragment of the value in an output is a leak

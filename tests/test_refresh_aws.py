@@ -11,13 +11,14 @@ from typing import Any
 import boto3
 import pytest
 from botocore.stub import ANY, Stubber
-from clihelp import run_cli
 from moto import mock_aws
 
 from gpuplan.catalog import Catalog
 from gpuplan.catalog.refresh import RefreshError, refresh
 from gpuplan.catalog.refresh_aws import parse_price_item
 from gpuplan.store.db import Store
+
+from support.clihelp import run_cli
 
 REGIONS = ("us-east-1", "us-west-2")
 

@@ -6,11 +6,12 @@ from collections.abc import Iterator
 from decimal import Decimal
 
 import pytest
-from clihelp import run_cli
-from fakes.gcp_catalog_server import FakeGcpCatalog
 
 from gpuplan.catalog import Catalog
 from gpuplan.catalog.gcp_clients import client_kwargs, endpoint_root, is_loopback
+
+from support.clihelp import run_cli
+from support.fakes.gcp_catalog_server import FakeGcpCatalog
 
 
 @pytest.fixture

@@ -9,11 +9,12 @@ import struct
 from decimal import Decimal
 from pathlib import Path
 
-import ledger_fixture as lf
 import pytest
-from clihelp import run_cli
 
 from gpuplan.books import plot
+
+from support import ledger_fixture as lf
+from support.clihelp import run_cli
 
 
 def report(*args: str, db: str | None = None) -> object:

@@ -9,9 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from podmanhelp import busybox_image, podman_env
 
 from gpuplan.jobs.runner import EXIT_FILE, LAUNCH_FILE, LOG_FILE, NodeLaunch, job_environment, resolve_runtime
+
+from support.podmanhelp import busybox_image, podman_env
 
 SECRET = "runner-secret-$(id)-value"
 CONTRACT = ("GPUPLAN_RUN_ID", "GPUPLAN_RUN_DIR", "GPUPLAN_METRICS", "GPUPLAN_NODE_RANK", "GPUPLAN_NNODES",

@@ -9,9 +9,9 @@ import sys
 import time
 from pathlib import Path
 
-from clihelp import run_cli, run_subprocess
-
 from gpuplan.cronspec import next_fire
+
+from support.clihelp import run_cli, run_subprocess
 
 JOB = """\
 name: nightly-hello

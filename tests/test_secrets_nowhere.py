@@ -6,7 +6,7 @@ column of the database (and the raw bytes of the database and its WAL), the even
 home (run folders: launch.json, tags.json, the Slurm batch script, ...), the stdout and stderr of launch, status,
 runs and logs (`--json` and human), the log records, a provider's error, and what the cloud keeps: AWS tags,
 user-data and SSM parameter names (moto server), GCP labels and metadata (the fake Compute API; the value is kept
-in Secret Manager, the fake of tests/fakes/secretmanager_server.py, and the startup script only names it).
+in Secret Manager, the fake of tests/support/fakes/secretmanager_server.py, and the startup script only names it).
 """
 
 from __future__ import annotations
@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from awsmoto import MotoServer
-from clihelp import Result, run_cli
-from fakes.gce_server import RunningFake
-from fakes.secretmanager_server import RunningSecretManager
+
+from support.awsmoto import MotoServer
+from support.clihelp import Result, run_cli
+from support.fakes.gce_server import RunningFake
+from support.fakes.secretmanager_server import RunningSecretManager
 
 SECRET = "s3cr3t-VALUE-$(touch PWNED)-`id`-'q'"
 MARK = "s3cr3t-VALUE"  # any fragment of the value is a leak

@@ -10,8 +10,9 @@ import datetime as dt
 from pathlib import Path
 
 import pytest
-from clihelp import run_cli
-from slurmhelp import SlurmCluster, wait_for
+
+from support.clihelp import run_cli
+from support.slurmhelp import SlurmCluster, wait_for
 
 
 @pytest.fixture

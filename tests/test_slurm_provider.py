@@ -14,11 +14,12 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from clihelp import run_cli
-from slurmhelp import SlurmCluster, wait_for
 
 from gpuplan.providers.base import TAG_RUN_ID, Instance, InstanceState, LaunchRequest, ProviderError
 from gpuplan.providers.slurm.provider import SlurmProvider
+
+from support.clihelp import run_cli
+from support.slurmhelp import SlurmCluster, wait_for
 
 SECRET = "s3cr3t-'$(touch /tmp/gpuplan-pwned)'-value"
 HOSTILE_NAME = 'it\'s "$(touch PWNED)" `touch PWNED2`\nrm -rf / ; echo'
@@ -246,7 +247,7 @@ def test_unreachable_controller_is_a_clear_error(cluster: SlurmCluster, tmp_path
     # Same cluster description, but the controller's port is one nobody listens on.
     import re
 
-    from slurmhelp import _free_port
+    from support.slurmhelp import _free_port
 
     conf = re.sub(r"SlurmctldPort=\d+", f"SlurmctldPort={_free_port()}", conf)
     dead.write_text(re.sub(r"MessageTimeout=\d+", "MessageTimeout=1", conf))  # fail fast

@@ -121,7 +121,7 @@ def test_errors_name_the_line(text: str, line: int, fragment: str) -> None:
 
 
 def test_bad_gpu_count_and_infinite_throughput_are_exit_2_through_the_cli(tmp_path: Path) -> None:
-    from clihelp import run_cli
+    from support.clihelp import run_cli
 
     for body, line in (("resources:\n  gpu: H100:-1\n", 5), ("workload:\n  params: 7B\n  tokens: 1B\n"
                                                              "  throughput: .inf\n", 7)):
@@ -149,7 +149,7 @@ def test_examples_are_valid() -> None:
 def test_every_example_spec_works_with_the_cli(path: Path) -> None:
     """Each example dry-runs where it says it runs, plans when it has a workload, and schedules when it has a
     schedule section: an example that only parses can still be one no command accepts."""
-    from clihelp import run_cli
+    from support.clihelp import run_cli
 
     spec = load_spec(path)
     clouds = list(spec.resources.clouds)

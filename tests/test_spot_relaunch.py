@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from awsmoto import spot_interrupt
 
 from gpuplan.jobs.spec import parse_spec
 from gpuplan.launching.plan import plan_launch
@@ -24,6 +23,8 @@ from gpuplan.store.db import Store
 from gpuplan.store.models import Run
 from gpuplan.supervise.relaunch import MAX_RELAUNCHES
 from gpuplan.supervise.watch import watch_run
+
+from support.awsmoto import spot_interrupt
 
 SPEC = """\
 name: spot-train

@@ -107,7 +107,7 @@ def test_store_open_upgrades_an_empty_database(tmp_path) -> None:
 
 
 def test_cli_db_current_reports_head(tmp_path) -> None:
-    from clihelp import run_subprocess
+    from support.clihelp import run_subprocess
 
     url = f"sqlite:///{tmp_path / 'x.db'}"
     up = run_subprocess("db", "upgrade", env={"GPUPLAN_DB": url})
@@ -126,7 +126,7 @@ def test_newer_database_is_refused(tmp_path) -> None:
     with engine.begin() as conn:
         conn.execute(text("UPDATE alembic_version SET version_num = '9999'"))
     engine.dispose()
-    from clihelp import run_cli
+    from support.clihelp import run_cli
 
     result = run_cli("--db", url, "db", "upgrade")
     assert result.exit_code == 1

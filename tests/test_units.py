@@ -41,7 +41,7 @@ def test_durations() -> None:
 def test_durations_take_an_exponent_as_sizes_do() -> None:
     """`--deadline 1e3` was refused as not looking like a duration, though the error said a bare number is hours
     and `--tokens 1e12` works; now it reads as 1000 h, and `1e9` is refused for its range, not its spelling."""
-    from clihelp import run_cli
+    from support.clihelp import run_cli
 
     assert parse_duration_hours("1e3") == 1000
     assert parse_duration_hours("2.5E+1h") == 25
@@ -59,7 +59,7 @@ def test_durations_take_an_exponent_as_sizes_do() -> None:
                                   "259200s", "72", "3 Days", "0.5 week"])
 def test_plan_deadline_accepts_every_form_it_advertises(text: str) -> None:
     """`plan --deadline 3 days` was refused while `90 min` worked; every spelling of 72 hours now reads the same."""
-    from clihelp import run_cli
+    from support.clihelp import run_cli
 
     assert parse_duration_hours(text) == pytest.approx(72 if text != "0.5 week" else 84)
     result = run_cli("plan", "--params", "7B", "--tokens", "10B", "--gpu", "H100", "--deadline", text, "--json")
@@ -68,7 +68,7 @@ def test_plan_deadline_accepts_every_form_it_advertises(text: str) -> None:
 
 @pytest.mark.parametrize("text", ["3 fortnights", "3days ago", "P3D", "-1d", "d"])
 def test_plan_deadline_refuses_the_rest_naming_the_accepted_forms(text: str) -> None:
-    from clihelp import run_cli
+    from support.clihelp import run_cli
 
     result = run_cli("plan", "--params", "7B", "--tokens", "10B", "--deadline", text)
     assert result.exit_code == 2

@@ -136,7 +136,7 @@ def test_run_is_recorded_before_the_provider_call_and_a_failure_is_kept(store: S
 
 
 def test_watch_json_without_once_is_refused_instead_of_looping_silently() -> None:
-    from clihelp import run_subprocess
+    from support.clihelp import run_subprocess
 
     result = run_subprocess("watch", "--json", "--interval", "0.5", timeout=60)
     assert result.exit_code == 2, result.stderr
@@ -153,7 +153,7 @@ def test_ctrl_c_stops_the_watch_loop_with_130_wherever_it_lands() -> None:
     import subprocess
     import sys
 
-    from clihelp import interruptible_children
+    from support.clihelp import interruptible_children
 
     with interruptible_children():
         proc = subprocess.Popen([sys.executable, "-m", "gpuplan", "watch", "--interval", "30"],

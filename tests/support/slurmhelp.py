@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 START = REPO / "scripts" / "start_slurm.sh"
 STOP = REPO / "scripts" / "stop_slurm.sh"
 

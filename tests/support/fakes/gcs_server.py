@@ -35,10 +35,11 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
-from fakes.wsgi import serve_wsgi
 from werkzeug.exceptions import HTTPException
 from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
+
+from support.fakes.wsgi import serve_wsgi
 
 
 @dataclass

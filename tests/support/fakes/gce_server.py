@@ -33,10 +33,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from fakes.wsgi import serve_wsgi
 from werkzeug.exceptions import HTTPException
 from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
+
+from support.fakes.wsgi import serve_wsgi
 
 BASE = "https://www.googleapis.com/compute/v1"
 NAME_RE = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")

@@ -32,9 +32,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from fakes.gcs_server import Running, _serve
 from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
+
+from support.fakes.gcs_server import Running, _serve
 
 _SECRET_ID = re.compile(r"[A-Za-z0-9_-]{1,255}")
 _LABEL = re.compile(r"[a-z][a-z0-9_-]{0,62}")

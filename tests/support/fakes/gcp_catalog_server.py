@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from fakes.wsgi import QuietHandler
 from werkzeug.serving import make_server
 from werkzeug.wrappers import Request, Response
+
+from support.fakes.wsgi import QuietHandler
 
 COMPUTE_SERVICE = "6F81-5844-456A"
 
