@@ -87,7 +87,7 @@ def test_a_vm_left_by_a_killed_launch_is_adopted_then_stopped(gce: RunningFake, 
     """The CLI killed between instances.insert and its commit: the run is recorded (provisioning), so its VM is a
     launch of a known run, never terminated, even with --grace 0; its launching process is dead, so reconcile
     adopts the VM into the run (billed at the launch plan's price), and `gpuplan stop` ends it."""
-    from test_gcp_cli import kill_cli_after_insert
+    from .test_gcp_e2e import kill_cli_after_insert
 
     job = tmp_path / "job.yaml"
     job.write_text(JOB)

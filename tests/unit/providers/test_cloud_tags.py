@@ -4,7 +4,7 @@ AWS (moto in-process): instances, their volumes, the security groups (the shared
 and the run's SSM secret parameters. Resources of one run carry `gpuplan:run-id` and `gpuplan:created-by`; the
 security groups are shared by every run in a VPC and carry `gpuplan:created-by`. GCP (the fake Compute API): every
 VM and its boot disk of a multi-node run carry the run's labels. (The cluster placement group is covered in
-tests/test_aws_provider.py: moto 5 does not implement it.)
+tests/unit/providers/aws/test_aws_provider.py: moto 5 does not implement it.)
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def test_the_documented_instance_policy_is_scoped_to_gpuplans_prefixes() -> None
     import re
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
     policies = [json.loads(b)["Statement"] for b in re.findall(r"```json\n(.*?)```", readme, re.S)
                 if '"Statement"' in b]
     assert [{(s["Effect"], s["Action"], s["Resource"]) for s in statements} for statements in policies] == [

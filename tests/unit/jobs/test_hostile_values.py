@@ -1,9 +1,9 @@
 """Hostile values stay data in every script gpuplan writes, proved by running the scripts with bash.
 
-Extends tests/test_bootstrap.py and tests/test_slurm_script.py (which cover quotes, `$()`, backticks and
-newlines in names, env values and argv) with what they leave out: leading dashes, unicode, a hostile run id and
-workdir in a boot script that really runs, a Slurm batch script that really runs (srun and scontrol replaced by
-shims), the `bench --on` job script, and image/workdir values that would be read as options.
+Extends tests/unit/jobs/test_bootstrap.py and tests/unit/providers/slurm/test_slurm_script.py (which cover quotes,
+`$()`, backticks and newlines in names, env values and argv) with what they leave out: leading dashes, unicode, a
+hostile run id and workdir in a boot script that really runs, a Slurm batch script that really runs (srun and
+scontrol replaced by shims), the `bench --on` job script, and image/workdir values that would be read as options.
 """
 
 from __future__ import annotations

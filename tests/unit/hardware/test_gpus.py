@@ -9,7 +9,7 @@ import pytest
 
 from gpuplan.hardware.gpus import PRECISIONS, all_gpus, resolve_gpu
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 CANONICAL = ["H100", "H100-PCIe", "H200", "B200", "B300", "A100-80GB", "A100-40GB", "V100-16GB", "V100-32GB",
              "L40S", "L4", "A10G", "A10", "T4", "T4G", "P100", "P4", "RTX4090", "RTX3090", "RTX3060", "RTX4060Ti",
              "MI300X"]

@@ -1,7 +1,7 @@
 """The scheduler fires each due slot exactly once, records skips, and shares a lease, on SQLite and PostgreSQL.
 
 These tests drive `tick` with a launcher that records what it was asked (the launch itself is exercised end
-to end with the local provider in tests/test_schedule_cli.py).
+to end with the local provider in tests/e2e/test_schedule_cli.py).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ import pytest
 
 from gpuplan.jobs.spec import JobSpec, SpecError, load_spec, parse_spec
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_minimal_cpu_job() -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 BENCH = ROOT / "bench" / "estimate_accuracy.py"
 sys.path.insert(0, str(ROOT / "bench"))
 

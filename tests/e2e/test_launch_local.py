@@ -20,7 +20,7 @@ import pytest
 
 from support.clihelp import Result, interruptible_children, run_cli, run_subprocess
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SECRET_VALUE = "tok-$(id)-`whoami`-s3cr3t-VALUE"
 JSON_KEYS = {"run_id", "name", "provider", "state", "started_at", "ended_at", "cost_usd", "est_hours",
              "est_cost_usd", "tokens_per_s"}
@@ -279,7 +279,7 @@ def test_launch_a_container_job_with_podman(tmp_path: Path) -> None:
 @pytest.mark.parametrize("price", ["nan", "inf", "-1", "abc", "1e300"])
 def test_a_bad_local_price_is_bad_input_and_records_nothing(price: str) -> None:
     """GPUPLAN_LOCAL_PRICE_PER_HOUR=nan priced every local run at $nan/h; `abc` crashed with a decimal error."""
-    spec = Path(__file__).resolve().parents[1] / "examples" / "cpu-hello.yaml"
+    spec = Path(__file__).resolve().parents[2] / "examples" / "cpu-hello.yaml"
     result = run_cli("launch", str(spec), "-y", env={"GPUPLAN_LOCAL_PRICE_PER_HOUR": price})
     assert result.exit_code == 2, result.stderr
     assert result.stderr == ("error: the local price per hour (GPUPLAN_LOCAL_PRICE_PER_HOUR or [providers.local] "

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_reconcile import backdate, record, start
 
 from gpuplan.jobs.runner import NodeLaunch, read_exit
 from gpuplan.paths import runs_dir
@@ -30,6 +29,7 @@ from gpuplan.store.models import Event, Run, RunState
 from gpuplan.store.models import Instance as InstanceRow
 from gpuplan.supervise.reconcile import IN_FLIGHT, ORPHAN, YOUNG, classify
 
+from .test_reconcile import backdate, record, start
 from support.clihelp import run_cli
 from support.ledger_fixture import record_run
 

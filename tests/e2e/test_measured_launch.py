@@ -15,7 +15,7 @@ from gpuplan.calibration.startup import DEFAULTS
 
 from support.clihelp import run_cli, run_subprocess
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SEQ, BATCH = 32, 4
 
 

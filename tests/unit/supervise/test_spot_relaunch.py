@@ -111,7 +111,7 @@ def test_without_a_checkpoint_an_interruption_ends_the_run(store: Any, aws: AwsP
 
 def test_no_relaunch_once_the_budget_is_spent(store: Any, aws: AwsProvider) -> None:
     # $0.01 pays for the first machine's 60 s minimum (~$0.0071 at the g5.xlarge spot price) but not for a second
-    # one: a launch whose money cannot pay the minimum is refused outright (tests/test_failsafe_launch.py).
+    # one: a launch whose money cannot pay the minimum is refused outright (tests/e2e/test_failsafe_launch.py).
     run_id = launch(store, aws, budget="0.01")
     interrupt(store, run_id)
     result = watch_run(store, run_id, provider_factory=lambda _: aws)

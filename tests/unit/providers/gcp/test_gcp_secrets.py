@@ -3,7 +3,7 @@
 (a) A launch against the fake Compute API and the fake Secret Manager (tests/support/fakes/secretmanager_server.py, the
     real google-cloud-secret-manager client on REST): one labelled secret per name, the VM's service account has
     the cloud-platform scope, and its startup script holds no value (the CLI-wide "nowhere" check is in
-    tests/test_secrets_nowhere.py).
+    tests/e2e/test_secrets_nowhere.py).
 (b) The boot script's fetch, run for real with bash and curl against the fake Secret Manager and the fake
     metadata server: the job gets every value byte for byte (shell metacharacters, newlines, trailing newlines),
     none is printed or written, the token rides on stdin; a refused read stops the job before it runs.
