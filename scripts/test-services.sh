@@ -5,11 +5,13 @@
 set -euo pipefail
 
 PACKAGES=(
-  # Jobs: podman + runc run containers (tests/test_runner.py, test_bootstrap.py); shellcheck lints boot scripts.
+  # Jobs: podman + runc run containers (tests/unit/jobs/test_runner.py, test_bootstrap.py); shellcheck lints boot
+  # scripts.
   podman runc busybox-static shellcheck
-  # The GCP boot script uploads to GCS with curl (tests/test_gcs_outputs.py runs it against a loopback fake).
+  # The GCP boot script uploads to GCS with curl (tests/unit/providers/gcp/test_gcs_outputs.py runs it against a
+  # loopback fake).
   curl
-  # Slurm: tests/slurmhelp.py starts a throwaway one-node cluster (scripts/start_slurm.sh); slurmdbd and MariaDB
+  # Slurm: tests/support/slurmhelp.py starts a throwaway one-node cluster (scripts/start_slurm.sh); slurmdbd and MariaDB
   # give it accounting so the sacct path is tested too.
   slurm-wlm munge slurmdbd mariadb-server
 )

@@ -20,7 +20,7 @@ import pytest
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 
 # moto fixtures (in-process and server) with the guards that keep AWS tests off real AWS.
-pytest_plugins = ["awsmoto"]
+pytest_plugins = ["support.awsmoto"]
 
 
 @pytest.fixture(autouse=True)
@@ -108,9 +108,9 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 @pytest.fixture(scope="session")
 def slurm() -> Iterator[object]:
-    """A real one-node Slurm cluster on 127.0.0.1 for the whole session (tests/slurmhelp.py; skipped only where
+    """A real one-node Slurm cluster on 127.0.0.1 for the whole session (tests/support/slurmhelp.py; skipped only where
     Slurm is not installed or we are not root)."""
-    from slurmhelp import slurm_cluster, why_unavailable
+    from support.slurmhelp import slurm_cluster, why_unavailable
 
     reason = why_unavailable()
     if reason:
@@ -121,9 +121,9 @@ def slurm() -> Iterator[object]:
 
 @pytest.fixture
 def gce(monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
-    """The fake Compute API (tests/fakes/gce_server.py) on a loopback port, found the way gcloud users point the
+    """The fake Compute API (tests/support/fakes/gce_server.py) on a loopback port, found the way gcloud users point the
     real client elsewhere: CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE and GOOGLE_CLOUD_PROJECT."""
-    from fakes.gce_server import FakeCompute, serve
+    from support.fakes.gce_server import FakeCompute, serve
 
     with serve(FakeCompute(project="gpuplan-test")) as fake:
         monkeypatch.setenv("CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE", fake.endpoint)
@@ -133,9 +133,9 @@ def gce(monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
 
 @pytest.fixture
 def secretmanager(monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
-    """The fake Secret Manager REST API (tests/fakes/secretmanager_server.py) on a loopback port, found through
+    """The fake Secret Manager REST API (tests/support/fakes/secretmanager_server.py) on a loopback port, found through
     gcloud's CLOUDSDK_API_ENDPOINT_OVERRIDES_SECRETMANAGER."""
-    from fakes.secretmanager_server import FakeSecretManager, serve
+    from support.fakes.secretmanager_server import FakeSecretManager, serve
 
     with serve(FakeSecretManager(project="gpuplan-test")) as fake:
         monkeypatch.setenv("CLOUDSDK_API_ENDPOINT_OVERRIDES_SECRETMANAGER", fake.endpoint)

@@ -1,0 +1,286 @@
+"""A small fake of the Cloud Storage JSON API (and of the GCE metadata server's token) on 127.0.0.1.
+
+No GCS emulator ships with the google packages, so the tests run the real `google.cloud.storage` client, and the
+boot script's real `curl` commands, against this werkzeug app served from a thread of the test process on a free
+port. It answers only what gpuplan uses:
+
+- `POST /upload/storage/v1/b/B/o?uploadType=media&name=N` (the boot script) and `uploadType=multipart` (the
+  client's `upload_from_string`, which tests use to seed objects);
+- `GET /storage/v1/b/B/o?prefix=P` (list, with the real API's `items`/`nextPageToken` shape);
+- `GET /storage/v1/b/B/o/N?alt=media` and `GET /download/storage/v1/b/B/o/N?alt=media` (the object's bytes, with
+  `x-goog-hash` so the client can verify them), and `GET .../o/N` (its metadata).
+
+Rules of the real service kept because gpuplan depends on them: an unknown bucket is a 404; every write makes a
+new `generation` (what fetch_outputs uses to skip unchanged objects); with `upload_token` set, an upload must
+carry `Authorization: Bearer <that token>` (401 otherwise); with `can_overwrite=False` (an account holding only
+roles/storage.objectCreator) replacing an existing object is a 403, because GCS needs storage.objects.delete to
+replace one.
+
+`serve_metadata(token)` is the metadata server's two paths the boot script calls: the service account's token
+(`Metadata-Flavor: Google` required, as on GCE) and guest-attribute PUTs.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import hashlib
+import itertools
+import json
+import re
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+from werkzeug.exceptions import HTTPException
+from werkzeug.routing import Map, Rule
+from werkzeug.wrappers import Request, Response
+
+from support.fakes.wsgi import serve_wsgi
+
+
+@dataclass
+class StoredObject:
+    bucket: str
+    name: str
+    data: bytes
+    content_type: str
+    generation: int
+    updated: str
+
+
+@dataclass
+class FakeGcs:
+    """The service's state: buckets, objects, and what the tests inspect (`uploads`: (name, carried the token);
+    `media_reads`: names downloaded)."""
+
+    buckets: set[str] = field(default_factory=lambda: {"gpuplan-runs"})
+    upload_token: str | None = None
+    can_overwrite: bool = True
+    objects: dict[tuple[str, str], StoredObject] = field(default_factory=dict)
+    uploads: list[tuple[str, bool]] = field(default_factory=list)
+    media_reads: list[str] = field(default_factory=list)  # object names whose bytes were downloaded
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    _generations: Iterator[int] = field(default_factory=lambda: itertools.count(1_700_000_000_000_001))
+
+    def put(self, bucket: str, name: str, data: bytes, content_type: str = "application/octet-stream") -> StoredObject:
+        if bucket not in self.buckets:
+            raise ApiError(404, "The specified bucket does not exist.", "notFound")
+        with self.lock:
+            if (bucket, name) in self.objects and not self.can_overwrite:
+                raise ApiError(403, "caller does not have storage.objects.delete access to the Google Cloud "
+                               f"Storage object {name!r} (needed to replace it)", "forbidden")
+            obj = StoredObject(bucket, name, data, content_type or "application/octet-stream",
+                               next(self._generations), dt.datetime.now(dt.timezone.utc).isoformat())
+            self.objects[(bucket, name)] = obj
+            return obj
+
+    def get(self, bucket: str, name: str) -> StoredObject:
+        if bucket not in self.buckets:
+            raise ApiError(404, "The specified bucket does not exist.", "notFound")
+        obj = self.objects.get((bucket, name))
+        if obj is None:
+            raise ApiError(404, f"No such object: {bucket}/{name}", "notFound")
+        return obj
+
+    def list(self, bucket: str, prefix: str = "") -> list[StoredObject]:
+        if bucket not in self.buckets:
+            raise ApiError(404, "The specified bucket does not exist.", "notFound")
+        with self.lock:
+            return sorted((o for (b, n), o in self.objects.items() if b == bucket and n.startswith(prefix)),
+                          key=lambda o: o.name)
+
+    def read(self, bucket: str, name: str) -> bytes:
+        return self.get(bucket, name).data
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.status, self.message, self.reason = status, message, reason
+
+    def response(self) -> Response:
+        body = {"error": {"code": self.status, "message": self.message,
+                          "errors": [{"message": self.message, "domain": "global", "reason": self.reason}]}}
+        return Response(json.dumps(body), status=self.status, mimetype="application/json")
+
+
+PAGE_SIZE = 1000
+
+
+class GcsApp:
+    """The WSGI app: routes to FakeGcs, errors in the JSON API's shape."""
+
+    def __init__(self, state: FakeGcs) -> None:
+        self.state = state
+        self.urls = Map([
+            Rule("/upload/storage/v1/b/<bucket>/o", endpoint="upload", methods=["POST"]),
+            Rule("/storage/v1/b/<bucket>/o", endpoint="list", methods=["GET"]),
+            Rule("/storage/v1/b/<bucket>/o/<path:name>", endpoint="object", methods=["GET"]),
+            Rule("/download/storage/v1/b/<bucket>/o/<path:name>", endpoint="media", methods=["GET"]),
+        ])
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        request = Request(environ)
+        try:
+            endpoint, args = self.urls.bind_to_environ(environ).match()
+            response = self.dispatch(request, endpoint, args)
+        except ApiError as exc:
+            response = exc.response()
+        except HTTPException as exc:
+            response = ApiError(exc.code or 500, exc.description or "error", "invalid").response()
+        return response(environ, start_response)
+
+    def dispatch(self, request: Request, endpoint: str, args: dict[str, str]) -> Response:
+        bucket = args["bucket"]
+        if endpoint == "upload":
+            return self._json(request, self._upload(request, bucket))
+        if endpoint == "list":
+            found = self.state.list(bucket, request.args.get("prefix", ""))
+            start = int(request.args.get("pageToken") or 0)
+            page = found[start:start + PAGE_SIZE]
+            body: dict[str, Any] = {"kind": "storage#objects", "items": [self._resource(request, o) for o in page]}
+            if start + PAGE_SIZE < len(found):
+                body["nextPageToken"] = str(start + PAGE_SIZE)
+            return Response(json.dumps(body), mimetype="application/json")
+        obj = self.state.get(bucket, args["name"])
+        if endpoint == "media" or request.args.get("alt") == "media":
+            self.state.media_reads.append(obj.name)
+            headers = {"x-goog-hash": f"crc32c={_crc32c(obj.data)},md5={_md5(obj.data)}",
+                       "x-goog-generation": str(obj.generation)}
+            return Response(obj.data, mimetype=obj.content_type, headers=headers)
+        return self._json(request, obj)
+
+    def _upload(self, request: Request, bucket: str) -> StoredObject:
+        had_token = request.headers.get("Authorization") == f"Bearer {self.state.upload_token}"
+        kind = request.args.get("uploadType")
+        if kind == "media":
+            name = request.args.get("name", "")
+            data, content_type = request.get_data(), request.headers.get("Content-Type", "")
+        elif kind == "multipart":
+            meta, data, content_type = _multipart(request)
+            name = str(meta.get("name") or request.args.get("name") or "")
+            content_type = str(meta.get("contentType") or content_type)
+        else:
+            raise ApiError(400, f"unsupported uploadType {kind!r} in this fake", "invalid")
+        if not name:
+            raise ApiError(400, "Required parameter: name", "required")
+        self.state.uploads.append((name, had_token))
+        if self.state.upload_token is not None and not had_token:
+            raise ApiError(401, "Anonymous caller does not have storage.objects.create access", "required")
+        return self.state.put(bucket, name, data, content_type)
+
+    def _json(self, request: Request, obj: StoredObject) -> Response:
+        return Response(json.dumps(self._resource(request, obj)), mimetype="application/json")
+
+    @staticmethod
+    def _resource(request: Request, obj: StoredObject) -> dict[str, Any]:
+        base = request.host_url.rstrip("/")
+        quoted = quote(obj.name, safe="")
+        return {
+            "kind": "storage#object", "id": f"{obj.bucket}/{obj.name}/{obj.generation}", "name": obj.name,
+            "bucket": obj.bucket, "generation": str(obj.generation), "metageneration": "1",
+            "contentType": obj.content_type, "size": str(len(obj.data)), "md5Hash": _md5(obj.data),
+            "crc32c": _crc32c(obj.data), "etag": f"C{obj.generation % 10**8}", "updated": obj.updated,
+            "timeCreated": obj.updated, "selfLink": f"{base}/storage/v1/b/{obj.bucket}/o/{quoted}",
+            "mediaLink": f"{base}/download/storage/v1/b/{obj.bucket}/o/{quoted}?generation={obj.generation}"
+                         "&alt=media",
+        }
+
+
+def _multipart(request: Request) -> tuple[dict[str, Any], bytes, str]:
+    """(metadata, media, media content type) of a `multipart/related` upload, parsed by its boundary."""
+    found = re.search(r'boundary="?([^";]+)"?', request.headers.get("Content-Type", ""))
+    if not found:
+        raise ApiError(400, "multipart upload without a boundary", "invalid")
+    parts = request.get_data().split(b"--" + found.group(1).encode())[1:-1]
+    if len(parts) != 2:
+        raise ApiError(400, "a multipart upload has two parts: metadata and media", "invalid")
+    sections = []
+    for part in parts:
+        head, _, body = part.lstrip(b"\r\n").partition(b"\r\n\r\n")
+        sections.append((head.decode("latin-1"), body[:-2] if body.endswith(b"\r\n") else body))
+    media_type = re.search(r"(?im)^content-type:\s*(.+)$", sections[1][0])
+    return json.loads(sections[0][1] or b"{}"), sections[1][1], media_type.group(1).strip() if media_type else ""
+
+
+def _md5(data: bytes) -> str:
+    return base64.b64encode(hashlib.md5(data).digest()).decode()
+
+
+def _crc32c(data: bytes) -> str:
+    import google_crc32c
+
+    return base64.b64encode(int(google_crc32c.value(data)).to_bytes(4, "big")).decode()
+
+
+@dataclass
+class FakeMetadata:
+    """The metadata server's state: the token it hands out, and the guest attributes written to it."""
+
+    token: str | None  # None: the VM has no service account (GCE answers 404 for its token)
+    guest_attributes: dict[str, str] = field(default_factory=dict)
+    token_requests: int = 0
+
+
+class MetadataApp:
+    def __init__(self, state: FakeMetadata) -> None:
+        self.state = state
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        request = Request(environ)
+        path = request.path
+        if request.headers.get("Metadata-Flavor") != "Google":
+            response = Response("Missing Metadata-Flavor:Google header.", status=403)
+        elif path.endswith("/service-accounts/default/token") and self.state.token is None:
+            response = Response("service account not found", status=404)
+        elif path == "/computeMetadata/v1/instance/service-accounts/default/token" and request.method == "GET":
+            self.state.token_requests += 1
+            response = Response(json.dumps({"access_token": self.state.token, "expires_in": 3599,
+                                            "token_type": "Bearer"}), mimetype="application/json")
+        elif path.startswith("/computeMetadata/v1/instance/guest-attributes/") and request.method == "PUT":
+            key = path.split("/guest-attributes/", 1)[1]
+            self.state.guest_attributes[key] = request.get_data(as_text=True)
+            response = Response("")
+        else:
+            response = Response("not found", status=404)
+        return response(environ, start_response)
+
+
+@dataclass
+class Running:
+    """A served fake: `state` to inspect, `url` its base address."""
+
+    state: Any
+    host: str
+    port: int
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+
+@contextmanager
+def _serve(app: Any, state: Any, host: str, name: str) -> Iterator[Running]:
+    with serve_wsgi(app, host, name) as port:
+        yield Running(state, host, port)
+
+
+@contextmanager
+def serve(state: FakeGcs | None = None, host: str = "127.0.0.1") -> Iterator[Running]:
+    """Serve a fake GCS JSON API on a free loopback port in a thread of this process."""
+    state = state or FakeGcs()
+    with _serve(GcsApp(state), state, host, "fake-gcs") as running:
+        yield running
+
+
+@contextmanager
+def serve_metadata(token: str | None, host: str = "127.0.0.1") -> Iterator[Running]:
+    """Serve the metadata server's token and guest-attribute paths; the base URL for the boot script is
+    `<url>/computeMetadata/v1`."""
+    state = FakeMetadata(token)
+    with _serve(MetadataApp(state), state, host, "fake-metadata") as running:
+        yield running
