@@ -3,7 +3,8 @@
 Why a model of our own rather than a library's: the bench must run the preset's real dimensions (GPT-2's
 LayerNorm + biases + learned positions, Llama's RMSNorm + SwiGLU + rotary + grouped-query attention) with
 nothing but torch installed, and its parameter count must equal `Architecture.param_count()` so the FLOPs the
-estimator predicts and the FLOPs the bench counts refer to the same N (tests/test_bench_model.py checks both).
+estimator predicts and the FLOPs the bench counts refer to the same N (tests/unit/bench/test_bench_model.py checks
+both).
 
 Attention goes through `F.scaled_dot_product_attention`, the kernel real training code uses; see
 gpuplan.bench.flops for how its FLOPs are counted on devices where the flop counter does not see it.

@@ -81,7 +81,7 @@ def attention_activation_bytes(shape: Shape, tokens: int, precision: str, *, seq
     """What the attention block keeps for backward, for `tokens` tokens in sequences of `seq_len` (default: one).
 
     Only eager attention needs `seq_len`: its scores grow with s² per sequence, tokens/s sequences x a·s² =
-    a·s·tokens elements. tests/test_attention_memory.py measures these bytes on a real torch block.
+    a·s·tokens elements. tests/unit/estimating/test_attention_memory.py measures these bytes on a real torch block.
     """
     if attention not in ATTENTIONS:
         raise ValueError(f"attention must be one of {', '.join(ATTENTIONS)}")

@@ -1,7 +1,7 @@
 """Alembic plumbing: the migration scripts ship inside the package (gpuplan.migrations).
 
 HEAD_REVISION is kept here as a constant so that opening an up-to-date database does not import Alembic
-(~0.5 s); tests/test_store_migrations.py fails if it ever disagrees with the scripts' real head.
+(~0.5 s); tests/unit/store/test_store_migrations.py fails if it ever disagrees with the scripts' real head.
 """
 
 from __future__ import annotations

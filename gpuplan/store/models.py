@@ -2,7 +2,7 @@
 
 The schema covers the whole mission up front (runs, instances, events, benchmarks, calibrations, budgets,
 schedules and their fires, leases, price snapshots and offers) so later features extend it rather than rewrite
-it. It changes only through an Alembic revision in migrations/versions; tests/test_store_migrations.py checks
+it. It changes only through an Alembic revision in migrations/versions; tests/unit/store/test_store_migrations.py checks
 that these models and the migrations agree.
 
 Rules that keep the books honest:

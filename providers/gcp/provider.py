@@ -17,7 +17,7 @@ Safety rules this module keeps, because each one is a way to get a surprise bill
 `google.cloud.compute_v1` costs ~2 s to import, so it is imported inside this module's methods only. Clients use
 the REST transport. Credentials are Application Default Credentials; the Compute endpoint honours gcloud's own
 `CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE`, and anonymous credentials are used only when that endpoint is on the
-loopback interface (that is how the tests reach the fake server in tests/fakes/gce_server.py).
+loopback interface (that is how the tests reach the fake server in tests/support/fakes/gce_server.py).
 
 Long-running operations are awaited with our own `ZoneOperationsClient.wait`: the client's built-in
 `operation.result()` polls through an internal client that ignores a custom endpoint.

@@ -14,7 +14,7 @@ failure is logged as a warning, never raised (the run's end must not fail over a
 The client is the official `google-cloud-secret-manager` on the REST transport, imported inside the methods only
 (`gpuplan --help` and `estimate` must not pay for it). `CLOUDSDK_API_ENDPOINT_OVERRIDES_SECRETMANAGER` (gcloud's
 own override) or the provider's `secretmanager_endpoint` option moves the endpoint, for both this client and the
-VM; only a loopback endpoint is used without credentials (the tests' fake, tests/fakes/secretmanager_server.py).
+VM; only a loopback endpoint is used without credentials (the tests' fake, tests/support/fakes/secretmanager_server.py).
 """
 
 from __future__ import annotations

@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 
+from gpuplan.runs.events import EventKind
+
 from support.awsmoto import no_capacity_sitecustomize, spot_interrupt
 from support.clihelp import Result, run_subprocess
-
-from gpuplan.runs.events import EventKind
 
 pytestmark = pytest.mark.slow
 
