@@ -29,7 +29,7 @@ def estimate_run(spec: JobSpec, offer: ChosenOffer, *, db_url: str | None = None
     if workload is None or workload.total_tokens is None:
         return None
     tokens = workload.total_tokens
-    params = _params(spec)
+    params = spec_params(spec)
     result: RunEstimate | None = None
     if workload.throughput:
         workers = max(offer.gpus_per_node, 1) * offer.nodes
@@ -90,7 +90,8 @@ def _estimate_from_cpu_bench(spec: JobSpec, offer: ChosenOffer, params: int | No
                        detail={"mfu_source": "bench", "mfu_ref": found.ref, "tokens_per_s_source": found.detail})
 
 
-def _params(spec: JobSpec) -> int | None:
+def spec_params(spec: JobSpec) -> int | None:
+    """The model's parameter count the spec gives or names (a preset, a config file); None when it does not."""
     workload = spec.workload
     if workload is None:
         return None

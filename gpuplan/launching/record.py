@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpuplan.errors import UserError
 from gpuplan.jobs.spec import JobSpec, spec_hash
-from gpuplan.launching.estimate import _params
+from gpuplan.launching.estimate import spec_params
 from gpuplan.launching.offer import LaunchPlan
 from gpuplan.runs.events import EventKind
 
@@ -48,7 +48,7 @@ def record_run(store: Store, plan: LaunchPlan, *, now: dt.datetime | None = None
         state=RunState.PENDING, spec_text=plan.spec_text, spec_hash=spec_hash(plan.spec_text), created_at=now,
         cloud=offer.cloud, region=offer.region, zone=offer.zone, instance_type=offer.instance_type, gpu=offer.gpu,
         gpus_per_node=float(offer.gpus_per_node), nodes=offer.nodes, spot=offer.spot,
-        params=est.params if est else _params(spec),
+        params=est.params if est else spec_params(spec),
         total_tokens=spec.workload.total_tokens if spec.workload else None,
         est_hours=est.hours if est else None, est_cost_usd=est.cost_usd if est else None,
         est_tokens_per_s=est.tokens_per_s if est else None,

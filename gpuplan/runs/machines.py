@@ -6,7 +6,7 @@ import datetime as dt
 import logging
 from collections.abc import Iterable
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gpuplan.providers.base import Instance as ProviderInstance
 from gpuplan.providers.base import InstanceState, Provider
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 
 def record_instances(session: Session, run: Run, provider: Provider, instances: Iterable[ProviderInstance], *,
-                     default_price: Decimal | None, now: Any) -> list[Any]:
+                     default_price: Decimal | None, now: dt.datetime) -> list[InstanceRow]:
     """Add an Instance row per machine the run does not have yet; returns the rows added (each inserted already).
 
     Price: the provider's, else `default_price` (the placement's), else 0 (unknown: the cost undercounts).
@@ -65,7 +65,7 @@ def record_instances(session: Session, run: Run, provider: Provider, instances: 
     return added
 
 
-def recorded_row(session: Session, run_id: str, provider_name: str, instance_id: str) -> Any | None:
+def recorded_row(session: Session, run_id: str, provider_name: str, instance_id: str) -> InstanceRow | None:
     """The run's row for the machine, as committed (by this process or another), or None."""
     from sqlalchemy import select
 
@@ -128,6 +128,6 @@ log = logging.getLogger(__name__)
 SUPERSEDED = "superseded"  # Instance.state of a machine replaced by a relaunch (its cost still counts)
 
 
-def current_instances(run: Run) -> list[Any]:
+def current_instances(run: Run) -> list[InstanceRow]:
     """The run's instance rows of the current generation (rows replaced by a relaunch are left out)."""
     return [i for i in run.instances if i.state != SUPERSEDED]
