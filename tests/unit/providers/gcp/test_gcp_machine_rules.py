@@ -140,3 +140,17 @@ def test_the_catalog_never_ranks_them_on_demand() -> None:
     eight = [o for o in Catalog.load(None, ("gcp",)).offers if o.instance_type == "a3-highgpu-8g"]
     assert eight and all(o.price_per_hour for o in eight)
     assert sold_markets(eight[0]) is eight[0]
+
+
+def test_failover_moves_past_an_on_demand_spot_only_placement(provider: GcpProvider, gce: RunningFake) -> None:
+    from gpuplan.launching.failover import Placement, launch_with_failover
+
+    placements = [Placement("gcp", "us-central1", "us-central1-c", "a3-highgpu-1g", Decimal("5.38"), False),
+                  Placement("gcp", "us-central1", "us-central1-c", "a3-highgpu-8g", Decimal("88"), False)]
+    result = launch_with_failover(req(instance_type="a3-highgpu-1g", gpus_per_node=1), placements,
+                                  {"gcp": provider})
+    assert [(a.outcome, a.code) for a in result.attempts] == [("capacity", "NOT_OFFERED_ON_DEMAND"),
+                                                               ("launched", None)]
+    [vm] = gce.state.live()
+    assert vm["machineType"].endswith("/a3-highgpu-8g") and vm["scheduling"]["provisioningModel"] == "STANDARD"
+    assert inserts(gce) == 1 and gce.strict.refused == []
