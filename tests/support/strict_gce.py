@@ -40,7 +40,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from support.fakes.gce_server import ApiError, FakeCompute, GceApp, InsertFailure, RunningFake
+from support.fakes.gce_errors import ApiError
+from support.fakes.gce_server import FakeCompute, GceApp, InsertFailure, RunningFake
 from support.fakes.wsgi import serve_wsgi
 
 # Image families the strict layer treats as published (notes, GCP 11: Deep Learning VM families seen in 2024-2026

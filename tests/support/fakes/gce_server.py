@@ -41,6 +41,8 @@ from werkzeug.exceptions import HTTPException
 from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
 
+from support.fakes.gce_errors import ApiError
+from support.fakes.gce_filter import parse_filter
 from support.fakes.wsgi import serve_wsgi
 
 BASE = "https://www.googleapis.com/compute/v1"
@@ -81,21 +83,6 @@ MACHINE_TYPES: dict[str, tuple[int, int, str | None, int]] = {
     "g2-standard-48": (48, 192 * 1024, "nvidia-l4", 4),
     "g2-standard-96": (96, 384 * 1024, "nvidia-l4", 8),
 }
-
-
-class ApiError(Exception):
-    """An HTTP error in GCE's JSON error shape."""
-
-    def __init__(self, status: int, message: str, reason: str = "invalid") -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.reason = reason
-
-    def response(self) -> Response:
-        body = {"error": {"code": self.status, "message": self.message,
-                          "errors": [{"domain": "global", "reason": self.reason, "message": self.message}]}}
-        return Response(json.dumps(body), status=self.status, mimetype="application/json")
 
 
 @dataclass
@@ -431,45 +418,6 @@ def _validate_uuid(value: str) -> None:
         raise ApiError(400, f"Invalid value for field 'requestId': '{value}'. Must be a valid UUID.") from exc
     if parsed.int == 0:
         raise ApiError(400, "Invalid value for field 'requestId': the zero UUID is not supported.")
-
-
-_TERM_RE = re.compile(r'\(?\s*([A-Za-z][\w.-]*)\s*(!=|=)\s*("([^"]*)"|[^\s()]+)\s*\)?')
-
-
-def parse_filter(flt: str | None) -> Any:
-    """A predicate for GCE's list filter, the subset gpuplan uses: `(a.b = "v") (c != V)` joined by AND."""
-    terms: list[tuple[str, str, str]] = []
-    if flt and flt.strip():
-        rest = flt.strip()
-        pos = 0
-        while pos < len(rest):
-            m = _TERM_RE.match(rest, pos)
-            if not m:
-                raise ApiError(400, f"Invalid value for field 'filter': '{flt}'.")
-            value = m.group(4) if m.group(4) is not None else m.group(3)
-            terms.append((m.group(1), m.group(2), value))
-            pos = m.end()
-            and_match = re.match(r"\s*(AND\s+)?", rest[pos:])
-            pos += and_match.end() if and_match else 0
-
-    def lookup(item: dict[str, Any], path: str) -> str | None:
-        value: Any = item
-        for part in path.split("."):
-            if not isinstance(value, dict) or part not in value:
-                return None
-            value = value[part]
-        return str(value)
-
-    def match(item: dict[str, Any]) -> bool:
-        for path, op, value in terms:
-            actual = lookup(item, path)
-            if op == "=" and actual != value:
-                return False
-            if op == "!=" and actual == value:
-                return False
-        return True
-
-    return match
 
 
 class GceApp:
