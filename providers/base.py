@@ -163,6 +163,12 @@ class Provider(abc.ABC):
     def launch(self, request: LaunchRequest) -> list[Instance]:
         """Start the run's machines. Idempotent per run id: if machines tagged with it exist, return them."""
 
+    def check_launch(self, request: LaunchRequest) -> None:
+        """Refuse before anything is recorded: raise gpuplan.errors.UserError (exit 2, one line) when `request`
+        cannot launch because of the user's own input or configuration (a cloud's documented rule it breaks).
+        `request.run_id` may be empty: no run exists yet. Default: nothing to check."""
+        return None
+
     @abc.abstractmethod
     def describe(self, instance_ids: Sequence[str]) -> list[Instance]:
         """Current state of these machines; a machine the backend no longer knows comes back TERMINATED."""

@@ -121,9 +121,12 @@ def slurm() -> Iterator[object]:
 
 @pytest.fixture
 def gce(monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
-    """The fake Compute API (tests/support/fakes/gce_server.py) on a loopback port, found the way gcloud users point the
-    real client elsewhere: CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE and GOOGLE_CLOUD_PROJECT."""
-    from support.fakes.gce_server import FakeCompute, serve
+    """The fake Compute API (tests/support/fakes/gce_server.py) behind the strict layer of documented GCE rules
+    (tests/support/strict_gce.py: labels, image families, Hyperdisk-only boot disks, Spot/Flex-only shapes; all on,
+    `gce.strict` switches them) on a loopback port, found the way gcloud users point the real client elsewhere:
+    CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE and GOOGLE_CLOUD_PROJECT."""
+    from support.fakes.gce_server import FakeCompute
+    from support.strict_gce import serve
 
     with serve(FakeCompute(project="gpuplan-test")) as fake:
         monkeypatch.setenv("CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE", fake.endpoint)

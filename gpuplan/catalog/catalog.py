@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from types import MappingProxyType
 
+from gpuplan.catalog.gcp_markets import sold_markets
 from gpuplan.catalog.gpu_names import CANONICAL_GPUS, KNOWN_CLOUDS
 from gpuplan.catalog.offer import Offer
 from gpuplan.catalog.snapshot import load_shipped, shipped_info
@@ -76,7 +77,8 @@ class Catalog:
             else:
                 cloud_offers = [o for o in shipped_offers if o.cloud == cloud]
                 sources[cloud] = CatalogSource(cloud, info.source, info.fetched_at, len(cloud_offers))
-            offers.extend(cloud_offers)
+            # A GCP shape Google does not sell on demand loses its on-demand price (gpuplan.catalog.gcp_markets).
+            offers.extend(sold_markets(o) for o in cloud_offers)
         return cls(offers, sources)
 
     def gpus(self) -> frozenset[str]:

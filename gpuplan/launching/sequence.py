@@ -17,7 +17,7 @@ from gpuplan.launching.failsafe import FailSafe
 from gpuplan.launching.failsafe_store import check, for_plan
 from gpuplan.launching.offer import LaunchPlan
 from gpuplan.launching.record import record_run
-from gpuplan.launching.start import launch_recorded_run
+from gpuplan.launching.start import build_request, launch_recorded_run
 from gpuplan.providers.base import Provider
 from gpuplan.store.db import Store
 from gpuplan.store.types import utcnow
@@ -47,9 +47,11 @@ def check_gates(store: Store, plan: LaunchPlan, provider: Provider, *, force: bo
 
 def launch(store: Store, plan: LaunchPlan, provider: Provider, secrets: Mapping[str, str], *,
            gates: LaunchGates, schedule_id: int | None = None) -> str:
-    """Refuse a launch its fail-safe leaves no time, then record the run (and the budgets a --force went past)
+    """Refuse a launch its fail-safe leaves no time or its provider refuses (`Provider.check_launch`: the user's
+    input breaks a documented cloud rule, UserError), then record the run (and the budgets a --force went past)
     and start it. Returns the run id; a provider error is raised after the run is marked failed."""
     check(gates.failsafe)
+    provider.check_launch(build_request(plan, "", "", {}))  # the provider refuses bad input before any record
     run_id = record_run(store, plan, schedule_id=schedule_id)
     if gates.overridden:
         with store.session() as session:

@@ -21,6 +21,7 @@ from gpuplan.providers.gcp.rules import (
     LABEL_RUN_ID,
     NETWORK_TAG,
     STATUS_MAP,
+    boot_disk_type_for,
     has_fixed_gpus,
     instance_name,
     labels_for,
@@ -31,7 +32,6 @@ from gpuplan.providers.gcp.rules import (
 from gpuplan.providers.gcp.secrets import LABEL_SECRETS, LABEL_SECRETS_VALUE
 
 log = logging.getLogger(__name__)
-
 
 
 class VmSettings(Protocol):
@@ -82,6 +82,16 @@ def image(provider: VmSettings, request: LaunchRequest) -> str:
     return f"projects/{project}/global/images/family/{family}"
 
 
+def boot_disk_type(provider: VmSettings, request: LaunchRequest, machine_type: str) -> str:
+    """The configured boot disk type, or hyperdisk-balanced where the machine series boots only from Hyperdisk
+    (rules.boot_disk_type_for names the sources): GCE refuses a Persistent Disk boot disk on A4 / A3 Ultra."""
+    configured = str(option(request, "boot_disk_type", provider.boot_disk_type))
+    chosen = boot_disk_type_for(machine_type, configured)
+    if chosen != configured:
+        log.info("%s boots only from Hyperdisk: boot disk %s instead of %s", machine_type, chosen, configured)
+    return chosen
+
+
 def instance_body(provider: VmSettings, request: LaunchRequest, zone: str, name: str, machine_type: str,
                    gpus: tuple[str | None, int], rank: int) -> Any:
     """The Instance resource: labels, boot disk, GPUs, startup script, scheduling (spot, fail-safe)."""
@@ -95,7 +105,7 @@ def instance_body(provider: VmSettings, request: LaunchRequest, zone: str, name:
         initialize_params=compute_v1.AttachedDiskInitializeParams(
             source_image=image(provider, request),
             disk_size_gb=int(option(request, "boot_disk_gb", provider.boot_disk_gb)),
-            disk_type=f"zones/{zone}/diskTypes/{option(request, 'boot_disk_type', provider.boot_disk_type)}",
+            disk_type=f"zones/{zone}/diskTypes/{boot_disk_type(provider, request, machine_type)}",
             labels=labels,
         ),
     )

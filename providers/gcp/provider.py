@@ -40,8 +40,9 @@ from gpuplan.providers.base import (
     Provider,
     ProviderError,
 )
-from gpuplan.providers.gcp.instance import instance_body, to_instance
+from gpuplan.providers.gcp.instance import image, instance_body, to_instance
 from gpuplan.providers.gcp.outputs import GcsOutputs, outcome_from_attributes, read_guest_attributes
+from gpuplan.providers.gcp.preflight import ImageFamilies, check_labels
 from gpuplan.providers.gcp.rules import (
     CLOUD_PLATFORM_SCOPE,
     DEFAULT_BOOT_DISK_GB,
@@ -57,6 +58,7 @@ from gpuplan.providers.gcp.rules import (
     PROJECT_ENVS,
     Endpoint,
     accelerator_type,
+    check_market,
     choose_machine_type,
     has_fixed_gpus,
     instance_name,
@@ -153,6 +155,7 @@ class GcpProvider(Provider):
                                             project=lambda: self.project)
         self.secrets = SecretStore.configure(secretmanager_endpoint, lambda: self.project, credentials=credentials)
         self._run_of: dict[str, str] = {}  # zone/name -> run id, from the VMs' labels
+        self.image_families = ImageFamilies()  # images.getFromFamily, once per (project, family)
 
     @property
     def bucket(self) -> str | None:
@@ -220,6 +223,13 @@ class GcpProvider(Provider):
 
     # ---- launch --------------------------------------------------------------------------------------------
 
+    def check_launch(self, request: LaunchRequest) -> None:
+        """Refuse before anything is recorded (UserError, exit 2) what GCE would refuse in every zone because of the
+        user's own configuration: spec labels breaking GCE's label rules, a boot image family missing from its image
+        project (providers/gcp/preflight.py)."""
+        check_labels(request.labels)
+        self.image_families.check_for_user(image(self, request), lambda: self.client("ImagesClient"), self._retry())
+
     def launch(self, request: LaunchRequest) -> list[Instance]:
         """Start the run's nodes in one zone (all or nothing); return the existing ones if the run already has some."""
         existing = [i for i in self.list_tagged(request.run_id)
@@ -235,6 +245,9 @@ class GcpProvider(Provider):
         # A multi-node launch cut short (a crash between two inserts) is completed in the zone it started in.
         zone = (existing[0].zone if existing else None) or self._zone_for(request)
         machine_type = choose_machine_type(request.instance_type, request.gpu, request.gpus_per_node)
+        check_market(machine_type, request.spot, zone=zone)  # Spot/Flex-only shapes: no on-demand insert
+        # A missing image family is the same 404 in every zone: stop before any insert (asked once, then cached).
+        self.image_families.check(image(self, request), lambda: self.client("ImagesClient"), self._retry())
         gpus = self._check_offered(zone, machine_type, request)
         generation = int(self._option(request, "generation", 0))
         started: list[tuple[str, Any]] = []  # (name, insert operation)

@@ -9,11 +9,14 @@ from __future__ import annotations
 import datetime as dt
 import ipaddress
 import re
+import unicodedata
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
+from gpuplan.catalog.gcp_markets import NOT_ON_DEMAND_SOURCE, sold_on_demand
 from gpuplan.catalog.gpu_names import GCP_ACCELERATOR_GPU
 from gpuplan.providers.base import (
     TAG_CREATED_BY,
@@ -35,7 +38,7 @@ DEFAULT_REGION = "us-central1"
 DEFAULT_IMAGE_PROJECT = "deeplearning-platform-release"
 DEFAULT_IMAGE_FAMILY = "common-cu128-ubuntu-2204-nvidia-570"
 DEFAULT_BOOT_DISK_GB = 200
-DEFAULT_BOOT_DISK_TYPE = "pd-balanced"  # g2/a3 do not accept pd-standard
+DEFAULT_BOOT_DISK_TYPE = "pd-balanced"  # g2/a3 do not accept pd-standard; a4/a3-ultra get Hyperdisk
 NETWORK_TAG = "gpuplan"
 
 # Namespace of the requestId UUIDs: uuid5(namespace, "run/zone/generation/rank") is stable across processes.
@@ -48,6 +51,7 @@ CAPACITY_CODES = frozenset({
     "RESOURCE_POOL_EXHAUSTED",
     "UNSUPPORTED_OPERATION",  # e.g. a GPU type this zone does not offer
     "NOT_OFFERED_IN_ZONE",  # our own pre-check: machine or accelerator type absent from the zone
+    "NOT_OFFERED_ON_DEMAND",  # our own pre-check: a Spot/Flex-start-only shape asked for on demand (check_market)
 })
 QUOTA_CODES = frozenset({"QUOTA_EXCEEDED", "quotaExceeded", "GPUS_ALL_REGIONS", "limitExceeded"})
 RATE_LIMIT_REASONS = frozenset({"rateLimitExceeded", "userRateLimitExceeded", "RATE_LIMIT_EXCEEDED"})
@@ -96,6 +100,23 @@ N1_HOSTS = {1: "n1-standard-8", 2: "n1-standard-16", 4: "n1-standard-32", 8: "n1
 _LABEL_KEY_RE = re.compile(r"[^a-z0-9_-]")
 _NAME_RE = re.compile(r"[^a-z0-9-]")
 
+# GCE's label rules — https://cloud.google.com/compute/docs/labeling-resources#requirements (same list in
+# https://cloud.google.com/resource-manager/docs/labels-overview#requirements): "Each resource can have up to 64
+# labels." / "Keys have a minimum length of 1 character and a maximum length of 63 characters, and cannot be empty.
+# Values can be empty, and have a maximum length of 63 characters." / "Keys and values can contain only lowercase
+# letters, numeric characters, underscores, and dashes. All characters must use UTF-8 encoding, and international
+# characters are allowed. Keys must start with a lowercase letter or international character." The API references
+# add "Keys and values must both be under 128 bytes" (regexes \p{Ll}\p{Lo} start, [\p{Ll}\p{Lo}\p{N}_-] after).
+MAX_LABELS = 64
+MAX_LABEL_CHARS = 63
+MAX_LABEL_BYTES = 127  # "under 128 bytes"
+LABEL_RULES_URL = "https://cloud.google.com/compute/docs/labeling-resources#requirements"
+# gpuplan's own labels on a VM: run id, name, created-by, project, node rank, secrets marker (instance.py). They are
+# counted as always present, so the room left for a spec's labels does not depend on the run.
+OWN_LABELS = 6
+MAX_SPEC_LABELS = MAX_LABELS - OWN_LABELS
+OWN_LABEL_PREFIX = "gpuplan-"
+
 
 def label_key(tag: str) -> str:
     """A gpuplan tag name as a GCE label key: `gpuplan:run-id` -> `gpuplan-run-id`."""
@@ -106,8 +127,49 @@ def label_key(tag: str) -> str:
 
 
 def label_value(value: str) -> str:
-    """Any string as a GCE label value: lower-case letters, digits, `_` and `-`, at most 63 characters."""
+    """gpuplan's own value (a run name, a project) as a GCE label value: lower-case ASCII letters, digits, `_` and
+    `-`, at most 63 characters; always valid, so gpuplan's own labels never break the rules."""
     return _LABEL_KEY_RE.sub("-", str(value).lower())[:63]
+
+
+def _label_char(ch: str) -> bool:
+    """A lowercase or international letter (Unicode Ll / Lo), a numeric character (N*), `_` or `-`."""
+    return ch in "_-" or unicodedata.category(ch) in ("Ll", "Lo") or unicodedata.category(ch).startswith("N")
+
+
+def label_problem(key: str, value: str) -> str | None:
+    """Which of GCE's label rules (LABEL_RULES_URL) this key/value breaks, or None when GCE accepts it."""
+    if not key or len(key) > MAX_LABEL_CHARS:
+        return f"keys are 1 to {MAX_LABEL_CHARS} characters"
+    if unicodedata.category(key[0]) not in ("Ll", "Lo"):
+        return "keys start with a lowercase letter"
+    if not all(_label_char(ch) for ch in key):
+        return "keys hold only lowercase letters, digits, '_' and '-'"
+    if len(value) > MAX_LABEL_CHARS:
+        return f"values are at most {MAX_LABEL_CHARS} characters"
+    if not all(_label_char(ch) for ch in value):
+        return "values hold only lowercase letters, digits, '_' and '-'"
+    if len(key.encode()) > MAX_LABEL_BYTES or len(value.encode()) > MAX_LABEL_BYTES:
+        return "keys and values are under 128 bytes"
+    return None
+
+
+def spec_label_problem(labels: Mapping[str, str]) -> str | None:
+    """One line naming the first spec label GCE would refuse (and the rule), or None when all of them fit.
+
+    A spec's labels are the user's own words: refused, never rewritten (a silent `Team` -> `team` could merge two
+    labels into one). gpuplan keeps OWN_LABELS of GCE's 64 for itself, and its `gpuplan-` keys are its own.
+    """
+    if len(labels) > MAX_SPEC_LABELS:
+        return (f"the job spec has {len(labels)} labels; GCP allows {MAX_LABELS} per VM and gpuplan keeps "
+                f"{OWN_LABELS} of them, so at most {MAX_SPEC_LABELS} ({LABEL_RULES_URL})")
+    for key, value in labels.items():
+        if key.startswith(OWN_LABEL_PREFIX):
+            return f"label {key!r}: keys starting with {OWN_LABEL_PREFIX!r} are gpuplan's own"
+        problem = label_problem(key, str(value))
+        if problem is not None:
+            return f"label {key}={value!r} is not a valid GCP label: {problem} ({LABEL_RULES_URL})"
+    return None
 
 
 LABEL_RUN_ID = label_key(TAG_RUN_ID)
@@ -117,17 +179,15 @@ LABEL_CREATED_BY = label_key(TAG_CREATED_BY)
 
 
 def labels_for(request: LaunchRequest) -> dict[str, str]:
-    """The run's tags plus the spec's own labels, sanitised to GCE's label rules.
-
-    gpuplan's own keys win a clash and always fit: GCE allows 64 labels, one is kept for the node rank, and the
-    spec's labels fill what is left.
-    """
+    """The run's tags (values sanitised: always valid) plus the spec's own labels, which must already follow GCE's
+    rules: the provider's check_launch refuses a spec that breaks them before anything is recorded, and this
+    raises (InvalidLabel) rather than send GCE a label it would refuse."""
     labels = {label_key(key): label_value(value) for key, value in request.tags().items()}
-    for key, value in (request.labels or {}).items():
-        if len(labels) >= 63:
-            break
-        labels.setdefault(label_key(key), label_value(value))
-    return labels
+    spec = {str(k): str(v) for k, v in (request.labels or {}).items()}
+    problem = spec_label_problem(spec)
+    if problem is not None:
+        raise ProviderError(problem, code="InvalidLabel")
+    return {**spec, **labels}
 
 
 def instance_name(run_id: str, rank: int, generation: int = 0) -> str:
@@ -183,6 +243,71 @@ def choose_machine_type(instance_type: str | None, gpu: str | None, gpus_per_nod
             raise ProviderError(f"n1 machines take 1, 2, 4 or 8 {name} GPUs, not {count}", code="NoMachineType")
         return N1_HOSTS[count]
     return "n1-standard-4"
+
+
+# ---- A3 / A4 machine rules (notes, GCP 12) -----------------------------------------------------------------------
+
+# Boot disk: machine series that cannot boot from Persistent Disk (pd-standard / pd-balanced / pd-ssd) and need
+# Hyperdisk; "hyperdisk-balanced is the only Hyperdisk type that supports boot disks" (skypilot-org/skypilot#5351).
+# Sources (the official per-series disk table was not retrieved verbatim, so each line names what it rests on):
+# - A4 (`a4-`) and G4 (`g4-`): dstack's GCP backend (resources.py instance_type_supports_persistent_disk, PR
+#   dstackai/dstack#3100) boots them from hyperdisk-balanced because PD is refused; the GCE error for a PD boot disk
+#   on such a series is UNSUPPORTED_OPERATION "[pd-balanced, c4-standard-16] features are not compatible for
+#   creating instance." (observed, astronomer/astronomer#2463).
+# - A4X (`a4x-`): "pd-balanced disk type cannot be used by a4x-highgpu-4g machine type" (NVIDIA/aicr#2338 docs).
+# - A3 Ultra (`a3-ultragpu-`): secondary only — Vertex AI's DiskSpec (https://cloud.google.com/vertex-ai/docs/
+#   reference/rest/v1/DiskSpec): "for A3U machines, the default value is hyperdisk-balanced".
+# Disk types: https://cloud.google.com/compute/docs/disks#disk-types
+HYPERDISK_ONLY_FAMILIES = ("a4-", "a4x-", "a3-ultragpu-", "g4-")
+HYPERDISK_BOOT = "hyperdisk-balanced"
+
+
+def needs_hyperdisk(machine_type: str) -> bool:
+    """True for a machine series that boots only from Hyperdisk (see HYPERDISK_ONLY_FAMILIES for the sources)."""
+    return machine_type.startswith(HYPERDISK_ONLY_FAMILIES)
+
+
+def boot_disk_type_for(machine_type: str, configured: str) -> str:
+    """The boot disk type to ask for: the configured one, unless the machine series cannot boot from it (a
+    Persistent Disk type on a Hyperdisk-only series), then hyperdisk-balanced: GCE would refuse the insert."""
+    if needs_hyperdisk(machine_type) and configured.startswith("pd-"):
+        return HYPERDISK_BOOT
+    return configured
+
+
+def check_market(machine_type: str, spot: bool, *, zone: str | None = None) -> None:
+    """CapacityError (code NOT_OFFERED_ON_DEMAND) for an on-demand request of a shape Google sells only as Spot /
+    Flex-start: that placement is impossible, so failover moves on without asking GCE (gpuplan.catalog.gcp_markets
+    names the sources; the catalog already drops these on-demand prices, so only an explicit type gets here)."""
+    if spot or sold_on_demand(machine_type):
+        return
+    raise CapacityError(f"{machine_type} is not sold on demand on GCP (Spot or Flex-start only: "
+                        f"{NOT_ON_DEMAND_SOURCE}); use spot: true or an 8-GPU shape",
+                        code="NOT_OFFERED_ON_DEMAND", zone=zone, region=region_of(zone) if zone else None)
+
+
+# ---- boot image (notes, GCP 11) ----------------------------------------------------------------------------------
+
+# "Method: images.getFromFamily" — https://cloud.google.com/compute/docs/reference/rest/v1/images/getFromFamily :
+# "Returns the latest image that is part of an image family and is not deprecated." A family that does not exist (or
+# was retired: Deep Learning VM families are, https://cloud.google.com/deep-learning-vm/docs/framework-support-policy)
+# answers 404 notFound "The resource 'projects/P/global/images/family/F' was not found" — and so does an insert that
+# names it (observed: googlecodelabs/feedback#463), in every zone alike: a configuration error, never capacity.
+IMAGES_DOC = "https://cloud.google.com/compute/docs/reference/rest/v1/images/getFromFamily"
+_FAMILY_RE = re.compile(r"^(?:https?://[^/]+/compute/v1/)?projects/([^/]+)/global/images/family/([^/]+)$")
+
+
+def image_family(source_image: str) -> tuple[str, str] | None:
+    """(image project, family) of a `projects/P/global/images/family/F` source image; None for a named image."""
+    m = _FAMILY_RE.match(source_image.strip())
+    return (m.group(1), m.group(2)) if m else None
+
+
+def missing_family_message(project: str, family: str) -> str:
+    """One line for a boot image family GCE does not know: the user's configuration, named so it can be fixed."""
+    return (f"boot image family {family!r} does not exist in image project {project!r} (images.getFromFamily: 404); "
+            f"set image_family / image_project in [providers.gcp] to a published family (list them with `gcloud "
+            f"compute images list --project {project} --no-standard-images`)")
 
 
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"  # all APIs, narrowed by IAM roles

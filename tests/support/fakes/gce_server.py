@@ -7,11 +7,15 @@ acceleratorTypes, and it keeps the real API's rules that matter to gpuplan:
 
 - `requestId` idempotency: the same requestId in the same zone returns the first operation, no second VM;
   a VM name that exists already is a 409 `alreadyExists`;
-- validation as GCE does it: VM names, label keys/values, machine and accelerator types offered by the zone,
+- validation as GCE does it: VM names, machine and accelerator types offered by the zone,
   no attached GPUs on accelerator-optimised types, GPUs need `onHostMaintenance=TERMINATE`, spot needs
   `automaticRestart=false`, `maxRunDuration` needs an `instanceTerminationAction`;
 - operations start RUNNING and finish on `wait` (or after `polls_to_done` gets), so a client must really wait;
-- list filters of the form `(labels.k = "v") (status != TERMINATED)`.
+- list filters of the form `(labels.k = "v") (status != TERMINATED)`;
+- images.getFromFamily answers an image for any (project, family): lenient on purpose.
+
+Documented rules the fake itself does not keep (labels, image families that exist, Hyperdisk-only boot disks,
+Spot/Flex-only shapes) are the strict layer's, tests/support/strict_gce.py, which the `gce` fixture puts in front.
 
 Fault injection for tests: `fail_insert(zone, code)` makes the next insert(s) in a zone finish with an operation
 error (ZONE_RESOURCE_POOL_EXHAUSTED, QUOTA_EXCEEDED, ...), `fail_http(zone, status, reason)` answers an insert with
@@ -37,18 +41,19 @@ from werkzeug.exceptions import HTTPException
 from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
 
+from support.fakes.gce_errors import ApiError
+from support.fakes.gce_filter import parse_filter
 from support.fakes.wsgi import serve_wsgi
 
 BASE = "https://www.googleapis.com/compute/v1"
 NAME_RE = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
-LABEL_KEY_RE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
-LABEL_VALUE_RE = re.compile(r"^[a-z0-9_-]{0,63}$")
 
 # zone -> accelerator types offered there (a subset of the real map, enough for failover tests).
 DEFAULT_ZONES: dict[str, tuple[str, ...]] = {
     "us-central1-a": ("nvidia-tesla-t4", "nvidia-tesla-v100", "nvidia-tesla-a100", "nvidia-l4"),
     "us-central1-b": ("nvidia-tesla-t4", "nvidia-tesla-v100", "nvidia-tesla-a100", "nvidia-l4", "nvidia-h100-80gb"),
-    "us-central1-c": ("nvidia-tesla-t4", "nvidia-tesla-a100", "nvidia-l4", "nvidia-a100-80gb", "nvidia-h100-80gb"),
+    "us-central1-c": ("nvidia-tesla-t4", "nvidia-tesla-a100", "nvidia-l4", "nvidia-a100-80gb", "nvidia-h100-80gb",
+                      "nvidia-h200-141gb", "nvidia-b200"),
     "us-central1-f": ("nvidia-tesla-t4", "nvidia-tesla-v100", "nvidia-tesla-a100"),
     "us-east1-b": ("nvidia-tesla-t4", "nvidia-l4"),
     "us-east1-c": ("nvidia-tesla-t4", "nvidia-tesla-v100", "nvidia-l4"),
@@ -67,6 +72,8 @@ MACHINE_TYPES: dict[str, tuple[int, int, str | None, int]] = {
     "a2-megagpu-16g": (96, 1360 * 1024, "nvidia-tesla-a100", 16),
     **{f"a2-ultragpu-{g}g": (12 * g, 170 * 1024 * g, "nvidia-a100-80gb", g) for g in (1, 2, 4, 8)},
     **{f"a3-highgpu-{g}g": (26 * g, 234 * 1024 * g, "nvidia-h100-80gb", g) for g in (1, 2, 4, 8)},
+    "a3-ultragpu-8g": (224, 2952 * 1024, "nvidia-h200-141gb", 8),
+    "a4-highgpu-8g": (224, 3968 * 1024, "nvidia-b200", 8),
     "g2-standard-4": (4, 16 * 1024, "nvidia-l4", 1),
     "g2-standard-8": (8, 32 * 1024, "nvidia-l4", 1),
     "g2-standard-12": (12, 48 * 1024, "nvidia-l4", 1),
@@ -76,21 +83,6 @@ MACHINE_TYPES: dict[str, tuple[int, int, str | None, int]] = {
     "g2-standard-48": (48, 192 * 1024, "nvidia-l4", 4),
     "g2-standard-96": (96, 384 * 1024, "nvidia-l4", 8),
 }
-
-
-class ApiError(Exception):
-    """An HTTP error in GCE's JSON error shape."""
-
-    def __init__(self, status: int, message: str, reason: str = "invalid") -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.reason = reason
-
-    def response(self) -> Response:
-        body = {"error": {"code": self.status, "message": self.message,
-                          "errors": [{"domain": "global", "reason": self.reason, "message": self.message}]}}
-        return Response(json.dumps(body), status=self.status, mimetype="application/json")
 
 
 @dataclass
@@ -103,6 +95,7 @@ class InsertFailure:
     times: int | None = 1  # None: every insert until cleared
     skip: int = 0  # let this many inserts through first (e.g. fail only the second node of a run)
     after_create: bool = False  # the VM IS created, then the HTTP response is lost (the client sees the error)
+    op_status: int = 0  # the failed operation's httpErrorStatusCode (0: 403 for quota, else 503)
 
 
 @dataclass
@@ -260,8 +253,9 @@ class FakeCompute:
             if failure is not None and not failure.after_create:
                 def fail(op: dict[str, Any], failure: InsertFailure = failure) -> None:
                     op["error"] = {"errors": [{"code": failure.code, "message": failure.message}]}
-                    op["httpErrorStatusCode"] = 403 if "QUOTA" in failure.code else 503
-                    op["httpErrorMessage"] = "FORBIDDEN" if "QUOTA" in failure.code else "SERVICE UNAVAILABLE"
+                    status = failure.op_status or (403 if "QUOTA" in failure.code else 503)
+                    op["httpErrorStatusCode"] = status
+                    op["httpErrorMessage"] = {400: "BAD REQUEST", 403: "FORBIDDEN"}.get(status, "SERVICE UNAVAILABLE")
                 self._on_done[(zone, op["name"])] = fail
             else:
                 self.instances[(zone, inst["name"])] = inst
@@ -301,13 +295,6 @@ class FakeCompute:
         if machine not in MACHINE_TYPES:
             raise ApiError(400, f"Invalid value for field 'resource.machineType': '{body.get('machineType')}'. "
                            f"Machine type with name '{machine}' does not exist in zone '{zone}'.")
-        labels = body.get("labels") or {}
-        if len(labels) > 64:
-            raise ApiError(400, "Too many labels (at most 64)")
-        for key, value in labels.items():
-            if not LABEL_KEY_RE.match(key) or not LABEL_VALUE_RE.match(str(value)):
-                raise ApiError(400, f"Invalid value for field 'resource.labels': label '{key}={value}' breaks "
-                               "the label rules")
         _, _, fixed_acc, fixed_count = MACHINE_TYPES[machine]
         accelerators = body.get("guestAccelerators") or []
         if fixed_acc and accelerators:
@@ -433,45 +420,6 @@ def _validate_uuid(value: str) -> None:
         raise ApiError(400, "Invalid value for field 'requestId': the zero UUID is not supported.")
 
 
-_TERM_RE = re.compile(r'\(?\s*([A-Za-z][\w.-]*)\s*(!=|=)\s*("([^"]*)"|[^\s()]+)\s*\)?')
-
-
-def parse_filter(flt: str | None) -> Any:
-    """A predicate for GCE's list filter, the subset gpuplan uses: `(a.b = "v") (c != V)` joined by AND."""
-    terms: list[tuple[str, str, str]] = []
-    if flt and flt.strip():
-        rest = flt.strip()
-        pos = 0
-        while pos < len(rest):
-            m = _TERM_RE.match(rest, pos)
-            if not m:
-                raise ApiError(400, f"Invalid value for field 'filter': '{flt}'.")
-            value = m.group(4) if m.group(4) is not None else m.group(3)
-            terms.append((m.group(1), m.group(2), value))
-            pos = m.end()
-            and_match = re.match(r"\s*(AND\s+)?", rest[pos:])
-            pos += and_match.end() if and_match else 0
-
-    def lookup(item: dict[str, Any], path: str) -> str | None:
-        value: Any = item
-        for part in path.split("."):
-            if not isinstance(value, dict) or part not in value:
-                return None
-            value = value[part]
-        return str(value)
-
-    def match(item: dict[str, Any]) -> bool:
-        for path, op, value in terms:
-            actual = lookup(item, path)
-            if op == "=" and actual != value:
-                return False
-            if op == "!=" and actual == value:
-                return False
-        return True
-
-    return match
-
-
 class GceApp:
     """The WSGI app: URL routing onto FakeCompute, JSON in and out, GCE's error shape."""
 
@@ -493,6 +441,7 @@ class GceApp:
             Rule(f"{prefix}/zones/<zone>/machineTypes/<name>", endpoint="machine_type", methods=["GET"]),
             Rule(f"{prefix}/zones/<zone>/acceleratorTypes", endpoint="accelerator_types", methods=["GET"]),
             Rule(f"{prefix}/zones/<zone>/acceleratorTypes/<name>", endpoint="accelerator_type", methods=["GET"]),
+            Rule(f"{prefix}/global/images/family/<family>", endpoint="image_family", methods=["GET"]),
         ])
 
     def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
@@ -511,6 +460,8 @@ class GceApp:
         state = self.state
         with state._lock:
             state.calls.append((request.method, request.path, dict(request.args)))
+        if endpoint == "image_family":  # public image projects (deeplearning-platform-release) are not ours
+            return _json(image_from_family(args["project"], args["family"]))
         if args.get("project") != state.project:
             raise ApiError(404, f"The resource 'projects/{args.get('project')}' was not found", "notFound")
         zone = args.get("zone")
@@ -587,17 +538,27 @@ class GceApp:
                 "maximumCardsPerInstance": 8, "selfLink": f"{self.state._zone_url(zone)}/acceleratorTypes/{name}"}
 
 
+def image_from_family(project: str, family: str) -> dict[str, Any]:
+    """An Image resource as images.getFromFamily returns it (the newest, not deprecated, image of the family)."""
+    name = f"{family}-v20260416"[:63]
+    return {"kind": "compute#image", "id": str(abs(hash((project, family))) % 10**18), "name": name,
+            "family": family, "status": "READY", "archiveSizeBytes": "21474836480", "diskSizeGb": "50",
+            "architecture": "X86_64", "selfLink": f"{BASE}/projects/{project}/global/images/{name}"}
+
+
 def _json(body: Any) -> Response:
     return Response(json.dumps(body), status=200, mimetype="application/json")
 
 
 @dataclass
 class RunningFake:
-    """A served fake: `state` to inject faults and inspect, `endpoint` in gcloud's override form."""
+    """A served fake: `state` to inject faults and inspect, `endpoint` in gcloud's override form, `strict` the
+    documented rules in front of it (tests/support/strict_gce.py; None: the plain fake)."""
 
     state: FakeCompute
     host: str
     port: int
+    strict: Any = None
 
     @property
     def api_endpoint(self) -> str:

@@ -18,13 +18,17 @@ from gpuplan.providers.gcp.provider import GcpProvider
 from gpuplan.providers.gcp.rules import (
     DEFAULT_IMAGE_FAMILY,
     DEFAULT_IMAGE_PROJECT,
+    MAX_SPEC_LABELS,
+    OWN_LABELS,
     Endpoint,
     choose_machine_type,
     instance_name,
     label_value,
     labels_for,
     request_id,
+    spec_label_problem,
 )
+from gpuplan.providers.gcp.secrets import LABEL_SECRETS, LABEL_SECRETS_VALUE
 from gpuplan.providers.registry import get_provider
 
 from support.fakes.gce_server import RunningFake
@@ -66,7 +70,7 @@ def test_registered_and_configured_from_the_environment(gce: RunningFake) -> Non
 
 
 def test_n1_launch_attaches_gpus_and_sets_everything_gce_needs(provider: GcpProvider, gce: RunningFake) -> None:
-    [inst] = provider.launch(req(max_hours=2.5, labels={"Team": "NLP Group"}))
+    [inst] = provider.launch(req(max_hours=2.5, labels={"team": "nlp-group"}))
     assert inst.instance_id == f"us-central1-a/{instance_name(RUN, 0)}"
     assert (inst.state, inst.zone, inst.region) == (InstanceState.RUNNING, "us-central1-a", "us-central1")
     assert (inst.instance_type, inst.gpu, inst.gpu_count, inst.spot) == ("n1-standard-8", "T4", 1.0, False)
@@ -138,14 +142,37 @@ def test_machine_type_choice_without_an_offer_type() -> None:
         choose_machine_type(None, "K80000", 1)
 
 
-def test_labels_follow_gce_rules() -> None:
-    labels = labels_for(req(name="My Run: v2 (ÜBER)", project="Team.A/B", labels={"9lives": "x" * 80}))
+def test_gpuplans_own_label_values_are_sanitised_to_gce_rules() -> None:
+    labels = labels_for(req(name="My Run: v2 (ÜBER)", project="Team.A/B"))
     assert labels["gpuplan-name"] == "my-run--v2---ber-"
     assert labels["gpuplan-project"] == "team-a-b"
-    assert labels["k9lives"] == "x" * 63
-    assert label_value("R-ABC") == "r-abc"
+    assert label_value("R-ABC") == "r-abc" and len(label_value("x" * 80)) == 63
     name = instance_name("r-" + "f" * 70, 3, generation=2)
     assert len(name) <= 63 and name.endswith("-g2-3") and name.startswith("gpuplan-r-")
+
+
+@pytest.mark.parametrize(("labels", "rule"), [
+    ({"9lives": "x"}, "keys start with a lowercase letter"),
+    ({"Team": "nlp"}, "keys start with a lowercase letter"),
+    ({"team": "NLP Group"}, "values hold only lowercase letters"),
+    ({"team.name": "nlp"}, "keys hold only lowercase letters"),
+    ({"team": "x" * 64}, "values are at most 63 characters"),
+    ({"k" * 64: "x"}, "keys are 1 to 63 characters"),
+    ({"": "x"}, "keys are 1 to 63 characters"),
+    ({"team": "é" * 63}, "under 128 bytes"),  # 63 characters, 126 bytes: fine; see the next case
+    ({"gpuplan-run-id": "forged"}, "gpuplan's own"),
+])
+def test_spec_labels_breaking_gce_rules_are_refused_not_rewritten(labels: dict[str, str], rule: str) -> None:
+    problem = spec_label_problem(labels)
+    if labels == {"team": "é" * 63}:
+        assert problem is None
+        assert spec_label_problem({"team": "é" * 63 + "a"}) is not None
+        assert spec_label_problem({"téam": "日本語"}) is None  # international characters are allowed
+        return
+    assert problem is not None and rule in problem
+    assert "labeling-resources#requirements" in problem or "gpuplan's own" in problem
+    with pytest.raises(ProviderError, match=r"not a valid GCP label|gpuplan's own"):
+        labels_for(req(labels=labels))
 
 
 def test_request_id_is_a_stable_uuid_per_run_zone_generation_and_rank() -> None:
@@ -402,7 +429,11 @@ def test_orchestrations_per_node_renderer_wins(provider: GcpProvider, gce: Runni
     assert scripts == ["#!/bin/sh\necho node 0\n", "#!/bin/sh\necho node 1\n"]
 
 
-def test_gpuplans_labels_always_fit_and_win() -> None:
-    many = {f"team-{i}": "x" for i in range(100)} | {"gpuplan:run-id": "forged"}
-    labels = labels_for(req(labels=many))
-    assert len(labels) == 63 and labels["gpuplan-run-id"] == RUN and labels["gpuplan-created-by"] == "gpuplan"
+def test_gpuplans_labels_and_the_specs_never_pass_gces_64() -> None:
+    fits = {f"team-{i}": "x" for i in range(MAX_SPEC_LABELS)}
+    labels = {**labels_for(req(labels=fits)), "gpuplan-node-rank": "0", LABEL_SECRETS: LABEL_SECRETS_VALUE}
+    assert len(labels) == MAX_SPEC_LABELS + OWN_LABELS == 64  # what instance.py sends, at most
+    assert labels["gpuplan-run-id"] == RUN and labels["gpuplan-created-by"] == "gpuplan"
+    too_many = {**fits, "one-more": "x"}
+    with pytest.raises(ProviderError, match="59 labels; GCP allows 64 per VM and gpuplan keeps 6 of them"):
+        labels_for(req(labels=too_many))
