@@ -108,6 +108,7 @@ def strict_aws(strict_aws_module: StrictAwsServer, monkeypatch: pytest.MonkeyPat
     for key, value in strict_aws_module.env().items():
         monkeypatch.setenv(key, value)
     guard_http(monkeypatch)
-    strict_aws_module.amis = {r: register_test_ami(strict_aws_module.moto_client("ec2", r)) for r in TEST_REGIONS}
+    # Registered through the layer: moto drops RegisterImage's Architecture, the layer keeps it.
+    strict_aws_module.amis = {r: register_test_ami(strict_aws_module.client("ec2", r)) for r in TEST_REGIONS}
     monkeypatch.setenv("GPUPLAN_AWS_IMAGE_ID", strict_aws_module.amis["us-east-1"])
     return strict_aws_module

@@ -14,7 +14,6 @@ from . import placement, rules
 from .model import Injection, Launch, LocalZone, PlacementGroup, Recorded, default_local_zones
 from .view import MotoView
 from .wire import (
-    EC2_XMLNS,
     QueryRequest,
     Reply,
     Signed,
@@ -60,6 +59,9 @@ class StrictAws:
             self.placement_groups: dict[tuple[str, str], dict[str, PlacementGroup]] = {}
             self.injections: list[Injection] = []
             self.requests: list[Recorded] = []
+            # moto's RegisterImage drops Architecture (its DescribeImages then has none); the layer keeps what the
+            # request said, adds it to DescribeImages answers and checks launches against it.
+            self.image_architectures: dict[tuple[str, str], str] = {}
             # What RunInstances into a not-opted-in Local/Wavelength Zone answers. Not documented (notes §AWS 1: "The
             # exact error for launching into a not-opted-in Local Zone was NOT found in docs"); the default is EC2's
             # observed answer for a zone name the account cannot launch in. A test may set ("OptInRequired", ..., 401).
@@ -152,7 +154,13 @@ class StrictAws:
                 return placement.delete(req, groups, lambda ids: self.view.instances(req.region, ids))
             if action == "RunInstances":
                 return self.run_instances(req, groups, method, path, query, headers)
-        return self.forward(method, path, query, headers, body)
+        reply = self.forward(method, path, query, headers, body)
+        if action == "RegisterImage" and reply.status == 200 and "Architecture" in req.params:
+            image_id = ET.fromstring(reply.body).findtext("{*}imageId", default="")
+            self.image_architectures[(req.region, image_id)] = req.params["Architecture"]
+        if action == "DescribeImages" and reply.status == 200:
+            reply.body = _with_architectures(reply.body, req.region, self.image_architectures)
+        return reply
 
     def zones(self, region: str) -> list[Zone]:
         return zone_table(self.view, self.local_zones, region)
@@ -223,8 +231,9 @@ class StrictAws:
             if image is None:
                 return rules.ami_not_found(image_id)
             type_info = self.view.instance_type(instance_type)
-            if type_info is not None:
-                refused = rules.check_architecture(image, type_info)
+            arch = image.get("Architecture") or self.image_architectures.get((req.region, image_id))
+            if type_info is not None and arch:
+                refused = rules.check_architecture({**image, "Architecture": arch}, type_info)
                 if refused:
                     return refused
         # Idempotency is zonal when a zone is given explicitly (Placement) or implicitly (SubnetId), else regional
@@ -320,9 +329,24 @@ def _presigned_scope(query: str) -> Signed | None:
 
 def _launched(body: bytes) -> tuple[list[str], list[str]]:
     """Instance IDs and zones in a RunInstances answer."""
-    root = ET.fromstring(body)
-    ns = {"e": EC2_XMLNS}
-    items = root.findall("e:instancesSet/e:item", ns)
-    ids = [i.findtext("e:instanceId", default="", namespaces=ns) for i in items]
-    zones = [i.findtext("e:placement/e:availabilityZone", default="", namespaces=ns) for i in items]
+    root = ET.fromstring(body)  # any namespace: moto writes EC2's without the trailing slash
+    items = root.findall("{*}instancesSet/{*}item")
+    ids = [i.findtext("{*}instanceId", default="") for i in items]
+    zones = [i.findtext("{*}placement/{*}availabilityZone", default="") for i in items]
     return ids, [z for z in zones if z]
+
+
+def _with_architectures(body: bytes, region: str, known: dict[tuple[str, str], str]) -> bytes:
+    """Add `<architecture>` to the DescribeImages items moto answers without one, from what RegisterImage said."""
+    root = ET.fromstring(body)
+    namespace = root.tag[1:].split("}")[0] if root.tag.startswith("{") else ""
+    changed = False
+    for item in root.findall("{*}imagesSet/{*}item"):
+        arch = known.get((region, item.findtext("{*}imageId", default="")))
+        if arch and item.find("{*}architecture") is None:
+            ET.SubElement(item, f"{{{namespace}}}architecture" if namespace else "architecture").text = arch
+            changed = True
+    if not changed:
+        return body
+    ET.register_namespace("", namespace)
+    return ET.tostring(root, encoding="utf-8", xml_declaration=True)
