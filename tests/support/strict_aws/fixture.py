@@ -54,7 +54,7 @@ class StrictAwsServer:
         if key not in self._clients:
             session = boto3.session.Session(aws_access_key_id=FAKE_KEY, aws_secret_access_key=FAKE_KEY)
             self._clients[key] = session.client(service, region_name=region, endpoint_url=endpoint,
-                                                config=Config(retries={"max_attempts": attempts}))
+                                                config=Config(retries={"total_max_attempts": attempts}))
         return self._clients[key]
 
     def client(self, service: str, region: str = "us-east-1", *, attempts: int = 1) -> Any:

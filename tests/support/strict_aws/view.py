@@ -32,7 +32,7 @@ class MotoView:
             if key not in self._clients:
                 session = boto3.session.Session(aws_access_key_id=FAKE_KEY, aws_secret_access_key=FAKE_KEY)
                 self._clients[key] = session.client(service, region_name=region, endpoint_url=self.endpoint,
-                                                    config=Config(retries={"max_attempts": 1}))
+                                                    config=Config(retries={"total_max_attempts": 1}))
             return self._clients[key]
 
     def zones(self, region: str) -> list[dict[str, Any]]:

@@ -7,26 +7,12 @@ from __future__ import annotations
 
 import base64
 import gzip
-from collections.abc import Callable
 from typing import Any
 
 import pytest
-from botocore.exceptions import ClientError
 
+from support.strict_aws.asserts import launch, refusal
 from support.strict_aws.fixture import StrictAwsServer
-
-
-def refusal(call: Callable[[], Any]) -> tuple[str, int, str]:
-    """(code, HTTP status, message) of the ClientError `call` raises."""
-    with pytest.raises(ClientError) as caught:
-        call()
-    error = caught.value.response
-    return error["Error"]["Code"], error["ResponseMetadata"]["HTTPStatusCode"], error["Error"]["Message"]
-
-
-def launch(ec2: Any, ami: str, **extra: Any) -> dict[str, Any]:
-    extra.setdefault("InstanceType", "t3.micro")
-    return dict(ec2.run_instances(ImageId=ami, MinCount=1, MaxCount=1, **extra))
 
 
 def count_instances(ec2: Any) -> int:
