@@ -92,7 +92,12 @@ class StrictAws:
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         length = int(environ.get("CONTENT_LENGTH") or 0)
-        body = environ["wsgi.input"].read(length) if length else b""
+        if length:
+            body = environ["wsgi.input"].read(length)
+        elif environ.get("wsgi.input_terminated"):  # chunked upload: werkzeug ends the stream for us
+            body = environ["wsgi.input"].read()
+        else:
+            body = b""
         headers = _headers_of(environ)
         path = environ.get("PATH_INFO", "/")
         query = environ.get("QUERY_STRING", "")
@@ -160,6 +165,10 @@ class StrictAws:
             self.image_architectures[(req.region, image_id)] = req.params["Architecture"]
         if action == "DescribeImages" and reply.status == 200:
             reply.body = _with_architectures(reply.body, req.region, self.image_architectures)
+        if action == "DescribeInstances" and reply.status == 200:
+            members = {i: g.name for g in groups.values() for i in g.instance_ids}
+            if members:
+                reply.body = _with_group_names(reply.body, members)
         return reply
 
     def zones(self, region: str) -> list[Zone]:
@@ -254,13 +263,16 @@ class StrictAws:
         body = QueryRequest(req.action, params, req.signed).encode()
         headers = {k: v for k, v in headers.items() if k.lower() != "content-length"}
         reply = self.forward(method, path, query, headers, body)
+        if reply.status == 404 and b"NoSuchEntity" in reply.body:
+            return unknown_instance_profile(params)
         if reply.status == 200:
             ids, zones = _launched(reply.body)
-            if token:
-                self.launches[key] = Launch(params=params, status=reply.status, body=reply.body, instance_ids=ids)
             if group is not None:
                 group.instance_ids += ids
                 group.zone = group.zone or (zones[0] if zones else None)
+                reply.body = _with_group_names(reply.body, {i: group.name for i in ids})
+            if token:
+                self.launches[key] = Launch(params=params, status=reply.status, body=reply.body, instance_ids=ids)
         return reply
 
     def injected(self, req: QueryRequest, params: dict[str, str], zone: Zone | None,
@@ -306,6 +318,45 @@ def disabled_region(signed: Signed, json_protocol: bool) -> Reply:
         return rest_xml_error("InvalidAccessKeyId", "The AWS Access Key Id you provided does not exist in our "
                               "records.", 403)
     return query_xml_error("InvalidClientTokenId", "The security token included in the request is invalid.", 403)
+
+
+def unknown_instance_profile(params: dict[str, str]) -> Reply:
+    """moto answers an unknown IamInstanceProfile with IAM's NoSuchEntity and HTTP 404; EC2 answers
+    InvalidParameterValue, HTTP 400, "Value (<name>) for parameter iamInstanceProfile.name is invalid. Invalid IAM
+    Instance Profile name" (observed: aws/aws-sdk-js-v3#5253, hashicorp/terraform-provider-aws#27516; also for a few
+    seconds after CreateInstanceProfile). Instance profiles: https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/
+    iam-roles-for-amazon-ec2.html"""
+    if "IamInstanceProfile.Name" in params:
+        name = params["IamInstanceProfile.Name"]
+        return ec2_error("InvalidParameterValue", f"Value ({name}) for parameter iamInstanceProfile.name is invalid. "
+                         "Invalid IAM Instance Profile name")
+    arn = params.get("IamInstanceProfile.Arn", "")
+    return ec2_error("InvalidParameterValue", f"Value ({arn}) for parameter iamInstanceProfile.arn is invalid. "
+                     "Invalid IAM Instance Profile ARN")
+
+
+def _with_group_names(body: bytes, members: dict[str, str]) -> bytes:
+    """Put `placement/groupName` on the instances launched into a placement group (moto drops Placement.GroupName)."""
+    root = ET.fromstring(body)
+    namespace = root.tag[1:].split("}")[0] if root.tag.startswith("{") else ""
+    qualified = (lambda tag: f"{{{namespace}}}{tag}") if namespace else (lambda tag: tag)
+    changed = False
+    for item in root.findall(".//{*}instancesSet/{*}item"):
+        name = members.get(item.findtext("{*}instanceId", default=""))
+        if name is None:
+            continue
+        place = item.find("{*}placement")
+        if place is None:
+            place = ET.SubElement(item, qualified("placement"))
+        element = place.find("{*}groupName")
+        if element is None:
+            element = ET.SubElement(place, qualified("groupName"))
+        element.text = name
+        changed = True
+    if not changed:
+        return body
+    ET.register_namespace("", namespace)
+    return ET.tostring(root, encoding="utf-8", xml_declaration=True)
 
 
 def _headers_of(environ: dict[str, Any]) -> dict[str, str]:

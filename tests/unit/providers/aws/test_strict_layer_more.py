@@ -59,6 +59,11 @@ def test_cluster_group_keeps_one_zone_and_is_in_use_until_terminated(strict_aws:
     first = launch(ec2, ami, InstanceType="p4d.24xlarge", MinCount=2, MaxCount=2,
                    Placement={"GroupName": "pg", "AvailabilityZone": "us-east-1c"})
     ids = [i["InstanceId"] for i in first["Instances"]]
+    assert {i["Placement"].get("GroupName") for i in first["Instances"]} == {"pg"}
+    described = ec2.describe_instances(InstanceIds=ids)["Reservations"][0]["Instances"]
+    assert {i["Placement"]["GroupName"] for i in described} == {"pg"}
+    assert not strict_aws.moto_client("ec2").describe_instances(InstanceIds=ids)[
+        "Reservations"][0]["Instances"][0]["Placement"].get("GroupName")  # moto drops it
     code, status, message = refusal(lambda: launch(ec2, ami, Placement={"GroupName": "pg",
                                                                          "AvailabilityZone": "us-east-1b"}))
     assert (code, status) == ("InvalidParameterValue", 400)
@@ -182,6 +187,15 @@ def test_boot_script_reading_ssm_needs_an_instance_profile(strict_aws: StrictAws
     assert strict_aws.boot_has_credentials_it_needs(ok)
     plain = launch(ec2, ami, UserData="#!/bin/bash\npython train.py\n")["Instances"][0]["InstanceId"]
     assert strict_aws.boot_has_credentials_it_needs(plain)
+
+
+def test_unknown_instance_profile_is_ec2s_invalid_parameter_value(strict_aws: StrictAwsServer) -> None:
+    ami = strict_aws.amis["us-east-1"]
+    assert refusal(lambda: launch(strict_aws.moto_client("ec2"), ami, IamInstanceProfile={"Name": "nope"}))[:2] == \
+        ("NoSuchEntity", 404)
+    assert refusal(lambda: launch(strict_aws.client("ec2"), ami, IamInstanceProfile={"Name": "nope"})) == \
+        ("InvalidParameterValue", 400,
+         "Value (nope) for parameter iamInstanceProfile.name is invalid. Invalid IAM Instance Profile name")
 
 
 # ---- a child process goes through the layer --------------------------------------------------------------------
