@@ -4,8 +4,12 @@ real error code, XML body and HTTP status, the requests real AWS refuses and mot
 Why: moto is lenient (no ClientToken idempotency, no user-data limit, no AMI/instance-type architecture check, no
 placement groups, no region opt-in, ...), so a test that passes on plain moto is no evidence the code works on a real
 account. The contract is the documented AWS behaviour; each rule below cites it next to the code that enforces it.
-A request that breaks no rule is forwarded to moto unchanged and moto's answer is returned as it is (the only
-rewrite: Placement.AvailabilityZoneId, which moto ignores, is forwarded as the zone's name).
+A request that breaks no rule is forwarded to moto unchanged and moto's answer is returned as it is, except where
+moto's answer is itself not EC2's: Placement.AvailabilityZoneId (moto ignores it) is forwarded as the zone's name;
+RegisterImage's Architecture (moto drops it) is remembered and added to DescribeImages; Placement.GroupName (moto
+drops it) is shown on the group's instances; an unknown IamInstanceProfile (moto: IAM's NoSuchEntity, 404) becomes
+EC2's InvalidParameterValue, 400; DescribeRegions and DescribeAvailabilityZones are answered by the layer
+(real opt-in states, Local Zones).
 
 Rules (module that enforces each; all error codes from https://docs.aws.amazon.com/AWSEC2/latest/APIReference/
 errors-overview.html unless noted):
@@ -68,6 +72,8 @@ Use from a test (the `strict_aws` fixture, tests/support/strict_aws/fixture.py; 
 The fixture already points this test's environment (AWS_ENDPOINT_URL, fake keys, GPUPLAN_AWS_IMAGE_ID: a GPU-like
 x86_64 AMI registered in us-east-1 and us-west-2, `strict_aws.amis`) at the layer; `strict_aws.moto_client(...)`
 bypasses the layer (plain moto). `strict_aws.layer.requests` records every request the layer saw.
+Injected errors match only requests that name a zone (Placement or SubnetId) when `zone=` is given. moto's backends
+are per process: a test module should not use `strict_aws` and `moto_server` together (each reset empties both).
 """
 
 from .layer import StrictAws

@@ -52,7 +52,7 @@ class StrictAws:
 
     def reset(self) -> None:
         """Forget every remembered token, placement group, queued error and opt-in (moto is reset separately)."""
-        with getattr(self, "_lock", threading.RLock()):
+        with self._lock:
             self.opted_in_regions: set[str] = set()
             self.local_zones: list[LocalZone] = default_local_zones()
             self.launches: dict[tuple[str, str, str, str], Launch] = {}
@@ -99,11 +99,16 @@ class StrictAws:
         else:
             body = b""
         headers = _headers_of(environ)
-        path = environ.get("PATH_INFO", "/")
+        # The path as sent (PATH_INFO is percent-decoded: an S3 key "a%2Fb" would become "a/b").
+        raw = environ.get("RAW_URI") or environ.get("REQUEST_URI") or environ.get("PATH_INFO", "/")
+        path = raw.split("?", 1)[0]
         query = environ.get("QUERY_STRING", "")
         reply = self.handle(environ["REQUEST_METHOD"], path, query, headers, body)
         out = [(k, v) for k, v in reply.headers if k.lower() not in _HOP_BY_HOP]
-        out.append(("Content-Length", str(len(reply.body))))
+        upstream = next((v for k, v in reply.headers if k.lower() == "content-length"), None)
+        # A HEAD answer has no body but says how long the GET body is (S3 HeadObject's ContentLength).
+        length = upstream if environ["REQUEST_METHOD"] == "HEAD" and upstream else str(len(reply.body))
+        out.append(("Content-Length", length))
         start_response(f"{reply.status} {http.client.responses.get(reply.status, 'Status')}", out)
         return [reply.body]
 
@@ -127,6 +132,8 @@ class StrictAws:
 
     def forward(self, method: str, path: str, query: str, headers: dict[str, str], body: bytes) -> Reply:
         """Send the request to moto as it came and return moto's answer."""
+        # The body is whole here (a chunked upload was joined): http.client sends it with its own Content-Length.
+        headers = {k: v for k, v in headers.items() if k.lower() not in ("transfer-encoding", "connection")}
         conn = http.client.HTTPConnection(self._moto_host, self._moto_port, timeout=120)
         try:
             conn.request(method, path + (f"?{query}" if query else ""), body=body, headers=headers)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import gzip
+import io
 from typing import Any
 
 import pytest
@@ -45,6 +46,10 @@ def test_other_services_pass_through(strict_aws: StrictAwsServer) -> None:
     s3.create_bucket(Bucket="gpuplan-out")
     s3.put_object(Bucket="gpuplan-out", Key="r1/log", Body=b"done")
     assert s3.get_object(Bucket="gpuplan-out", Key="r1/log")["Body"].read() == b"done"
+    s3.put_object(Bucket="gpuplan-out", Key="r1/a b%2Fc.txt", Body=b"odd key")
+    assert s3.get_object(Bucket="gpuplan-out", Key="r1/a b%2Fc.txt")["Body"].read() == b"odd key"
+    s3.upload_fileobj(io.BytesIO(b"x" * 100_000), "gpuplan-out", "r1/big")  # s3transfer's streaming upload
+    assert s3.head_object(Bucket="gpuplan-out", Key="r1/big")["ContentLength"] == 100_000
     iam = strict_aws.client("iam")
     iam.create_instance_profile(InstanceProfileName="gpuplan-node")
     assert strict_aws.moto_client("iam").get_instance_profile(InstanceProfileName="gpuplan-node")
