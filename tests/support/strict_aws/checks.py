@@ -47,6 +47,16 @@ def _allows(permission: dict[str, Any], protocol: str, port: int | None, peer_gr
     return False
 
 
+def _inbound(group: dict[str, Any]) -> list[dict[str, Any]]:
+    """A group's inbound rules. A VPC's default group comes with a rule allowing "inbound traffic from network
+    interfaces and instances that are assigned to the same security group" (default-custom-security-groups.html);
+    moto creates it without that rule, so it is added here (real accounts may have removed it; moto cannot say)."""
+    rules = list(group.get("IpPermissions", []))
+    if group.get("GroupName") == "default":
+        rules.append({"IpProtocol": "-1", "UserIdGroupPairs": [{"GroupId": group["GroupId"]}]})
+    return rules
+
+
 def _groups(instance: dict[str, Any]) -> set[str]:
     groups = {g["GroupId"] for g in instance.get("SecurityGroups", [])}
     for nic in instance.get("NetworkInterfaces", []):
@@ -67,7 +77,7 @@ def reachable(view: MotoView, source_id: str, destination_id: str, *, region: st
     outbound = any(_allows(p, protocol, port, destination_groups, destination.get("PrivateIpAddress"))
                    for gid in source_groups for p in groups[gid].get("IpPermissionsEgress", []))
     inbound = any(_allows(p, protocol, port, source_groups, source.get("PrivateIpAddress"))
-                  for gid in destination_groups for p in groups[gid].get("IpPermissions", []))
+                  for gid in destination_groups for p in _inbound(groups[gid]))
     return outbound and inbound
 
 
@@ -82,7 +92,7 @@ def efa_ready(view: MotoView, instance_id: str, *, region: str = "us-east-1") ->
             return any(p.get("IpProtocol") == "-1" and any(u.get("GroupId") == gid for u in p.get("UserIdGroupPairs",
                        [])) for p in permissions)
 
-        if self_rule(group.get("IpPermissions", [])) and self_rule(group.get("IpPermissionsEgress", [])):
+        if self_rule(_inbound(group)) and self_rule(group.get("IpPermissionsEgress", [])):
             return True
     return False
 

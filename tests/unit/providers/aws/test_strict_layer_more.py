@@ -152,6 +152,16 @@ def test_nodes_in_a_new_group_cannot_reach_each_other_until_a_self_rule(strict_a
     assert strict_aws.reachable(rank0, rank1, protocol="udp", port=4791)
 
 
+def test_the_vpc_default_group_lets_its_members_talk(strict_aws: StrictAwsServer) -> None:
+    """Real default groups carry an inbound self rule that moto's lack; the check adds it."""
+    ec2 = strict_aws.client("ec2")
+    pair = launch(ec2, strict_aws.amis["us-east-1"], MinCount=2, MaxCount=2)["Instances"]
+    default = ec2.describe_security_groups(Filters=[{"Name": "group-name", "Values": ["default"]}])["SecurityGroups"]
+    assert default[0]["IpPermissions"] == []
+    assert strict_aws.reachable(pair[0]["InstanceId"], pair[1]["InstanceId"], port=29500)
+    assert not strict_aws.efa_ready(pair[0]["InstanceId"])  # no outbound self rule
+
+
 def test_efa_needs_self_rules_in_and_out(strict_aws: StrictAwsServer) -> None:
     ec2, group, (rank0, _) = _two_nodes(strict_aws)
     self_rule = [{"IpProtocol": "-1", "UserIdGroupPairs": [{"GroupId": group}]}]
