@@ -97,7 +97,9 @@ def check_tags(req: QueryRequest) -> Reply | None:
     (errors-overview.html): `InvalidTagKey.Malformed` "Tag keys cannot be empty or null, and cannot start with aws:",
     `TagLimitExceeded`; over-long values: InvalidParameterValue "Tag value exceeds the maximum length of 256
     characters" (observed, iriusrisk/GoCD-EC2-Elastic-Agent-Plugin#24); keys: the same form for 128."""
-    for _, tags in tag_groups(req.params):
+    for kind, tags in tag_groups(req.params):
+        if kind == "CreateTags" and req.action != "CreateTags":  # DeleteTags' Tag.N name tags to remove
+            continue
         for tag in tags:
             if not tag.key or tag.key.lower().startswith("aws:"):
                 return ec2_error("InvalidTagKey.Malformed", f"Tag key '{tag.key}' is invalid: tag keys cannot be "

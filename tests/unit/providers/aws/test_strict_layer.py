@@ -318,3 +318,6 @@ def test_at_most_50_tags_per_resource(strict_aws: StrictAwsServer) -> None:
     assert refusal(lambda: launch(ec2, ami, TagSpecifications=_tags(*fifty, ("k50", "v"))))[:2] == \
         ("TagLimitExceeded", 400)
     assert launch(ec2, ami, TagSpecifications=_tags(("k" * 128, "v" * 256)))["Instances"]
+    instance = launch(ec2, ami, TagSpecifications=_tags(*fifty))["Instances"][0]["InstanceId"]
+    ec2.delete_tags(Resources=[instance], Tags=[{"Key": k} for k, _ in [*fifty, ("k50", "v")]])
+    assert ec2.describe_tags(Filters=[{"Name": "resource-id", "Values": [instance]}])["Tags"] == []
