@@ -24,6 +24,7 @@ class MotoView:
     endpoint: str
     _clients: dict[tuple[str, str], Any] = field(default_factory=dict)
     _types: dict[str, dict[str, Any] | None] = field(default_factory=dict)
+    _zones: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def client(self, service: str, region: str) -> Any:
@@ -36,9 +37,12 @@ class MotoView:
             return self._clients[key]
 
     def zones(self, region: str) -> list[dict[str, Any]]:
-        """moto's zones of the region (its fixed name<->ID mapping, all of type availability-zone)."""
-        return list(self.client("ec2", region).describe_availability_zones(AllAvailabilityZones=True)
-                    ["AvailabilityZones"])
+        """moto's zones of the region (its fixed name<->ID mapping, all of type availability-zone; the same after a
+        reset, so cached for the run)."""
+        if region not in self._zones:
+            self._zones[region] = list(self.client("ec2", region).describe_availability_zones(
+                AllAvailabilityZones=True)["AvailabilityZones"])
+        return self._zones[region]
 
     def regions(self) -> list[dict[str, Any]]:
         return list(self.client("ec2", "us-east-1").describe_regions(AllRegions=True)["Regions"])

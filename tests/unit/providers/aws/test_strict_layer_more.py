@@ -34,6 +34,9 @@ def test_placement_group_create_describe_delete(strict_aws: StrictAwsServer) -> 
     assert made["GroupId"].startswith("pg-")
     assert refusal(lambda: ec2.create_placement_group(GroupName="gpuplan-r1", Strategy="cluster"))[:2] == \
         ("InvalidPlacementGroup.Duplicate", 400)
+    assert refusal(lambda: ec2.create_placement_group(GroupName="other", Strategy="cluster", TagSpecifications=[
+        {"ResourceType": "placement-group", "Tags": [{"Key": "aws:x", "Value": "y"}]}]))[:2] == \
+        ("InvalidTagKey.Malformed", 400)
     found = ec2.describe_placement_groups(Filters=[{"Name": "tag:gpuplan:run", "Values": ["r1"]}])["PlacementGroups"]
     assert [g["GroupName"] for g in found] == ["gpuplan-r1"]
     assert found[0]["Tags"] == [{"Key": "gpuplan:run", "Value": "r1"}]
