@@ -19,8 +19,9 @@ import pytest
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 
-# moto fixtures (in-process and server) with the guards that keep AWS tests off real AWS.
-pytest_plugins = ["support.awsmoto"]
+# moto fixtures (in-process and server) with the guards that keep AWS tests off real AWS, and `strict_aws`: a moto
+# server behind the layer that enforces the documented EC2 rules moto ignores (tests/support/strict_aws/).
+pytest_plugins = ["support.awsmoto", "support.strict_aws.fixture"]
 
 
 @pytest.fixture(autouse=True)
