@@ -59,7 +59,7 @@ def build_request(plan: LaunchPlan, run_id: str, run_dir: str, secrets: Mapping[
         runtime=spec.runtime, workdir=spec.workdir, env=dict(spec.env), secrets=dict(secrets), labels=labels,
         options={"argv": spec.argv, "source_dir": plan.source_dir,
                  "checkpoint_dir": spec.checkpoint.dir if spec.checkpoint else None,
-                 "regions": list(spec.resources.regions),
+                 "regions": list(spec.resources.regions), "zones": list(spec.resources.zones),
                  "max_price_per_hour": spec.resources.max_price_per_hour},
     )
 
