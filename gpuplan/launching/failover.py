@@ -31,8 +31,8 @@ from gpuplan.providers.base import (
     Instance,
     InstanceState,
     LaunchRequest,
-    Provider,
     PlacementError,
+    Provider,
     ProviderError,
     QuotaError,
     Scope,
@@ -196,12 +196,14 @@ class _Blocks:
     def add(self, provider: str, scope: Scope) -> None:
         self.scopes.append((provider, scope))
 
-    def covering(self, placement: Placement, provider: Provider) -> Scope | None:
+    def covering(self, placement: Placement, provider: Provider, spot: bool) -> Scope | None:
+        """The first scope covering `placement` (`spot`: its market, the request's when the placement says none)."""
         family = provider.instance_family(placement.instance_type)
+        market = spot if placement.spot is None else placement.spot
         for name, scope in self.scopes:
             if name == placement.provider and scope.covers(region=placement.region, zone=placement.zone,
                                                             instance_type=placement.instance_type, family=family,
-                                                            spot=placement.spot):
+                                                            spot=market):
                 return scope
         return None
 
@@ -263,7 +265,7 @@ def launch_with_failover(
         seen.add(placement)
         number = len(attempts) + 1
         provider = get(placement.provider)
-        blocked = blocks.covering(placement, provider)
+        blocked = blocks.covering(placement, provider, request.spot)
         if blocked is not None:
             record(Attempt(number, placement, "skipped", message=f"blocked earlier: {blocked.describe()}",
                            blocked=blocked.describe()))

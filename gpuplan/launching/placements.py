@@ -27,8 +27,8 @@ from gpuplan.launching.failover import (
     launch_with_failover,
     provider_zones,
 )
-from gpuplan.launching.usable import UsableOffers, usable_offers
 from gpuplan.launching.failsafe import MAX_HOURS_AT
+from gpuplan.launching.usable import UsableOffers, usable_offers
 from gpuplan.providers.base import LaunchRequest, Provider
 
 MAX_OFFERS = 4  # distinct (region, instance type) pairs tried after the chosen one
