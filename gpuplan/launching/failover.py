@@ -254,7 +254,6 @@ def launch_with_failover(
         if p.region:
             hint_regions_by_provider.setdefault(p.provider, set()).add(p.region)
     checked: set[str] = set()
-    expanded: set[tuple[str, str]] = set()
     blocks = _Blocks()
     queue = list(placements)
     seen: set[Placement] = set()
@@ -284,10 +283,9 @@ def launch_with_failover(
                     record(Attempt(number, where, "existing", message="the run's machines were already running",
                                    instance_ids=[i.instance_id for i in existing]))
                     return FailoverResult(existing, where, attempts, request_for(request, where))
-            if placement.zone is None and placement.region and (placement.provider, placement.region) not in expanded:
+            if placement.zone is None and placement.region:
                 zones = list(list_zones(provider, placement))
-                if zones:
-                    expanded.add((placement.provider, placement.region))
+                if zones:  # this placement becomes one per zone (`seen` keeps it from coming back)
                     queue[0:0] = [dataclasses.replace(placement, zone=z) for z in zones]
                     continue
             attempt_request = request_for(request, placement, attempt=number)
@@ -299,8 +297,6 @@ def launch_with_failover(
             blocks.add(placement.provider, scope)
             record(Attempt(number, placement, _outcome(exc), exc.code, str(exc), time.monotonic() - started,
                            blocked=scope.describe()))
-            if placement.zone is None and placement.region:
-                expanded.add((placement.provider, placement.region))
             continue
         except AuthError as exc:
             record(Attempt(number, placement, "auth", exc.code, str(exc), time.monotonic() - started))
