@@ -168,6 +168,11 @@ class AwsProvider(Provider):
             self._clients[key] = self._boto_session().client(service, region_name=region, config=config)
         return self._clients[key]
 
+    def launch_client(self, region: str) -> Any:
+        """The EC2 client RunInstances goes through: botocore retries off (a capacity refusal is a 5xx botocore
+        would retry), launch_call retries throttling itself. Tests hook RunInstances on this client."""
+        return self.client("ec2", region, retries=1)
+
     # ---- this account's zones and regions (gpuplan.providers.aws.zones) --------------------------------------
 
     def enabled_regions(self) -> frozenset[str] | None:
@@ -388,7 +393,7 @@ class AwsProvider(Provider):
         where = Where(region=region, zone=zone, instance_type=request.instance_type, spot=request.spot)
         try:
             params = self._run_params(request, region, zone, count=count, user_data=user_data, rank=rank)
-            response = run_instances(self.client("ec2", region, retries=1), params, delay=self.launch_retry_delay)
+            response = run_instances(self.launch_client(region), params, delay=self.launch_retry_delay)
         except ProviderError:
             raise
         except Exception as exc:

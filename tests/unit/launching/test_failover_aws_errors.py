@@ -37,7 +37,7 @@ def fast(aws: AwsProvider, moto_env: dict[str, str]) -> AwsProvider:
 
 
 def checked(aws: AwsProvider, *regions: str) -> dict[str, RunInstancesCheck]:
-    return {r: attach(aws.client("ec2", r, retries=1)) for r in regions}
+    return {r: attach(aws.launch_client(r)) for r in regions}
 
 
 def offers(*items: tuple[str, str]) -> list[Placement]:
@@ -86,7 +86,7 @@ def test_an_error_in_the_first_zone_blocks_its_scope_and_the_next_placement_is_t
         fast: AwsProvider, moto_env: dict[str, str], code: str, message: str, status: int, outcome: str,
         blocked: str, next_try: tuple[str, str]) -> None:
     checks = checked(fast, "us-east-1", "us-west-2")
-    refused = inject(fast.client("ec2", "us-east-1", retries=1), "RunInstances",
+    refused = inject(fast.launch_client("us-east-1"), "RunInstances",
                      Injector(code, message, status=status, when=lambda p: (
                          p["Placement.AvailabilityZone"], p["InstanceType"]) == ("us-east-1a", "p4d.24xlarge")),
                      server=False)
@@ -109,7 +109,7 @@ def test_an_error_in_the_first_zone_blocks_its_scope_and_the_next_placement_is_t
 def test_a_quota_blocks_the_whole_family_in_that_region_and_market(fast: AwsProvider,
                                                                    moto_env: dict[str, str]) -> None:
     checked(fast, "us-east-1")
-    inject(fast.client("ec2", "us-east-1", retries=1), "RunInstances",
+    inject(fast.launch_client("us-east-1"), "RunInstances",
            Injector("VcpuLimitExceeded", "You have requested more vCPU capacity than your current vCPU limit",
                     when=lambda p: p["InstanceType"].startswith("p")), server=False)
     result = launch_with_failover(
@@ -171,7 +171,7 @@ def test_bad_credentials_end_the_launch_at_the_first_default_region(fast: AwsPro
 
 
 def test_a_token_reused_with_other_parameters_stops_the_launch(fast: AwsProvider) -> None:
-    inject(fast.client("ec2", "us-east-1", retries=1), "RunInstances",
+    inject(fast.launch_client("us-east-1"), "RunInstances",
            Injector("IdempotentParameterMismatch", "The client token has already been used"), server=False)
     seen: list[Attempt] = []
     with pytest.raises(ProviderError) as info:
@@ -183,7 +183,7 @@ def test_a_token_reused_with_other_parameters_stops_the_launch(fast: AwsProvider
 def test_every_request_of_a_launch_has_its_own_token_and_a_zone_name(fast: AwsProvider,
                                                                       moto_env: dict[str, str]) -> None:
     check = checked(fast, "us-east-1")["us-east-1"]  # refuses a reused token with other parameters
-    inject(fast.client("ec2", "us-east-1", retries=1), "RunInstances",
+    inject(fast.launch_client("us-east-1"), "RunInstances",
            Injector("InsufficientInstanceCapacity", when=lambda p: p["InstanceType"] == "p4d.24xlarge"),
            server=False)
     placements = [Placement("aws", "us-east-1", "use1-az4", "p4d.24xlarge", Decimal("32"), False),
@@ -198,7 +198,7 @@ def test_every_request_of_a_launch_has_its_own_token_and_a_zone_name(fast: AwsPr
 
 def test_throttling_is_retried_with_the_same_token_and_capacity_is_not(fast: AwsProvider) -> None:
     check = checked(fast, "us-east-1")["us-east-1"]
-    throttle = inject(fast.client("ec2", "us-east-1", retries=1), "RunInstances",
+    throttle = inject(fast.launch_client("us-east-1"), "RunInstances",
                       Injector("RequestLimitExceeded", "Request limit exceeded.", status=503,
                                when=lambda _: len(throttle.calls) <= 2), server=False)
     [inst] = fast.launch(request(zones=("us-east-1b",)))
@@ -207,7 +207,7 @@ def test_throttling_is_retried_with_the_same_token_and_capacity_is_not(fast: Aws
 
 
 def test_failover_gives_up_with_every_attempt_when_all_are_blocked(fast: AwsProvider) -> None:
-    inject(fast.client("ec2", "us-east-1", retries=1), "RunInstances",
+    inject(fast.launch_client("us-east-1"), "RunInstances",
            Injector("InsufficientInstanceCapacity", status=500), server=False)
     with pytest.raises(FailoverExhausted) as info:
         launch_with_failover(request(), offers(("us-east-1", "p4d.24xlarge")), {"aws": fast})

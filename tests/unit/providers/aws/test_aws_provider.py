@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from gpuplan.providers.aws.provider import AwsProvider
 from gpuplan.providers.aws.launch_call import client_token
+from gpuplan.providers.aws.provider import AwsProvider
 from gpuplan.providers.aws.rules import DEFAULT_AMI_PARAMETER, map_state
 from gpuplan.providers.base import (
     TAG_CREATED_BY,
@@ -144,7 +144,7 @@ def test_ssh_is_opened_only_to_one_address_and_only_when_asked() -> None:
 def test_spot_goes_through_instance_market_options_one_time_terminate() -> None:
     calls: list[dict[str, Any]] = []
     p = provider()
-    inject(p.client("ec2", "us-east-1", retries=1), "RunInstances",
+    inject(p.launch_client("us-east-1"), "RunInstances",
            Injector("unused", when=lambda _: False, calls=calls), server=False)
     [inst] = p.launch(request(spot=True, options={"spot_max_price": "12.5"}))
     assert inst.spot
@@ -163,7 +163,7 @@ def test_multi_node_runs_in_one_zone_in_a_tagged_cluster_placement_group() -> No
     serve(client, "CreatePlacementGroup", {"PlacementGroup": {"GroupName": "gpuplan-r-0123456789",
                                                               "Strategy": "cluster", "State": "available"}}, created)
     run_calls: list[dict[str, Any]] = []
-    inject(p.client("ec2", "us-east-1", retries=1), "RunInstances",
+    inject(p.launch_client("us-east-1"), "RunInstances",
            Injector("unused", when=lambda _: False, calls=run_calls), server=False)
     nodes = p.launch(request(nodes=3))
     assert [n.node_rank for n in nodes] == [0, 1, 2]
@@ -188,7 +188,7 @@ def test_relaunch_of_the_same_run_returns_the_existing_machines() -> None:
 def test_client_token_names_run_generation_attempt_zone_type_and_rank() -> None:
     calls: list[dict[str, Any]] = []
     p = provider()
-    inject(p.client("ec2", "us-east-1", retries=1), "RunInstances",
+    inject(p.launch_client("us-east-1"), "RunInstances",
            Injector("unused", when=lambda _: False, calls=calls), server=False)
     p.launch(request(options={"attempt": 3}))
     assert calls[0]["ClientToken"] == "r-0123456789.g0.a3.us-east-1b.p4d.24xlarge.nall"
@@ -210,7 +210,7 @@ def test_client_token_names_run_generation_attempt_zone_type_and_rank() -> None:
 ])
 def test_ec2_errors_map_to_typed_errors(code: str, error: type[ProviderError]) -> None:
     p = provider()
-    injector = inject(p.client("ec2", "us-east-1", retries=1), "RunInstances",
+    injector = inject(p.launch_client("us-east-1"), "RunInstances",
                       Injector(code, f"{code} from the test"), server=False)
     with pytest.raises(error) as info:
         p.launch(request())
@@ -330,7 +330,7 @@ def test_multi_node_is_all_or_nothing() -> None:
     serve(client, "CreatePlacementGroup", {"PlacementGroup": {}}, [])
     calls: list[dict[str, Any]] = []
     # Node 0 starts; node 1 finds no capacity: node 0 must not be left running.
-    inject(p.client("ec2", "us-east-1", retries=1), "RunInstances",
+    inject(p.launch_client("us-east-1"), "RunInstances",
            Injector("InsufficientInstanceCapacity", calls=calls,
                     when=lambda params: params["ClientToken"].endswith(".n1")), server=False)
     with pytest.raises(CapacityError):

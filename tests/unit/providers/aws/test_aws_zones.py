@@ -55,7 +55,7 @@ def serve_regions(aws: AwsProvider, status: dict[str, str]) -> list[dict[str, An
 
 def test_a_catalog_zone_id_is_sent_as_this_accounts_zone_name(aws: AwsProvider) -> None:
     serve_zones(aws)
-    check = attach(aws.client("ec2", "us-east-1", retries=1),
+    check = attach(aws.launch_client("us-east-1"),
                    zone_names=frozenset(n for n, _, _ in ACCOUNT_ZONES))
     [inst] = aws.launch(request(zones=("use1-az4",)))
     assert check.calls[0]["Placement.AvailabilityZone"] == "us-east-1a"
@@ -81,7 +81,7 @@ def test_a_zone_the_account_does_not_have_blocks_that_zone_only(aws: AwsProvider
 
 def test_a_local_zone_is_used_only_when_the_spec_names_it(aws: AwsProvider) -> None:
     serve_zones(aws)
-    check = attach(aws.client("ec2", "us-east-1", retries=1),
+    check = attach(aws.launch_client("us-east-1"),
                    zone_names=frozenset(n for n, _, _ in ACCOUNT_ZONES))
     with pytest.raises(PlacementError, match="local-zone: used only when the spec names it") as info:
         aws.launch(request(zones=("use1-atl2-az1",)))
@@ -91,7 +91,7 @@ def test_a_local_zone_is_used_only_when_the_spec_names_it(aws: AwsProvider) -> N
     # is answered by an injected capacity error once its parameters are checked).
     subnet = aws.client("ec2", "us-east-1").describe_subnets(Filters=[
         {"Name": "default-for-az", "Values": ["true"]}])["Subnets"][0]["SubnetId"]
-    inject(aws.client("ec2", "us-east-1", retries=1), "RunInstances", Injector("InsufficientInstanceCapacity"),
+    inject(aws.launch_client("us-east-1"), "RunInstances", Injector("InsufficientInstanceCapacity"),
            server=False)
     with pytest.raises(PlacementError):
         aws.launch(request(zones=("use1-atl2-az1",), options={"zones": ["use1-atl2-az1"], "subnet_id": subnet}))
