@@ -24,13 +24,12 @@ import dataclasses
 import datetime as dt
 import logging
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from gpuplan.providers.aws import secrets as aws_secrets
 from gpuplan.providers.aws.launch_call import client_token, run_instances
 from gpuplan.providers.aws.rules import (
-    CREDENTIAL_CODES,
     DEFAULT_AMI_PARAMETER,
     DEFAULT_REGION,
     ENDED_EC2_STATES,
@@ -44,13 +43,14 @@ from gpuplan.providers.aws.rules import (
     decimal,
     ended_at,
     map_client_error,
+    map_region_error,
     map_state,
     run_tags,
     single_address_cidr,
     tag_dict,
     tag_list,
 )
-from gpuplan.providers.aws.zones import AccountRegions, AccountZones, instance_family, standard_zone
+from gpuplan.providers.aws.zones import AccountRegions, AccountZones, instance_family, launch_zone, standard_zone
 from gpuplan.providers.base import (
     TAG_RUN_ID,
     AuthError,
@@ -208,43 +208,17 @@ class AwsProvider(Provider):
             raise self._error(exc, Where(region=region)) from exc
 
     def _error(self, exc: Exception, where: Where) -> ProviderError:
-        """map_client_error with the region's opt-in status, asked only for a credential error (AuthFailure in a
-        region the account had to enable blocks that region; in a default region it is bad credentials)."""
-        code = getattr(exc, "response", {}).get("Error", {}).get("Code") if hasattr(exc, "response") else None
-        if code in CREDENTIAL_CODES and where.region:
-            try:
-                status = self._regions.status() or {}
-            except Exception:
-                status = {}
-            where = Where(where.region, where.zone, where.instance_type, where.spot, status.get(where.region))
-        return map_client_error(exc, where=where)
+        """map_client_error with the region's opt-in status (rules.map_region_error)."""
+        return map_region_error(exc, where, self._regions)
 
     def _launch_zone(self, region: str, ref: str | None, named: Sequence[str]) -> str | None:
-        """The zone name to send for a zone the request names by name or id; a Local Zone only if the spec named it."""
-        if ref is None:
-            return None
+        """The zone name to send for a zone the request names by name or id (zones.launch_zone)."""
         try:
-            zone = self._zones.find(region, ref)
+            return launch_zone(self._zones, region, ref, named)
+        except ProviderError:
+            raise
         except Exception as exc:
             raise self._error(exc, Where(region=region)) from exc
-        if zone is None:
-            raise PlacementError(f"zone {ref} is not one of this account's zones in {region}", code="NoSuchZone",
-                                 scope=Scope(region=region, zone=ref), region=region, zone=ref)
-        if not zone.standard and not {ref, zone.name, zone.zone_id} & set(named):
-            raise PlacementError(f"{zone.name} ({zone.zone_id}) is a {zone.zone_type}: used only when the spec "
-                                 "names it in resources.zones", code="NotNamedZone",
-                                 scope=Scope(region=region, zone=zone.name), region=region, zone=zone.name)
-        return zone.name
-
-    def include_regions(self, regions: Iterable[str | None]) -> None:
-        """Search these regions too (list_tagged, describe): orchestration passes the regions a run may be in."""
-        for region in regions:
-            if region:
-                self._remember_region(region)
-
-    def _remember_region(self, region: str) -> None:
-        if region not in self.regions:
-            self.regions.append(region)
 
     # ---- launch --------------------------------------------------------------------------------------------
 

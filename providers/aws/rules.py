@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from gpuplan.providers.aws.zones import OPT_IN_REGION, instance_family
+from gpuplan.providers.aws.zones import OPT_IN_REGION, AccountRegions, instance_family
 from gpuplan.providers.base import (
     AuthError,
     CapacityError,
@@ -237,6 +237,21 @@ def decimal(text: str | None) -> Decimal | None:
         return Decimal(text) if text else None
     except ArithmeticError:
         return None
+
+
+def map_region_error(exc: Exception, where: Where, regions: AccountRegions) -> ProviderError:
+    """map_client_error with the region's OptInStatus, asked (once, cached) only for a credential error:
+    AuthFailure in a region the account had to enable blocks that region; in a default region it is bad
+    credentials (see CREDENTIAL_CODES). When DescribeRegions itself fails the status stays unknown: AuthError."""
+    response = getattr(exc, "response", None)
+    code = response.get("Error", {}).get("Code") if isinstance(response, dict) else None
+    if code in CREDENTIAL_CODES and where.region:
+        try:
+            status = regions.status() or {}
+        except Exception:
+            status = {}
+        where = Where(where.region, where.zone, where.instance_type, where.spot, status.get(where.region))
+    return map_client_error(exc, where=where)
 
 
 def run_tags(request: LaunchRequest) -> dict[str, str]:

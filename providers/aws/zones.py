@@ -28,6 +28,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gpuplan.providers.base import PlacementError, Scope
+
 log = logging.getLogger(__name__)
 
 # AZ id: "first three letters of the Region code + the Region number + -az + number" (az-ids.html), e.g. use1-az4,
@@ -97,6 +99,25 @@ class AccountZones:
             if zone is not None and zone.name not in out:
                 out.append(zone.name)
         return out
+
+
+def launch_zone(zones: AccountZones, region: str, ref: str | None, named: Sequence[str]) -> str | None:
+    """The zone NAME to send for a zone a request names by name or id (the catalog's form); None for none.
+
+    A zone this account does not have blocks that zone; a Local/Wavelength Zone the spec did not name (in
+    `named`, by name or id) is refused before any launch call, blocking that zone.
+    """
+    if ref is None:
+        return None
+    zone = zones.find(region, ref)
+    if zone is None:
+        raise PlacementError(f"zone {ref} is not one of this account's zones in {region}", code="NoSuchZone",
+                             scope=Scope(region=region, zone=ref), region=region, zone=ref)
+    if not zone.standard and not {ref, zone.name, zone.zone_id} & set(named):
+        raise PlacementError(f"{zone.name} ({zone.zone_id}) is a {zone.zone_type}: used only when the spec names it "
+                             "in resources.zones", code="NotNamedZone", scope=Scope(region=region, zone=zone.name),
+                             region=region, zone=zone.name)
+    return zone.name
 
 
 class AccountRegions:
