@@ -24,7 +24,7 @@ import dataclasses
 import datetime as dt
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from gpuplan.providers.aws import secrets as aws_secrets
@@ -219,6 +219,16 @@ class AwsProvider(Provider):
             raise
         except Exception as exc:
             raise self._error(exc, Where(region=region)) from exc
+
+    def include_regions(self, regions: Iterable[str | None]) -> None:
+        """Search these regions too (list_tagged, describe): orchestration passes the regions a run may be in."""
+        for region in regions:
+            if region:
+                self._remember_region(region)
+
+    def _remember_region(self, region: str) -> None:
+        if region not in self.regions:
+            self.regions.append(region)
 
     # ---- launch --------------------------------------------------------------------------------------------
 
