@@ -347,3 +347,38 @@ def test_tiny_gpt_example_launches_with_the_default_catalog_choice(moto_server: 
     tags = {t["Key"]: t["Value"] for t in inst["Tags"]}
     assert tags["kind"] == "example" and tags["gpuplan:project"] == "demo"  # the spec's labels are tags
     assert gpuplan("stop", out["run_id"]).exit_code == 0
+
+
+AUTH_FAILURE = textwrap.dedent("""\
+    import botocore.session
+    from botocore.awsrequest import AWSResponse
+
+    class _Body:
+        def stream(self, **_):
+            yield (b'<Response><Errors><Error><Code>AuthFailure</Code>'
+                   b'<Message>AWS was not able to validate the provided access credentials</Message></Error>'
+                   b'</Errors><RequestID>t</RequestID></Response>')
+
+    _create = botocore.session.Session.create_client
+
+    def create_client(self, service_name, *args, **kwargs):
+        client = _create(self, service_name, *args, **kwargs)
+        if service_name == "ec2":
+            client.meta.events.register_first(
+                "before-send.ec2", lambda request, **_: AWSResponse(request.url, 401, {}, _Body()))
+        return client
+
+    botocore.session.Session.create_client = create_client
+""")
+
+
+def test_bad_credentials_end_the_launch_with_exit_2_before_anything_starts(moto_server: MotoServer, job: Path,
+                                                                           faults_dir: Path) -> None:
+    """Every EC2 call answers AuthFailure (HTTP 401), as EC2 does for credentials it cannot validate: the launch is
+    refused while planning (DescribeRegions in the default region) with one line and exit 2, nothing started."""
+    (faults_dir / "sitecustomize.py").write_text(AUTH_FAILURE)
+    result = gpuplan("launch", str(job), "--provider", "aws", "-y", "--detach", "--json",
+                     env={"PYTHONPATH": str(faults_dir)})
+    assert result.exit_code == 2, result.stderr
+    assert "AuthFailure" in result.stderr and result.stderr.count("\n") == 1
+    assert live_tagged(moto_server) == []
