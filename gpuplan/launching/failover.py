@@ -112,15 +112,18 @@ class FailoverExhausted(ProviderError):
 
 
 def format_attempts(attempts: Iterable[Attempt]) -> str:
-    """Attempts as an aligned text table: #, provider, where, type, outcome, code, why."""
-    rows = [("#", "provider", "where", "type", "outcome", "code", "why")]
+    """Attempts as an aligned text table: #, provider, where, type, outcome, code, blocks (what the failure
+    ruled out, or which earlier block a skip follows), why."""
+    rows = [("#", "provider", "where", "type", "outcome", "code", "blocks", "why")]
     for a in attempts:
         why = a.message.replace("\n", " ")
         prefix = f"{a.code} in {a.placement.where}: "
         if a.code and why.startswith(prefix):  # the code and the place have their own columns
             why = why[len(prefix):]
+        if a.outcome == "skipped":
+            why = ""  # the blocks column says it all
         rows.append((str(a.number), a.placement.provider, a.placement.where, a.placement.instance_type or "",
-                     a.outcome, a.code or "", why[:100]))
+                     a.outcome, a.code or "", a.blocked or "", why[:100]))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(r[:-1], widths, strict=True)) + "  " + r[-1] for r in rows]
     return "\n".join(line.rstrip() for line in lines)

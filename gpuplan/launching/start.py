@@ -124,7 +124,8 @@ def launch_recorded_run(store: Store, run_id: str, plan: LaunchPlan, provider: P
             p = attempt.placement
             record_event(session, run, EventKind.LAUNCH_ATTEMPT,
                          f"attempt {attempt.number}: {p.provider} {p.where} {p.instance_type or ''}: "
-                         f"{attempt.outcome}" + (f" ({attempt.code})" if attempt.code else ""),
+                         f"{attempt.outcome}" + (f" ({attempt.code})" if attempt.code else "")
+                         + (f"; blocks {attempt.blocked}" if attempt.blocked else ""),
                          **{("why" if k == "message" else k): v for k, v in attempt.as_dict().items()})
 
     try:

@@ -89,7 +89,8 @@ def test_giving_up_carries_a_table_of_every_attempt(aws: AwsProvider) -> None:
     assert [a.outcome for a in err.attempts] == ["capacity"] * 3
     assert "3 placement(s) tried" in str(err)
     lines = err.detail.splitlines()
-    assert lines[0].split() == ["#", "provider", "where", "type", "outcome", "code", "why"]
+    assert lines[0].split() == ["#", "provider", "where", "type", "outcome", "code", "blocks", "why"]
+    assert "zone us-east-1a, type p4d.24xlarge" in lines[1]  # what the refusal ruled out
     assert "us-east-1a" in lines[1] and "InsufficientInstanceCapacity" in lines[1] and "none left" in lines[1]
     assert len(lines) == 4
     assert format_attempts(err.attempts) == err.detail
