@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from gpuplan.catalog.zones import keep_offer
 from gpuplan.providers.base import Provider
 
 
@@ -25,24 +26,7 @@ class UsableOffers:
     named: tuple[str, ...] = ()
 
     def keep(self, region: str | None, zone: str | None) -> bool:
-        if region is not None and self.enabled is not None and region not in self.enabled:
-            return False
-        if self.named:
-            # Named zones (names or ids) restrict the launch to them: an offer in a named zone id, or in the
-            # region of a named zone name (the catalog knows ids only; the provider resolves names at launch).
-            if zone in self.named:
-                return True
-            if not any(_zone_of_region(n, region) for n in self.named):
-                return False
-        return zone is None or self.provider.standard_zone(zone)
-
-
-def _zone_of_region(zone_name: str, region: str | None) -> bool:
-    """`us-east-1a` and `us-east-1-atl-2a` are zones of us-east-1 (zone names start with their region)."""
-    if not region or not zone_name.startswith(region) or len(zone_name) == len(region):
-        return False
-    rest = zone_name[len(region):]
-    return rest[0] == "-" or (len(rest) == 1 and rest.isalpha())
+        return keep_offer(region, zone, standard=self.provider.standard_zone, enabled=self.enabled, named=self.named)
 
 
 def usable_offers(provider: Provider, named_zones: Sequence[str] = ()) -> UsableOffers:

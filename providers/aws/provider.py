@@ -177,12 +177,13 @@ class AwsProvider(Provider):
 
     def enabled_regions(self) -> frozenset[str] | None:
         """Regions not `not-opted-in` per DescribeRegions; None when that cannot be asked (then failover copes).
-        Bad credentials raise AuthError here, before anything is planned."""
+        Credentials EC2 refuses raise AuthError here, before anything is planned; no credentials at all (a dry run
+        on a laptop) only leave the regions unknown: the launch itself then stops at its first call."""
         try:
             return self._regions.enabled()
         except Exception as exc:
             error = map_client_error(exc, region=self.region)
-            if isinstance(error, AuthError):
+            if isinstance(error, AuthError) and error.code != "NoCredentials":
                 raise error from exc
             log.warning("cannot tell which AWS regions are enabled (%s); trying every region", error)
             return None

@@ -28,15 +28,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gpuplan.catalog.zones import aws_standard_zone
 from gpuplan.providers.base import PlacementError, Scope
 
 log = logging.getLogger(__name__)
 
-# AZ id: "first three letters of the Region code + the Region number + -az + number" (az-ids.html), e.g. use1-az4,
-# apne1-az1, afs1-az2; a Local Zone id has one more part (use1-atl2-az1), a Wavelength Zone id too (use1-wl1-bos-wlz1).
-AZ_ID_RE = re.compile(r"^[a-z]+\d+-az\d+$")
-# AZ name: the region and one letter (us-east-1a, us-gov-west-1b); a Local Zone name continues (us-east-1-atl-2a).
-AZ_NAME_RE = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d+[a-z]$")
 STANDARD_ZONE_TYPE = "availability-zone"
 NOT_ENABLED = "not-opted-in"
 OPT_IN_REGION = frozenset({"opted-in", NOT_ENABLED})  # regions the account had to enable: not default regions
@@ -44,8 +40,9 @@ OPT_IN_REGION = frozenset({"opted-in", NOT_ENABLED})  # regions the account had 
 
 def standard_zone(zone: str) -> bool:
     """True for an Availability Zone's name or id; False for a Local/Wavelength Zone (or anything else): what
-    planning can tell from the catalog alone, before any call (the launch re-checks ZoneType)."""
-    return bool(AZ_ID_RE.match(zone) or AZ_NAME_RE.match(zone))
+    planning can tell from the catalog alone, before any call (the launch re-checks ZoneType). The rule lives in
+    gpuplan.catalog.zones, which `gpuplan plan` shares."""
+    return aws_standard_zone(zone)
 
 
 @dataclass(frozen=True)
