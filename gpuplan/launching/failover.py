@@ -13,7 +13,9 @@ callback so orchestration writes it as an Event row, and giving up raises `Failo
 attempts, which the CLI prints as a table of what was tried and why it failed.
 
 Idempotency: before the first attempt on a provider, the run's live machines are looked up by tag
-(`list_tagged(run_id)`); if a crashed earlier attempt already started them, they are returned, never doubled.
+(`list_tagged(run_id)`); if a crashed earlier attempt already started them, they are returned, never doubled. A
+look-up one region refuses (a PlacementError: an opt-in region refusing the credentials) blocks that region; the
+provider searched every other region.
 """
 
 from __future__ import annotations
@@ -275,8 +277,10 @@ def launch_with_failover(
         if max_attempts is not None and sum(a.outcome != "skipped" for a in attempts) >= max_attempts:
             break
         started = time.monotonic()
+        checking = False
         try:
             if check_existing and placement.provider not in checked:
+                checking = True
                 provider.include_regions(sorted(hint_regions_by_provider.get(placement.provider, ())))
                 existing = _live(provider.list_tagged(request.run_id))
                 checked.add(placement.provider)
@@ -298,6 +302,8 @@ def launch_with_failover(
         except PlacementError as exc:
             scope = default_scope(exc, placement, provider)
             blocks.add(placement.provider, scope)
+            if checking:  # the look-up searched everywhere but the refusing scope, now blocked: not asked again
+                checked.add(placement.provider)
             record(Attempt(number, placement, _outcome(exc), exc.code, str(exc), time.monotonic() - started,
                            blocked=scope.describe()))
             continue

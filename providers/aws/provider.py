@@ -614,11 +614,17 @@ class AwsProvider(Provider):
         if include_ended and run_id is None:
             raise ValueError("include_ended needs a run id: ended machines are adopted one run at a time")
         found: list[Instance] = []
+        refused: PlacementError | None = None
         enabled = self.enabled_regions()
         for region in list(self.regions):
             if enabled is not None and region not in enabled:
                 continue  # a region the account has not enabled holds no machine of its
-            found.extend(self._find(region, run_id, include_ended=include_ended))
+            try:
+                found.extend(self._find(region, run_id, include_ended=include_ended))
+            except PlacementError as exc:  # this region refuses us (an opt-in region): the others are still searched
+                refused = refused or exc
+        if refused is not None and not found:
+            raise refused  # failover blocks that region; every other region was searched and holds nothing
         return found
 
     def describe(self, instance_ids: Sequence[str]) -> list[Instance]:

@@ -214,3 +214,41 @@ def test_failover_gives_up_with_every_attempt_when_all_are_blocked(fast: AwsProv
     assert [a.outcome for a in info.value.attempts] == ["capacity"] * 6
     assert "6 placement(s) tried" in str(info.value)
 
+
+
+def test_an_opt_in_region_refusing_the_look_up_is_blocked_and_the_rest_still_searched(
+        fast: AwsProvider, moto_env: dict[str, str]) -> None:
+    """An enabled opt-in region answers AuthFailure to version 1 STS tokens (repost.aws iam-validate-access-
+    credentials): the already-running look-up blocks it instead of ending the launch or searching nothing."""
+    serve(fast.client("ec2", "us-east-1", retries=2), "DescribeRegions", {"Regions": [
+        {"RegionName": "us-east-1", "OptInStatus": "opt-in-not-required"},
+        {"RegionName": "me-south-1", "OptInStatus": "opted-in"}]}, [])
+    for op, kw in (("DescribeAvailabilityZones", {}), ("DescribeInstances", {}), ("RunInstances", {"retries": 1})):
+        inject(fast.client("ec2", "me-south-1", **kw), op,
+               Injector("AuthFailure", "AWS was not able to validate the provided access credentials", status=401),
+               server=False)
+    east = inject(fast.client("ec2", "us-east-1"), "DescribeInstances", Injector("unused", when=lambda _: False),
+                  server=False)
+    seen: list[Attempt] = []
+    result = launch_with_failover(request(), offers(("me-south-1", "p4d.24xlarge"), ("us-east-1", "p4d.24xlarge")),
+                                  {"aws": fast}, on_attempt=seen.append, prepare=images(fast, moto_env))
+    assert [(a.placement.region, a.outcome, a.blocked) for a in seen] == [
+        ("me-south-1", "blocked", "region me-south-1"), ("us-east-1", "launched", None)]
+    assert len(east.calls) >= 1  # us-east-1 was searched for the run's machines
+    assert result.instances[0].region == "us-east-1"
+
+
+def test_an_on_demand_quota_leaves_the_same_family_on_spot_to_try(fast: AwsProvider, moto_env: dict[str, str]) -> None:
+    """Spot has its own quotas per family ("All P Spot Instance Requests"): the on-demand P quota blocks only
+    on-demand P."""
+    inject(fast.launch_client("us-east-1"), "RunInstances",
+           Injector("VcpuLimitExceeded", "You have requested more vCPU capacity than your current vCPU limit",
+                    when=lambda p: "InstanceMarketOptions.MarketType" not in p), server=False)
+    spot = Placement("aws", "us-east-1", None, "p5.48xlarge", Decimal("20"), True)
+    result = launch_with_failover(request(), [*offers(("us-east-1", "p4d.24xlarge"), ("us-east-1", "p5.48xlarge")),
+                                              spot], {"aws": fast})
+    outcomes = [(a.placement.instance_type, a.placement.spot, a.outcome) for a in result.attempts]
+    assert outcomes[0] == ("p4d.24xlarge", False, "quota")
+    assert outcomes[1:] == [("p4d.24xlarge", False, "skipped")] * 5 + [  # p4d's other zones
+        ("p5.48xlarge", False, "skipped"), ("p5.48xlarge", True, "launched")]
+    assert result.instances[0].spot
