@@ -29,6 +29,7 @@ from typing import Any, ClassVar
 
 from gpuplan.providers.aws import secrets as aws_secrets
 from gpuplan.providers.aws.launch_call import client_token, run_instances
+from gpuplan.providers.aws.places import AccountPlaces
 from gpuplan.providers.aws.rules import (
     DEFAULT_AMI_PARAMETER,
     DEFAULT_REGION,
@@ -43,17 +44,15 @@ from gpuplan.providers.aws.rules import (
     decimal,
     ended_at,
     map_client_error,
-    map_region_error,
     map_state,
     run_tags,
     single_address_cidr,
     tag_dict,
     tag_list,
 )
-from gpuplan.providers.aws.zones import AccountRegions, AccountZones, instance_family, launch_zone, standard_zone
+from gpuplan.providers.aws.zones import AccountRegions, AccountZones
 from gpuplan.providers.base import (
     TAG_RUN_ID,
-    AuthError,
     CloudSecret,
     Instance,
     InstanceState,
@@ -68,7 +67,7 @@ from gpuplan.providers.outputs import StoredObject, bucket_hint, node_prefix, ru
 log = logging.getLogger(__name__)
 
 
-class AwsProvider(Provider):
+class AwsProvider(AccountPlaces, Provider):
     """EC2 instances for gpuplan runs.
 
     Configuration (constructor keywords, else the environment variables GPUPLAN_AWS_REGIONS, GPUPLAN_AWS_IMAGE_ID,
@@ -140,7 +139,7 @@ class AwsProvider(Provider):
         self._ip_of: dict[str, str] = {}
         self.launch_retry_delay = launch_retry_delay
         self._zones = AccountZones(lambda region: self.client("ec2", region))
-        self._regions = AccountRegions(lambda: self.client("ec2", self.region, retries=2))
+        self._regions = AccountRegions(lambda: self.client("ec2", self.region, retries=2))  # see AccountPlaces
 
     # ---- clients -------------------------------------------------------------------------------------------
 
@@ -172,54 +171,6 @@ class AwsProvider(Provider):
         """The EC2 client RunInstances goes through: botocore retries off (a capacity refusal is a 5xx botocore
         would retry), launch_call retries throttling itself. Tests hook RunInstances on this client."""
         return self.client("ec2", region, retries=1)
-
-    # ---- this account's zones and regions (gpuplan.providers.aws.zones) --------------------------------------
-
-    def enabled_regions(self) -> frozenset[str] | None:
-        """Regions not `not-opted-in` per DescribeRegions; None when that cannot be asked (then failover copes).
-        Credentials EC2 refuses raise AuthError here, before anything is planned; no credentials at all (a dry run
-        on a laptop) only leave the regions unknown: the launch itself then stops at its first call."""
-        try:
-            return self._regions.enabled()
-        except Exception as exc:
-            error = map_client_error(exc, region=self.region)
-            if isinstance(error, AuthError) and error.code != "NoCredentials":
-                raise error from exc
-            log.warning("cannot tell which AWS regions are enabled (%s); trying every region", error)
-            return None
-
-    def standard_zone(self, zone: str) -> bool:
-        return standard_zone(zone)
-
-    def instance_family(self, instance_type: str | None) -> str | None:
-        return instance_family(instance_type)
-
-    def zones(self, region: str) -> list[str]:
-        """The region's available Availability Zones (names; no Local Zones), in name order: failover's order."""
-        try:
-            return self._zones.launchable(region)
-        except Exception as exc:
-            raise self._error(exc, Where(region=region)) from exc
-
-    def named_zones(self, region: str, named: Sequence[str]) -> list[str]:
-        """The zones of `region` the spec names (names or ids, Local Zones included), as this account names them."""
-        try:
-            return self._zones.named(region, named)
-        except Exception as exc:
-            raise self._error(exc, Where(region=region)) from exc
-
-    def _error(self, exc: Exception, where: Where) -> ProviderError:
-        """map_client_error with the region's opt-in status (rules.map_region_error)."""
-        return map_region_error(exc, where, self._regions)
-
-    def _launch_zone(self, region: str, ref: str | None, named: Sequence[str]) -> str | None:
-        """The zone name to send for a zone the request names by name or id (zones.launch_zone)."""
-        try:
-            return launch_zone(self._zones, region, ref, named)
-        except ProviderError:
-            raise
-        except Exception as exc:
-            raise self._error(exc, Where(region=region)) from exc
 
     def include_regions(self, regions: Iterable[str | None]) -> None:
         """Search these regions too (list_tagged, describe): orchestration passes the regions a run may be in."""
