@@ -8,6 +8,7 @@ provider's client (moto reports some opt-in regions wrongly and lists no Local Z
 from __future__ import annotations
 
 from decimal import Decimal
+from pathlib import Path
 
 from gpuplan.jobs.spec import parse_spec
 from gpuplan.launching.choose import choose_offer, planned_offer
@@ -16,6 +17,7 @@ from gpuplan.launching.usable import UsableOffers, usable_offers
 from gpuplan.providers.aws.provider import AwsProvider
 
 from support.awsmoto import serve
+from support.clihelp import run_cli
 
 
 def regions_served(aws: AwsProvider, disabled: set[str]) -> None:
@@ -74,3 +76,23 @@ workload: {model: gpt-tiny, tokens: 204800, seq_len: 64, precision: fp32, throug
     regions_served(aws, {unfiltered.region})
     offer = choose_offer(spec, aws)
     assert offer.region != unfiltered.region and offer.region in {"us-east-1", "us-west-2", "eu-west-1", "us-east-2"}
+
+
+def test_gpuplan_plan_shows_a_local_zone_only_when_the_spec_names_it(tmp_path: Path) -> None:
+    """`plan` quotes what `launch` would use: the Atlanta Local Zone's spot H100 (the catalog's cheapest) only when
+    `resources.zones` names it."""
+    spec = tmp_path / "job.yaml"
+    text = """\
+name: big
+command: python train.py
+resources: {{gpu: "H100:8", regions: [us-east-1], spot: true{zones}}}
+workload: {{model: llama-2-7b, tokens: 2B, seq_len: 4096, sharding: zero3}}
+"""
+    spec.write_text(text.format(zones=""))
+    plain = run_cli("plan", str(spec), "--cloud", "aws", "--json")
+    assert plain.exit_code == 0, plain.stderr
+    assert plain.json() and all(o["zone"] != "use1-atl2-az1" for o in plain.json())
+    spec.write_text(text.format(zones=", zones: [use1-atl2-az1]"))
+    named = run_cli("plan", str(spec), "--cloud", "aws", "--json")
+    assert named.exit_code == 0, named.stderr
+    assert {o["zone"] for o in named.json()} == {"use1-atl2-az1"}
