@@ -29,7 +29,7 @@ from gpuplan.launching.failover import (
 )
 from gpuplan.launching.failsafe import MAX_HOURS_AT
 from gpuplan.launching.usable import UsableOffers, usable_offers
-from gpuplan.providers.base import LaunchRequest, Provider
+from gpuplan.providers.base import LaunchRequest, PlacementError, Provider, Scope
 
 MAX_OFFERS = 4  # distinct (region, instance type) pairs tried after the chosen one
 MAX_ATTEMPTS = 24  # launch calls at most, whatever the number of zones
@@ -111,7 +111,12 @@ def zones_to_try(request: LaunchRequest) -> Callable[[Provider, Placement], Sequ
         if placement.region is None:
             return []
         if named:
-            return provider.named_zones(placement.region, named)
+            zones = provider.named_zones(placement.region, named)
+            if not zones:  # never the region as a whole: the spec asked for these zones only
+                raise PlacementError(f"none of the zones the spec names ({', '.join(named)}) is in "
+                                     f"{placement.region}", code="NoNamedZone",
+                                     scope=Scope(region=placement.region), region=placement.region)
+            return zones
         return provider_zones(provider, placement.region)
 
     return zones_of

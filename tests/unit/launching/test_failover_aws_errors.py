@@ -252,3 +252,19 @@ def test_an_on_demand_quota_leaves_the_same_family_on_spot_to_try(fast: AwsProvi
     assert outcomes[1:] == [("p4d.24xlarge", False, "skipped")] * 5 + [  # p4d's other zones
         ("p5.48xlarge", False, "skipped"), ("p5.48xlarge", True, "launched")]
     assert result.instances[0].spot
+
+
+def test_named_zones_are_the_only_zones_tried(fast: AwsProvider, moto_env: dict[str, str]) -> None:
+    """`resources.zones: [use1-az4]` (an id): only that zone, sent by its name; a region with none of the named
+    zones is blocked, never tried as a whole."""
+    from gpuplan.launching.placements import zones_to_try
+
+    check = checked(fast, "us-east-1")["us-east-1"]
+    inject(fast.launch_client("us-east-1"), "RunInstances", Injector("InsufficientInstanceCapacity"), server=False)
+    named = request(options={"zones": ["use1-az4"]})
+    with pytest.raises(FailoverExhausted) as info:
+        launch_with_failover(named, offers(("us-east-1", "p4d.24xlarge"), ("us-west-2", "p4d.24xlarge")),
+                             {"aws": fast}, zones_of=zones_to_try(named))
+    assert [(a.placement.where, a.outcome, a.code) for a in info.value.attempts] == [
+        ("us-east-1d", "capacity", "InsufficientInstanceCapacity"), ("us-west-2", "blocked", "NoNamedZone")]
+    assert [c["Placement.AvailabilityZone"] for c in check.calls] == ["us-east-1d"]
