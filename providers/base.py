@@ -126,7 +126,10 @@ class LaunchRequest:
     """Everything a provider needs to start a run's machines; built by gpuplan.launching.start from the job spec.
 
     `secrets` holds values read from the caller's environment at launch time: providers hand them to the
-    machine and must never log them or put them in tags, labels or errors.
+    machine and must never log them or put them in tags, labels or errors. `labels` are the spec's own, put on
+    every resource of the run next to `tags()`. `options` carries, among others, `zones` (the spec's
+    `resources.zones`: the only zones to use, and the only way to use an AWS Local Zone), `attempt` (the failover
+    attempt number) and `generation` (a spot relaunch's), which AWS puts in its ClientToken.
     """
 
     run_id: str

@@ -1,7 +1,9 @@
-"""EC2's rules as gpuplan applies them: error and state mapping, client tokens, tags, addresses.
+"""EC2's rules as gpuplan applies them: error mapping (with the scope each error rules out), states, tags, addresses.
 
-Pure functions and constants (no client calls), split from providers/aws.py so the provider class reads as the
-launch/describe/terminate flow and these rules can be tested on their own.
+Pure functions and constants (no client calls, except map_region_error, which asks DescribeRegions once through
+AccountRegions when a credential error needs the region's opt-in status), split from the provider so the provider
+class reads as the launch/describe/terminate flow and these rules can be tested on their own. ClientTokens are
+gpuplan.providers.aws.launch_call's.
 """
 
 from __future__ import annotations
