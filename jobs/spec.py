@@ -144,7 +144,21 @@ class Resources(_Model):
     spot: bool = False
     clouds: StrList = Field(default_factory=list)
     regions: StrList = Field(default_factory=list)
+    # Zone names (us-east-1a) or ids (use1-az4): the launch tries only these. The only way to use an AWS Local or
+    # Wavelength Zone (use1-atl2-az1), which needs its own opt-in and subnet.
+    zones: StrList = Field(default_factory=list)
     max_price_per_hour: PricePerHour | None = None
+
+    @field_validator("zones")
+    @classmethod
+    def _zones(cls, value: list[str]) -> list[str]:
+        if len(value) > MAX_ZONES:
+            raise ValueError(f"at most {MAX_ZONES} zones")
+        for zone in value:
+            if not ZONE_RE.match(zone):
+                raise ValueError(f"zone {zone!r} is not a zone name or id (like us-east-1a, use1-az4 or "
+                                 "us-central1-a: lower-case letters, digits and '-')")
+        return value
 
     @model_validator(mode="before")
     @classmethod
@@ -332,6 +346,16 @@ class JobSpec(_Model):
     project: str | None = Field(default=None, max_length=200)
     labels: dict[str, EnvValue] = Field(default_factory=dict)
 
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, text in value.items():
+            _check_label(key, text)
+        if len(value) > MAX_LABELS:
+            raise ValueError(f"at most {MAX_LABELS} labels (AWS allows 50 tags per resource and gpuplan sets up to "
+                             f"{50 - MAX_LABELS} of its own), not {len(value)}")
+        return value
+
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
@@ -401,6 +425,32 @@ class JobSpec(_Model):
     def wants_container(self) -> bool:
         """True when the job should run in a container (podman/docker, or auto with an image)."""
         return self.runtime in ("podman", "docker") or (self.runtime == "auto" and bool(self.image))
+
+
+# Labels become AWS tags (and, sanitised, GCE labels) on every resource gpuplan creates for the run. EC2's tag
+# restrictions (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/Using_Tags.html#tag-restrictions): "Maximum
+# number of tags per resource – 50", "Maximum key length – 128", "Maximum value length – 256", "The aws: prefix is
+# reserved for AWS use". gpuplan launches with instance tags in the metadata (InstanceMetadataTags=enabled), where
+# keys may only hold letters, digits and + - = . , _ : @ (no spaces or '/') and may not be '.', '..' or '_index'
+# (the same page, on instance tags in instance metadata); values keep the characters
+# allowed across services: letters, digits, spaces and + - = . _ : / @. Refused here, at spec validation (exit 2),
+# rather than by RunInstances in every zone.
+MAX_LABELS = 43  # 50 tags - gpuplan's own (run-id, name, project, created-by, Name, node-rank, price-per-hour)
+LABEL_KEY_RE = re.compile(r"^[A-Za-z0-9+\-=._:@]{1,128}$")
+LABEL_VALUE_RE = re.compile(r"^[\w +\-=._:/@]{0,256}$")
+RESERVED_LABEL_PREFIXES = ("aws:", "gpuplan:")
+ZONE_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+MAX_ZONES = 32
+
+
+def _check_label(key: str, value: str) -> None:
+    if not LABEL_KEY_RE.match(key) or key in (".", "..", "_index"):
+        raise ValueError(f"label {key!r}: a key is 1-128 letters, digits and + - = . _ : @ (no spaces or '/'), "
+                         "as AWS instance tags allow")
+    if key.lower().startswith(RESERVED_LABEL_PREFIXES):
+        raise ValueError(f"label {key!r}: the prefixes aws: and gpuplan: are reserved")
+    if not LABEL_VALUE_RE.match(value):
+        raise ValueError(f"label {key}: a value is at most 256 letters, digits, spaces and + - = . _ : / @")
 
 
 def _check_env_name(key: str, what: str) -> str:

@@ -4,8 +4,16 @@ Every provider (local, aws, gcp, slurm, or a third party's) implements `Provider
 entry-point group `gpuplan.providers`, so a package can add one without touching gpuplan. Providers never
 import the CLI or the store; orchestration (gpuplan.launching.start) records what they return.
 
-Errors are typed so orchestration can decide: `CapacityError` -> try the next zone/region/offer,
-`QuotaError` -> the next region or offer, `AuthError` -> stop and tell the user, `ProviderError` -> anything else.
+Errors are typed so orchestration can decide (gpuplan.launching.failover):
+- `PlacementError`: this placement cannot start the machines but another may. Its `scope` (a `Scope`) says which
+  placements share the fault and are skipped from now on: a zone, a region, an instance type or family, a market.
+  Its subclasses `CapacityError` (default scope: this instance type in this zone) and `QuotaError` (default scope:
+  the instance family's quota in this region and market, `Provider.instance_family`) keep their names because
+  they are what users read.
+- `AuthError`: the caller's identity is refused everywhere (bad or expired credentials, an IAM policy without
+  the launch permission): stop and tell the user (exit 2).
+- `ProviderError`: anything else; the launch stops, because retrying an unknown failure elsewhere can multiply
+  machines.
 """
 
 from __future__ import annotations
@@ -38,12 +46,58 @@ class ProviderError(Exception):
         self.region = region
 
 
-class CapacityError(ProviderError):
-    """No capacity for this type here now (InsufficientInstanceCapacity, ZONE_RESOURCE_POOL_EXHAUSTED, ...)."""
+@dataclass(frozen=True)
+class Scope:
+    """Which placements one failure rules out: every placement matching all the fields that are set.
+
+    `Scope(region="ap-east-1")` is a whole region (not enabled for the account); `Scope(region=R, zone=Z,
+    instance_type=T)` one type in one zone (no capacity); `Scope(region=R, family="P", spot=False)` an instance
+    family's on-demand quota in a region. `family` is compared with `Provider.instance_family(instance_type)`.
+    """
+
+    region: str | None = None
+    zone: str | None = None
+    instance_type: str | None = None
+    family: str | None = None
+    spot: bool | None = None
+
+    def covers(self, *, region: str | None, zone: str | None, instance_type: str | None, family: str | None,
+               spot: bool | None) -> bool:
+        pairs = ((self.region, region), (self.zone, zone), (self.instance_type, instance_type),
+                 (self.family, family), (self.spot, spot))
+        return all(want is None or want == have for want, have in pairs)
+
+    def describe(self) -> str:
+        """`zone us-east-1a, type p4d.24xlarge` / `region ap-east-1, family P, spot`: what the table shows."""
+        parts = [f"{name} {value}" for name, value in (("zone", self.zone), ("region", self.region),
+                                                       ("type", self.instance_type), ("family", self.family))
+                 if value is not None and not (name == "region" and self.zone)]
+        if self.spot is not None:
+            parts.append("spot" if self.spot else "on-demand")
+        return ", ".join(parts) or "everywhere"
 
 
-class QuotaError(ProviderError):
-    """An account limit stops the launch (InstanceLimitExceeded, QUOTA_EXCEEDED, ...)."""
+class PlacementError(ProviderError):
+    """This placement cannot start the machines, another may: failover skips every placement `scope` covers.
+
+    `scope` None lets failover use the class's default: the exact placement tried (its region, zone, instance
+    type and market) for a plain PlacementError.
+    """
+
+    def __init__(self, message: str, *, scope: Scope | None = None, code: str | None = None,
+                 zone: str | None = None, region: str | None = None) -> None:
+        super().__init__(message, code=code, zone=zone, region=region)
+        self.scope = scope
+
+
+class CapacityError(PlacementError):
+    """No capacity for this type here now (InsufficientInstanceCapacity, ZONE_RESOURCE_POOL_EXHAUSTED, ...);
+    default scope: this instance type in this zone."""
+
+
+class QuotaError(PlacementError):
+    """An account limit stops the launch (VcpuLimitExceeded, QUOTA_EXCEEDED, ...); default scope: the instance
+    family (`Provider.instance_family`) in this region and market, since quotas are counted per family."""
 
 
 class AuthError(ProviderError):
@@ -72,7 +126,10 @@ class LaunchRequest:
     """Everything a provider needs to start a run's machines; built by gpuplan.launching.start from the job spec.
 
     `secrets` holds values read from the caller's environment at launch time: providers hand them to the
-    machine and must never log them or put them in tags, labels or errors.
+    machine and must never log them or put them in tags, labels or errors. `labels` are the spec's own, put on
+    every resource of the run next to `tags()`. `options` carries, among others, `zones` (the spec's
+    `resources.zones`: the only zones to use, and the only way to use an AWS Local Zone), `attempt` (the failover
+    attempt number) and `generation` (a spot relaunch's), which AWS puts in its ClientToken.
     """
 
     run_id: str
@@ -194,6 +251,28 @@ class Provider(abc.ABC):
         """The zones of `region` a launch may try, in order; [] when the provider has no zones to choose from
         (the failover then tries the region as a whole)."""
         return []
+
+    def named_zones(self, region: str, named: Sequence[str]) -> list[str]:
+        """The zones of `region` among those a spec names (`resources.zones`), as this provider launches into them.
+
+        Named zones may include ones `zones(region)` leaves out (AWS Local Zones). Default: the named zones that
+        look like zones of `region` (`<region>-a`, `<region>a`)."""
+        return [z for z in named if z.startswith(region) and len(z) > len(region)]
+
+    def standard_zone(self, zone: str) -> bool:
+        """False for a zone a launch uses only when the spec names it (AWS Local and Wavelength Zones): planning
+        leaves such catalog offers out. Default: every zone is standard."""
+        return True
+
+    def enabled_regions(self) -> frozenset[str] | None:
+        """The regions this account may use, or None when unknown (then every region is tried): planning leaves
+        offers elsewhere out. Raises AuthError when the caller's identity is refused."""
+        return None
+
+    def instance_family(self, instance_type: str | None) -> str | None:
+        """The quota bucket an instance type counts against (a QuotaError blocks the whole bucket in its region).
+        Default: the instance type itself."""
+        return instance_type
 
     def include_regions(self, regions: Iterable[str | None]) -> None:
         """Regions a run's machines may be in, beyond the provider's own: a provider that searches only the

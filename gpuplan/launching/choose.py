@@ -9,6 +9,7 @@ from typing import Any
 from gpuplan.errors import UserError
 from gpuplan.jobs.spec import JobSpec
 from gpuplan.launching.offer import ChosenOffer
+from gpuplan.launching.usable import UsableOffers, usable_offers
 from gpuplan.providers.base import Provider
 
 
@@ -40,8 +41,11 @@ def choose_offer(spec: JobSpec, provider: Provider, *, db_url: str | None = None
                            on_this_machine=True)
     region = next((r for r in res.regions if "*" not in r and "?" not in r), None)
     priced = has_prices(provider.cloud)
+    # Offers this account cannot launch (a region it has not enabled, a Local Zone the spec does not name) are
+    # left out before anything is ranked (gpuplan.launching.usable).
+    usable = usable_offers(provider, res.zones) if priced else None
     if priced and spec.workload is not None and spec.workload.total_tokens is not None:
-        planned = planned_offer(spec, provider.name, provider.cloud, db_url=db_url)
+        planned = planned_offer(spec, provider.name, provider.cloud, db_url=db_url, usable=usable)
         if planned is not None:
             return planned
     if res.gpu and priced:
@@ -50,7 +54,7 @@ def choose_offer(spec: JobSpec, provider: Provider, *, db_url: str | None = None
         from gpuplan.launching.placements import ranked_choices
 
         choices = ranked_choices(provider.cloud, res.gpu, gpus_per_node, spot=res.spot, regions=res.regions,
-                                 max_price=res.max_price_per_hour, db_url=db_url)
+                                 max_price=res.max_price_per_hour, db_url=db_url, usable=usable)
         if not choices:
             raise UserError(f"no {provider.cloud} offer in the catalog for {gpus_per_node} x {res.gpu}"
                             + (f" in {', '.join(res.regions)}" if res.regions else "")
@@ -66,7 +70,8 @@ def choose_offer(spec: JobSpec, provider: Provider, *, db_url: str | None = None
                        price_per_hour=provider.quoted_price_per_hour(gpus_per_node, 1))
 
 
-def planned_offer(spec: JobSpec, provider_name: str, cloud: str, *, db_url: str | None = None) -> ChosenOffer | None:
+def planned_offer(spec: JobSpec, provider_name: str, cloud: str, *, db_url: str | None = None,
+                  usable: UsableOffers | None = None) -> ChosenOffer | None:
     """The cheapest planner option on `cloud` that respects the spec; None when the workload cannot be planned.
 
     The spec's `resources` narrow the search (gpu, gpus_per_node, regions, spot: true -> spot only, otherwise
@@ -97,6 +102,8 @@ def planned_offer(spec: JobSpec, provider_name: str, cloud: str, *, db_url: str 
     catalog = Catalog.load(db_url, (cloud,))
     offers = catalog.select(gpus=resolve_gpus(res.gpu) if res.gpu else None, clouds=(cloud,),
                             regions=compile_region_patterns(",".join(res.regions)) if res.regions else None)
+    if usable is not None:
+        offers = [o for o in offers if usable.keep(o.region, o.zone)]
     from gpuplan.calibration.startup import startup_allowance
 
     result = plan(workload, offers, constraints=constraints, throughput_for=lambda _gpu: own,

@@ -1,15 +1,21 @@
 """Try placements in order until one has capacity: zones of a region, then the next region, then the next offer.
 
 Provider-agnostic: it only calls `Provider.launch` and reads the typed errors of gpuplan.providers.base, so the
-AWS, GCP and any third-party provider share it. Capacity and quota errors move on to the next placement (a quota
-error also skips the remaining zones of that region for the same instance type and market: limits are per region
-and instance family, not per zone); an auth error stops at once (no other zone accepts bad credentials); anything
-else stops too, because retrying an unknown failure elsewhere can multiply machines. Every attempt is handed to a
+AWS, GCP and any third-party provider share it. A placement error (capacity, quota, a zone or region the account
+cannot use, a request that zone, region or instance type refuses) moves on to the next placement and blocks the
+error's scope (gpuplan.providers.base.Scope): the zone, the region, the instance family's quota in the region and
+market, so later placements it covers are skipped without a call — like SkyPilot's FailoverCloudErrorHandlerV2,
+which blocks the failing zones (sky/backends/cloud_vm_ray_backend.py), but finer: quotas are per family and region
+(https://aws.amazon.com/ec2/faqs/ "each defines the amount of capacity you can use of a given instance family").
+An auth error stops at once (no other zone accepts bad credentials); anything else stops too, because retrying an
+unknown failure elsewhere can multiply machines. Every attempt is handed to a
 callback so orchestration writes it as an Event row, and giving up raises `FailoverExhausted` carrying the
 attempts, which the CLI prints as a table of what was tried and why it failed.
 
 Idempotency: before the first attempt on a provider, the run's live machines are looked up by tag
-(`list_tagged(run_id)`); if a crashed earlier attempt already started them, they are returned, never doubled.
+(`list_tagged(run_id)`); if a crashed earlier attempt already started them, they are returned, never doubled. A
+look-up one region refuses (a PlacementError: an opt-in region refusing the credentials) blocks that region; the
+provider searched every other region.
 """
 
 from __future__ import annotations
@@ -27,9 +33,11 @@ from gpuplan.providers.base import (
     Instance,
     InstanceState,
     LaunchRequest,
+    PlacementError,
     Provider,
     ProviderError,
     QuotaError,
+    Scope,
 )
 
 
@@ -51,7 +59,9 @@ class Placement:
 
 @dataclass
 class Attempt:
-    """One launch attempt and its outcome (launched, existing, capacity, quota, skipped, auth, error)."""
+    """One launch attempt and its outcome (launched, existing, capacity, quota, blocked, skipped, auth, error);
+    `blocked` says which placements the failure ruled out (a Scope described), or which earlier one this skip
+    follows."""
 
     number: int
     placement: Placement
@@ -60,6 +70,7 @@ class Attempt:
     message: str = ""
     seconds: float = 0.0
     instance_ids: list[str] = field(default_factory=list)
+    blocked: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -74,6 +85,7 @@ class Attempt:
             "message": self.message,
             "seconds": round(self.seconds, 3),
             "instance_ids": list(self.instance_ids),
+            "blocked": self.blocked,
         }
 
 
@@ -102,21 +114,25 @@ class FailoverExhausted(ProviderError):
 
 
 def format_attempts(attempts: Iterable[Attempt]) -> str:
-    """Attempts as an aligned text table: #, provider, where, type, outcome, code, why."""
-    rows = [("#", "provider", "where", "type", "outcome", "code", "why")]
+    """Attempts as an aligned text table: #, provider, where, type, outcome, code, blocks (what the failure
+    ruled out, or which earlier block a skip follows), why."""
+    rows = [("#", "provider", "where", "type", "outcome", "code", "blocks", "why")]
     for a in attempts:
         why = a.message.replace("\n", " ")
         prefix = f"{a.code} in {a.placement.where}: "
         if a.code and why.startswith(prefix):  # the code and the place have their own columns
             why = why[len(prefix):]
+        if a.outcome == "skipped":
+            why = ""  # the blocks column says it all
         rows.append((str(a.number), a.placement.provider, a.placement.where, a.placement.instance_type or "",
-                     a.outcome, a.code or "", why[:100]))
+                     a.outcome, a.code or "", a.blocked or "", why[:100]))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(r[:-1], widths, strict=True)) + "  " + r[-1] for r in rows]
     return "\n".join(line.rstrip() for line in lines)
 
 
 AttemptCallback = Callable[[Attempt], None]
+REFUSED = frozenset({"capacity", "quota", "blocked"})  # outcomes of a placement that refused the launch
 
 
 def expand_zones(placements: Iterable[Placement], zones_of: Callable[[Placement], Sequence[str]]) -> list[Placement]:
@@ -142,9 +158,12 @@ def provider_zones(provider: Provider, region: str | None) -> list[str]:
     return [] if region is None else list(provider.zones(region))
 
 
-def request_for(request: LaunchRequest, placement: Placement) -> LaunchRequest:
-    """The request for one placement: its region and zone, and the offer's type, price and market."""
+def request_for(request: LaunchRequest, placement: Placement, attempt: int | None = None) -> LaunchRequest:
+    """The request for one placement: its region and zone, the offer's type, price and market, and which
+    attempt of the launch it is (`options["attempt"]`)."""
     changes: dict[str, Any] = {"region": placement.region, "zones": (placement.zone,) if placement.zone else ()}
+    if attempt is not None:
+        changes["options"] = {**request.options, "attempt": attempt}
     if placement.instance_type:
         changes["instance_type"] = placement.instance_type
     if placement.price_per_hour is not None:
@@ -158,6 +177,42 @@ def _live(instances: Iterable[Instance]) -> list[Instance]:
     return [i for i in instances if i.state not in InstanceState.GONE]
 
 
+def default_scope(exc: PlacementError, placement: Placement, provider: Provider) -> Scope:
+    """The placements an error rules out when the provider did not say (base.py's defaults per error class)."""
+    if exc.scope is not None:
+        return exc.scope
+    region = exc.region or placement.region
+    if isinstance(exc, QuotaError):
+        return Scope(region=region, family=provider.instance_family(placement.instance_type), spot=placement.spot)
+    return Scope(region=region, zone=exc.zone or placement.zone, instance_type=placement.instance_type,
+                 spot=placement.spot)
+
+
+def _outcome(exc: PlacementError) -> str:
+    return "quota" if isinstance(exc, QuotaError) else "capacity" if isinstance(exc, CapacityError) else "blocked"
+
+
+@dataclass
+class _Blocks:
+    """The scopes ruled out so far, per provider; a placement any of them covers is skipped (and recorded)."""
+
+    scopes: list[tuple[str, Scope]] = field(default_factory=list)
+
+    def add(self, provider: str, scope: Scope) -> None:
+        self.scopes.append((provider, scope))
+
+    def covering(self, placement: Placement, provider: Provider, spot: bool) -> Scope | None:
+        """The first scope covering `placement` (`spot`: its market, the request's when the placement says none)."""
+        family = provider.instance_family(placement.instance_type)
+        market = spot if placement.spot is None else placement.spot
+        for name, scope in self.scopes:
+            if name == placement.provider and scope.covers(region=placement.region, zone=placement.zone,
+                                                            instance_type=placement.instance_type, family=family,
+                                                            spot=market):
+                return scope
+        return None
+
+
 def launch_with_failover(
     request: LaunchRequest,
     placements: Sequence[Placement],
@@ -167,13 +222,19 @@ def launch_with_failover(
     max_attempts: int | None = None,
     check_existing: bool = True,
     prepare: Callable[[LaunchRequest], LaunchRequest] | None = None,
+    zones_of: Callable[[Provider, Placement], Sequence[str]] | None = None,
 ) -> FailoverResult:
     """Launch `request` at the first placement with capacity; raise FailoverExhausted when none has.
 
-    `providers` maps a provider name to a configured provider (or builds one). Only CapacityError and QuotaError
-    move on; AuthError and any other ProviderError are re-raised after being recorded as an attempt.
-    `prepare`: applied to each placement's request before its launch (gpuplan.launching.placements sets the machines'
-    fail-safe for the placement's price and renders their boot scripts with it).
+    `providers` maps a provider name to a configured provider (or builds one). A PlacementError (capacity,
+    quota, a zone or region this account cannot use, a request this region or type refuses) blocks its scope
+    and moves on; AuthError and any other ProviderError are re-raised after being recorded as an attempt.
+    A placement with a region but no zone is expanded into the provider's zones when it is reached
+    (`zones_of(provider, placement)`, default `provider.zones(region)`), inside the same error handling: a
+    region that refuses to list its zones is blocked like one that refuses a launch.
+    `prepare`: applied to each placement's request before its launch (gpuplan.launching.placements sets the
+    machines' fail-safe for the placement's price and renders their boot scripts with it).
+    Each launch call gets its attempt number in `options["attempt"]` (AWS puts it in its ClientToken).
     """
     if not placements:
         raise ProviderError("no placement to try: the job's constraints leave no region or offer", code="NoPlacement")
@@ -188,42 +249,63 @@ def launch_with_failover(
         if on_attempt is not None:
             on_attempt(attempt)
 
+    def list_zones(provider: Provider, placement: Placement) -> Sequence[str]:
+        if zones_of is not None:
+            return zones_of(provider, placement)
+        return provider_zones(provider, placement.region)
+
     hint_regions_by_provider: dict[str, set[str]] = {}
     for p in placements:
         if p.region:
             hint_regions_by_provider.setdefault(p.provider, set()).add(p.region)
     checked: set[str] = set()
-    quota_blocked: set[tuple[str, str | None, str | None, bool | None]] = set()
-    for placement in placements:
+    blocks = _Blocks()
+    queue = list(placements)
+    seen: set[Placement] = set()
+    while queue:
+        placement = queue.pop(0)
+        if placement in seen:
+            continue
+        seen.add(placement)
         number = len(attempts) + 1
         provider = get(placement.provider)
-        if check_existing and placement.provider not in checked:
-            checked.add(placement.provider)
-            provider.include_regions(sorted(hint_regions_by_provider.get(placement.provider, ())))
-            existing = _live(provider.list_tagged(request.run_id))
-            if existing:
-                where = dataclasses.replace(placement, region=existing[0].region, zone=existing[0].zone,
-                                            instance_type=existing[0].instance_type or placement.instance_type)
-                record(Attempt(number, where, "existing", message="the run's machines were already running",
-                               instance_ids=[i.instance_id for i in existing]))
-                return FailoverResult(existing, where, attempts, request_for(request, where))
-        quota_key = (placement.provider, placement.region, placement.instance_type, placement.spot)
-        if quota_key in quota_blocked:
-            record(Attempt(number, placement, "skipped", message="quota exceeded for this type in this region"))
+        blocked = blocks.covering(placement, provider, request.spot)
+        if blocked is not None:
+            record(Attempt(number, placement, "skipped", message=f"blocked earlier: {blocked.describe()}",
+                           blocked=blocked.describe()))
             continue
         if max_attempts is not None and sum(a.outcome != "skipped" for a in attempts) >= max_attempts:
             break
-        attempt_request = request_for(request, placement)
-        if prepare is not None:
-            attempt_request = prepare(attempt_request)
         started = time.monotonic()
+        checking = False
         try:
+            if check_existing and placement.provider not in checked:
+                checking = True
+                provider.include_regions(sorted(hint_regions_by_provider.get(placement.provider, ())))
+                existing = _live(provider.list_tagged(request.run_id))
+                checked.add(placement.provider)
+                if existing:
+                    where = dataclasses.replace(placement, region=existing[0].region, zone=existing[0].zone,
+                                                instance_type=existing[0].instance_type or placement.instance_type)
+                    record(Attempt(number, where, "existing", message="the run's machines were already running",
+                                   instance_ids=[i.instance_id for i in existing]))
+                    return FailoverResult(existing, where, attempts, request_for(request, where))
+            if placement.zone is None and placement.region:
+                zones = list(list_zones(provider, placement))
+                if zones:  # this placement becomes one per zone (`seen` keeps it from coming back)
+                    queue[0:0] = [dataclasses.replace(placement, zone=z) for z in zones]
+                    continue
+            attempt_request = request_for(request, placement, attempt=number)
+            if prepare is not None:
+                attempt_request = prepare(attempt_request)
             instances = provider.launch(attempt_request)
-        except (CapacityError, QuotaError) as exc:
-            outcome = "quota" if isinstance(exc, QuotaError) else "capacity"
-            if outcome == "quota":
-                quota_blocked.add(quota_key)
-            record(Attempt(number, placement, outcome, exc.code, str(exc), time.monotonic() - started))
+        except PlacementError as exc:
+            scope = default_scope(exc, placement, provider)
+            blocks.add(placement.provider, scope)
+            if checking:  # the look-up searched everywhere but the refusing scope, now blocked: not asked again
+                checked.add(placement.provider)
+            record(Attempt(number, placement, _outcome(exc), exc.code, str(exc), time.monotonic() - started,
+                           blocked=scope.describe()))
             continue
         except AuthError as exc:
             record(Attempt(number, placement, "auth", exc.code, str(exc), time.monotonic() - started))
@@ -236,6 +318,6 @@ def launch_with_failover(
                            instance_ids=[i.instance_id for i in instances])
         record(launched)
         return FailoverResult(instances, placement, attempts, attempt_request)
-    tried = sum(a.outcome in ("capacity", "quota") for a in attempts)
+    tried = sum(a.outcome in REFUSED for a in attempts)
     raise FailoverExhausted(f"no capacity for run {request.run_id}: {tried} placement(s) tried, all refused "
                             "(attempts listed above)", attempts)

@@ -24,12 +24,12 @@ from gpuplan.launching.failover import (
     AttemptCallback,
     FailoverResult,
     Placement,
-    expand_zones,
     launch_with_failover,
     provider_zones,
 )
 from gpuplan.launching.failsafe import MAX_HOURS_AT
-from gpuplan.providers.base import LaunchRequest, Provider
+from gpuplan.launching.usable import UsableOffers, usable_offers
+from gpuplan.providers.base import LaunchRequest, PlacementError, Provider, Scope
 
 MAX_OFFERS = 4  # distinct (region, instance type) pairs tried after the chosen one
 MAX_ATTEMPTS = 24  # launch calls at most, whatever the number of zones
@@ -48,10 +48,11 @@ class CloudChoice:
 
 def ranked_choices(cloud: str, gpu: str | None, gpus_per_node: int | None, *, spot: bool,
                    regions: Sequence[str] = (), max_price: Decimal | None = None,
-                   db_url: str | None = None) -> list[CloudChoice]:
+                   db_url: str | None = None, usable: UsableOffers | None = None) -> list[CloudChoice]:
     """The catalog's offers of `gpu` on `cloud`, cheapest first; an exact GPU count beats a bigger machine.
 
-    `regions` are the spec's glob patterns (`us-*`); `max_price` caps the hourly price of one node.
+    `regions` are the spec's glob patterns (`us-*`); `max_price` caps the hourly price of one node; `usable`
+    leaves out offers in regions the account has not enabled and in zones used only when named (Local Zones).
     """
     if not gpu:
         return []
@@ -62,6 +63,8 @@ def ranked_choices(cloud: str, gpu: str | None, gpus_per_node: int | None, *, sp
                          regions=list(regions) or None, max_price=max_price)
     best: dict[tuple[str, str], CloudChoice] = {}
     for offer in offers:
+        if usable is not None and not usable.keep(offer.region, offer.zone):
+            continue
         price = offer.price(spot)
         key = (offer.region, offer.instance_type)
         current = best.get(key)
@@ -78,9 +81,14 @@ def _in_regions(region: str | None, patterns: Sequence[str]) -> bool:
 
 def placements_for(provider: Provider, request: LaunchRequest,
                    choices: Sequence[CloudChoice] = ()) -> list[Placement]:
-    """The chosen offer first, then the same type in other regions, then the next types; zones expanded."""
-    first = Placement(provider.name, request.region, request.zones[0] if request.zones else None,
-                      request.instance_type, request.price_per_hour, request.spot)
+    """The chosen offer first (in its catalog zone, then the region's other zones), then the same type in other
+    regions, then the next types. Zones are not listed here: failover expands a region into its zones when it
+    reaches it, inside its error handling (a region that refuses to list them is blocked, not fatal)."""
+    # With zones named by the spec, failover tries exactly those (zones_to_try), not the catalog's zone.
+    named = bool(request.options.get("zones"))
+    pinned = Placement(provider.name, request.region, request.zones[0] if request.zones and not named else None,
+                       request.instance_type, request.price_per_hour, request.spot)
+    first = dataclasses.replace(pinned, zone=None)
     type_order: dict[str, int] = {}
     for c in choices:
         type_order.setdefault(c.instance_type, len(type_order))
@@ -89,9 +97,29 @@ def placements_for(provider: Provider, request: LaunchRequest,
     others = sorted(
         (c for c in choices if (c.region, c.instance_type) != (request.region, request.instance_type)),
         key=lambda c: (type_order[c.instance_type], c.price_per_hour or Decimal(0)))
-    base = [first, *(Placement(provider.name, c.region, None, c.instance_type, c.price_per_hour, request.spot)
-                     for c in others[:MAX_OFFERS])]
-    return expand_zones(base, lambda p: provider_zones(provider, p.region))
+    return [*([pinned] if pinned.zone else []), first,
+            *(Placement(provider.name, c.region, None, c.instance_type, c.price_per_hour, request.spot)
+              for c in others[:MAX_OFFERS])]
+
+
+def zones_to_try(request: LaunchRequest) -> Callable[[Provider, Placement], Sequence[str]]:
+    """How failover lists a region's zones for this request: the zones the spec names (`resources.zones`, which
+    may name a Local Zone), else every standard zone the provider lists."""
+    named = [str(z) for z in request.options.get("zones") or ()]
+
+    def zones_of(provider: Provider, placement: Placement) -> Sequence[str]:
+        if placement.region is None:
+            return []
+        if named:
+            zones = provider.named_zones(placement.region, named)
+            if not zones:  # never the region as a whole: the spec asked for these zones only
+                raise PlacementError(f"none of the zones the spec names ({', '.join(named)}) is in "
+                                     f"{placement.region}", code="NoNamedZone",
+                                     scope=Scope(region=placement.region), region=placement.region)
+            return zones
+        return provider_zones(provider, placement.region)
+
+    return zones_of
 
 
 def outputs_base(request: LaunchRequest, provider: Provider | None) -> str | None:
@@ -160,11 +188,12 @@ def planned_placements(provider: Provider, request: LaunchRequest, *,
     """
     patterns = [str(r) for r in request.options.get("regions") or ()]
     max_price = request.options.get("max_price_per_hour")
+    usable = usable_offers(provider, [str(z) for z in request.options.get("zones") or ()])
     try:
         choices = ranked_choices(provider.cloud, request.gpu, int(request.gpus_per_node or 0) or None,
                                  spot=request.spot, regions=patterns,
                                  max_price=Decimal(str(max_price)) if max_price is not None else None,
-                                 db_url=db_url)
+                                 db_url=db_url, usable=usable)
     except GpuplanError:  # a GPU or cloud the catalog does not know: only the chosen offer is tried
         choices = []
     choices = [c for c in choices if _in_regions(c.region, patterns)]
@@ -190,4 +219,4 @@ def start_with_failover(provider: Provider, request: LaunchRequest, *,
         return with_boot_scripts(attempt, provider) if provider.boots_from_script else attempt
 
     return launch_with_failover(request, placements, {provider.name: provider}, on_attempt=on_attempt,
-                                max_attempts=MAX_ATTEMPTS, prepare=prepare)
+                                max_attempts=MAX_ATTEMPTS, prepare=prepare, zones_of=zones_to_try(request))

@@ -59,7 +59,7 @@ def build_request(plan: LaunchPlan, run_id: str, run_dir: str, secrets: Mapping[
         runtime=spec.runtime, workdir=spec.workdir, env=dict(spec.env), secrets=dict(secrets), labels=labels,
         options={"argv": spec.argv, "source_dir": plan.source_dir,
                  "checkpoint_dir": spec.checkpoint.dir if spec.checkpoint else None,
-                 "regions": list(spec.resources.regions),
+                 "regions": list(spec.resources.regions), "zones": list(spec.resources.zones),
                  "max_price_per_hour": spec.resources.max_price_per_hour},
     )
 
@@ -124,7 +124,8 @@ def launch_recorded_run(store: Store, run_id: str, plan: LaunchPlan, provider: P
             p = attempt.placement
             record_event(session, run, EventKind.LAUNCH_ATTEMPT,
                          f"attempt {attempt.number}: {p.provider} {p.where} {p.instance_type or ''}: "
-                         f"{attempt.outcome}" + (f" ({attempt.code})" if attempt.code else ""),
+                         f"{attempt.outcome}" + (f" ({attempt.code})" if attempt.code else "")
+                         + (f"; blocks {attempt.blocked}" if attempt.blocked else ""),
                          **{("why" if k == "message" else k): v for k, v in attempt.as_dict().items()})
 
     try:

@@ -4,11 +4,15 @@ Safety rules this module keeps, because each one is a way to get a surprise bill
 
 - Idempotency: before any RunInstances the provider looks for live instances tagged with the run id (moto, and
   a crashed earlier attempt, both make ClientToken alone insufficient), and the ClientToken is derived from the
-  run id, the zone and the launch generation, so a retried call returns the same machines on real EC2.
+  run id, generation, failover attempt, zone, instance type and node rank (gpuplan.providers.aws.launch_call).
+- Zones: the catalog's zone ids are resolved to this account's zone names before any call that takes a zone;
+  Local Zones only when the spec names them; regions the account has not enabled are skipped
+  (gpuplan.providers.aws.zones).
 - Every instance and its volumes carry gpuplan's tags (reconcile finds them); the instance terminates on
   shutdown, so the boot script's `max_hours` poweroff is a real fail-safe.
 - IMDSv2 only; a security group with no inbound rules (SSH only when asked, and only from one address).
-- Throttling is retried by botocore's own retry modes ("adaptive" by default), never by hand.
+- Throttling is retried by botocore's own retry modes ("adaptive" by default), except for RunInstances, whose
+  client retries nothing and whose retries are launch_call's (capacity errors are 5xx and must not be retried).
 
 boto3 is imported inside the provider only: `gpuplan --help` must not pay for it. Credentials come from the
 standard chain and `AWS_ENDPOINT_URL` is honoured by boto3 itself (that is how the tests reach moto).
@@ -16,6 +20,7 @@ standard chain and `AWS_ENDPOINT_URL` is honoured by boto3 itself (that is how t
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 import os
@@ -23,6 +28,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from gpuplan.providers.aws import secrets as aws_secrets
+from gpuplan.providers.aws.launch_call import client_token, run_instances
+from gpuplan.providers.aws.places import AccountPlaces
 from gpuplan.providers.aws.rules import (
     DEFAULT_AMI_PARAMETER,
     DEFAULT_REGION,
@@ -32,31 +39,35 @@ from gpuplan.providers.aws.rules import (
     SECURITY_GROUP_NAME,
     TAG_NODE_RANK,
     TAG_PRICE,
+    Where,
     caller_address,
-    client_token,
     decimal,
     ended_at,
     map_client_error,
     map_state,
+    run_tags,
     single_address_cidr,
     tag_dict,
     tag_list,
 )
+from gpuplan.providers.aws.zones import AccountRegions, AccountZones
 from gpuplan.providers.base import (
     TAG_RUN_ID,
     CloudSecret,
     Instance,
     InstanceState,
     LaunchRequest,
+    PlacementError,
     Provider,
     ProviderError,
+    Scope,
 )
 from gpuplan.providers.outputs import StoredObject, bucket_hint, node_prefix, run_url, sync_node_outputs
 
 log = logging.getLogger(__name__)
 
 
-class AwsProvider(Provider):
+class AwsProvider(AccountPlaces, Provider):
     """EC2 instances for gpuplan runs.
 
     Configuration (constructor keywords, else the environment variables GPUPLAN_AWS_REGIONS, GPUPLAN_AWS_IMAGE_ID,
@@ -99,6 +110,7 @@ class AwsProvider(Provider):
         waiter_max_attempts: int = 120,
         bucket: str | None = None,
         session: Any = None,
+        launch_retry_delay: float = 1.0,
     ) -> None:
         env = os.environ
         self.bucket = (bucket or env.get("GPUPLAN_AWS_BUCKET") or "").strip() or None
@@ -125,6 +137,9 @@ class AwsProvider(Provider):
         self._region_of: dict[str, str] = {}
         self._group_of: dict[str, str] = {}
         self._ip_of: dict[str, str] = {}
+        self.launch_retry_delay = launch_retry_delay
+        self._zones = AccountZones(lambda region: self.client("ec2", region))
+        self._regions = AccountRegions(lambda: self.client("ec2", self.region, retries=2))  # see AccountPlaces
 
     # ---- clients -------------------------------------------------------------------------------------------
 
@@ -140,16 +155,22 @@ class AwsProvider(Provider):
             return str(self._session.region_name)
         return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or DEFAULT_REGION
 
-    def client(self, service: str, region: str) -> Any:
-        """One botocore client per (service, region), with botocore's retry mode for throttling."""
-        key = (service, region)
+    def client(self, service: str, region: str, *, retries: int | None = None) -> Any:
+        """One botocore client per (service, region, retries), with botocore's retry mode for throttling;
+        `retries=1` is the launch client (no botocore retries: gpuplan.providers.aws.launch_call)."""
+        attempts = self.max_attempts if retries is None else retries
+        key = (service, region) if retries is None else (service, f"{region}#{attempts}")
         if key not in self._clients:
             from botocore.config import Config
 
-            config = Config(retries={"mode": self.retry_mode, "max_attempts": self.max_attempts},
-                            user_agent_extra="gpuplan")
+            config = Config(retries={"mode": self.retry_mode, "max_attempts": attempts}, user_agent_extra="gpuplan")
             self._clients[key] = self._boto_session().client(service, region_name=region, config=config)
         return self._clients[key]
+
+    def launch_client(self, region: str) -> Any:
+        """The EC2 client RunInstances goes through: botocore retries off (a capacity refusal is a 5xx botocore
+        would retry), launch_call retries throttling itself. Tests hook RunInstances on this client."""
+        return self.client("ec2", region, retries=1)
 
     def include_regions(self, regions: Iterable[str | None]) -> None:
         """Search these regions too (list_tagged, describe): orchestration passes the regions a run may be in."""
@@ -171,11 +192,12 @@ class AwsProvider(Provider):
         node with `request.boot_script`.
         """
         region = request.region or self.region
-        zone = request.zones[0] if request.zones else None
         self._remember_region(region)
         if not request.instance_type:
             raise ProviderError("an AWS launch needs an instance type", code="NoInstanceType", region=region)
         existing = self._find(region, run_id=request.run_id)
+        zone = self._launch_zone(region, request.zones[0] if request.zones else None,
+                                 [str(z) for z in self._option(request, "zones", ())])
         script_for = self._option(request, "boot_script_for", None)
         if existing and (len(existing) >= request.nodes or script_for is None):
             log.info("run %s already has %d instance(s) in %s; not launching again", request.run_id,
@@ -223,7 +245,7 @@ class AwsProvider(Provider):
         if not request.secrets:
             return
         ssm = self.client("ssm", region)
-        tags = tag_list(request.tags())
+        tags = tag_list(run_tags(request))
         for name, value in sorted(request.secrets.items()):
             parameter = self.secret_parameter(request.run_id, name)
             try:
@@ -237,7 +259,7 @@ class AwsProvider(Provider):
                     ssm.put_parameter(Name=parameter, Value=value, Type="SecureString", Overwrite=True)
             except Exception as exc:
                 # The message names the parameter, never the value.
-                raise map_client_error(exc, region=region) from None
+                raise self._error(exc, Where(region=region)) from None
 
     def _forget_secrets(self, region: str, run_id: str) -> None:
         """Delete the run's secret parameters in one region (best effort: reconcile-style leftovers are logged)."""
@@ -304,13 +326,14 @@ class AwsProvider(Provider):
     def _run(self, request: LaunchRequest, region: str, zone: str | None, *, count: int, user_data: str,
              rank: int | None = None) -> list[Instance]:
         """One RunInstances call, its errors mapped to the typed ones."""
+        where = Where(region=region, zone=zone, instance_type=request.instance_type, spot=request.spot)
         try:
             params = self._run_params(request, region, zone, count=count, user_data=user_data, rank=rank)
-            response = self.client("ec2", region).run_instances(**params)
+            response = run_instances(self.launch_client(region), params, delay=self.launch_retry_delay)
         except ProviderError:
             raise
         except Exception as exc:
-            raise map_client_error(exc, region=region, zone=zone) from exc
+            raise self._error(exc, dataclasses.replace(where, zone=zone or where.zone)) from exc
         instances = [self._to_instance(raw, region, request=request) for raw in response.get("Instances", [])]
         for inst in instances:
             self._region_of[inst.instance_id] = region
@@ -323,7 +346,7 @@ class AwsProvider(Provider):
     def _run_params(self, request: LaunchRequest, region: str, zone: str | None, *, count: int, user_data: str,
                     rank: int | None = None) -> dict[str, Any]:
         """The RunInstances parameters: tags, IMDSv2, terminate on shutdown, SG, spot, placement group."""
-        tags = {**request.tags(), "Name": f"gpuplan-{request.name}-{request.run_id}"[:255]}
+        tags = {**run_tags(request), "Name": f"gpuplan-{request.name}-{request.run_id}"[:255]}
         if rank is not None:
             tags[TAG_NODE_RANK] = str(rank)
         if request.price_per_hour is not None:
@@ -331,10 +354,9 @@ class AwsProvider(Provider):
         subnet = self._subnet(region, zone, self._option(request, "subnet_id", None))
         zone = zone or subnet["AvailabilityZone"]
         image_id = self._image_id(request, region)
-        generation = int(self._option(request, "generation", 0))
-        token = client_token(request.run_id, zone, region, generation)
-        if rank is not None:
-            token = f"{token[:58]}.n{rank}"
+        token = client_token(request.run_id, generation=int(self._option(request, "generation", 0)),
+                             attempt=int(self._option(request, "attempt", 0)), zone=zone,
+                             instance_type=request.instance_type, rank=rank)
         params: dict[str, Any] = {
             "ImageId": image_id,
             "InstanceType": request.instance_type,
@@ -390,11 +412,11 @@ class AwsProvider(Provider):
         try:
             response = self.client("ssm", region).get_parameter(Name=parameter)
         except Exception as exc:
-            error = map_client_error(exc, region=region)
+            error = self._error(exc, Where(region=region))
             if error.code == "ParameterNotFound":
-                raise ProviderError(f"the AMI parameter {parameter} does not exist in {region}; set "
-                                    "GPUPLAN_AWS_IMAGE_ID or GPUPLAN_AWS_AMI_PARAMETER", code="ParameterNotFound",
-                                    region=region) from exc
+                raise PlacementError(f"the AMI parameter {parameter} does not exist in {region}; set "
+                                     "GPUPLAN_AWS_IMAGE_ID or GPUPLAN_AWS_AMI_PARAMETER", code="ParameterNotFound",
+                                     scope=Scope(region=region), region=region) from exc
             raise error from exc
         return str(response["Parameter"]["Value"])
 
@@ -414,19 +436,9 @@ class AwsProvider(Provider):
             subnets = ec2.describe_subnets(Filters=filters)["Subnets"]
         if not subnets:
             where = zone or region
-            raise ProviderError(f"no default subnet in {where}; pass a subnet id (options.subnet_id)",
-                                code="NoSubnet", region=region, zone=zone)
+            raise PlacementError(f"no default subnet in {where}; pass a subnet id (options.subnet_id)",
+                                 code="NoSubnet", scope=Scope(region=region, zone=zone), region=region, zone=zone)
         return dict(sorted(subnets, key=lambda s: s["AvailabilityZone"])[0])
-
-    def zones(self, region: str) -> list[str]:
-        """The region's available zones, in name order: the failover loop tries them one after the other."""
-        try:
-            response = self.client("ec2", region).describe_availability_zones(
-                Filters=[{"Name": "state", "Values": ["available"]}])
-        except Exception as exc:
-            raise map_client_error(exc, region=region) from exc
-        return sorted(z["ZoneName"] for z in response.get("AvailabilityZones", [])
-                      if z.get("ZoneType", "availability-zone") == "availability-zone")
 
     def _security_groups(self, region: str, vpc_id: str, request: LaunchRequest) -> list[str]:
         """gpuplan's group in this VPC (no inbound rules), plus an SSH group for one address when asked."""
@@ -477,7 +489,7 @@ class AwsProvider(Provider):
         ec2 = self.client("ec2", region)
         try:
             ec2.create_placement_group(GroupName=name, Strategy="cluster", TagSpecifications=[
-                {"ResourceType": "placement-group", "Tags": tag_list(request.tags())}])
+                {"ResourceType": "placement-group", "Tags": tag_list(run_tags(request))}])
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") not in ("InvalidPlacementGroup.Duplicate",
                                                                   "InvalidParameterValue"):
@@ -533,7 +545,7 @@ class AwsProvider(Provider):
                         found.append(inst)
             return found
         except Exception as exc:
-            raise map_client_error(exc, region=region) from exc
+            raise self._error(exc, Where(region=region)) from exc
 
     def _find(self, region: str, run_id: str | None, *, include_ended: bool = False) -> list[Instance]:
         states = [*LIVE_EC2_STATES, *ENDED_EC2_STATES] if include_ended else list(LIVE_EC2_STATES)
@@ -553,8 +565,17 @@ class AwsProvider(Provider):
         if include_ended and run_id is None:
             raise ValueError("include_ended needs a run id: ended machines are adopted one run at a time")
         found: list[Instance] = []
+        refused: PlacementError | None = None
+        enabled = self.enabled_regions()
         for region in list(self.regions):
-            found.extend(self._find(region, run_id, include_ended=include_ended))
+            if enabled is not None and region not in enabled:
+                continue  # a region the account has not enabled holds no machine of its
+            try:
+                found.extend(self._find(region, run_id, include_ended=include_ended))
+            except PlacementError as exc:  # this region refuses us (an opt-in region): the others are still searched
+                refused = refused or exc
+        if refused is not None and not found:
+            raise refused  # failover blocks that region; every other region was searched and holds nothing
         return found
 
     def describe(self, instance_ids: Sequence[str]) -> list[Instance]:

@@ -282,7 +282,7 @@ def test_a_retried_launch_of_the_same_run_adopts_the_machines_it_started(moto_se
         def crash(**_: Any) -> None:
             raise Crash
 
-        crashing.client("ec2", "us-east-1").meta.events.register("after-call.ec2.RunInstances", crash)
+        crashing.launch_client("us-east-1").meta.events.register("after-call.ec2.RunInstances", crash)
         plan = plan_launch(spec, JOB, provider=crashing)
         run_id = record_run(store, plan)
         with pytest.raises(Crash):
@@ -307,18 +307,78 @@ def test_a_retried_launch_of_the_same_run_adopts_the_machines_it_started(moto_se
         store.close()
 
 
-def test_throttling_is_retried_by_botocore(moto_server: MotoServer) -> None:
-    """RequestLimitExceeded twice, then moto answers: the launch succeeds without any retry loop of gpuplan's."""
+def test_throttling_is_retried_with_the_same_token(moto_server: MotoServer) -> None:
+    """RequestLimitExceeded twice, then moto answers: the launch succeeds, retried by launch_call (the launch client
+    has botocore retries off, so a capacity refusal is never retried) with the same ClientToken."""
     from gpuplan.providers.aws.provider import AwsProvider
     from gpuplan.providers.base import LaunchRequest
 
     from support.awsmoto import Injector, inject
 
-    aws = AwsProvider(waiter_delay=0.05)
-    injector = inject(aws.client("ec2", "us-east-1"), "RunInstances",
+    aws = AwsProvider(waiter_delay=0.05, launch_retry_delay=0.01)
+    injector = inject(aws.launch_client("us-east-1"), "RunInstances",
                       Injector("RequestLimitExceeded", "Request limit exceeded.", status=503,
                                when=lambda _: len(injector.calls) <= 2), server=True)
     [inst] = aws.launch(LaunchRequest(run_id="r-throttle01", name="t", command="true", run_dir="/tmp",
                                       instance_type="g5.xlarge", region="us-east-1", boot_script="#!/bin/sh\n"))
     assert injector.failed == 2 and len(injector.calls) == 3
+    assert len({c["ClientToken"] for c in injector.calls}) == 1
     assert [i["InstanceId"] for i in live_tagged(moto_server, "r-throttle01")] == [inst.instance_id]
+
+
+def test_tiny_gpt_example_launches_with_the_default_catalog_choice(moto_server: MotoServer) -> None:
+    """`gpuplan launch examples/tiny-gpt.yaml --provider aws -y`: the planner's cheapest offer was in eu-south-2 (an
+    opt-in region moto reports not-opted-in) and named its zone by id (eus2-az1); now planning leaves disabled
+    regions out and the zone goes to EC2 as this account's zone name."""
+    import boto3
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "tiny-gpt.yaml"
+    launched = gpuplan("launch", str(example), "--provider", "aws", "-y", "--detach", "--json")
+    assert launched.exit_code == 0, launched.stderr
+    out = launched.json()
+    region = out["region"]
+    ec2 = boto3.client("ec2", region_name=region, endpoint_url=moto_server.endpoint)
+    status = {r["RegionName"]: r["OptInStatus"] for r in ec2.describe_regions(AllRegions=True)["Regions"]}
+    assert status[region] != "not-opted-in"
+    names = {z["ZoneName"] for z in ec2.describe_availability_zones()["AvailabilityZones"]}
+    pages = ec2.describe_instances(Filters=[{"Name": f"tag:{TAG_RUN_ID}", "Values": [out["run_id"]]}])
+    [inst] = [i for r in pages["Reservations"] for i in r["Instances"]]
+    assert inst["Placement"]["AvailabilityZone"] in names
+    tags = {t["Key"]: t["Value"] for t in inst["Tags"]}
+    assert tags["kind"] == "example" and tags["gpuplan:project"] == "demo"  # the spec's labels are tags
+    assert gpuplan("stop", out["run_id"]).exit_code == 0
+
+
+AUTH_FAILURE = textwrap.dedent("""\
+    import botocore.session
+    from botocore.awsrequest import AWSResponse
+
+    class _Body:
+        def stream(self, **_):
+            yield (b'<Response><Errors><Error><Code>AuthFailure</Code>'
+                   b'<Message>AWS was not able to validate the provided access credentials</Message></Error>'
+                   b'</Errors><RequestID>t</RequestID></Response>')
+
+    _create = botocore.session.Session.create_client
+
+    def create_client(self, service_name, *args, **kwargs):
+        client = _create(self, service_name, *args, **kwargs)
+        if service_name == "ec2":
+            client.meta.events.register_first(
+                "before-send.ec2", lambda request, **_: AWSResponse(request.url, 401, {}, _Body()))
+        return client
+
+    botocore.session.Session.create_client = create_client
+""")
+
+
+def test_bad_credentials_end_the_launch_with_exit_2_before_anything_starts(moto_server: MotoServer, job: Path,
+                                                                           faults_dir: Path) -> None:
+    """Every EC2 call answers AuthFailure (HTTP 401), as EC2 does for credentials it cannot validate: the launch is
+    refused while planning (DescribeRegions in the default region) with one line and exit 2, nothing started."""
+    (faults_dir / "sitecustomize.py").write_text(AUTH_FAILURE)
+    result = gpuplan("launch", str(job), "--provider", "aws", "-y", "--detach", "--json",
+                     env={"PYTHONPATH": str(faults_dir)})
+    assert result.exit_code == 2, result.stderr
+    assert "AuthFailure" in result.stderr and result.stderr.count("\n") == 1
+    assert live_tagged(moto_server) == []

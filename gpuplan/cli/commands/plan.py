@@ -89,6 +89,14 @@ def plan_command(app: AppContext, spec_path: Path | None, gpu_text: str | None, 
     offers = catalog.select(gpus=gpus, regions=regions)
     if spec_limits.get("gpus_per_node"):
         offers = [o for o in offers if o.gpu_count == spec_limits["gpus_per_node"]]
+    # What a launch would use without being told: no AWS Local/Wavelength Zone unless the spec names it
+    # (gpuplan.catalog.zones; the launch also leaves out regions the account has not enabled, which plan cannot
+    # know without asking the cloud).
+    from gpuplan.catalog.zones import keep_offer, standard_zone
+
+    named = spec_limits.get("zones") or ()
+    offers = [o for o in offers
+              if keep_offer(o.region, o.zone, standard=lambda z, c=o.cloud: standard_zone(c, z), named=named)]
     throughput_for = _throughput_resolver(app, workload, workload_flags, own_throughput, gpus)
     from gpuplan.calibration.startup import startup_allowance
 
@@ -144,6 +152,8 @@ def _workload(spec_path: Path | None, flags: dict[str, Any]) -> tuple[Any, Any, 
         found["gpus_per_node"] = res.gpus_per_node
     if res.max_price_per_hour is not None:
         found["max_price_per_hour"] = Decimal(res.max_price_per_hour)
+    if res.zones:
+        found["zones"] = tuple(res.zones)
     if limits.budget_usd is not None:
         found["budget_usd"] = Decimal(limits.budget_usd)
     if limits.deadline is not None and not hasattr(limits.deadline, "tzinfo"):

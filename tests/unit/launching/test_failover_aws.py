@@ -36,7 +36,7 @@ def placements(aws: AwsProvider, *regions: str) -> list[Placement]:
 
 
 def test_capacity_errors_move_to_the_next_zone(aws: AwsProvider) -> None:
-    injector = inject(aws.client("ec2", "us-east-1"), "RunInstances",
+    injector = inject(aws.launch_client("us-east-1"), "RunInstances",
                       Injector("InsufficientInstanceCapacity", "We currently do not have sufficient capacity",
                                when=in_zone("us-east-1a", "us-east-1b")), server=False)
     seen: list[Attempt] = []
@@ -50,7 +50,7 @@ def test_capacity_errors_move_to_the_next_zone(aws: AwsProvider) -> None:
 
 
 def test_a_full_region_fails_over_to_the_next_region(aws: AwsProvider) -> None:
-    inject(aws.client("ec2", "us-east-1"), "RunInstances", Injector("InsufficientInstanceCapacity"), server=False)
+    inject(aws.launch_client("us-east-1"), "RunInstances", Injector("InsufficientInstanceCapacity"), server=False)
     result = launch_with_failover(request(), placements(aws, "us-east-1", "us-west-2"), {"aws": aws})
     outcomes = [(a.placement.region, a.outcome) for a in result.attempts]
     assert outcomes == [("us-east-1", "capacity")] * 6 + [("us-west-2", "launched")]
@@ -59,7 +59,7 @@ def test_a_full_region_fails_over_to_the_next_region(aws: AwsProvider) -> None:
 
 
 def test_quota_skips_the_rest_of_the_region_and_the_next_offer_is_tried(aws: AwsProvider) -> None:
-    inject(aws.client("ec2", "us-east-1"), "RunInstances",
+    inject(aws.launch_client("us-east-1"), "RunInstances",
            Injector("VcpuLimitExceeded", "You have requested more vCPU capacity than your current vCPU limit",
                     when=lambda params: params["InstanceType"] == "p4d.24xlarge"), server=False)
     offers = [Placement("aws", "us-east-1", "us-east-1a", "p4d.24xlarge", Decimal("32.77")),
@@ -72,7 +72,7 @@ def test_quota_skips_the_rest_of_the_region_and_the_next_offer_is_tried(aws: Aws
 
 
 def test_auth_errors_stop_at_once(aws: AwsProvider) -> None:
-    inject(aws.client("ec2", "us-east-1"), "RunInstances",
+    inject(aws.launch_client("us-east-1"), "RunInstances",
            Injector("UnauthorizedOperation", "You are not authorized to perform this operation."), server=False)
     seen: list[Attempt] = []
     with pytest.raises(AuthError):
@@ -81,7 +81,7 @@ def test_auth_errors_stop_at_once(aws: AwsProvider) -> None:
 
 
 def test_giving_up_carries_a_table_of_every_attempt(aws: AwsProvider) -> None:
-    inject(aws.client("ec2", "us-east-1"), "RunInstances", Injector("InsufficientInstanceCapacity", "none left"),
+    inject(aws.launch_client("us-east-1"), "RunInstances", Injector("InsufficientInstanceCapacity", "none left"),
            server=False)
     with pytest.raises(FailoverExhausted) as info:
         launch_with_failover(request(), placements(aws, "us-east-1")[:3], {"aws": aws})
@@ -89,7 +89,8 @@ def test_giving_up_carries_a_table_of_every_attempt(aws: AwsProvider) -> None:
     assert [a.outcome for a in err.attempts] == ["capacity"] * 3
     assert "3 placement(s) tried" in str(err)
     lines = err.detail.splitlines()
-    assert lines[0].split() == ["#", "provider", "where", "type", "outcome", "code", "why"]
+    assert lines[0].split() == ["#", "provider", "where", "type", "outcome", "code", "blocks", "why"]
+    assert "zone us-east-1a, type p4d.24xlarge" in lines[1]  # what the refusal ruled out
     assert "us-east-1a" in lines[1] and "InsufficientInstanceCapacity" in lines[1] and "none left" in lines[1]
     assert len(lines) == 4
     assert format_attempts(err.attempts) == err.detail

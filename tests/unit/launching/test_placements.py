@@ -37,10 +37,12 @@ def test_chosen_offer_then_same_type_elsewhere_then_next_type() -> None:
     choices = [CloudChoice("r1", "big", "H100", 8, Decimal(3)), CloudChoice("r2", "small", "H100", 8, Decimal(2)),
                CloudChoice("r3", "big", "H100", 8, Decimal(4)), CloudChoice("r2", "big", "H100", 8, Decimal(5))]
     placements = placements_for(Zoned(), request, choices)
-    assert [(p.zone, p.instance_type) for p in placements] == [
-        ("r1a", "big"), ("r1b", "big"), ("r3a", "big"), ("r3b", "big"), ("r2a", "big"), ("r2b", "big"),
-        ("r2a", "small"), ("r2b", "small")]
-    assert placements[2].price_per_hour == Decimal(4)
+    # Zones are not listed here: failover expands each region when it reaches it (inside its error handling).
+    assert [(p.region, p.zone, p.instance_type) for p in placements] == [
+        ("r1", None, "big"), ("r3", None, "big"), ("r2", None, "big"), ("r2", None, "small")]
+    assert placements[1].price_per_hour == Decimal(4)
+    pinned = placements_for(Zoned(), LaunchRequest(**{**request.__dict__, "zones": ("r1b",)}), choices)
+    assert [(p.region, p.zone) for p in pinned[:2]] == [("r1", "r1b"), ("r1", None)]  # catalog zone first
 
 
 def test_ranked_choices_from_the_shipped_catalog_prefer_the_exact_gpu_count() -> None:

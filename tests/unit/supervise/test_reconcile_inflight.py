@@ -108,7 +108,7 @@ def test_reconcile_during_the_launch_spares_the_machine_the_launch_then_records(
     def reconcile_now(**_: Any) -> None:
         during.append(run_cli("reconcile", "--cloud", "aws", "--terminate", "-y", "--grace", "0", "--json"))
 
-    launching.client("ec2", "us-east-1").meta.events.register("after-call.ec2.RunInstances", reconcile_now)
+    launching.launch_client("us-east-1").meta.events.register("after-call.ec2.RunInstances", reconcile_now)
     store = Store.open(os.environ["GPUPLAN_DB"])
     try:
         plan = plan_launch(load_spec(job), JOB, provider=launching)

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
+from gpuplan.providers.aws.launch_call import client_token
 from gpuplan.providers.aws.provider import AwsProvider
-from gpuplan.providers.aws.rules import DEFAULT_AMI_PARAMETER, client_token, map_state
+from gpuplan.providers.aws.rules import DEFAULT_AMI_PARAMETER, map_state
 from gpuplan.providers.base import (
     TAG_CREATED_BY,
     TAG_NAME,
@@ -20,6 +21,7 @@ from gpuplan.providers.base import (
     CapacityError,
     InstanceState,
     LaunchRequest,
+    PlacementError,
     ProviderError,
     QuotaError,
 )
@@ -142,8 +144,8 @@ def test_ssh_is_opened_only_to_one_address_and_only_when_asked() -> None:
 def test_spot_goes_through_instance_market_options_one_time_terminate() -> None:
     calls: list[dict[str, Any]] = []
     p = provider()
-    inject(p.client("ec2", "us-east-1"), "RunInstances", Injector("unused", when=lambda _: False, calls=calls),
-           server=False)
+    inject(p.launch_client("us-east-1"), "RunInstances",
+           Injector("unused", when=lambda _: False, calls=calls), server=False)
     [inst] = p.launch(request(spot=True, options={"spot_max_price": "12.5"}))
     assert inst.spot
     assert calls[0]["InstanceMarketOptions.MarketType"] == "spot"
@@ -161,7 +163,8 @@ def test_multi_node_runs_in_one_zone_in_a_tagged_cluster_placement_group() -> No
     serve(client, "CreatePlacementGroup", {"PlacementGroup": {"GroupName": "gpuplan-r-0123456789",
                                                               "Strategy": "cluster", "State": "available"}}, created)
     run_calls: list[dict[str, Any]] = []
-    inject(client, "RunInstances", Injector("unused", when=lambda _: False, calls=run_calls), server=False)
+    inject(p.launch_client("us-east-1"), "RunInstances",
+           Injector("unused", when=lambda _: False, calls=run_calls), server=False)
     nodes = p.launch(request(nodes=3))
     assert [n.node_rank for n in nodes] == [0, 1, 2]
     assert {n.zone for n in nodes} == {"us-east-1b"}
@@ -182,15 +185,15 @@ def test_relaunch_of_the_same_run_returns_the_existing_machines() -> None:
     assert sum(len(r["Instances"]) for r in reservations["Reservations"]) == 1
 
 
-def test_client_token_is_the_run_id_per_zone_and_generation() -> None:
+def test_client_token_names_run_generation_attempt_zone_type_and_rank() -> None:
     calls: list[dict[str, Any]] = []
     p = provider()
-    inject(p.client("ec2", "us-east-1"), "RunInstances", Injector("unused", when=lambda _: False, calls=calls),
-           server=False)
-    p.launch(request())
-    assert calls[0]["ClientToken"] == "r-0123456789.us-east-1b.0"
-    assert client_token("r-1", "us-east-1c", "us-east-1", 2) == "r-1.us-east-1c.2"
-    assert len(client_token("r-" + "x" * 80, "z", "r")) == 64
+    inject(p.launch_client("us-east-1"), "RunInstances",
+           Injector("unused", when=lambda _: False, calls=calls), server=False)
+    p.launch(request(options={"attempt": 3}))
+    assert calls[0]["ClientToken"] == "r-0123456789.g0.a3.us-east-1b.p4d.24xlarge.nall"
+    assert client_token("r-1", generation=2, attempt=1, zone="us-east-1c", instance_type="g5.xlarge",
+                        rank=0) == "r-1.g2.a1.us-east-1c.g5.xlarge.n0"
 
 
 @pytest.mark.parametrize(("code", "error"), [
@@ -202,12 +205,13 @@ def test_client_token_is_the_run_id_per_zone_and_generation() -> None:
     ("VcpuLimitExceeded", QuotaError),
     ("UnauthorizedOperation", AuthError),
     ("AuthFailure", AuthError),
-    ("InvalidParameterCombination", ProviderError),
+    ("InvalidParameterCombination", PlacementError),
+    ("IdempotentParameterMismatch", ProviderError),
 ])
 def test_ec2_errors_map_to_typed_errors(code: str, error: type[ProviderError]) -> None:
     p = provider()
-    injector = inject(p.client("ec2", "us-east-1"), "RunInstances", Injector(code, f"{code} from the test"),
-                      server=False)
+    injector = inject(p.launch_client("us-east-1"), "RunInstances",
+                      Injector(code, f"{code} from the test"), server=False)
     with pytest.raises(error) as info:
         p.launch(request())
     assert type(info.value) is error
@@ -326,9 +330,9 @@ def test_multi_node_is_all_or_nothing() -> None:
     serve(client, "CreatePlacementGroup", {"PlacementGroup": {}}, [])
     calls: list[dict[str, Any]] = []
     # Node 0 starts; node 1 finds no capacity: node 0 must not be left running.
-    inject(client, "RunInstances", Injector("InsufficientInstanceCapacity", calls=calls,
-                                            when=lambda params: params["ClientToken"].endswith(".n1")),
-           server=False)
+    inject(p.launch_client("us-east-1"), "RunInstances",
+           Injector("InsufficientInstanceCapacity", calls=calls,
+                    when=lambda params: params["ClientToken"].endswith(".n1")), server=False)
     with pytest.raises(CapacityError):
         p.launch(request(nodes=2, options={"boot_script_for": lambda rank, master: "#!/bin/sh\n"}))
     assert len(calls) == 2

@@ -1,0 +1,34 @@
+"""Which catalog offers a launch may use on this account: enabled regions, and zones used only when named.
+
+Planning must not pick an offer the account cannot launch: a region it has not enabled (AWS opt-in regions,
+https://docs.aws.amazon.com/accounts/latest/reference/manage-acct-regions.html: "Regions launched after March 20,
+2019 are disabled by default"), or a zone the provider uses only when the spec names it (AWS Local Zones and
+Wavelength Zones, which need their own opt-in and subnet:
+https://docs.aws.amazon.com/local-zones/latest/ug/how-local-zones-work.html). Both answers come from the provider
+(`enabled_regions`, `standard_zone`), so nothing here compares cloud names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gpuplan.catalog.zones import keep_offer
+from gpuplan.providers.base import Provider
+
+
+@dataclass(frozen=True)
+class UsableOffers:
+    """The filter: `enabled` None means unknown (every region); `named` are the spec's `resources.zones`."""
+
+    provider: Provider
+    enabled: frozenset[str] | None
+    named: tuple[str, ...] = ()
+
+    def keep(self, region: str | None, zone: str | None) -> bool:
+        return keep_offer(region, zone, standard=self.provider.standard_zone, enabled=self.enabled, named=self.named)
+
+
+def usable_offers(provider: Provider, named_zones: Sequence[str] = ()) -> UsableOffers:
+    """The filter for this provider's account (asks it which regions are enabled: one call, cached by it)."""
+    return UsableOffers(provider, provider.enabled_regions(), tuple(named_zones))
