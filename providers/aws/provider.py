@@ -157,7 +157,7 @@ class AwsProvider(AccountPlaces, Provider):
 
     def client(self, service: str, region: str, *, retries: int | None = None) -> Any:
         """One botocore client per (service, region, retries), with botocore's retry mode for throttling;
-        `retries=1` is the launch client (no botocore retries: gpuplan.providers.aws.launch_call)."""
+        `retries=0` is the launch client (no botocore retries: gpuplan.providers.aws.launch_call)."""
         attempts = self.max_attempts if retries is None else retries
         key = (service, region) if retries is None else (service, f"{region}#{attempts}")
         if key not in self._clients:
@@ -169,8 +169,11 @@ class AwsProvider(AccountPlaces, Provider):
 
     def launch_client(self, region: str) -> Any:
         """The EC2 client RunInstances goes through: botocore retries off (a capacity refusal is a 5xx botocore
-        would retry), launch_call retries throttling itself. Tests hook RunInstances on this client."""
-        return self.client("ec2", region, retries=1)
+        would retry), launch_call retries throttling itself. Tests hook RunInstances on this client.
+
+        botocore's `retries.max_attempts` counts retries after the first request (it becomes total_max_attempts =
+        max_attempts + 1), so 0 is "send once"; 1 sent every capacity refusal twice."""
+        return self.client("ec2", region, retries=0)
 
     def include_regions(self, regions: Iterable[str | None]) -> None:
         """Search these regions too (list_tagged, describe): orchestration passes the regions a run may be in."""

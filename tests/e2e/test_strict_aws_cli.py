@@ -63,13 +63,10 @@ def test_cli_moves_on_when_the_first_zone_has_no_capacity(strict_aws: StrictAwsS
     assert placed["Reservations"][0]["Instances"][0]["Placement"]["AvailabilityZone"] != "us-east-1a"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 20 item 2: the launch client lets botocore retry EC2's HTTP 500 "
-                   "InsufficientInstanceCapacity (measured: 9 RunInstances to us-east-1a before moving on); "
-                   "remove this mark when RunInstances is sent once per placement")
 def test_cli_asks_a_zone_without_capacity_once(strict_aws: StrictAwsServer, job: Path) -> None:
     strict_aws.layer.inject("InsufficientInstanceCapacity", zone="us-east-1a", times=None)
     launched = gpuplan("launch", str(job), "--provider", "aws", "-y", "--detach", "--json")
     assert launched.exit_code == 0, launched.stderr
     tries = [r for r in strict_aws.layer.calls("RunInstances") if r.params.get("Placement.AvailabilityZone")
              == "us-east-1a"]
-    assert len(tries) == 1
+    assert len(tries) == 1, [(r.params.get('InstanceType'), r.params.get('ClientToken')) for r in tries]
