@@ -52,6 +52,27 @@ class AuthError(ProviderError):
     exit_code = 2
 
 
+@dataclass(frozen=True)
+class LaunchCheck:
+    """What a provider found when checking a launch before anything is recorded (`Provider.check_launch`).
+
+    `notes` are lines the user sees (e.g. which machine image, for which architecture); `details` the same facts
+    for --json output.
+    """
+
+    notes: tuple[str, ...] = ()
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class NodeIdentityTags:
+    """The instance tags from which each node of a multi-node run reads its rank and the master's address at boot
+    (`Provider.node_identity_tags`)."""
+
+    rank: str
+    master_addr: str
+
+
 class InstanceState:
     """Provider-neutral instance states."""
 
@@ -183,6 +204,23 @@ class Provider(abc.ABC):
     boots_from_script: ClassVar[bool] = False
     # True when the machines are this very computer, so a CPU bench taken here measures the job's own speed.
     runs_here: ClassVar[bool] = False
+
+    # When set, every node of a multi-node launch boots the *same* script and reads its node rank and the master's
+    # address from these instance tags at boot: the provider starts all nodes in one call (so a cluster placement
+    # group gets them in one request) and tags them once it knows rank 0's address. None (default): orchestration
+    # renders one script per node (`options["boot_script_for"](rank, master_addr)`).
+    node_identity_tags: ClassVar[NodeIdentityTags | None] = None
+
+    def check_launch(self, request: LaunchRequest) -> LaunchCheck:
+        """Check, before anything is recorded or started, that this launch can work on this backend.
+
+        Orchestration (gpuplan.launching.sequence.check_gates) calls it with the planned request (a placeholder
+        run id, secret names with empty values, the boot script rendered): a launch that cannot work once the
+        machines bill (the boot script too big for the cloud, no credentials on the machine for its secrets or
+        outputs) is refused here with gpuplan.errors.UserError (one line, exit 2), and nothing is recorded.
+        Returns what the user should see about the launch. Default: nothing to check.
+        """
+        return LaunchCheck()
 
     def zones(self, region: str) -> list[str]:
         """The zones of `region` a launch may try, in order; [] when the provider has no zones to choose from
