@@ -592,11 +592,15 @@ class AwsProvider(Provider):
         """Terminate, wait until EC2 reports `terminated`, then drop the runs' placement groups."""
         by_region: dict[str, list[str]] = {}
         runs: dict[str, set[str]] = {}
+        groups: dict[str, set[str]] = {}
         for inst in self.describe(instance_ids):
             if inst.region and inst.state_reason != "not found":  # ending an ended machine is harmless
                 by_region.setdefault(inst.region, []).append(inst.instance_id)
                 if inst.run_id:
                     runs.setdefault(inst.region, set()).add(inst.run_id)
+                group = self._placement_group_of(inst)
+                if group:
+                    groups.setdefault(inst.region, set()).add(group)
         for region, ids in by_region.items():
             ec2 = self.client("ec2", region)
             try:
@@ -613,18 +617,21 @@ class AwsProvider(Provider):
                 error = map_client_error(exc, region=region)
                 if error.code not in NOT_FOUND_CODES:
                     raise error from exc
-            self._delete_placement_groups(region, ids)
+            for group in sorted(groups.get(region, ())):
+                network.delete_placement_group(ec2, group, delay=self.waiter_delay)
             for run_id in sorted(runs.get(region, ())):
                 self._forget_secrets_if_done(region, run_id)
 
-    def _delete_placement_groups(self, region: str, instance_ids: list[str]) -> None:
-        """A run's cluster placement group should not outlive its machines (gpuplan.providers.aws.network).
+    def _placement_group_of(self, inst: Instance) -> str | None:
+        """The run's cluster placement group, deleted once the machines are `terminated` (teardown).
 
-        Only groups gpuplan named (`gpuplan-<run id>`) and saw its instances in are deleted, after the waiter saw
-        them `terminated`; `InvalidPlacementGroup.InUse` while EC2 catches up is retried there.
+        Only groups gpuplan names (`gpuplan-<run id>`): the one EC2 reports the instance in, or the one of a
+        multi-node run (its nodes carry the master-address tag); `InvalidPlacementGroup.InUse` while EC2 catches
+        up is retried by gpuplan.providers.aws.network.delete_placement_group.
         """
-        groups = {self._group_of[i] for i in instance_ids
-                  if self._group_of.get(i, "").startswith(network.PLACEMENT_GROUP_PREFIX)}
-        ec2 = self.client("ec2", region)
-        for group in sorted(groups):
-            network.delete_placement_group(ec2, group, delay=self.waiter_delay)
+        group = self._group_of.get(inst.instance_id, "")
+        if group.startswith(network.PLACEMENT_GROUP_PREFIX):
+            return group
+        if inst.run_id and ranks.TAG_MASTER_ADDR in inst.tags:
+            return network.placement_group_name(inst.run_id)
+        return None
