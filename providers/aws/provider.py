@@ -29,8 +29,6 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
-from gpuplan.errors import UserError
-from gpuplan.providers.aws import iam as aws_iam
 from gpuplan.providers.aws import network, ranks, userdata
 from gpuplan.providers.aws import secrets as aws_secrets
 from gpuplan.providers.aws.image import ImageChoice, choose_image
@@ -235,34 +233,15 @@ class AwsProvider(Provider):
     # ---- checks before anything is recorded -----------------------------------------------------------------
 
     def check_launch(self, request: LaunchRequest) -> LaunchCheck:
-        """Refuse (UserError, exit 2) a launch EC2 or the machine would fail: user data over 16 KB compressed, or
-        no usable instance profile when the machines need credentials; say which machine image (architecture)
-        the chosen instance type gets."""
-        problem = userdata.too_big(userdata.compress(request.boot_script or ""))
-        if problem:
-            raise UserError(problem)
-        region = request.region or self.region
-        needed = aws_iam.needed_for(secrets=bool(request.secrets), bucket=self.bucket)
-        profile = self._option(request, "instance_profile", self.instance_profile)
-        checked = aws_iam.check_profile(self.client("iam", region), profile, needed)
-        if checked.problem:
-            raise UserError(checked.problem)
-        notes: list[str] = []
-        details: dict[str, Any] = {}
-        if checked.name and checked.needed_for:
-            notes.append(f"instance profile {checked.name} (role {checked.role}) for {' and '.join(needed)}")
-            details["instance_profile"] = checked.name
-        if request.instance_type:
-            try:
-                choice = self._image(request, region)
-            except ProviderError as exc:
-                if exc.code in ("ArchitectureMismatch", "NoImageForArchitecture"):
-                    raise UserError(str(exc)) from exc
-                raise
-            notes.append(choice.describe(request.instance_type))
-            details["machine"] = {"instance_type": request.instance_type, "architecture": choice.architecture,
-                                  "image_id": choice.image_id, "image_source": choice.source}
-        return LaunchCheck(notes=tuple(notes), details=details)
+        """User data within 16 KB, a usable instance profile when the machines need credentials, the machine
+        image of the type's architecture: gpuplan.providers.aws.checks."""
+        from gpuplan.providers.aws.checks import check_launch
+
+        return check_launch(self, request)
+
+    def image_for(self, request: LaunchRequest, region: str) -> ImageChoice:
+        """The machine image a launch of `request` in `region` boots (gpuplan.providers.aws.image)."""
+        return self._image(request, region)
 
     # ---- secrets (SSM Parameter Store) ---------------------------------------------------------------------
 
