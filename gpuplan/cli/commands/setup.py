@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import click
 
 from gpuplan.cli.context import AppContext, pass_app
 from gpuplan.cli.output import emit_json, note
+from gpuplan.errors import UserError
 
+# IAM role and instance-profile names (https://docs.aws.amazon.com/IAM/latest/APIReference/API_CreateRole.html).
+IAM_NAME = re.compile(r"[\w+=,.@-]{1,64}")
 
 @click.group("setup")
 def setup() -> None:
@@ -42,6 +46,10 @@ def setup_aws(app: AppContext, create: bool, name: str, bucket: str | None, kms_
     GPUPLAN_AWS_INSTANCE_PROFILE. Running it again updates the policy; nothing is deleted. You need IAM
     permissions to create roles, and iam:PassRole on the role to launch with it.
     """
+    if not IAM_NAME.fullmatch(name):
+        raise UserError(f"--name {name!r} is not an IAM role name (1-64 of letters, digits and +=,.@_-)")
+    if kms_key is not None and not kms_key.startswith("arn:"):
+        raise UserError(f"--kms-key must be a KMS key ARN (arn:aws:kms:REGION:ACCOUNT:key/ID), not {kms_key!r}")
     from gpuplan.providers.aws import iam as aws_iam
     from gpuplan.providers.aws.provider import AwsProvider
 
