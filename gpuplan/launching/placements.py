@@ -132,6 +132,8 @@ def boot_script_renderer(request: LaunchRequest,
     tags = provider.node_identity_tags if provider is not None and request.nodes > 1 else None
 
     def render(rank: int, master_addr: str | None) -> str:
+        if tags:  # one script for every node: it reads its rank and the master's address at boot
+            rank, master_addr = 0, None
         node = NodeLaunch(run_id=request.run_id, name=request.name, argv=argv, run_dir=request.run_dir,
                           node_rank=rank, nnodes=request.nodes, nproc_per_node=max(gpus, 1),
                           runtime=request.runtime or "auto", image=request.image, workdir=request.workdir,
