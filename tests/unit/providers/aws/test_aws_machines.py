@@ -206,6 +206,16 @@ def test_a_launch_that_died_before_tagging_is_finished_on_retry(env: Env) -> Non
     assert [tags(raw(env, n.instance_id))[TAG_MASTER_ADDR] for n in nodes] == [master, master]
 
 
+def test_a_run_left_with_part_of_its_nodes_is_ended_not_topped_up(env: Env) -> None:
+    p = provider(env)
+    nodes = p.launch(request(nodes=2))
+    env.ec2().terminate_instances(InstanceIds=[nodes[1].instance_id])  # e.g. one node went away
+    with pytest.raises(ProviderError) as info:
+        provider(env).launch(request(nodes=2))
+    assert info.value.code == "IncompleteNodes" and len(env.runs) == 1  # no second RunInstances
+    assert p.list_tagged() == []  # the remaining node does not bill alone
+
+
 def test_teardown_deletes_the_placement_group_once_the_machines_are_gone(env: Env) -> None:
     in_use = Injector("InvalidPlacementGroup.InUse", "The specified placement group is in use.",
                       when=lambda _: in_use.failed == 0)
