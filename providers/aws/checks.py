@@ -14,15 +14,25 @@ instance profile and which machine image (architecture) the launch uses; `detail
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from gpuplan.errors import UserError
 from gpuplan.providers.aws import iam as aws_iam
 from gpuplan.providers.aws import userdata
+from gpuplan.providers.aws.image import ImageChoice
 from gpuplan.providers.base import AuthError, LaunchCheck, LaunchRequest, ProviderError
 
-if TYPE_CHECKING:
-    from gpuplan.providers.aws.provider import AwsProvider
+
+class Checked(Protocol):
+    """What the check needs of the AWS provider (gpuplan.providers.aws.provider.AwsProvider)."""
+
+    region: str
+    bucket: str | None
+    instance_profile: str | None
+
+    def client(self, service: str, region: str) -> Any: ...
+
+    def image_for(self, request: LaunchRequest, region: str) -> ImageChoice: ...
 
 # Errors that mean "could not ask", not "the answer is no".
 UNREACHABLE = frozenset({"EndpointConnectionError"})
@@ -33,7 +43,7 @@ def _could_not_ask(exc: ProviderError) -> bool:
     return isinstance(exc, AuthError) or exc.code in UNREACHABLE or exc.code is None
 
 
-def check_launch(provider: AwsProvider, request: LaunchRequest) -> LaunchCheck:
+def check_launch(provider: Checked, request: LaunchRequest) -> LaunchCheck:
     problem = userdata.too_big(userdata.compress(request.boot_script or ""))
     if problem:
         raise UserError(problem)
