@@ -6,9 +6,11 @@ Refused with one line (UserError, exit 2), because each would fail only once mac
   none configured, one that does not exist, one without a role (gpuplan.providers.aws.iam);
 - a configured machine image of another architecture than the instance type's (gpuplan.providers.aws.image).
 
-What needs AWS (iam:GetInstanceProfile, the image look-up) is best effort here: when AWS cannot be reached or
-the caller may not ask (no credentials, AccessDenied), the check says so in a note and the launch goes on (its
-own calls then fail with the real error), so `gpuplan launch --dry-run` works offline. The notes say which
+What needs AWS (iam:GetInstanceProfile, the image look-up) refuses only on a definite answer (the profile does
+not exist or has no role; the image's architecture is not the type's; the image parameter does not exist). Any
+other error (AWS unreachable, no credentials, AccessDenied on the look-up, a type EC2 does not know here) becomes
+a note and the launch goes on, its own calls failing with the real error or failover moving on; so
+`gpuplan launch --dry-run` works offline. The notes say which
 instance profile and which machine image (architecture) the launch uses; `details` hold the same for --json.
 """
 
@@ -20,7 +22,7 @@ from gpuplan.errors import UserError
 from gpuplan.providers.aws import iam as aws_iam
 from gpuplan.providers.aws import userdata
 from gpuplan.providers.aws.image import ImageChoice
-from gpuplan.providers.base import AuthError, LaunchCheck, LaunchRequest, ProviderError
+from gpuplan.providers.base import LaunchCheck, LaunchRequest, ProviderError
 
 
 class Checked(Protocol):
@@ -34,13 +36,7 @@ class Checked(Protocol):
 
     def image_for(self, request: LaunchRequest, region: str) -> ImageChoice: ...
 
-# Errors that mean "could not ask", not "the answer is no".
-UNREACHABLE = frozenset({"EndpointConnectionError"})
 REFUSED_IMAGE = frozenset({"ArchitectureMismatch", "NoImageForArchitecture", "ParameterNotFound"})
-
-
-def _could_not_ask(exc: ProviderError) -> bool:
-    return isinstance(exc, AuthError) or exc.code in UNREACHABLE or exc.code is None
 
 
 def check_launch(provider: Checked, request: LaunchRequest) -> LaunchCheck:
@@ -55,8 +51,6 @@ def check_launch(provider: Checked, request: LaunchRequest) -> LaunchCheck:
     try:
         checked = aws_iam.check_profile(provider.client("iam", region), profile, needed)
     except ProviderError as exc:
-        if not _could_not_ask(exc):
-            raise
         notes.append(f"could not check the instance profile {profile}: {exc}")
     else:
         if checked.problem:
@@ -71,8 +65,6 @@ def check_launch(provider: Checked, request: LaunchRequest) -> LaunchCheck:
         except ProviderError as exc:
             if exc.code in REFUSED_IMAGE:
                 raise UserError(str(exc)) from exc
-            if not _could_not_ask(exc):
-                raise
             notes.append(f"could not look up the machine image for {request.instance_type}: {exc}")
         else:
             notes.append(choice.describe(request.instance_type))

@@ -1,6 +1,6 @@
 """Every cloud resource a launch creates carries gpuplan's marks, listed from the cloud's side afterwards.
 
-AWS (moto in-process): instances, their volumes, the security groups (the shared no-inbound one and the SSH one),
+AWS (moto in-process): instances, their volumes, the security groups (the shared one, open only between its members, and the SSH one),
 and the run's SSM secret parameters. Resources of one run carry `gpuplan:run-id` and `gpuplan:created-by`; the
 security groups are shared by every run in a VPC and carry `gpuplan:created-by`. GCP (the fake Compute API): every
 VM and its boot disk of a multi-node run carry the run's labels. (The cluster placement group is covered in
@@ -49,6 +49,8 @@ def test_every_aws_resource_of_a_launch_is_tagged(aws_session: Any, aws_clients:
         assert tags(group.get("Tags")).get(TAG_CREATED_BY) == "gpuplan", group
         ranges = [r["CidrIp"] for p in group["IpPermissions"] for r in p["IpRanges"]]
         assert ranges == (["198.51.100.4/32"] if "ssh" in group["GroupName"] else [])  # least privilege
+        peers = [g["GroupId"] for p in group["IpPermissions"] for g in p["UserIdGroupPairs"]]
+        assert peers == ([] if "ssh" in group["GroupName"] else [group["GroupId"]])  # only its own members
 
     names = sorted(p["Name"] for p in ssm.describe_parameters()["Parameters"])
     assert names == [f"/gpuplan/{RUN}/API_TOKEN", f"/gpuplan/{RUN}/HF_TOKEN"]
