@@ -1,10 +1,10 @@
 """Every cloud resource a launch creates carries gpuplan's marks, listed from the cloud's side afterwards.
 
-AWS (moto in-process): instances, their volumes, the security groups (the shared one, open only between its members, and the SSH one),
-and the run's SSM secret parameters. Resources of one run carry `gpuplan:run-id` and `gpuplan:created-by`; the
-security groups are shared by every run in a VPC and carry `gpuplan:created-by`. GCP (the fake Compute API): every
-VM and its boot disk of a multi-node run carry the run's labels. (The cluster placement group is covered in
-tests/unit/providers/aws/test_aws_provider.py: moto 5 does not implement it.)
+AWS (moto in-process): instances, their volumes, the security groups (the shared one, open only between its
+members, and the SSH one), and the run's SSM secret parameters. Resources of one run carry `gpuplan:run-id` and
+`gpuplan:created-by`; the security groups are shared by every run in a VPC and carry `gpuplan:created-by`. GCP
+(the fake Compute API): every VM and its boot disk of a multi-node run carry the run's labels. (The cluster
+placement group is covered in tests/unit/providers/aws/test_aws_machines.py: moto 5 does not implement it.)
 """
 
 from __future__ import annotations
