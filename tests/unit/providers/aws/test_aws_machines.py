@@ -335,3 +335,16 @@ def test_user_data_too_big_even_compressed_is_refused_before_any_call(env: Env) 
         p.launch(request(nodes=1, boot_script=SCRIPT + f"# {noise}\n"))
     assert info.value.code == "UserDataTooLarge" and env.runs == []
     assert gzip.decompress(compress(SCRIPT).payload).decode() == SCRIPT
+
+
+def test_orchestration_renders_the_tag_reading_script_for_a_multi_node_aws_launch(env: Env) -> None:
+    from gpuplan.launching.placements import with_boot_scripts
+
+    p = provider(env, bucket="runs-bucket")
+    rendered = with_boot_scripts(request(nodes=2, boot_script=None, options={"argv": ["torchrun", "train.py"]}), p)
+    nodes = p.launch(rendered)
+    for node in nodes:
+        script = user_data_of(env.ec2(), node.instance_id)
+        assert f"RANK_TAG={TAG_NODE_RANK}" in script and f"MASTER_TAG={TAG_MASTER_ADDR}" in script
+        assert f"STORAGE_URL=s3://runs-bucket/gpuplan/{RUN}\n" in script  # /node-<rank> added at boot
+        assert "export NODE_RANK=" not in script
