@@ -65,6 +65,11 @@ def setup_aws(app: AppContext, create: bool, name: str, bucket: str | None, kms_
             return
         for action in result.actions:
             note(action)
+        # IAM is eventually consistent: EC2 may not know a new profile for some seconds (RunInstances answers
+        # "Invalid IAM Instance Profile name": aws/aws-sdk-js-v3#5253, hashicorp/terraform-provider-aws#27516;
+        # https://docs.aws.amazon.com/IAM/latest/UserGuide/troubleshoot_general.html "Changes that I make are not
+        # always immediately visible").
+        note("a new instance profile can take a few seconds to be usable by EC2")
         click.echo(json.dumps(result.policy, indent=2))
         click.echo(f"now set GPUPLAN_AWS_INSTANCE_PROFILE={name} (and GPUPLAN_AWS_BUCKET={bucket})" if bucket else
                    f"now set GPUPLAN_AWS_INSTANCE_PROFILE={name} (no bucket: outputs are not shipped)")
