@@ -24,14 +24,8 @@ to curl on stdin, and the GCS JSON API's media upload); with `guest_attributes` 
 status are also written to the VM's guest attributes (`gpuplan/exit_code`, `gpuplan/status`, `gpuplan/reason`),
 readable through the Compute API without any bucket or IAM.
 
-A node may also learn who it is at boot (`rank_tag`/`master_tag`, AWS multi-node): every node of the run boots the
-same script, started by one RunInstances call, and gpuplan tags each machine with its rank and rank 0's private
-address right after (gpuplan.providers.aws.ranks). The script waits, bounded by `identity_wait_seconds`, until both
-tags appear in the instance metadata (IMDSv2: `PUT /latest/api/token`, then
-`GET /latest/meta-data/tags/instance/<key>` with the token; instance tags in metadata are enabled at launch,
-https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/work-with-tags-in-IMDS.html), checks them (a number below
-NNODES, a dotted address), and only then exports NODE_RANK/GPUPLAN_NODE_RANK (and RANK with one process per node)
-and MASTER_ADDR; without them it records `no node identity from instance tags` (exit 5) and powers off.
+A node may also learn its rank and the master's address at boot from instance tags (`rank_tag`/`master_tag`, AWS
+multi-node): gpuplan.jobs.boot_identity.
 """
 
 from __future__ import annotations
@@ -42,6 +36,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuplan.jobs.boot_identity import (
+    IDENTITY_FUNCTIONS,
+    IDENTITY_POLL_SECONDS,
+    IDENTITY_STEP,
+    IDENTITY_WAIT_SECONDS,
+    RANK_VARIABLES,
+    identity_assignments,
+)
 from gpuplan.jobs.runner import CONTAINER_RUN_DIR, NodeLaunch, job_environment, refuse_options
 
 SHIP_INTERVAL_SECONDS = 60
@@ -53,10 +55,6 @@ DEFAULT_METADATA_URL = "http://metadata.google.internal/computeMetadata/v1"
 DEFAULT_SECRETMANAGER_ENDPOINT = "https://secretmanager.googleapis.com"
 # The EC2 instance metadata service (a link-local address on every instance).
 DEFAULT_IMDS_URL = "http://169.254.169.254"
-IDENTITY_WAIT_SECONDS = 600  # how long a node waits for its rank and master-address tags
-IDENTITY_POLL_SECONDS = 5
-# The contract's variables that hold the node's rank (filled at boot when the rank comes from instance tags).
-RANK_VARIABLES = ("NODE_RANK", "GPUPLAN_NODE_RANK", "RANK")
 SECRET_STORES = ("ssm", "secretmanager")
 
 
@@ -180,18 +178,17 @@ def render_boot_script(plan: BootPlan) -> str:
         _assign("GCS_ENDPOINT", (plan.gcs_endpoint or DEFAULT_GCS_ENDPOINT).rstrip("/")),
         _assign("METADATA_URL", (plan.metadata_url or DEFAULT_METADATA_URL).rstrip("/")),
         _assign("IMDS_URL", (plan.imds_url or DEFAULT_IMDS_URL).rstrip("/")),
-        _assign("RANK_TAG", plan.rank_tag or ""),
-        _assign("MASTER_TAG", plan.master_tag or ""),
-        _assign("IDENTITY_WAIT", int(plan.identity_wait_seconds)),
-        _assign("IDENTITY_POLL", max(int(plan.identity_poll_seconds), 1)),
-        _array("RANK_NAMES", rank_names),
+        *(identity_assignments(plan.rank_tag, plan.master_tag, plan.identity_wait_seconds,
+                               plan.identity_poll_seconds, rank_names) if from_tags else []),
         "",
         "# --- the job's environment (values quoted; secrets are exported, never printed)",
         *(f"export {_assign(k, v)}" for k, v in user_env.items()),
         *(f"export {_assign(k, v)}" for k, v in exported.items()),
         *(f"export {_assign(k, v)}" for k, v in plan.secrets.items()),
         "",
-        _BODY.replace("@SHIP_INTERVAL@", str(SHIP_INTERVAL_SECONDS)).replace("@RUN_DIR@", CONTAINER_RUN_DIR),
+        _BODY.replace("@SHIP_INTERVAL@", str(SHIP_INTERVAL_SECONDS)).replace("@RUN_DIR@", CONTAINER_RUN_DIR)
+        .replace("@IDENTITY_FUNCTIONS@\n", IDENTITY_FUNCTIONS + "\n" if from_tags else "")
+        .replace("@IDENTITY_STEP@", IDENTITY_STEP if from_tags else ""),
     ]
     return "\n".join(lines).rstrip() + "\n"
 
@@ -335,42 +332,7 @@ imds_region() {
   imds_get placement/region
 }
 
-node_identity() {
-  # AWS multi-node: every node boots this same script; gpuplan tags each machine with its rank and rank 0's
-  # private address right after starting them all. Wait (bounded) for both tags, then check them.
-  local waited=0 rank='' master=''
-  while :; do
-    rank=$(imds_get "tags/instance/$RANK_TAG" || true)
-    master=$(imds_get "tags/instance/$MASTER_TAG" || true)
-    if [ -n "$rank" ] && [ -n "$master" ]; then
-      break
-    fi
-    if [ "$waited" -ge "$IDENTITY_WAIT" ]; then
-      log "no instance tags $RANK_TAG and $MASTER_TAG after $IDENTITY_WAIT s"
-      return 1
-    fi
-    sleep "$IDENTITY_POLL"
-    waited=$((waited + IDENTITY_POLL))
-  done
-  case "$rank" in
-    ''|*[!0-9]*) log "the instance tag $RANK_TAG is not a node rank"; return 1 ;;
-    *) ;;
-  esac
-  case "$master" in
-    ''|*[!0-9.]*) log "the instance tag $MASTER_TAG is not an IPv4 address"; return 1 ;;
-    *) ;;
-  esac
-  if [ "$rank" -ge "${NNODES:-1}" ]; then
-    log "the instance tag $RANK_TAG says node $rank, but the run has ${NNODES:-1} nodes"
-    return 1
-  fi
-  NODE_RANK_=$rank
-  MASTER_ADDR_=$master
-  for name in "${RANK_NAMES[@]}"; do
-    export "$name=$rank"
-  done
-}
-
+@IDENTITY_FUNCTIONS@
 fetch_secrets() {
   # Secret values live in the cloud's secret store (AWS SSM Parameter Store, GCP Secret Manager); the script
   # only knows their names. Values are exported to the job's environment, never printed or written.
@@ -465,16 +427,7 @@ finish() {
   exit "$code"
 }
 
-if [ -n "$RANK_TAG" ]; then
-  if ! node_identity; then
-    # Outputs go where gpuplan looks for a node it could not tag: its launch index, as the provider falls back to.
-    INDEX=$(imds_get ami-launch-index || true)
-    case "$INDEX" in ''|*[!0-9]*) STORAGE_URL='' ;; *) STORAGE_URL=${STORAGE_URL:+${STORAGE_URL%/}/node-$INDEX} ;; esac
-    finish 5 "no node identity from instance tags"
-  fi
-  STORAGE_URL=${STORAGE_URL:+${STORAGE_URL%/}/node-$NODE_RANK_}
-fi
-log "boot script for run $RUN_ID (job $JOB_NAME), node $NODE_RANK_"
+@IDENTITY_STEP@log "boot script for run $RUN_ID (job $JOB_NAME), node $NODE_RANK_"
 guest_attribute status running
 if ! fetch_secrets; then
   finish 4 "cannot read secrets"

@@ -141,6 +141,7 @@ def test_tag_values_that_are_not_a_rank_and_an_address_are_refused(tmp_path: Pat
 
 def test_without_tags_the_script_is_as_before(tmp_path: Path) -> None:
     script = render_boot_script(plan(tmp_path, rank_tag=None, master_tag=None, node_rank=1, master_addr="10.0.0.5"))
-    assert "export NODE_RANK=1" in script and "MASTER_ADDR_=10.0.0.5" in script and "RANK_TAG=''" in script
+    assert "export NODE_RANK=1" in script and "MASTER_ADDR_=10.0.0.5" in script
+    assert "RANK_TAG" not in script and "node_identity" not in script  # single-node scripts stay as they were
     with pytest.raises(ValueError, match="together"):
         render_boot_script(plan(tmp_path, master_tag=None))

@@ -86,4 +86,4 @@ def test_with_identity_tags_every_node_gets_one_script_that_reads_them() -> None
     assert "STORAGE_URL=s3://bucket/gpuplan/r-tags\n" in script
     assert request.options["boot_script_for"](1, None) == script  # the same for every node
     single = with_boot_scripts(dataclasses.replace(base, nodes=1), Tagged()).boot_script or ""
-    assert "RANK_TAG=''" in single and "STORAGE_URL=s3://bucket/gpuplan/r-tags/node-0" in single  # as before
+    assert "RANK_TAG" not in single and "STORAGE_URL=s3://bucket/gpuplan/r-tags/node-0" in single  # as before
