@@ -29,6 +29,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
+from gpuplan.providers.aws import iam as aws_iam
 from gpuplan.providers.aws import network, ranks, userdata
 from gpuplan.providers.aws import secrets as aws_secrets
 from gpuplan.providers.aws.image import ImageChoice, choose_image
@@ -192,6 +193,12 @@ class AwsProvider(Provider):
         existing = self._find(region, run_id=request.run_id)
         if existing:
             return self._existing_nodes(request, region, existing)
+        # check_launch verified the profile exists before anything was recorded; never start a machine that would
+        # fail at boot for want of one (gpuplan.providers.aws.iam).
+        needed = aws_iam.needed_for(secrets=bool(request.secrets), bucket=self.bucket)
+        if needed and not self._option(request, "instance_profile", self.instance_profile):
+            raise ProviderError(str(aws_iam.check_profile(None, None, needed).problem), code="NoInstanceProfile",
+                                region=region)
         self._put_secrets(region, request)
         try:
             return self._launch_nodes(request, region, zone)

@@ -16,7 +16,7 @@ from gpuplan.providers.aws.provider import AwsProvider
 from gpuplan.providers.base import TAG_CREATED_BY, TAG_RUN_ID, LaunchRequest
 from gpuplan.providers.gcp.provider import GcpProvider
 
-from support.awsmoto import Clients
+from support.awsmoto import Clients, create_instance_profile
 from support.fakes.gce_server import RunningFake
 
 RUN = "r-7a9c0ffee1"
@@ -28,7 +28,8 @@ def tags(items: list[dict[str, str]] | None) -> dict[str, str]:
 
 def test_every_aws_resource_of_a_launch_is_tagged(aws_session: Any, aws_clients: Clients,
                                                   moto_env: dict[str, str]) -> None:
-    provider = AwsProvider(session=aws_session, image_id=moto_env["us-east-1"], waiter_delay=0.05)
+    provider = AwsProvider(session=aws_session, image_id=moto_env["us-east-1"], waiter_delay=0.05,
+                           instance_profile=create_instance_profile(aws_clients("iam")))
     provider.launch(LaunchRequest(
         run_id=RUN, name="tagged", command="true", run_dir="/tmp/r", instance_type="g5.xlarge", region="us-east-1",
         zones=("us-east-1a",), gpu="A10G", gpus_per_node=1, price_per_hour=Decimal("1.006"),

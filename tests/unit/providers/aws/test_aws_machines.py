@@ -296,7 +296,10 @@ def test_a_launch_needing_credentials_without_a_profile_is_refused(env: Env) -> 
     with pytest.raises(UserError, match="does not exist"):
         provider(env, instance_profile="nope").check_launch(request(nodes=1, secrets={"HF_TOKEN": ""}))
     provider(env).check_launch(request(nodes=1))  # nothing needs credentials: no profile needed
-    assert env.runs == []
+    with pytest.raises(ProviderError, match="instance profile") as info:  # and launch itself never starts one
+        provider(env).launch(request(nodes=1, secrets={"HF_TOKEN": "x"}))
+    assert info.value.code == "NoInstanceProfile"
+    assert env.runs == [] and env.clients("ssm").describe_parameters()["Parameters"] == []
 
 
 def test_a_profile_without_a_role_is_refused(env: Env) -> None:
@@ -340,7 +343,7 @@ def test_user_data_too_big_even_compressed_is_refused_before_any_call(env: Env) 
 def test_orchestration_renders_the_tag_reading_script_for_a_multi_node_aws_launch(env: Env) -> None:
     from gpuplan.launching.placements import with_boot_scripts
 
-    p = provider(env, bucket="runs-bucket")
+    p = provider(env, bucket="runs-bucket", instance_profile=create_instance_profile(env.clients("iam")))
     rendered = with_boot_scripts(request(nodes=2, boot_script=None, options={"argv": ["torchrun", "train.py"]}), p)
     nodes = p.launch(rendered)
     for node in nodes:
