@@ -106,6 +106,27 @@ class AuthError(ProviderError):
     exit_code = 2
 
 
+@dataclass(frozen=True)
+class LaunchCheck:
+    """What a provider found when checking a launch before anything is recorded (`Provider.check_launch`).
+
+    `notes` are lines the user sees (e.g. which machine image, for which architecture); `details` the same facts
+    for --json output.
+    """
+
+    notes: tuple[str, ...] = ()
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class NodeIdentityTags:
+    """The instance tags from which each node of a multi-node run reads its rank and the master's address at boot
+    (`Provider.node_identity_tags`)."""
+
+    rank: str
+    master_addr: str
+
+
 class InstanceState:
     """Provider-neutral instance states."""
 
@@ -220,12 +241,6 @@ class Provider(abc.ABC):
     def launch(self, request: LaunchRequest) -> list[Instance]:
         """Start the run's machines. Idempotent per run id: if machines tagged with it exist, return them."""
 
-    def check_launch(self, request: LaunchRequest) -> None:
-        """Refuse before anything is recorded: raise gpuplan.errors.UserError (exit 2, one line) when `request`
-        cannot launch because of the user's own input or configuration (a cloud's documented rule it breaks).
-        `request.run_id` may be empty: no run exists yet. Default: nothing to check."""
-        return None
-
     @abc.abstractmethod
     def describe(self, instance_ids: Sequence[str]) -> list[Instance]:
         """Current state of these machines; a machine the backend no longer knows comes back TERMINATED."""
@@ -247,6 +262,23 @@ class Provider(abc.ABC):
     # True when the machines are this very computer, so a CPU bench taken here measures the job's own speed.
     runs_here: ClassVar[bool] = False
 
+    # When set, every node of a multi-node launch boots the *same* script and reads its node rank and the master's
+    # address from these instance tags at boot: the provider starts all nodes in one call (so a cluster placement
+    # group gets them in one request) and tags them once it knows rank 0's address. None (default): orchestration
+    # renders one script per node (`options["boot_script_for"](rank, master_addr)`).
+    node_identity_tags: ClassVar[NodeIdentityTags | None] = None
+
+    def check_launch(self, request: LaunchRequest) -> LaunchCheck:
+        """Check, before anything is recorded or started, that this launch can work on this backend.
+
+        Orchestration (gpuplan.launching.sequence.check_gates) calls it with the planned request (a placeholder
+        run id, secret names with empty values, the boot script rendered): a launch that cannot work once the
+        machines bill (the boot script too big for the cloud, no credentials on the machine for its secrets or
+        outputs) is refused here with gpuplan.errors.UserError (one line, exit 2), and nothing is recorded.
+        Returns what the user should see about the launch. Default: nothing to check.
+        """
+        return LaunchCheck()
+
     def zones(self, region: str) -> list[str]:
         """The zones of `region` a launch may try, in order; [] when the provider has no zones to choose from
         (the failover then tries the region as a whole)."""
@@ -262,6 +294,12 @@ class Provider(abc.ABC):
     def standard_zone(self, zone: str) -> bool:
         """False for a zone a launch uses only when the spec names it (AWS Local and Wavelength Zones): planning
         leaves such catalog offers out. Default: every zone is standard."""
+        return True
+
+    def usable_instance_type(self, instance_type: str | None) -> bool:
+        """False for an instance type the provider cannot start with its configured machine image (AWS: an
+        explicit AMI of another architecture than the type's): planning leaves such offers out instead of
+        choosing one the launch check then refuses. Default: every type."""
         return True
 
     def enabled_regions(self) -> frozenset[str] | None:

@@ -37,6 +37,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "runs": ("gpuplan.cli.commands.runs:runs", "List runs with state, duration, cost and throughput."),
     "schedule": ("gpuplan.cli.commands.schedule:schedule", "Run a job spec on a cron schedule."),
     "scheduler": ("gpuplan.cli.commands.scheduler:scheduler", "Fire due schedules: the loop (run) or one tick."),
+    "setup": ("gpuplan.cli.commands.setup:setup", "Check or create what a cloud account needs (AWS instance profile)."),
     "status": ("gpuplan.cli.commands.status:status", "Show one run's state, progress, ETA and cost."),
     "stop": ("gpuplan.cli.commands.stop:stop", "Stop a run and terminate its machines."),
     "watch": ("gpuplan.cli.commands.watch:watch", "Enforce caps and settle detached runs (loop or --once)."),

@@ -103,7 +103,7 @@ def planned_offer(spec: JobSpec, provider_name: str, cloud: str, *, db_url: str 
     offers = catalog.select(gpus=resolve_gpus(res.gpu) if res.gpu else None, clouds=(cloud,),
                             regions=compile_region_patterns(",".join(res.regions)) if res.regions else None)
     if usable is not None:
-        offers = [o for o in offers if usable.keep(o.region, o.zone)]
+        offers = [o for o in offers if usable.keep(o.region, o.zone, o.instance_type)]
     from gpuplan.calibration.startup import startup_allowance
 
     result = plan(workload, offers, constraints=constraints, throughput_for=lambda _gpu: own,

@@ -6,7 +6,9 @@ here:
   type in other regions first, then the next instance type), each expanded into the provider's zones;
 - gpuplan.launching.failover walks them, and each attempt is handed back to orchestration to be written as an Event;
 - the boot script (gpuplan.jobs.bootstrap) is rendered per node: node 0 finds its own address, the others get
-  node 0's address as MASTER_ADDR (the provider calls `boot_script_for(rank, master_addr)`).
+  node 0's address as MASTER_ADDR (the provider calls `boot_script_for(rank, master_addr)`); for a provider with
+  `node_identity_tags` (AWS) a multi-node run gets one script for every node, which reads its rank and the master's
+  address from those instance tags at boot.
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ def ranked_choices(cloud: str, gpu: str | None, gpus_per_node: int | None, *, sp
                          regions=list(regions) or None, max_price=max_price)
     best: dict[tuple[str, str], CloudChoice] = {}
     for offer in offers:
-        if usable is not None and not usable.keep(offer.region, offer.zone):
+        if usable is not None and not usable.keep(offer.region, offer.zone, offer.instance_type):
             continue
         price = offer.price(spot)
         key = (offer.region, offer.instance_type)
@@ -155,17 +157,24 @@ def boot_script_renderer(request: LaunchRequest,
     store = provider.secret_store if provider is not None else "ssm"
     secrets_endpoint = provider.secrets_endpoint() if by_reference and provider is not None else None
 
+    tags = provider.node_identity_tags if provider is not None and request.nodes > 1 else None
+
     def render(rank: int, master_addr: str | None) -> str:
+        if tags:  # one script for every node: it reads its rank and the master's address at boot
+            rank, master_addr = 0, None
         node = NodeLaunch(run_id=request.run_id, name=request.name, argv=argv, run_dir=request.run_dir,
                           node_rank=rank, nnodes=request.nodes, nproc_per_node=max(gpus, 1),
                           runtime=request.runtime or "auto", image=request.image, workdir=request.workdir,
                           env=dict(request.env), secret_names=sorted(request.secrets), gpus=gpus,
                           max_hours=request.max_hours, checkpoint_dir=request.options.get("checkpoint_dir"))
-        storage_url = f"{base}/node-{rank}" if base else None
+        # With identity tags the script learns its rank at boot and adds `/node-<rank>` to the run's prefix itself.
+        storage_url = (base if tags else f"{base}/node-{rank}") if base else None
         return render_boot_script(boot_plan_for(node, secrets=secrets, storage_url=storage_url,
                                                 master_addr=master_addr, secret_params=params,
                                                 guest_attributes=guest, gcs_endpoint=gcs_endpoint,
-                                                secret_store=store, secretmanager_endpoint=secrets_endpoint))
+                                                secret_store=store, secretmanager_endpoint=secrets_endpoint,
+                                                rank_tag=tags.rank if tags else None,
+                                                master_tag=tags.master_addr if tags else None))
 
     return render
 

@@ -1,9 +1,10 @@
 """The one launch sequence: gates, record, start. `gpuplan launch`, the scheduler and `bench --on` all use it.
 
-Order, and why: the budget gate and the machine fail-safe are checked before anything is recorded, so a refused
-launch leaves no row (exit 2); the Run row is recorded before any provider call, and a `--force`d launch records
-which budgets it went past (`budget_override`) before its machines start; then the start
-(gpuplan.launching.start), whose crash window is explained there.
+Order, and why: the budget gate, the machine fail-safe and the provider's own check of the launch
+(`Provider.check_launch`: e.g. AWS user data over 16 KB, no instance profile for the secrets) are checked before
+anything is recorded, so a refused launch leaves no row (exit 2); the Run row is recorded before any provider
+call, and a `--force`d launch records which budgets it went past (`budget_override`) before its machines start;
+then the start (gpuplan.launching.start), whose crash window is explained there.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ from gpuplan.launching.failsafe import FailSafe
 from gpuplan.launching.failsafe_store import check, for_plan
 from gpuplan.launching.offer import LaunchPlan
 from gpuplan.launching.record import record_run
-from gpuplan.launching.start import build_request, launch_recorded_run
-from gpuplan.providers.base import Provider
+from gpuplan.launching.start import launch_recorded_run
+from gpuplan.providers.base import LaunchCheck, Provider
 from gpuplan.store.db import Store
 from gpuplan.store.types import utcnow
 
@@ -29,6 +30,7 @@ class LaunchGates:
 
     failsafe: FailSafe  # the machines' own timer as planned now (worked out again, per placement, at the start)
     overridden: list[Violation] = field(default_factory=list)  # budgets a --force'd launch goes past
+    launch_check: LaunchCheck = field(default_factory=LaunchCheck)  # what the provider said about the launch
 
 
 def check_gates(store: Store, plan: LaunchPlan, provider: Provider, *, force: bool,
@@ -42,16 +44,34 @@ def check_gates(store: Store, plan: LaunchPlan, provider: Provider, *, force: bo
         overridden = gate_launch(session, project=plan.spec.project, cloud=plan.offer.cloud,
                                  est_cost_usd=est.cost_usd if est is not None else None, now=now, force=force)
         failsafe = for_plan(session, plan, min_billed_seconds=provider.min_billed_seconds, now=now, force=force)
-    return LaunchGates(failsafe=failsafe, overridden=overridden)
+    return LaunchGates(failsafe=failsafe, overridden=overridden, launch_check=check_launch(plan, provider))
+
+
+# The run id of the request the provider checks: not recorded yet, so a stand-in of a real id's shape and length.
+PLANNED_RUN_ID = "r-0000000000"
+
+
+def check_launch(plan: LaunchPlan, provider: Provider) -> LaunchCheck:
+    """The provider's check of this launch as it will be asked (UserError, exit 2, when it cannot work).
+
+    The request is the one the start builds, with a stand-in run id, the secrets' names with empty values (their
+    values are read later, and a provider must not need them to check) and, for a provider that boots from a
+    script, the script rendered as for the chosen placement.
+    """
+    from gpuplan.launching.placements import with_boot_scripts
+    from gpuplan.launching.start import build_request
+
+    request = build_request(plan, PLANNED_RUN_ID, "", {name: "" for name in plan.spec.secrets})
+    if provider.boots_from_script:
+        request = with_boot_scripts(request, provider)
+    return provider.check_launch(request)
 
 
 def launch(store: Store, plan: LaunchPlan, provider: Provider, secrets: Mapping[str, str], *,
            gates: LaunchGates, schedule_id: int | None = None) -> str:
-    """Refuse a launch its fail-safe leaves no time or its provider refuses (`Provider.check_launch`: the user's
-    input breaks a documented cloud rule, UserError), then record the run (and the budgets a --force went past)
+    """Refuse a launch its fail-safe leaves no time, then record the run (and the budgets a --force went past)
     and start it. Returns the run id; a provider error is raised after the run is marked failed."""
     check(gates.failsafe)
-    provider.check_launch(build_request(plan, "", "", {}))  # the provider refuses bad input before any record
     run_id = record_run(store, plan, schedule_id=schedule_id)
     if gates.overridden:
         with store.session() as session:

@@ -1,4 +1,5 @@
-"""Which catalog offers a launch may use on this account: enabled regions, and zones used only when named.
+"""Which catalog offers a launch may use on this account: enabled regions, zones used only when named, and
+instance types the configured machine image runs on (`usable_instance_type`).
 
 Planning must not pick an offer the account cannot launch: a region it has not enabled (AWS opt-in regions,
 https://docs.aws.amazon.com/accounts/latest/reference/manage-acct-regions.html: "Regions launched after March 20,
@@ -25,8 +26,10 @@ class UsableOffers:
     enabled: frozenset[str] | None
     named: tuple[str, ...] = ()
 
-    def keep(self, region: str | None, zone: str | None) -> bool:
-        return keep_offer(region, zone, standard=self.provider.standard_zone, enabled=self.enabled, named=self.named)
+    def keep(self, region: str | None, zone: str | None, instance_type: str | None = None) -> bool:
+        return (keep_offer(region, zone, standard=self.provider.standard_zone, enabled=self.enabled,
+                           named=self.named)
+                and self.provider.usable_instance_type(instance_type))
 
 
 def usable_offers(provider: Provider, named_zones: Sequence[str] = ()) -> UsableOffers:

@@ -10,7 +10,14 @@ Safety rules this module keeps, because each one is a way to get a surprise bill
   (gpuplan.providers.aws.zones).
 - Every instance and its volumes carry gpuplan's tags (reconcile finds them); the instance terminates on
   shutdown, so the boot script's `max_hours` poweroff is a real fail-safe.
-- IMDSv2 only; a security group with no inbound rules (SSH only when asked, and only from one address).
+- IMDSv2 only; a security group open only between its own members (SSH only when asked, and only from one
+  address): gpuplan.providers.aws.network.
+- A multi-node run starts in one RunInstances call into a cluster placement group; each node learns its rank and
+  rank 0's address from instance tags at boot (gpuplan.providers.aws.ranks), with EFA where the type has it.
+- The AMI matches the instance type's architecture (gpuplan.providers.aws.image); user data is gzip-compressed
+  and measured against EC2's 16 KB (gpuplan.providers.aws.userdata); a launch whose machines need credentials
+  (secrets, outputs) refuses to start without a usable instance profile (gpuplan.providers.aws.iam). Those checks
+  run in `check_launch`, before anything is recorded.
 - Throttling is retried by botocore's own retry modes ("adaptive" by default), except for RunInstances, whose
   client retries nothing and whose retries are launch_call's (capacity errors are 5xx and must not be retried).
 
@@ -27,7 +34,11 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
+from gpuplan.providers.aws import iam as aws_iam
+from gpuplan.providers.aws import network, ranks, userdata
 from gpuplan.providers.aws import secrets as aws_secrets
+from gpuplan.providers.aws.image import ImageChoice, choose_image, image_architecture
+from gpuplan.providers.aws.instance_types import TypeInfo, describe_type
 from gpuplan.providers.aws.launch_call import client_token, run_instances
 from gpuplan.providers.aws.places import AccountPlaces
 from gpuplan.providers.aws.rules import (
@@ -56,6 +67,7 @@ from gpuplan.providers.base import (
     CloudSecret,
     Instance,
     InstanceState,
+    LaunchCheck,
     LaunchRequest,
     PlacementError,
     Provider,
@@ -90,6 +102,7 @@ class AwsProvider(AccountPlaces, Provider):
     cloud: ClassVar[str] = "aws"
     min_billed_seconds: ClassVar[int] = 60
     boots_from_script: ClassVar[bool] = True  # each node runs jobs.bootstrap's script from its user data
+    node_identity_tags = ranks.IDENTITY_TAGS  # multi-node: one script, rank and master address from tags
     secrets_by_reference: ClassVar[bool] = True
 
     def __init__(
@@ -140,6 +153,8 @@ class AwsProvider(AccountPlaces, Provider):
         self.launch_retry_delay = launch_retry_delay
         self._zones = AccountZones(lambda region: self.client("ec2", region))
         self._regions = AccountRegions(lambda: self.client("ec2", self.region, retries=2))  # see AccountPlaces
+        self._types: dict[tuple[str, str], TypeInfo] = {}
+        self._image_arch: str | None = None  # the explicit image's architecture ("" unknown), looked up once
 
     # ---- clients -------------------------------------------------------------------------------------------
 
@@ -188,58 +203,78 @@ class AwsProvider(AccountPlaces, Provider):
     # ---- launch --------------------------------------------------------------------------------------------
 
     def launch(self, request: LaunchRequest) -> list[Instance]:
-        """Start the run's nodes in one zone, all or nothing; machines the run already has are kept, never doubled.
+        """Start the run's nodes in one zone with one RunInstances call, all or nothing; machines the run already
+        has are returned, never doubled.
 
-        With `options["boot_script_for"]` (a callable `(rank, master_addr) -> script`), node 0 starts first and
-        the other nodes get its private address as MASTER_ADDR; without it, one RunInstances call starts every
-        node with `request.boot_script`.
+        Every node gets `request.boot_script`; with several nodes it reads its rank and rank 0's address from the
+        instance tags set right after the call (gpuplan.providers.aws.ranks), so orchestration renders it for
+        that (`node_identity_tags`); a per-rank `options["boot_script_for"]` is not used here.
         """
         region = request.region or self.region
         self._remember_region(region)
         if not request.instance_type:
             raise ProviderError("an AWS launch needs an instance type", code="NoInstanceType", region=region)
         existing = self._find(region, run_id=request.run_id)
+        if existing:
+            return self._existing_nodes(request, region, existing)
         zone = self._launch_zone(region, request.zones[0] if request.zones else None,
                                  [str(z) for z in self._option(request, "zones", ())])
-        script_for = self._option(request, "boot_script_for", None)
-        if existing and (len(existing) >= request.nodes or script_for is None):
-            log.info("run %s already has %d instance(s) in %s; not launching again", request.run_id,
-                     len(existing), region)
-            return existing
+        # check_launch verified the profile exists before anything was recorded; never start a machine that would
+        # fail at boot for want of one (gpuplan.providers.aws.iam).
+        needed = aws_iam.needed_for(secrets=bool(request.secrets), bucket=self.bucket)
+        if needed and not self._option(request, "instance_profile", self.instance_profile):
+            raise ProviderError(str(aws_iam.check_profile(None, None, needed).problem), code="NoInstanceProfile",
+                                region=region)
         self._put_secrets(region, request)
         try:
-            return self._launch_nodes(request, region, zone, existing, script_for)
+            return self._launch_nodes(request, region, zone)
         except ProviderError:
-            if not existing:  # this region will not run the job: its copy of the secrets must not linger
-                self._forget_secrets(region, request.run_id)
+            # This region will not run the job: its copy of the secrets and an empty placement group must not linger.
+            self._forget_secrets(region, request.run_id)
+            if request.nodes > 1:
+                network.delete_placement_group(self.client("ec2", region),
+                                               network.placement_group_name(request.run_id), attempts=1)
             raise
 
-    def _launch_nodes(self, request: LaunchRequest, region: str, zone: str | None, existing: list[Instance],
-                      script_for: Any) -> list[Instance]:
-        if script_for is None:
-            return self._run(request, region, zone, count=request.nodes, user_data=request.boot_script or "")
-        have = {i.node_rank: i for i in existing}
-        zone = existing[0].zone if existing else zone
-        started: list[str] = []
+    def _existing_nodes(self, request: LaunchRequest, region: str, existing: list[Instance]) -> list[Instance]:
+        """A retried launch (a crash after RunInstances): the same machines, their rank tags completed."""
+        if len(existing) >= request.nodes:
+            log.info("run %s already has %d instance(s) in %s; not launching again", request.run_id,
+                     len(existing), region)
+            if request.nodes > 1:
+                return ranks.tag_ranks(self.client("ec2", region), existing, self._ip_of, region)
+            return existing
+        # Some nodes only: a run cannot train on part of its nodes, and one RunInstances cannot add to them.
+        log.warning("run %s has %d of %d node(s) in %s: terminating them", request.run_id, len(existing),
+                    request.nodes, region)
+        self.terminate([i.instance_id for i in existing])
+        raise ProviderError(f"run {request.run_id} had {len(existing)} of its {request.nodes} nodes in {region}; "
+                            "they were terminated, launch again", code="IncompleteNodes", region=region)
+
+    def _launch_nodes(self, request: LaunchRequest, region: str, zone: str | None) -> list[Instance]:
+        nodes = self._run(request, region, zone, count=request.nodes, user_data=request.boot_script or "")
+        if request.nodes == 1:
+            return nodes
         try:
-            if 0 not in have:
-                [have[0]] = self._run(request, region, zone, count=1, user_data=script_for(0, None), rank=0)
-                started.append(have[0].instance_id)
-                zone = have[0].zone
-            master = self._ip_of.get(have[0].instance_id)
-            for rank in range(1, request.nodes):
-                if rank not in have:
-                    [have[rank]] = self._run(request, region, zone, count=1, user_data=script_for(rank, master),
-                                             rank=rank)
-                    started.append(have[rank].instance_id)
+            return ranks.tag_ranks(self.client("ec2", region), nodes, self._ip_of, region)
         except ProviderError:
-            # All or nothing: a run cannot train on some of its nodes, and the next zone needs all of them.
-            partial = [i.instance_id for i in have.values()]
-            if partial:
-                log.warning("run %s: terminating %d node(s) of an incomplete launch", request.run_id, len(partial))
-                self.terminate(partial)
+            # All or nothing: nodes that cannot learn their rank would wait at boot and then power off.
+            log.warning("run %s: terminating %d node(s) that could not be tagged", request.run_id, len(nodes))
+            self.terminate([i.instance_id for i in nodes])
             raise
-        return [have[r] for r in sorted(have)]
+
+    # ---- checks before anything is recorded -----------------------------------------------------------------
+
+    def check_launch(self, request: LaunchRequest) -> LaunchCheck:
+        """User data within 16 KB, a usable instance profile when the machines need credentials, the machine
+        image of the type's architecture: gpuplan.providers.aws.checks."""
+        from gpuplan.providers.aws.checks import check_launch
+
+        return check_launch(self, request)
+
+    def image_for(self, request: LaunchRequest, region: str) -> ImageChoice:
+        """The machine image a launch of `request` in `region` boots (gpuplan.providers.aws.image)."""
+        return self._image(request, region)
 
     # ---- secrets (SSM Parameter Store) ---------------------------------------------------------------------
 
@@ -326,12 +361,12 @@ class AwsProvider(AccountPlaces, Provider):
         except Exception as exc:
             raise map_client_error(exc, region=region) from exc
 
-    def _run(self, request: LaunchRequest, region: str, zone: str | None, *, count: int, user_data: str,
-             rank: int | None = None) -> list[Instance]:
+    def _run(self, request: LaunchRequest, region: str, zone: str | None, *, count: int,
+             user_data: str) -> list[Instance]:
         """One RunInstances call, its errors mapped to the typed ones."""
         where = Where(region=region, zone=zone, instance_type=request.instance_type, spot=request.spot)
         try:
-            params = self._run_params(request, region, zone, count=count, user_data=user_data, rank=rank)
+            params = self._run_params(request, region, zone, count=count, user_data=user_data)
             response = run_instances(self.launch_client(region), params, delay=self.launch_retry_delay)
         except ProviderError:
             raise
@@ -346,27 +381,33 @@ class AwsProvider(AccountPlaces, Provider):
         value = request.options.get(key) if request.options else None
         return default if value is None else value
 
-    def _run_params(self, request: LaunchRequest, region: str, zone: str | None, *, count: int, user_data: str,
-                    rank: int | None = None) -> dict[str, Any]:
-        """The RunInstances parameters: tags, IMDSv2, terminate on shutdown, SG, spot, placement group."""
+    def _run_params(self, request: LaunchRequest, region: str, zone: str | None, *, count: int,
+                    user_data: str) -> dict[str, Any]:
+        """The RunInstances parameters: tags, IMDSv2 with instance tags, terminate on shutdown, SG (or an EFA
+        interface carrying it), spot, placement group, the AMI of the type's architecture, gzip user data."""
+        packed = userdata.compress(user_data)
+        problem = userdata.too_big(packed)
+        if problem:  # check_launch refuses this before anything is recorded; never send what EC2 must refuse
+            raise ProviderError(problem, code="UserDataTooLarge", region=region, zone=zone)
         tags = {**run_tags(request), "Name": f"gpuplan-{request.name}-{request.run_id}"[:255]}
-        if rank is not None:
-            tags[TAG_NODE_RANK] = str(rank)
+        if count == 1 and request.nodes == 1:
+            tags[TAG_NODE_RANK] = "0"  # several nodes get theirs after the call (gpuplan.providers.aws.ranks)
         if request.price_per_hour is not None:
             tags[TAG_PRICE] = str(request.price_per_hour)
         subnet = self._subnet(region, zone, self._option(request, "subnet_id", None))
         zone = zone or subnet["AvailabilityZone"]
-        image_id = self._image_id(request, region)
+        image_id = self._image(request, region).image_id
         token = client_token(request.run_id, generation=int(self._option(request, "generation", 0)),
                              attempt=int(self._option(request, "attempt", 0)), zone=zone,
-                             instance_type=request.instance_type, rank=rank)
+                             instance_type=request.instance_type, rank=None)  # one call starts every node
+        groups = self._security_groups(region, subnet["VpcId"], request)
         params: dict[str, Any] = {
             "ImageId": image_id,
             "InstanceType": request.instance_type,
             "MinCount": count,
             "MaxCount": count,
             "ClientToken": token,
-            "UserData": user_data,
+            "UserData": packed.payload,
             "InstanceInitiatedShutdownBehavior": "terminate",
             "MetadataOptions": {
                 "HttpTokens": "required",
@@ -375,16 +416,20 @@ class AwsProvider(AccountPlaces, Provider):
                 "HttpPutResponseHopLimit": 2,
                 "InstanceMetadataTags": "enabled",
             },
-            "SubnetId": subnet["SubnetId"],
-            "SecurityGroupIds": self._security_groups(region, subnet["VpcId"], request),
             "TagSpecifications": [
                 {"ResourceType": "instance", "Tags": tag_list(tags)},
                 {"ResourceType": "volume", "Tags": tag_list(tags)},
             ],
         }
+        if network.wants_efa(self._type_info(region, str(request.instance_type)), request.nodes):
+            params["NetworkInterfaces"] = network.network_interfaces(subnet, groups)
+        else:
+            params["SubnetId"] = subnet["SubnetId"]
+            params["SecurityGroupIds"] = groups
         placement: dict[str, Any] = {"AvailabilityZone": zone}
         if request.nodes > 1:
-            placement["GroupName"] = self._placement_group(region, request)
+            placement["GroupName"] = network.ensure_placement_group(
+                self.client("ec2", region), network.placement_group_name(request.run_id), run_tags(request), region)
         params["Placement"] = placement
         if request.spot:
             spot_options: dict[str, Any] = {"SpotInstanceType": "one-time",
@@ -407,21 +452,32 @@ class AwsProvider(AccountPlaces, Provider):
             }]
         return params
 
-    def _image_id(self, request: LaunchRequest, region: str) -> str:
-        explicit = self._option(request, "image_id", self.image_id)
-        if explicit:
-            return str(explicit)
-        parameter = self._option(request, "ami_parameter", self.ami_parameter)
+    def usable_instance_type(self, instance_type: str | None) -> bool:
+        """With an explicit AMI, only types of its architecture (EC2 refuses the mismatch: image.py); with the
+        default DLAMI parameter every type, each getting its architecture's image. Unknown answers keep the type."""
+        if not instance_type or not self.image_id:
+            return True
         try:
-            response = self.client("ssm", region).get_parameter(Name=parameter)
-        except Exception as exc:
-            error = self._error(exc, Where(region=region))
-            if error.code == "ParameterNotFound":
-                raise PlacementError(f"the AMI parameter {parameter} does not exist in {region}; set "
-                                     "GPUPLAN_AWS_IMAGE_ID or GPUPLAN_AWS_AMI_PARAMETER", code="ParameterNotFound",
-                                     scope=Scope(region=region), region=region) from exc
-            raise error from exc
-        return str(response["Parameter"]["Value"])
+            if self._image_arch is None:
+                self._image_arch = image_architecture(self.client("ec2", self.region), self.image_id, self.region) or ""
+            info = self._type_info(self.region, instance_type)
+        except ProviderError:
+            return True
+        return not self._image_arch or not info.architectures or self._image_arch in info.architectures
+
+    def _type_info(self, region: str, instance_type: str) -> TypeInfo:
+        key = (region, instance_type)
+        if key not in self._types:
+            self._types[key] = describe_type(self.client("ec2", region), instance_type, region)
+        return self._types[key]
+
+    def _image(self, request: LaunchRequest, region: str) -> ImageChoice:
+        """The AMI for the request's instance type: the configured one (architecture checked), else the DLAMI of
+        the type's architecture (gpuplan.providers.aws.image)."""
+        info = self._type_info(region, str(request.instance_type))
+        parameter = self._option(request, "ami_parameter", self.ami_parameter)
+        return choose_image(self.client("ec2", region), self.client("ssm", region), info, region,
+                            image_id=self._option(request, "image_id", self.image_id), ami_parameter=parameter)
 
     def _root_device(self, region: str, image_id: str) -> str:
         images = self.client("ec2", region).describe_images(ImageIds=[image_id]).get("Images", [])
@@ -444,60 +500,17 @@ class AwsProvider(AccountPlaces, Provider):
         return dict(sorted(subnets, key=lambda s: s["AvailabilityZone"])[0])
 
     def _security_groups(self, region: str, vpc_id: str, request: LaunchRequest) -> list[str]:
-        """gpuplan's group in this VPC (no inbound rules), plus an SSH group for one address when asked."""
-        groups = [self._ensure_group(region, vpc_id, SECURITY_GROUP_NAME,
-                                     "gpuplan instances: no inbound access", ingress_cidr=None)]
+        """gpuplan's group in this VPC (open only between its members), plus an SSH group for one address when
+        asked (gpuplan.providers.aws.network)."""
+        ec2 = self.client("ec2", region)
+        groups = [network.ensure_group(ec2, vpc_id, SECURITY_GROUP_NAME,
+                                       "gpuplan instances: traffic between gpuplan nodes only", self_rules=True)]
         ssh_from = self._option(request, "ssh_from", self.ssh_from)
         if ssh_from:
             cidr = single_address_cidr(caller_address() if ssh_from == "auto" else str(ssh_from))
             name = "gpuplan-ssh-" + cidr.replace("/", "_").replace(".", "-").replace(":", "-")
-            groups.append(self._ensure_group(region, vpc_id, name, f"gpuplan: SSH from {cidr} only",
-                                             ingress_cidr=cidr))
+            groups.append(network.ensure_group(ec2, vpc_id, name, f"gpuplan: SSH from {cidr} only", ssh_cidr=cidr))
         return groups
-
-    def _ensure_group(self, region: str, vpc_id: str, name: str, description: str,
-                      ingress_cidr: str | None) -> str:
-        ec2 = self.client("ec2", region)
-        found = ec2.describe_security_groups(Filters=[{"Name": "group-name", "Values": [name]},
-                                                      {"Name": "vpc-id", "Values": [vpc_id]}])["SecurityGroups"]
-        if found:
-            return str(found[0]["GroupId"])
-        from botocore.exceptions import ClientError
-
-        tags = {"gpuplan:created-by": "gpuplan", "Name": name}
-        try:
-            group_id = ec2.create_security_group(
-                GroupName=name, Description=description, VpcId=vpc_id,
-                TagSpecifications=[{"ResourceType": "security-group", "Tags": tag_list(tags)}])["GroupId"]
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") != "InvalidGroup.Duplicate":
-                raise
-            # Another gpuplan created it between our look-up and create: use theirs.
-            return self._ensure_group(region, vpc_id, name, description, ingress_cidr)
-        if ingress_cidr:
-            ec2.authorize_security_group_ingress(GroupId=group_id, IpPermissions=[{
-                "IpProtocol": "tcp", "FromPort": 22, "ToPort": 22,
-                "IpRanges": [{"CidrIp": ingress_cidr, "Description": "gpuplan ssh"}]
-                if ":" not in ingress_cidr else [],
-                "Ipv6Ranges": [{"CidrIpv6": ingress_cidr, "Description": "gpuplan ssh"}]
-                if ":" in ingress_cidr else [],
-            }])
-        return str(group_id)
-
-    def _placement_group(self, region: str, request: LaunchRequest) -> str:
-        """A cluster placement group per run (low-latency networking between the nodes), tagged like the run."""
-        from botocore.exceptions import ClientError
-
-        name = f"gpuplan-{request.run_id}"
-        ec2 = self.client("ec2", region)
-        try:
-            ec2.create_placement_group(GroupName=name, Strategy="cluster", TagSpecifications=[
-                {"ResourceType": "placement-group", "Tags": tag_list(run_tags(request))}])
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") not in ("InvalidPlacementGroup.Duplicate",
-                                                                  "InvalidParameterValue"):
-                raise
-        return name
 
     # ---- describe / list / terminate -----------------------------------------------------------------------
 
@@ -605,11 +618,15 @@ class AwsProvider(AccountPlaces, Provider):
         """Terminate, wait until EC2 reports `terminated`, then drop the runs' placement groups."""
         by_region: dict[str, list[str]] = {}
         runs: dict[str, set[str]] = {}
+        groups: dict[str, set[str]] = {}
         for inst in self.describe(instance_ids):
             if inst.region and inst.state_reason != "not found":  # ending an ended machine is harmless
                 by_region.setdefault(inst.region, []).append(inst.instance_id)
                 if inst.run_id:
                     runs.setdefault(inst.region, set()).add(inst.run_id)
+                group = self._placement_group_of(inst)
+                if group:
+                    groups.setdefault(inst.region, set()).add(group)
         for region, ids in by_region.items():
             ec2 = self.client("ec2", region)
             try:
@@ -626,19 +643,21 @@ class AwsProvider(AccountPlaces, Provider):
                 error = map_client_error(exc, region=region)
                 if error.code not in NOT_FOUND_CODES:
                     raise error from exc
-            self._delete_placement_groups(region, ids)
+            for group in sorted(groups.get(region, ())):
+                network.delete_placement_group(ec2, group, delay=self.waiter_delay)
             for run_id in sorted(runs.get(region, ())):
                 self._forget_secrets_if_done(region, run_id)
 
-    def _delete_placement_groups(self, region: str, instance_ids: list[str]) -> None:
-        """Best effort: a run's cluster placement group costs nothing but should not outlive its machines.
+    def _placement_group_of(self, inst: Instance) -> str | None:
+        """The run's cluster placement group, deleted once the machines are `terminated` (teardown).
 
-        Only groups gpuplan named (`gpuplan-<run id>`) and saw its instances in are deleted.
+        Only groups gpuplan names (`gpuplan-<run id>`): the one EC2 reports the instance in, or the one of a
+        multi-node run (its nodes carry the master-address tag); `InvalidPlacementGroup.InUse` while EC2 catches
+        up is retried by gpuplan.providers.aws.network.delete_placement_group.
         """
-        groups = {self._group_of[i] for i in instance_ids if self._group_of.get(i, "").startswith("gpuplan-")}
-        ec2 = self.client("ec2", region)
-        for group in sorted(groups):
-            try:
-                ec2.delete_placement_group(GroupName=group)
-            except Exception as exc:
-                log.debug("cannot delete placement group %s: %s", group, exc)
+        group = self._group_of.get(inst.instance_id, "")
+        if group.startswith(network.PLACEMENT_GROUP_PREFIX):
+            return group
+        if inst.run_id and ranks.TAG_MASTER_ADDR in inst.tags:
+            return network.placement_group_name(inst.run_id)
+        return None

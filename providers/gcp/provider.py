@@ -36,6 +36,7 @@ from gpuplan.providers.base import (
     CloudSecret,
     Instance,
     InstanceState,
+    LaunchCheck,
     LaunchRequest,
     Provider,
     ProviderError,
@@ -223,12 +224,13 @@ class GcpProvider(Provider):
 
     # ---- launch --------------------------------------------------------------------------------------------
 
-    def check_launch(self, request: LaunchRequest) -> None:
+    def check_launch(self, request: LaunchRequest) -> LaunchCheck:
         """Refuse before anything is recorded (UserError, exit 2) what GCE would refuse in every zone because of the
         user's own configuration: spec labels breaking GCE's label rules, a boot image family missing from its image
         project (providers/gcp/preflight.py)."""
         check_labels(request.labels)
         self.image_families.check_for_user(image(self, request), lambda: self.client("ImagesClient"), self._retry())
+        return LaunchCheck()
 
     def launch(self, request: LaunchRequest) -> list[Instance]:
         """Start the run's nodes in one zone (all or nothing); return the existing ones if the run already has some."""

@@ -22,7 +22,7 @@ import pytest
 from gpuplan.providers.base import TAG_RUN_ID
 from gpuplan.runs.events import EventKind
 
-from support.awsmoto import MotoServer, no_capacity_sitecustomize
+from support.awsmoto import MotoServer, no_capacity_sitecustomize, user_data_of
 from support.clihelp import Result, run_subprocess
 
 pytestmark = pytest.mark.slow
@@ -148,13 +148,10 @@ def test_launch_status_reconcile_stop_on_a_moto_server(moto_server: MotoServer, 
     assert [i["instance_id"] for i in out["instances"]] == [inst["InstanceId"]]
     assert inst["MetadataOptions"]["HttpTokens"] == "required"
     # The on-instance fail-safe: the boot script powers off at max_hours, and shutdown means terminate.
-    import base64
-
     import boto3
 
     ec2 = boto3.client("ec2", region_name="us-east-1", endpoint_url=moto_server.endpoint)
-    user_data = base64.b64decode(ec2.describe_instance_attribute(
-        InstanceId=inst["InstanceId"], Attribute="userData")["UserData"]["Value"]).decode()
+    user_data = user_data_of(ec2, inst["InstanceId"])
     assert "MAX_SECONDS=3600" in user_data and "shutdown -h now" in user_data and "RUN_ID=" + run_id in user_data
     behaviour = ec2.describe_instance_attribute(InstanceId=inst["InstanceId"],
                                                 Attribute="instanceInitiatedShutdownBehavior")

@@ -8,7 +8,6 @@ throughput come from the shipped metrics. Secrets travel through SSM, never thro
 
 from __future__ import annotations
 
-import base64
 import json
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ import pytest
 
 from gpuplan.providers.base import TAG_RUN_ID
 
-from support.awsmoto import MotoServer
+from support.awsmoto import MotoServer, create_instance_profile, user_data_of
 from support.clihelp import Result, run_subprocess
 
 BUCKET = "gpuplan-outcomes"
@@ -59,7 +58,10 @@ def client(moto: MotoServer, service: str) -> Any:
 
 
 def launch(moto: MotoServer, job: Path) -> tuple[str, str]:
-    result = gpuplan("launch", str(job), "--provider", "aws", "-y", "--detach", "--json")
+    # The job has a secret: its machine needs an instance profile, or the launch is refused (issue 20, item 7).
+    profile = create_instance_profile(client(moto, "iam"))
+    result = gpuplan("launch", str(job), "--provider", "aws", "-y", "--detach", "--json",
+                     GPUPLAN_AWS_INSTANCE_PROFILE=profile)
     assert result.exit_code == 0, result.stderr
     run_id = result.json()["run_id"]
     [inst] = [i for r in client(moto, "ec2").describe_instances(
@@ -93,8 +95,7 @@ def test_secrets_are_in_ssm_not_in_user_data_and_are_deleted_after_stop(moto_ser
                                                                           bucket: str) -> None:
     run_id, instance_id = launch(moto_server, job)
     ec2, ssm = client(moto_server, "ec2"), client(moto_server, "ssm")
-    user_data = base64.b64decode(ec2.describe_instance_attribute(
-        InstanceId=instance_id, Attribute="userData")["UserData"]["Value"]).decode()
+    user_data = user_data_of(ec2, instance_id)
     assert "s3cr3t" not in user_data and SECRET not in user_data
     parameter = f"/gpuplan/{run_id}/HF_TOKEN"
     assert parameter in user_data and "aws ssm get-parameter --with-decryption" in user_data

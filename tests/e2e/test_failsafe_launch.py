@@ -3,7 +3,6 @@ GCE's maxRunDuration (the fake Compute API), and a launch refused when a cap lea
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import sqlite3
@@ -22,6 +21,7 @@ from gpuplan.providers.aws.provider import AwsProvider
 from gpuplan.store.db import Store
 from gpuplan.store.models import Run
 
+from support.awsmoto import user_data_of
 from support.clihelp import run_cli, run_subprocess
 
 SLEEPER = "name: {name}\nruntime: process\ncommand: echo started; sleep 120\n"
@@ -150,8 +150,7 @@ def test_aws_user_data_carries_the_budget_s_shorter_timer(store: Any, aws: AwsPr
     assert recorded["hours"] == pytest.approx(float(1.50 / float(price)))
     assert recorded["hours"] < 10
     ec2 = aws_session.client("ec2", region_name="us-east-1")
-    user_data = base64.b64decode(ec2.describe_instance_attribute(
-        InstanceId=instance_id, Attribute="userData")["UserData"]["Value"]).decode()
+    user_data = user_data_of(ec2, instance_id)
     assert f"MAX_SECONDS={int(recorded['hours'] * 3600)}" in user_data
     assert "MAX_SECONDS=36000" not in user_data
 

@@ -11,7 +11,6 @@ in Secret Manager, the fake of tests/support/fakes/secretmanager_server.py, and 
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import logging
 import os
@@ -21,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from support.awsmoto import MotoServer
+from support.awsmoto import MotoServer, create_instance_profile, user_data_of
 from support.clihelp import Result, run_cli
 from support.fakes.gce_server import RunningFake
 from support.fakes.secretmanager_server import RunningSecretManager
@@ -112,6 +111,8 @@ def test_aws_launch_and_a_failed_one(tmp_path: Path, moto_server: MotoServer, se
 
     spec = write(tmp_path, "name: secret-aws\nruntime: process\ncommand: python train.py\n" + SPEC_SECRETS
                  + "resources:\n  gpu: A10G:1\n  regions: [us-east-1]\nlimits:\n  max_hours: 1\n")
+    # Secrets need an instance profile on the machine, or the launch is refused (issue 20, item 7).
+    monkeypatch.setenv("GPUPLAN_AWS_INSTANCE_PROFILE", create_instance_profile(boto3.client("iam")))
     launched = cli("launch", str(spec), "--provider", "aws", "-y", "--detach", "--json")
     assert launched.exit_code == 0, launched.stderr
     run_id = launched.json()["run_id"]
@@ -120,8 +121,7 @@ def test_aws_launch_and_a_failed_one(tmp_path: Path, moto_server: MotoServer, se
     instances = [i for r in ec2.describe_instances()["Reservations"] for i in r["Instances"]]
     assert instances
     for inst in instances:
-        user_data = base64.b64decode(ec2.describe_instance_attribute(
-            InstanceId=inst["InstanceId"], Attribute="userData")["UserData"]["Value"]).decode()
+        user_data = user_data_of(ec2, inst["InstanceId"])
         assert MARK not in user_data
         assert all(MARK not in t["Key"] + t["Value"] for t in inst["Tags"])
     names = [p["Name"] for p in ssm.describe_parameters()["Parameters"]]

@@ -33,12 +33,24 @@ TEST_AMI_PARAMETER = "/gpuplan/test/dlami-id"
 TEST_REGIONS = ("us-east-1", "us-west-2")
 
 
-def register_test_ami(ec2: Any) -> str:
-    """Register a GPU-base-like AMI (x86_64, /dev/sda1 root) in the client's region; returns its id."""
+def register_test_ami(ec2: Any, architecture: str = "x86_64") -> str:
+    """Register a GPU-base-like AMI (/dev/sda1 root) of `architecture` in the client's region; returns its id."""
     image = ec2.register_image(
-        Name="gpuplan-test-dlami", Architecture="x86_64", RootDeviceName="/dev/sda1", VirtualizationType="hvm",
+        Name=f"gpuplan-test-dlami-{architecture}", Architecture=architecture, RootDeviceName="/dev/sda1",
+        VirtualizationType="hvm",
         BlockDeviceMappings=[{"DeviceName": "/dev/sda1", "Ebs": {"VolumeSize": 75, "VolumeType": "gp3"}}])
-    return str(image["ImageId"])
+    image_id = str(image["ImageId"])
+    set_ami_architecture(image_id, architecture, ec2.meta.region_name)
+    return image_id
+
+
+def set_ami_architecture(image_id: str, architecture: str, region: str) -> None:
+    """moto's RegisterImage drops `Architecture` (DescribeImages then lists none): set it on moto's own AMI, in
+    this process or in the ThreadedMotoServer it runs, as EC2 would have recorded it."""
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.ec2.models import ec2_backends
+
+    ec2_backends[DEFAULT_ACCOUNT_ID][region].amis[image_id].architecture = architecture
 
 
 def publish_test_ami(ssm: Any, image_id: str) -> None:
@@ -321,3 +333,33 @@ def spot_interrupt(instance_id: str, region: str = "us-east-1") -> None:
     backend.terminate_instances([instance_id])
     backend.get_instance(instance_id).state_reason = StateReason(
         "Server.SpotInstanceTermination: Spot instance termination", "Server.SpotInstanceTermination")
+
+
+# ---- what a launch sent -----------------------------------------------------------------------------------------
+
+USER_DATA_LIMIT = 16384  # EC2: "User data is limited to 16 KB, in raw form, before it is base64-encoded"
+TEST_INSTANCE_PROFILE = "gpuplan-test-instance"
+
+
+def user_data_of(ec2: Any, instance_id: str) -> str:
+    """The boot script an instance got: EC2's base64 user data, gzip (gpuplan compresses it), within 16 KB raw."""
+    import base64
+    import gzip
+
+    raw = base64.b64decode(ec2.describe_instance_attribute(
+        InstanceId=instance_id, Attribute="userData")["UserData"]["Value"])
+    assert len(raw) <= USER_DATA_LIMIT, f"user data of {len(raw)} bytes: EC2 refuses over {USER_DATA_LIMIT}"
+    assert raw[:2] == b"\x1f\x8b", "gpuplan's user data is gzip (cloud-init decompresses it)"
+    return gzip.decompress(raw).decode()
+
+
+def create_instance_profile(iam: Any, name: str = TEST_INSTANCE_PROFILE) -> str:
+    """An instance profile holding a role, as `gpuplan setup aws --create` makes (moto does not check policies)."""
+    import json
+
+    trust = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"},
+                                                     "Action": "sts:AssumeRole"}]}
+    iam.create_role(RoleName=name, AssumeRolePolicyDocument=json.dumps(trust))
+    iam.create_instance_profile(InstanceProfileName=name)
+    iam.add_role_to_instance_profile(InstanceProfileName=name, RoleName=name)
+    return name

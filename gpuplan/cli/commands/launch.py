@@ -57,11 +57,14 @@ def launch(app: AppContext, spec_path: Path, provider_name: str, dry_run: bool, 
              f"{est.startup_source}: {est.startup_detail}{spot}), {money(est.cost_usd)}")
     else:
         note("estimate: none (add workload tokens and a model or throughput to the spec)")
-    gates = check_gates(app.store, plan, provider, force=force)  # refuses (exit 2) a job over a budget
+    # refuses (exit 2) a job over a budget, or one the provider says cannot work (gpuplan.launching.sequence)
+    gates = check_gates(app.store, plan, provider, force=force)
+    for line in gates.launch_check.notes:
+        note(line)
     fs = _show_gates(gates)  # refuses (exit 2) a job a cap leaves no time, dry run or not
     if dry_run:
         if as_json:
-            emit_json({**info, "failsafe": fs.as_dict(), "dry_run": True})
+            emit_json({**info, "failsafe": fs.as_dict(), **dict(gates.launch_check.details), "dry_run": True})
         else:
             click.echo("dry run: nothing recorded, nothing started")
         return

@@ -244,6 +244,7 @@ def test_json_for_bench(files: dict[str, str]) -> None:
 # Data commands with --json this sweep cannot run without a cloud, and why.
 JSON_NEEDS_A_CLOUD = {
     ("catalog", "refresh"): "reads the clouds' price APIs (covered by test_refresh_aws/gcp against moto/fake)",
+    ("setup", "aws"): "reads and writes IAM (covered by tests/unit/cli/test_setup_cli.py against moto)",
 }
 JSON_COVERED_ELSEWHERE_HERE = {("launch",), ("status",), ("stop",), ("bench",)}
 
@@ -282,6 +283,9 @@ BAD_INPUT: list[tuple[tuple[str, ...], str]] = [
     (("logs", "nope", "--node", "-1"), "--node"),
     (("stop", "r-0000000000"), "no run"),
     (("stop", "nope", "--json"), "no run"),
+    # not an IAM name / not a KMS key ARN (checked before any AWS call)
+    (("setup", "aws", "--name", "no spaces"), "not an IAM role name"),
+    (("setup", "aws", "--kms-key", "alias/mine", "--json"), "--kms-key must be a KMS key ARN"),
     # unknown names
     (("estimate", "--params", "7B", "--tokens", "1B", "--gpu", "H900"), "unknown GPU 'H900'"),
     (("estimate", "--model", "gpt-99", "--tokens", "1B", "--gpu", "H100"), "unknown model preset"),

@@ -146,17 +146,28 @@ def test_examples_are_valid() -> None:
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "examples").glob("*.yaml")), ids=lambda p: p.name)
-def test_every_example_spec_works_with_the_cli(path: Path) -> None:
+def test_every_example_spec_works_with_the_cli(path: Path, request: pytest.FixtureRequest,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """Each example dry-runs where it says it runs, plans when it has a workload, and schedules when it has a
-    schedule section: an example that only parses can still be one no command accepts."""
+    schedule section: an example that only parses can still be one no command accepts. An AWS example dry-runs
+    against moto on 127.0.0.1 with the instance profile its secrets need (the launch checks it exists)."""
     from support.clihelp import run_cli
 
     spec = load_spec(path)
     clouds = list(spec.resources.clouds)
     provider = clouds[0] if len(clouds) == 1 else "local"
+    if provider == "aws":
+        import boto3
+
+        from support.awsmoto import create_instance_profile
+
+        request.getfixturevalue("moto_server")
+        monkeypatch.setenv("GPUPLAN_AWS_INSTANCE_PROFILE", create_instance_profile(boto3.client("iam")))
     dry = run_cli("launch", str(path), "--provider", provider, "--dry-run", "--json")
     assert dry.exit_code == 0, dry.stderr
     assert dry.json()["nodes"] == spec.resources.nodes
+    if provider == "aws":  # which machine image, for which architecture (item 6 of issue 20)
+        assert dry.json()["machine"]["architecture"] == "x86_64" and dry.json()["instance_profile"]
     if spec.workload is not None and spec.resources.gpu:
         planned = run_cli("plan", str(path), "--json")
         assert planned.exit_code == 0 and planned.json(), planned.stderr

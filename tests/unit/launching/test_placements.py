@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 from decimal import Decimal
 from typing import Any
 
 from gpuplan.launching.placements import CloudChoice, placements_for, ranked_choices, with_boot_scripts
-from gpuplan.providers.base import Instance, LaunchRequest, Provider
+from gpuplan.providers.base import Instance, LaunchRequest, NodeIdentityTags, Provider
 
 
 class Zoned(Provider):
@@ -65,3 +66,26 @@ def test_boot_scripts_are_rendered_per_node_with_the_masters_address() -> None:
     assert "NODE_RANK_=1" in worker and "MASTER_ADDR_=10.0.0.5" in worker and "MAX_SECONDS=5400" in worker
     assert "JOB_NAME='it'\"'\"'s $(risky)'" in worker  # quoted: inert
     assert "s3cr3t" not in repr(request)
+
+
+class Tagged(Zoned):
+    """A provider whose multi-node machines learn rank and master from instance tags (like AWS)."""
+
+    boots_from_script = True
+    node_identity_tags = NodeIdentityTags(rank="gpuplan:node-rank", master_addr="gpuplan:master-addr")
+
+    def outputs_url(self, run_id: str) -> str | None:
+        return f"s3://bucket/gpuplan/{run_id}"
+
+
+def test_with_identity_tags_every_node_gets_one_script_that_reads_them() -> None:
+    base = LaunchRequest(run_id="r-tags", name="multi", command="torchrun train.py", run_dir="/tmp", nodes=2,
+                         gpus_per_node=8, options={"argv": ["torchrun", "train.py"]})
+    request = with_boot_scripts(base, Tagged())
+    script = request.boot_script or ""
+    assert "RANK_TAG=gpuplan:node-rank" in script and "MASTER_TAG=gpuplan:master-addr" in script
+    # The script adds /node-<rank> itself once it knows its rank.
+    assert "STORAGE_URL=s3://bucket/gpuplan/r-tags\n" in script
+    assert request.options["boot_script_for"](1, None) == script  # the same for every node
+    single = with_boot_scripts(dataclasses.replace(base, nodes=1), Tagged()).boot_script or ""
+    assert "RANK_TAG" not in single and "STORAGE_URL=s3://bucket/gpuplan/r-tags/node-0" in single  # as before

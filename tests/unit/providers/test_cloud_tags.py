@@ -1,10 +1,10 @@
 """Every cloud resource a launch creates carries gpuplan's marks, listed from the cloud's side afterwards.
 
-AWS (moto in-process): instances, their volumes, the security groups (the shared no-inbound one and the SSH one),
-and the run's SSM secret parameters. Resources of one run carry `gpuplan:run-id` and `gpuplan:created-by`; the
-security groups are shared by every run in a VPC and carry `gpuplan:created-by`. GCP (the fake Compute API): every
-VM and its boot disk of a multi-node run carry the run's labels. (The cluster placement group is covered in
-tests/unit/providers/aws/test_aws_provider.py: moto 5 does not implement it.)
+AWS (moto in-process): instances, their volumes, the security groups (the shared one, open only between its
+members, and the SSH one), and the run's SSM secret parameters. Resources of one run carry `gpuplan:run-id` and
+`gpuplan:created-by`; the security groups are shared by every run in a VPC and carry `gpuplan:created-by`. GCP
+(the fake Compute API): every VM and its boot disk of a multi-node run carry the run's labels. (The cluster
+placement group is covered in tests/unit/providers/aws/test_aws_machines.py: moto 5 does not implement it.)
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from gpuplan.providers.aws.provider import AwsProvider
 from gpuplan.providers.base import TAG_CREATED_BY, TAG_RUN_ID, LaunchRequest
 from gpuplan.providers.gcp.provider import GcpProvider
 
-from support.awsmoto import Clients
+from support.awsmoto import Clients, create_instance_profile
 from support.fakes.gce_server import RunningFake
 
 RUN = "r-7a9c0ffee1"
@@ -28,7 +28,8 @@ def tags(items: list[dict[str, str]] | None) -> dict[str, str]:
 
 def test_every_aws_resource_of_a_launch_is_tagged(aws_session: Any, aws_clients: Clients,
                                                   moto_env: dict[str, str]) -> None:
-    provider = AwsProvider(session=aws_session, image_id=moto_env["us-east-1"], waiter_delay=0.05)
+    provider = AwsProvider(session=aws_session, image_id=moto_env["us-east-1"], waiter_delay=0.05,
+                           instance_profile=create_instance_profile(aws_clients("iam")))
     provider.launch(LaunchRequest(
         run_id=RUN, name="tagged", command="true", run_dir="/tmp/r", instance_type="g5.xlarge", region="us-east-1",
         zones=("us-east-1a",), gpu="A10G", gpus_per_node=1, price_per_hour=Decimal("1.006"),
@@ -49,6 +50,8 @@ def test_every_aws_resource_of_a_launch_is_tagged(aws_session: Any, aws_clients:
         assert tags(group.get("Tags")).get(TAG_CREATED_BY) == "gpuplan", group
         ranges = [r["CidrIp"] for p in group["IpPermissions"] for r in p["IpRanges"]]
         assert ranges == (["198.51.100.4/32"] if "ssh" in group["GroupName"] else [])  # least privilege
+        peers = [g["GroupId"] for p in group["IpPermissions"] for g in p["UserIdGroupPairs"]]
+        assert peers == ([] if "ssh" in group["GroupName"] else [group["GroupId"]])  # only its own members
 
     names = sorted(p["Name"] for p in ssm.describe_parameters()["Parameters"])
     assert names == [f"/gpuplan/{RUN}/API_TOKEN", f"/gpuplan/{RUN}/HF_TOKEN"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -27,7 +26,7 @@ from gpuplan.providers.base import (
 )
 from gpuplan.providers.registry import get_provider
 
-from support.awsmoto import TEST_AMI_PARAMETER, Clients, Injector, inject, publish_test_ami, serve
+from support.awsmoto import TEST_AMI_PARAMETER, Clients, Injector, inject, publish_test_ami, user_data_of
 
 
 @dataclass
@@ -113,17 +112,22 @@ def test_launch_tags_instances_and_volumes_and_locks_the_machine_down() -> None:
     behaviour = ec2().describe_instance_attribute(InstanceId=inst.instance_id,
                                                   Attribute="instanceInitiatedShutdownBehavior")
     assert behaviour["InstanceInitiatedShutdownBehavior"]["Value"] == "terminate"
-    user_data = ec2().describe_instance_attribute(InstanceId=inst.instance_id, Attribute="userData")
-    assert base64.b64decode(user_data["UserData"]["Value"]).decode() == BOOT
+    assert user_data_of(ec2(), inst.instance_id) == BOOT
 
 
-def test_security_group_is_created_once_per_vpc_with_no_inbound_rules() -> None:
+def test_security_group_is_created_once_per_vpc_open_only_between_its_members() -> None:
     p = provider()
     [a] = p.launch(request(run_id="r-aaaaaaaaaa"))
     [b] = p.launch(request(run_id="r-bbbbbbbbbb", zones=("us-east-1c",)))
     groups = ec2().describe_security_groups(Filters=[{"Name": "group-name", "Values": ["gpuplan"]}])
     [group] = groups["SecurityGroups"]
-    assert group["IpPermissions"] == []
+    gid = group["GroupId"]
+    # Inbound: all traffic from members of the group itself, nothing from any address (least privilege).
+    assert [(p["IpProtocol"], [g["GroupId"] for g in p["UserIdGroupPairs"]], p.get("IpRanges"), p.get("Ipv6Ranges"))
+            for p in group["IpPermissions"]] == [("-1", [gid], [], [])]
+    # Outbound: EFA needs all traffic to the group itself too, besides the default all-outbound rule.
+    assert any(p["IpProtocol"] == "-1" and [g["GroupId"] for g in p["UserIdGroupPairs"]] == [gid]
+               for p in group["IpPermissionsEgress"])
     assert {t["Key"]: t["Value"] for t in group["Tags"]}[TAG_CREATED_BY] == "gpuplan"
     for inst in (a, b):
         assert [g["GroupId"] for g in raw_instance(inst.instance_id)["SecurityGroups"]] == [group["GroupId"]]
@@ -153,26 +157,6 @@ def test_spot_goes_through_instance_market_options_one_time_terminate() -> None:
     assert calls[0]["InstanceMarketOptions.SpotOptions.InstanceInterruptionBehavior"] == "terminate"
     assert calls[0]["InstanceMarketOptions.SpotOptions.MaxPrice"] == "12.5"
     assert raw_instance(inst.instance_id).get("InstanceLifecycle") == "spot"
-
-
-def test_multi_node_runs_in_one_zone_in_a_tagged_cluster_placement_group() -> None:
-    p = provider()
-    client = p.client("ec2", "us-east-1")
-    created: list[dict[str, Any]] = []
-    # moto 5 does not implement placement groups: answer CreatePlacementGroup with its real response shape.
-    serve(client, "CreatePlacementGroup", {"PlacementGroup": {"GroupName": "gpuplan-r-0123456789",
-                                                              "Strategy": "cluster", "State": "available"}}, created)
-    run_calls: list[dict[str, Any]] = []
-    inject(p.launch_client("us-east-1"), "RunInstances",
-           Injector("unused", when=lambda _: False, calls=run_calls), server=False)
-    nodes = p.launch(request(nodes=3))
-    assert [n.node_rank for n in nodes] == [0, 1, 2]
-    assert {n.zone for n in nodes} == {"us-east-1b"}
-    assert created[0]["Strategy"] == "cluster" and created[0]["GroupName"] == "gpuplan-r-0123456789"
-    assert created[0]["TagSpecification.1.ResourceType"] == "placement-group"
-    assert tags_of(created[0], "TagSpecification.1")[TAG_RUN_ID] == "r-0123456789"
-    assert run_calls[0]["Placement.GroupName"] == "gpuplan-r-0123456789"
-    assert run_calls[0]["MinCount"] == run_calls[0]["MaxCount"] == "3"  # all nodes or none
 
 
 def test_relaunch_of_the_same_run_returns_the_existing_machines() -> None:
@@ -299,47 +283,6 @@ def test_list_tagged_with_include_ended_adds_the_run_s_ended_machines() -> None:
     assert both[gone.instance_id].state == InstanceState.TERMINATED and both[gone.instance_id].ended_at is not None
     with pytest.raises(ValueError, match="run id"):
         p.list_tagged(include_ended=True)  # reconcile's listing of everyone stays live-only
-
-
-def test_multi_node_with_per_rank_scripts_gives_the_workers_node_zeros_address() -> None:
-    p = provider()
-    serve(p.client("ec2", "us-east-1"), "CreatePlacementGroup", {"PlacementGroup": {}}, [])
-    seen: list[tuple[int, str | None]] = []
-
-    def script_for(rank: int, master: str | None) -> str:
-        seen.append((rank, master))
-        return f"#!/bin/bash\nNODE_RANK={rank} MASTER_ADDR={master or 'self'}\n"
-
-    nodes = p.launch(request(nodes=3, options={"boot_script_for": script_for}))
-    assert [n.node_rank for n in nodes] == [0, 1, 2]
-    master_ip = raw_instance(nodes[0].instance_id)["PrivateIpAddress"]
-    assert seen == [(0, None), (1, master_ip), (2, master_ip)]
-    for node in nodes:
-        data = ec2().describe_instance_attribute(InstanceId=node.instance_id, Attribute="userData")
-        assert f"NODE_RANK={node.node_rank}" in base64.b64decode(data["UserData"]["Value"]).decode()
-        assert {t["Key"]: t["Value"] for t in raw_instance(node.instance_id)["Tags"]}["gpuplan:node-rank"] == \
-            str(node.node_rank)
-    # Retried (a crash after the launch): the same three come back.
-    assert [n.instance_id for n in provider().launch(request(nodes=3, options={"boot_script_for": script_for}))] \
-        == [n.instance_id for n in nodes]
-
-
-def test_multi_node_is_all_or_nothing() -> None:
-    p = provider()
-    client = p.client("ec2", "us-east-1")
-    serve(client, "CreatePlacementGroup", {"PlacementGroup": {}}, [])
-    calls: list[dict[str, Any]] = []
-    # Node 0 starts; node 1 finds no capacity: node 0 must not be left running.
-    inject(p.launch_client("us-east-1"), "RunInstances",
-           Injector("InsufficientInstanceCapacity", calls=calls,
-                    when=lambda params: params["ClientToken"].endswith(".n1")), server=False)
-    with pytest.raises(CapacityError):
-        p.launch(request(nodes=2, options={"boot_script_for": lambda rank, master: "#!/bin/sh\n"}))
-    assert len(calls) == 2
-    assert p.list_tagged() == []
-    [node0] = ec2().describe_instances(Filters=[{"Name": f"tag:{TAG_RUN_ID}", "Values": ["r-0123456789"]}])[
-        "Reservations"][0]["Instances"]
-    assert node0["State"]["Name"] == "terminated"
 
 
 def test_ended_instances_carry_the_time_ec2_stopped_them() -> None:

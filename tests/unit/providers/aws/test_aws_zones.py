@@ -18,7 +18,7 @@ from gpuplan.providers.aws.provider import AwsProvider
 from gpuplan.providers.aws.zones import instance_family, standard_zone
 from gpuplan.providers.base import TAG_RUN_ID, AuthError, LaunchRequest, PlacementError, Scope
 
-from support.awsmoto import Clients, Injector, inject, serve
+from support.awsmoto import Clients, Injector, create_instance_profile, inject, serve
 from support.run_instances_check import attach
 
 # This account's mapping (names are per account: az-ids.html): not moto's fixed one (us-east-1d = use1-az4 there),
@@ -159,6 +159,7 @@ def test_client_tokens_differ_per_distinct_request_and_fit_64_ascii_characters()
 def test_spec_labels_are_tags_on_the_instance_its_volumes_and_its_secrets(aws: AwsProvider,
                                                                           aws_clients: Clients) -> None:
     labels = {"team": "nlp", "cost-center": "CC 42/b", "gpuplan:run-id": "not-this"}
+    aws.instance_profile = create_instance_profile(aws_clients("iam"))  # the machines read the secret from SSM
     [inst] = aws.launch(request(zones=("us-east-1b",), labels=labels, secrets={"HF_TOKEN": "hf_secret"}))
     ec2 = aws_clients("ec2")
     raw = ec2.describe_instances(InstanceIds=[inst.instance_id])["Reservations"][0]["Instances"][0]

@@ -1,0 +1,73 @@
+"""The AWS provider's check of a launch before anything is recorded (`Provider.check_launch`).
+
+Refused with one line (UserError, exit 2), because each would fail only once machines bill:
+- the boot script over EC2's 16,384 bytes of user data even gzip-compressed (gpuplan.providers.aws.userdata);
+- machines that need credentials (the run's secrets in SSM, outputs to S3) without a usable instance profile:
+  none configured, one that does not exist, one without a role (gpuplan.providers.aws.iam);
+- a configured machine image of another architecture than the instance type's (gpuplan.providers.aws.image).
+
+What needs AWS (iam:GetInstanceProfile, the image look-up) refuses only on a definite answer (the profile does
+not exist or has no role; the image's architecture is not the type's; the image parameter does not exist). Any
+other error (AWS unreachable, no credentials, AccessDenied on the look-up, a type EC2 does not know here) becomes
+a note and the launch goes on, its own calls failing with the real error or failover moving on; so
+`gpuplan launch --dry-run` works offline. The notes say which
+instance profile and which machine image (architecture) the launch uses; `details` hold the same for --json.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from gpuplan.errors import UserError
+from gpuplan.providers.aws import iam as aws_iam
+from gpuplan.providers.aws import userdata
+from gpuplan.providers.aws.image import ImageChoice
+from gpuplan.providers.base import LaunchCheck, LaunchRequest, ProviderError
+
+
+class Checked(Protocol):
+    """What the check needs of the AWS provider (gpuplan.providers.aws.provider.AwsProvider)."""
+
+    region: str
+    bucket: str | None
+    instance_profile: str | None
+
+    def client(self, service: str, region: str) -> Any: ...
+
+    def image_for(self, request: LaunchRequest, region: str) -> ImageChoice: ...
+
+REFUSED_IMAGE = frozenset({"ArchitectureMismatch", "NoImageForArchitecture", "ParameterNotFound"})
+
+
+def check_launch(provider: Checked, request: LaunchRequest) -> LaunchCheck:
+    problem = userdata.too_big(userdata.compress(request.boot_script or ""))
+    if problem:
+        raise UserError(problem)
+    region = request.region or provider.region
+    notes: list[str] = []
+    details: dict[str, Any] = {}
+    needed = aws_iam.needed_for(secrets=bool(request.secrets), bucket=provider.bucket)
+    profile = request.options.get("instance_profile") or provider.instance_profile
+    try:
+        checked = aws_iam.check_profile(provider.client("iam", region), profile, needed)
+    except ProviderError as exc:
+        notes.append(f"could not check the instance profile {profile}: {exc}")
+    else:
+        if checked.problem:
+            raise UserError(checked.problem)
+        if checked.name and checked.needed_for:
+            notes.append(f"instance profile {checked.name} (role {checked.role}) for {' and '.join(needed)}")
+    if profile and needed:
+        details["instance_profile"] = profile
+    if request.instance_type:
+        try:
+            choice = provider.image_for(request, region)
+        except ProviderError as exc:
+            if exc.code in REFUSED_IMAGE:
+                raise UserError(str(exc)) from exc
+            notes.append(f"could not look up the machine image for {request.instance_type}: {exc}")
+        else:
+            notes.append(choice.describe(request.instance_type))
+            details["machine"] = {"instance_type": request.instance_type, "architecture": choice.architecture,
+                                  "image_id": choice.image_id, "image_source": choice.source}
+    return LaunchCheck(notes=tuple(notes), details=details)

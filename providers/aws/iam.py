@@ -1,0 +1,155 @@
+"""The instance profile a run's machines need, checked before launch, and created on request (`gpuplan setup aws`).
+
+Why: code on an instance has AWS credentials only through an instance profile ("Amazon EC2 uses an instance
+profile as a container for an IAM role", https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/iam-roles-for-amazon-ec2.html).
+gpuplan's boot script reads the run's secrets from SSM (`aws ssm get-parameter`) and ships outputs to S3
+(`aws s3 cp`); without a profile both fail with "Unable to locate credentials" after the GPU machine is billing.
+So a launch that needs either refuses (exit 2, nothing recorded or started) unless a configured profile exists
+(iam:GetInstanceProfile; `NoSuchEntity` when it does not, https://docs.aws.amazon.com/IAM/latest/APIReference/API_GetInstanceProfile.html)
+and holds a role ("An instance profile can contain only one IAM role").
+
+The role `gpuplan setup aws --create` makes is least privilege, the policy the README's AWS section shows:
+`s3:PutObject` on `arn:aws:s3:::BUCKET/gpuplan/*` and `ssm:GetParameter` on `arn:aws:ssm:*:*:parameter/gpuplan/*`
+(parameter ARNs drop the name's leading "/"; "Restricting access to specific parameters and paths",
+https://docs.aws.amazon.com/systems-manager/latest/userguide/ps-restrict-parameter-access.html), plus
+`kms:Decrypt` on a customer-managed key only when one is named (SecureStrings under the AWS-managed `aws/ssm` key
+need no KMS statement in the role: the notes call this standard guidance, not quoted from AWS). Its trust policy
+lets only EC2 assume it. Role and profile carry gpuplan's tag. The launching user also needs iam:PassRole on the
+role (same page); EC2 answers `UnauthorizedOperation` without it, at RunInstances.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuplan.providers.aws.rules import map_client_error, tag_list
+from gpuplan.providers.base import CREATED_BY, TAG_CREATED_BY
+
+DEFAULT_NAME = "gpuplan-instance"  # the role and the instance profile `gpuplan setup aws --create` makes
+POLICY_NAME = "gpuplan-instance"
+FIX = ("create one with `gpuplan setup aws --create --bucket BUCKET` and set GPUPLAN_AWS_INSTANCE_PROFILE to its "
+       "name")
+
+
+@dataclass(frozen=True)
+class ProfileCheck:
+    """Whether the machines' instance profile is usable: `problem` is one line for the user, None when fine."""
+
+    name: str | None
+    needed_for: tuple[str, ...]
+    problem: str | None = None
+    role: str | None = None
+
+
+def needed_for(*, secrets: bool, bucket: str | None) -> tuple[str, ...]:
+    """What on the machine needs AWS credentials (empty: no profile needed)."""
+    reasons = []
+    if secrets:
+        reasons.append("reading the run's secrets from SSM")
+    if bucket:
+        reasons.append(f"shipping outputs to s3://{bucket}")
+    return tuple(reasons)
+
+
+def profile_name(profile: str) -> str:
+    """The profile's name from a name or an ARN (`arn:aws:iam::ACCOUNT:instance-profile/PATH/NAME`)."""
+    return profile.rsplit("/", 1)[-1] if profile.startswith("arn:") else profile
+
+
+def check_profile(iam: Any, profile: str | None, needed: Sequence[str]) -> ProfileCheck:
+    """A usable profile when the machines need one: configured, existing, with a role."""
+    if not needed:
+        return ProfileCheck(profile, ())
+    why = " and ".join(needed)
+    if not profile:
+        return ProfileCheck(None, tuple(needed), f"the AWS machines need an instance profile for {why}, and none "
+                                                 f"is configured: {FIX}")
+    name = profile_name(profile)
+    try:
+        found = iam.get_instance_profile(InstanceProfileName=name)["InstanceProfile"]
+    except Exception as exc:
+        error = map_client_error(exc)
+        if error.code == "NoSuchEntity":
+            return ProfileCheck(profile, tuple(needed), f"the instance profile {name} does not exist (needed for "
+                                                        f"{why}): {FIX}")
+        raise error from exc
+    roles = found.get("Roles") or []
+    if not roles:
+        return ProfileCheck(profile, tuple(needed), f"the instance profile {name} has no role, so the machines get "
+                                                    f"no credentials for {why}: add one, or {FIX}")
+    return ProfileCheck(profile, tuple(needed), role=str(roles[0].get("RoleName")))
+
+
+def instance_policy(bucket: str | None, *, kms_key_arn: str | None = None) -> dict[str, Any]:
+    """The role's permissions: what the boot script does and nothing else (the README's AWS policy)."""
+    statements: list[dict[str, Any]] = []
+    if bucket:
+        statements.append({"Effect": "Allow", "Action": "s3:PutObject",
+                           "Resource": f"arn:aws:s3:::{bucket}/gpuplan/*"})
+    statements.append({"Effect": "Allow", "Action": "ssm:GetParameter",
+                       "Resource": "arn:aws:ssm:*:*:parameter/gpuplan/*"})
+    if kms_key_arn:
+        statements.append({"Effect": "Allow", "Action": "kms:Decrypt", "Resource": kms_key_arn})
+    return {"Version": "2012-10-17", "Statement": statements}
+
+
+def trust_policy() -> dict[str, Any]:
+    """Only EC2 may assume the role."""
+    return {"Version": "2012-10-17", "Statement": [
+        {"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}]}
+
+
+@dataclass
+class SetupResult:
+    """What `gpuplan setup aws --create` did: each resource and whether it was created or already there."""
+
+    role: str
+    instance_profile: str
+    policy: dict[str, Any]
+    actions: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"role": self.role, "instance_profile": self.instance_profile, "policy": self.policy,
+                "actions": list(self.actions)}
+
+
+def _code(exc: Exception) -> str | None:
+    from botocore.exceptions import ClientError
+
+    return str(exc.response.get("Error", {}).get("Code")) if isinstance(exc, ClientError) else None
+
+
+def create_profile(iam: Any, *, name: str = DEFAULT_NAME, bucket: str | None, kms_key_arn: str | None = None,
+                   tags: Mapping[str, str] | None = None) -> SetupResult:
+    """Create (or bring up to date) the role, its inline policy and the instance profile holding it; idempotent."""
+    marks = tag_list({TAG_CREATED_BY: CREATED_BY, **(tags or {})})
+    policy = instance_policy(bucket, kms_key_arn=kms_key_arn)
+    result = SetupResult(role=name, instance_profile=name, policy=policy)
+    try:
+        try:
+            iam.create_role(RoleName=name, AssumeRolePolicyDocument=json.dumps(trust_policy()), Tags=marks,
+                            Description="gpuplan machines: read gpuplan's SSM secrets, ship outputs to S3")
+            result.actions.append(f"created role {name}")
+        except Exception as exc:
+            if _code(exc) != "EntityAlreadyExists":
+                raise
+            result.actions.append(f"role {name} exists")
+        iam.put_role_policy(RoleName=name, PolicyName=POLICY_NAME, PolicyDocument=json.dumps(policy))
+        result.actions.append(f"set policy {POLICY_NAME} on role {name}")
+        try:
+            iam.create_instance_profile(InstanceProfileName=name, Tags=marks)
+            result.actions.append(f"created instance profile {name}")
+        except Exception as exc:
+            if _code(exc) != "EntityAlreadyExists":
+                raise
+            result.actions.append(f"instance profile {name} exists")
+        roles = iam.get_instance_profile(InstanceProfileName=name)["InstanceProfile"].get("Roles") or []
+        if not any(r.get("RoleName") == name for r in roles):
+            iam.add_role_to_instance_profile(InstanceProfileName=name, RoleName=name)
+            result.actions.append(f"added role {name} to instance profile {name}")
+    except Exception as exc:
+        raise map_client_error(exc) from exc
+    return result
