@@ -37,7 +37,7 @@ from typing import Any, ClassVar
 from gpuplan.providers.aws import iam as aws_iam
 from gpuplan.providers.aws import network, ranks, userdata
 from gpuplan.providers.aws import secrets as aws_secrets
-from gpuplan.providers.aws.image import ImageChoice, choose_image, image_architecture
+from gpuplan.providers.aws.image import ImageChoice, choose_image, image_architecture, read_parameter
 from gpuplan.providers.aws.instance_types import TypeInfo, describe_type
 from gpuplan.providers.aws.launch_call import client_token, run_instances
 from gpuplan.providers.aws.places import AccountPlaces
@@ -453,13 +453,17 @@ class AwsProvider(AccountPlaces, Provider):
         return params
 
     def usable_instance_type(self, instance_type: str | None) -> bool:
-        """With an explicit AMI, only types of its architecture (EC2 refuses the mismatch: image.py); with the
-        default DLAMI parameter every type, each getting its architecture's image. Unknown answers keep the type."""
-        if not instance_type or not self.image_id:
+        """With one configured image (an explicit AMI, or an AMI parameter of the user's own), only types of its
+        architecture (EC2 refuses the mismatch: image.py); with the DLAMI default every type, each getting its
+        architecture's image. Unknown answers keep the type (the launch check then says)."""
+        fixed = self.image_id is not None or self.ami_parameter != DEFAULT_AMI_PARAMETER
+        if not instance_type or not fixed:
             return True
         try:
             if self._image_arch is None:
-                self._image_arch = image_architecture(self.client("ec2", self.region), self.image_id, self.region) or ""
+                image_id = self.image_id or read_parameter(self.client("ssm", self.region), self.ami_parameter,
+                                                           self.region)
+                self._image_arch = image_architecture(self.client("ec2", self.region), image_id, self.region) or ""
             info = self._type_info(self.region, instance_type)
         except ProviderError:
             return True
