@@ -36,7 +36,6 @@ from typing import Any, ClassVar
 
 from gpuplan.providers.aws import iam as aws_iam
 from gpuplan.providers.aws import network, ranks, userdata
-from gpuplan.providers.aws import secrets as aws_secrets
 from gpuplan.providers.aws.image import ImageChoice, choose_image, image_architecture, read_parameter
 from gpuplan.providers.aws.instance_types import TypeInfo, describe_type
 from gpuplan.providers.aws.launch_call import client_token, run_instances
@@ -61,10 +60,10 @@ from gpuplan.providers.aws.rules import (
     tag_dict,
     tag_list,
 )
+from gpuplan.providers.aws.storage import RunStorage
 from gpuplan.providers.aws.zones import AccountRegions, AccountZones
 from gpuplan.providers.base import (
     TAG_RUN_ID,
-    CloudSecret,
     Instance,
     InstanceState,
     LaunchCheck,
@@ -74,12 +73,11 @@ from gpuplan.providers.base import (
     ProviderError,
     Scope,
 )
-from gpuplan.providers.outputs import StoredObject, bucket_hint, node_prefix, run_url, sync_node_outputs
 
 log = logging.getLogger(__name__)
 
 
-class AwsProvider(AccountPlaces, Provider):
+class AwsProvider(AccountPlaces, RunStorage, Provider):
     """EC2 instances for gpuplan runs.
 
     Configuration (constructor keywords, else the environment variables GPUPLAN_AWS_REGIONS, GPUPLAN_AWS_IMAGE_ID,
@@ -275,91 +273,6 @@ class AwsProvider(AccountPlaces, Provider):
     def image_for(self, request: LaunchRequest, region: str) -> ImageChoice:
         """The machine image a launch of `request` in `region` boots (gpuplan.providers.aws.image)."""
         return self._image(request, region)
-
-    # ---- secrets (SSM Parameter Store) ---------------------------------------------------------------------
-
-    def _put_secrets(self, region: str, request: LaunchRequest) -> None:
-        """Store each secret value as a tagged SecureString `/gpuplan/<run_id>/<NAME>` in the launch region."""
-        if not request.secrets:
-            return
-        ssm = self.client("ssm", region)
-        tags = tag_list(run_tags(request))
-        for name, value in sorted(request.secrets.items()):
-            parameter = self.secret_parameter(request.run_id, name)
-            try:
-                try:
-                    ssm.put_parameter(Name=parameter, Value=value, Type="SecureString", Tags=tags,
-                                      Description=f"gpuplan secret {name} of run {request.run_id}")
-                except Exception as exc:
-                    if map_client_error(exc).code != "ParameterAlreadyExists":
-                        raise
-                    # A retried launch: overwrite (SSM refuses tags together with Overwrite; they are set).
-                    ssm.put_parameter(Name=parameter, Value=value, Type="SecureString", Overwrite=True)
-            except Exception as exc:
-                # The message names the parameter, never the value.
-                raise self._error(exc, Where(region=region)) from None
-
-    def _forget_secrets(self, region: str, run_id: str) -> None:
-        """Delete the run's secret parameters in one region (best effort: reconcile-style leftovers are logged)."""
-        ssm = self.client("ssm", region)
-        try:
-            names = [p["Name"] for page in ssm.get_paginator("get_parameters_by_path").paginate(
-                Path=f"/gpuplan/{run_id}/", Recursive=True) for p in page.get("Parameters", [])]
-            for start in range(0, len(names), 10):
-                ssm.delete_parameters(Names=names[start:start + 10])
-        except Exception as exc:
-            log.warning("could not delete the secrets of run %s in %s: %s", run_id, region,
-                        map_client_error(exc, region=region))
-
-    def _forget_secrets_if_done(self, region: str, run_id: str | None) -> None:
-        if run_id and not self._find(region, run_id):
-            self._forget_secrets(region, run_id)
-
-    def list_secrets(self) -> list[CloudSecret]:
-        """gpuplan's secret parameters in every configured region (names only): reconcile's leftover check."""
-        found: list[CloudSecret] = []
-        for region in list(self.regions):
-            found.extend(aws_secrets.list_secrets(self.client("ssm", region), region, self.name))
-        return found
-
-    def delete_secrets(self, secrets: Sequence[CloudSecret]) -> dict[CloudSecret, str]:
-        failed: dict[CloudSecret, str] = {}
-        by_region: dict[str, list[CloudSecret]] = {}
-        for secret in secrets:
-            by_region.setdefault(secret.region or self.region, []).append(secret)
-        for region, items in by_region.items():
-            failed.update(aws_secrets.delete_secrets(self.client("ssm", region), region, items))
-        return failed
-
-    # ---- outputs (S3) ----------------------------------------------------------------------------------------
-
-    def outputs_url(self, run_id: str) -> str | None:
-        return run_url("s3", self.bucket, run_id)
-
-    def outcome_hint(self) -> str | None:
-        if self.bucket:
-            return None
-        return "no exit record: " + bucket_hint("GPUPLAN_AWS_BUCKET",
-                           "an instance profile, GPUPLAN_AWS_INSTANCE_PROFILE, with s3:PutObject on BUCKET/gpuplan/*")
-
-    def fetch_outputs(self, instance: Instance, run_dir: str) -> None:
-        """Download what the node shipped to `s3://BUCKET/gpuplan/<run_id>/node-<rank>/` (only changed objects),
-        and, once the machine is gone and the run has no live instance left, delete the run's SSM secrets."""
-        region = instance.region or self._region_of.get(instance.instance_id) or self.region
-        if instance.state in InstanceState.GONE:
-            self._forget_secrets_if_done(region, instance.run_id)
-        if not self.bucket or not instance.run_id or not run_dir:
-            return
-        s3 = self.client("s3", region)
-        bucket = self.bucket
-        prefix = node_prefix(instance.run_id, instance.node_rank)
-        try:
-            listing = s3.list_objects_v2(Bucket=bucket, Prefix=prefix)
-            objects = [StoredObject(o["Key"], o.get("ETag", "")) for o in listing.get("Contents", [])]
-            sync_node_outputs(objects, prefix, lambda key: s3.get_object(Bucket=bucket, Key=key)["Body"].read(),
-                              run_dir, instance.node_rank, self._etags)
-        except Exception as exc:
-            raise map_client_error(exc, region=region) from exc
 
     def _run(self, request: LaunchRequest, region: str, zone: str | None, *, count: int,
              user_data: str) -> list[Instance]:
