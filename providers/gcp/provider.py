@@ -31,6 +31,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar
 
+from gpuplan.errors import UserError
 from gpuplan.providers.base import (
     CapacityError,
     CloudSecret,
@@ -229,7 +230,13 @@ class GcpProvider(Provider):
         user's own configuration: spec labels breaking GCE's label rules, a boot image family missing from its image
         project (providers/gcp/preflight.py)."""
         check_labels(request.labels)
-        self.image_families.check_for_user(image(self, request), lambda: self.client("ImagesClient"), self._retry())
+        try:
+            self.image_families.check_for_user(image(self, request), lambda: self.client("ImagesClient"),
+                                               self._retry())
+        except UserError:
+            raise  # the family is missing: the user's configuration
+        except ProviderError as exc:  # no credentials or no network (a dry run on a laptop): the launch will say
+            return LaunchCheck(notes=(f"boot image family not checked: {exc}",))
         return LaunchCheck()
 
     def launch(self, request: LaunchRequest) -> list[Instance]:

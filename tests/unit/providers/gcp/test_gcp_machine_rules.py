@@ -90,6 +90,24 @@ def test_an_existing_family_is_asked_once_per_provider(provider: GcpProvider, gc
     assert family_lookups(gce) == 1
 
 
+def test_without_credentials_the_family_is_noted_unchecked_not_refused(gce: RunningFake,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A dry run on a laptop with no Google credentials still plans: the check says what it could not check,
+    and the launch itself stops at its first call with the credentials error."""
+    from gpuplan.providers.base import AuthError
+
+    provider = GcpProvider(retry_initial=0.01, retry_timeout=5)
+
+    def no_credentials(*_: object, **__: object) -> object:
+        raise AuthError("Google Cloud credentials not found", code="NoCredentials")
+
+    monkeypatch.setattr(provider, "client", no_credentials)
+    checked = provider.check_launch(req())
+    assert checked.notes == ("boot image family not checked: Google Cloud credentials not found",)
+    with pytest.raises(UserError):  # bad labels are still refused: they need no cloud call
+        provider.check_launch(req(labels={"Team": "x"}))
+
+
 def test_an_explicit_image_is_left_to_gce() -> None:
     assert image_family("projects/p/global/images/my-image-v1") is None
     assert image_family("https://www.googleapis.com/compute/v1/projects/p/global/images/family/f") == ("p", "f")
