@@ -36,8 +36,10 @@ class LaunchGates:
 def check_gates(store: Store, plan: LaunchPlan, provider: Provider, *, force: bool,
                 now: dt.datetime | None = None) -> LaunchGates:
     """The budget gate (a budget the estimate breaks refuses the launch with BudgetRefused, exit 2, unless
-    `force`) and the fail-safe as planned. A fail-safe with no time left is not raised here, so the caller can
-    show it first: `launch` refuses it (gpuplan.launching.failsafe_store.check)."""
+    `force`), the provider's own check of the launch (`check_launch`: UserError, exit 2, e.g. a boot script over
+    EC2's 16 KB, no instance profile for the secrets, a GCE label or image family GCE refuses), and the fail-safe
+    as planned. A fail-safe with no time left is not raised here, so the caller can show it first: `launch`
+    refuses it (gpuplan.launching.failsafe_store.check)."""
     now = now or utcnow()
     est = plan.estimate
     with store.session() as session:
