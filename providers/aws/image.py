@@ -50,10 +50,22 @@ class ImageChoice:
         return f"machine image {self.image_id} ({self.architecture}, from {self.source}) for {instance_type}"
 
 
+def own_parameter(configured: str | None) -> str | None:
+    """The user's own AMI parameter (one image for every instance type), or None: each type gets the DLAMI of its
+    architecture."""
+    return configured if configured and configured != DEFAULT_AMI_PARAMETER else None
+
+
+def boots(info: TypeInfo, architecture: str | None) -> bool:
+    """Can the type boot an image of this architecture? Unknown on either side counts as yes (EC2 says at launch)."""
+    return not architecture or not info.architectures or architecture in info.architectures
+
+
 def parameter_for(architecture: str, configured: str | None) -> str:
     """The SSM parameter to read: the configured one, else the DLAMI of the architecture."""
-    if configured and configured != DEFAULT_AMI_PARAMETER:
-        return configured
+    own = own_parameter(configured)
+    if own:
+        return own
     try:
         return DLAMI_PARAMETERS[architecture]
     except KeyError:
@@ -96,8 +108,9 @@ def choose_image(ec2: Any, ssm: Any, info: TypeInfo, region: str, *, image_id: s
         name = parameter_for(arch, ami_parameter)
         choice = ImageChoice(read_parameter(ssm, name, region), arch, f"parameter {name}")
     found = image_architecture(ec2, choice.image_id, region)
-    if found and info.architectures and found not in info.architectures:
+    if not boots(info, found):
         raise ProviderError(f"{info.instance_type} runs {'/'.join(info.architectures)} but the machine image "
                             f"{choice.image_id} ({choice.source}) is {found}; choose an image for {arch} or another "
                             "instance type", code="ArchitectureMismatch", region=region)
     return choice
+

@@ -36,7 +36,14 @@ from typing import Any, ClassVar
 
 from gpuplan.providers.aws import iam as aws_iam
 from gpuplan.providers.aws import network, ranks, userdata
-from gpuplan.providers.aws.image import ImageChoice, choose_image, image_architecture, read_parameter
+from gpuplan.providers.aws.image import (
+    ImageChoice,
+    boots,
+    choose_image,
+    image_architecture,
+    own_parameter,
+    read_parameter,
+)
 from gpuplan.providers.aws.instance_types import TypeInfo, describe_type
 from gpuplan.providers.aws.launch_call import client_token, run_instances
 from gpuplan.providers.aws.places import AccountPlaces
@@ -369,18 +376,19 @@ class AwsProvider(AccountPlaces, RunStorage, Provider):
         """With one configured image (an explicit AMI, or an AMI parameter of the user's own), only types of its
         architecture (EC2 refuses the mismatch: image.py); with the DLAMI default every type, each getting its
         architecture's image. Unknown answers keep the type (the launch check then says)."""
-        fixed = self.image_id is not None or self.ami_parameter != DEFAULT_AMI_PARAMETER
-        if not instance_type or not fixed:
+        own = own_parameter(self.ami_parameter)
+        if not instance_type or not (self.image_id or own):
             return True
-        try:
-            if self._image_arch is None:
-                image_id = self.image_id or read_parameter(self.client("ssm", self.region), self.ami_parameter,
-                                                           self.region)
+        if self._image_arch is None:  # asked once per provider, not once per offer the planner weighs
+            try:
+                image_id = self.image_id or read_parameter(self.client("ssm", self.region), str(own), self.region)
                 self._image_arch = image_architecture(self.client("ec2", self.region), image_id, self.region) or ""
-            info = self._type_info(self.region, instance_type)
+            except ProviderError:
+                self._image_arch = ""  # unknown
+        try:
+            return boots(self._type_info(self.region, instance_type), self._image_arch)
         except ProviderError:
             return True
-        return not self._image_arch or not info.architectures or self._image_arch in info.architectures
 
     def _type_info(self, region: str, instance_type: str) -> TypeInfo:
         key = (region, instance_type)
