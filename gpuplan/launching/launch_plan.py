@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from gpuplan.launching.failover import Placement
 from gpuplan.providers.base import LaunchRequest, Provider
 from gpuplan.runs.events import EventKind
+from gpuplan.store.types import as_utc
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -98,6 +99,5 @@ def launch_plans(run: Run) -> list[tuple[dt.datetime, dict[str, Any]]]:
     for event in events_of(run, (EventKind.LAUNCH_PLAN,)):
         data = event_data(event)
         if data is not None:
-            at = event.at if event.at.tzinfo else event.at.replace(tzinfo=dt.timezone.utc)
-            plans.append((at, data))
+            plans.append((as_utc(event.at), data))
     return plans

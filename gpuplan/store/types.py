@@ -23,6 +23,12 @@ def utcnow() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc)
 
 
+def as_utc(value: dt.datetime) -> dt.datetime:
+    """`value` as an aware datetime: a naive one is UTC (what SQLite, ISO text without an offset and the clouds'
+    timestamps mean by it)."""
+    return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
+
+
 class UTCDateTime(TypeDecorator[dt.datetime]):
     """Store aware datetimes as UTC; always hand back aware UTC datetimes.
 

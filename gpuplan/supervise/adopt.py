@@ -34,6 +34,7 @@ from gpuplan.launching.launch_plan import launch_plans
 from gpuplan.providers.base import Instance, InstanceState, Provider
 from gpuplan.runs.events import EventKind
 from gpuplan.runs.machines import record_instances
+from gpuplan.store.types import as_utc
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -46,9 +47,6 @@ ORPHAN_AFTER = dt.timedelta(minutes=10)  # a launch whose launcher cannot be che
 RECENT = dt.timedelta(days=1)  # reconcile searches the launch-plan regions of runs ended this recently
 LAUNCHING = frozenset({"pending", "provisioning"})
 
-
-def _aware(at: dt.datetime) -> dt.datetime:
-    return at if at.tzinfo else at.replace(tzinfo=dt.timezone.utc)
 
 
 
@@ -87,8 +85,8 @@ def plan_in_flight(run: Run, now: dt.datetime) -> bool:
     if launcher_alive(run) is False:
         return False
     plans = launch_plans(run)
-    since = plans[-1][0] if plans else _aware(run.created_at)
-    return _aware(now) - since < ORPHAN_AFTER
+    since = plans[-1][0] if plans else as_utc(run.created_at)
+    return as_utc(now) - since < ORPHAN_AFTER
 
 
 def launch_in_flight(run: Run, now: dt.datetime) -> bool:

@@ -33,6 +33,7 @@ from typing import Any
 
 from gpuplan.providers.base import Instance, InstanceState, Provider, ProviderError
 from gpuplan.store.models import RunState
+from gpuplan.store.types import as_utc
 
 ORPHAN = "orphan"
 MISSING = "missing"
@@ -105,9 +106,7 @@ def age_since(created: dt.datetime | None, now: dt.datetime) -> tuple[dt.timedel
     whole seconds; (None, None) when the cloud does not say when it was made."""
     if created is None:
         return None, None
-    if created.tzinfo is None:
-        created = created.replace(tzinfo=dt.timezone.utc)
-    age = max(now - created, dt.timedelta(0))
+    age = max(now - as_utc(created), dt.timedelta(0))
     return age, int(age.total_seconds())
 
 
