@@ -233,7 +233,8 @@ def watch_run(store: Store, run_id: str, *, provider_factory: ProviderFactory | 
         # A stopped or capped run whose machines are still up (this step's cap, or a stop that did not finish).
         if run.state in RunState.FINAL and any(i.terminated_at is None for i in run.instances):
             stop_instances(session, run, provider, utcnow())
-        settle(session, run)  # an ended run teaches the estimator (once)
+        if changed:  # this step ended the run: it teaches the estimator (a run looked at again is not re-read)
+            settle(session, run)
         result_state = run.state
         data = summary(run, utcnow(), progress)
     return WatchResult(run_id=run_id, state=result_state, changed=changed, capped=capped, progress=progress,
@@ -248,7 +249,8 @@ def stop_run(store: Store, run_id: str, *, reason: str = "stopped by the user", 
         run = session.get(Run, run_id)
         if run is None:
             raise LookupError(run_id)
-        if run.state in RunState.LIVE:
+        ending = run.state in RunState.LIVE
+        if ending:
             set_state(session, run, state, reason)
             record_event(session, run, EventKind.STOP, reason)
             session.commit()
@@ -256,7 +258,8 @@ def stop_run(store: Store, run_id: str, *, reason: str = "stopped by the user", 
         _adopt_before_stop(session, run, provider)
         stop_instances(session, run, provider, utcnow())
         progress = measure(metrics_path(run), run.total_tokens)
-        settle(session, run)
+        if ending:
+            settle(session, run)
         data = summary(run, utcnow(), progress)
         result_state = run.state
     return WatchResult(run_id=run_id, state=result_state, changed=True, capped=None, progress=progress, summary=data)
