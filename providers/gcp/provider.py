@@ -43,6 +43,7 @@ from gpuplan.providers.base import (
     ProviderError,
 )
 from gpuplan.providers.gcp.instance import image, instance_body, to_instance
+from gpuplan.providers.gcp.offered import offered_gpus
 from gpuplan.providers.gcp.outputs import GcsOutputs, outcome_from_attributes, read_guest_attributes
 from gpuplan.providers.gcp.preflight import ImageFamilies, check_labels
 from gpuplan.providers.gcp.rules import (
@@ -59,10 +60,8 @@ from gpuplan.providers.gcp.rules import (
     PREEMPTED_OPERATION,
     PROJECT_ENVS,
     Endpoint,
-    accelerator_type,
     check_market,
     choose_machine_type,
-    has_fixed_gpus,
     instance_name,
     label_value,
     labels_for,
@@ -257,7 +256,7 @@ class GcpProvider(Provider):
         check_market(machine_type, request.spot, zone=zone)  # Spot/Flex-only shapes: no on-demand insert
         # A missing image family is the same 404 in every zone: stop before any insert (asked once, then cached).
         self.image_families.check(image(self, request), lambda: self.client("ImagesClient"), self._retry())
-        gpus = self._check_offered(zone, machine_type, request)
+        gpus = offered_gpus(self.client, self.project, self._retry(), zone, machine_type, request)
         generation = int(self._option(request, "generation", 0))
         started: list[tuple[str, Any]] = []  # (name, insert operation)
         try:
@@ -290,43 +289,9 @@ class GcpProvider(Provider):
             raise CapacityError(f"no zone is UP in {region}", code="NoZone", region=region)
         return zones[0]
 
-    def _check_offered(self, zone: str, machine_type: str, request: LaunchRequest) -> tuple[str | None, int]:
-        """(accelerator type, count) the VM will have; CapacityError if the zone does not offer the type or GPU.
-
-        GCE would refuse the insert with a 400 too, but a typed "not offered here" lets failover move on.
-        """
-        from google.api_core import exceptions as gexc
-
-        try:
-            mt = self.client("MachineTypesClient").get(project=self.project, zone=zone, machine_type=machine_type,
-                                                       retry=self._retry())
-        except gexc.NotFound as exc:
-            raise CapacityError(f"machine type {machine_type} is not offered in {zone}", code="NOT_OFFERED_IN_ZONE",
-                                zone=zone, region=region_of(zone)) from exc
-        except Exception as exc:
-            raise map_api_error(exc, zone=zone) from exc
-        if mt.accelerators:
-            fixed = mt.accelerators[0]
-            return fixed.guest_accelerator_type, int(fixed.guest_accelerator_count)
-        if not request.gpu or not request.gpus_per_node:
-            return None, 0
-        if has_fixed_gpus(machine_type):
-            raise ProviderError(f"{machine_type} reports no GPUs; cannot attach {request.gpu} to it",
-                                code="NoMachineType", zone=zone)
-        acc = accelerator_type(request.gpu)
-        try:
-            self.client("AcceleratorTypesClient").get(project=self.project, zone=zone, accelerator_type=acc,
-                                                      retry=self._retry())
-        except gexc.NotFound as exc:
-            raise CapacityError(f"GPU {acc} is not offered in {zone}", code="NOT_OFFERED_IN_ZONE", zone=zone,
-                                region=region_of(zone)) from exc
-        except Exception as exc:
-            raise map_api_error(exc, zone=zone) from exc
-        return acc, int(request.gpus_per_node)
-
     def _instance_body(self, request: LaunchRequest, zone: str, name: str, machine_type: str,
                        gpus: tuple[str | None, int], rank: int) -> Any:
-        """The Instance resource for one node (providers/gcp_instance.py)."""
+        """The Instance resource for one node (providers/gcp/instance.py)."""
         return instance_body(self, request, zone, name, machine_type, gpus, rank)
 
     def _unspent_request_id(self, zone: str, run_id: str, generation: int, rank: int) -> str:
