@@ -22,7 +22,7 @@ import pytest
 from gpuplan.providers.base import TAG_RUN_ID
 from gpuplan.runs.events import EventKind
 
-from support.awsmoto import MotoServer, no_capacity_sitecustomize, user_data_of
+from support.awsmoto import MotoServer, ec2_error_sitecustomize, no_capacity_sitecustomize, user_data_of
 from support.clihelp import Result, run_subprocess
 
 pytestmark = pytest.mark.slow
@@ -346,27 +346,9 @@ def test_tiny_gpt_example_launches_with_the_default_catalog_choice(moto_server: 
     assert gpuplan("stop", out["run_id"]).exit_code == 0
 
 
-AUTH_FAILURE = textwrap.dedent("""\
-    import botocore.session
-    from botocore.awsrequest import AWSResponse
-
-    class _Body:
-        def stream(self, **_):
-            yield (b'<Response><Errors><Error><Code>AuthFailure</Code>'
-                   b'<Message>AWS was not able to validate the provided access credentials</Message></Error>'
-                   b'</Errors><RequestID>t</RequestID></Response>')
-
-    _create = botocore.session.Session.create_client
-
-    def create_client(self, service_name, *args, **kwargs):
-        client = _create(self, service_name, *args, **kwargs)
-        if service_name == "ec2":
-            client.meta.events.register_first(
-                "before-send.ec2", lambda request, **_: AWSResponse(request.url, 401, {}, _Body()))
-        return client
-
-    botocore.session.Session.create_client = create_client
-""")
+# EC2's answer to credentials it cannot validate, to every call (HTTP 401).
+AUTH_FAILURE = ec2_error_sitecustomize("AuthFailure", "AWS was not able to validate the provided access credentials",
+                                       status=401)
 
 
 def test_bad_credentials_end_the_launch_with_exit_2_before_anything_starts(moto_server: MotoServer, job: Path,

@@ -293,11 +293,15 @@ def serve(client: Any, operation: str, parsed: dict[str, Any], calls: list[dict[
     client.meta.events.register_first(f"before-call.ec2.{operation}", handler)
 
 
-def no_capacity_sitecustomize(region_env: str | None = None) -> str:
-    """A sitecustomize.py for a CLI child process (put its folder on PYTHONPATH): every RunInstances answers EC2's
-    InsufficientInstanceCapacity before it reaches the server, in every region, or only in the region named by
-    the environment variable `region_env` (so a failover moves on to the next). A child has no in-process hook."""
+def ec2_error_sitecustomize(code: str, message: str, *, status: int = 400, operation: str | None = None,
+                            region_env: str | None = None) -> str:
+    """A sitecustomize.py for a CLI child process (put its folder on PYTHONPATH): EC2 calls (every one, or only
+    `operation`) answer EC2's error `code` before they reach the server, in every region, or only in the region
+    named by the environment variable `region_env`. A child has no in-process hook."""
     only = f"client.meta.region_name == os.environ[{region_env!r}]" if region_env else "True"
+    event = f"before-send.ec2.{operation}" if operation else "before-send.ec2"
+    body = (f"<Response><Errors><Error><Code>{code}</Code><Message>{message}</Message></Error></Errors>"
+            "<RequestID>t</RequestID></Response>").encode()
     return f"""\
 import os
 import botocore.session
@@ -305,9 +309,7 @@ from botocore.awsrequest import AWSResponse
 
 class _Body:
     def stream(self, **_):
-        yield (b'<Response><Errors><Error><Code>InsufficientInstanceCapacity</Code>'
-               b'<Message>We currently do not have sufficient capacity</Message></Error>'
-               b'</Errors><RequestID>t</RequestID></Response>')
+        yield {body!r}
 
 _create = botocore.session.Session.create_client
 
@@ -315,11 +317,18 @@ def create_client(self, service_name, *args, **kwargs):
     client = _create(self, service_name, *args, **kwargs)
     if service_name == "ec2" and {only}:
         client.meta.events.register_first(
-            "before-send.ec2.RunInstances", lambda request, **_: AWSResponse(request.url, 400, {{}}, _Body()))
+            {event!r}, lambda request, **_: AWSResponse(request.url, {status}, {{}}, _Body()))
     return client
 
 botocore.session.Session.create_client = create_client
 """
+
+
+def no_capacity_sitecustomize(region_env: str | None = None) -> str:
+    """Every RunInstances answers InsufficientInstanceCapacity (in every region, or only `region_env`'s): a failover
+    moves on to the next placement."""
+    return ec2_error_sitecustomize("InsufficientInstanceCapacity", "We currently do not have sufficient capacity",
+                                   operation="RunInstances", region_env=region_env)
 
 
 def spot_interrupt(instance_id: str, region: str = "us-east-1") -> None:
