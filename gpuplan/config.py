@@ -63,3 +63,16 @@ def provider_settings(name: str, config: dict[str, Any] | None = None) -> dict[s
     if not isinstance(settings, dict):
         raise UserError(f"config file {config_path()}: [providers.{name}] must be a table of settings")
     return dict(settings)
+
+
+def default_setting(key: str, config: dict[str, Any] | None = None) -> object | None:
+    """A value from the `[defaults]` table (provider, clouds, regions, project, budget, storage), None when unset.
+
+    One accessor so every command reads a default the same way; the table's keys and types are validated where
+    the file is loaded.
+    """
+    config = load_config() if config is None else config
+    table = config.get("defaults", {})
+    if not isinstance(table, dict):
+        raise UserError(f"config file {config_path()}: [defaults] must be a table of settings")
+    return table.get(key)
