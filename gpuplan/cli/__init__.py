@@ -16,6 +16,7 @@ from typing import Any
 import click
 
 from gpuplan import __version__
+from gpuplan.cli.brokenpipe import EXIT_BROKEN_PIPE, OutputClosed, output_closed_guard
 from gpuplan.cli.context import AppContext
 from gpuplan.cli.interrupt import EXIT_INTERRUPTED
 
@@ -64,6 +65,17 @@ class LazyGroup(click.Group):
             return command
         return super().get_command(ctx, cmd_name)
 
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+                     **extra: Any) -> click.Context:
+        """Parse the arguments (`--help` and `--version` print here); see invoke about a closed output."""
+        with output_closed_guard():
+            return super().make_context(info_name, args, parent=parent, **extra)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the command; a broken pipe on our own output becomes OutputClosed (see gpuplan.cli.brokenpipe)."""
+        with output_closed_guard():
+            return super().invoke(ctx)
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """List the commands from the registry's help strings, without importing their modules."""
         rows = [(name, help_text) for name, (_, help_text) in sorted(self.lazy.items())]
@@ -79,7 +91,8 @@ class LazyGroup(click.Group):
     def main(self, args: Any = None, prog_name: str | None = None, **extra: Any) -> Any:  # type: ignore[override]
         """Run the CLI; map every error to `error: ...` on stderr and a documented exit status.
 
-        Exit status: 0 success, 1 failure or unexpected error, 2 bad input (usage, UserError), 130 Ctrl-C.
+        Exit status: 0 success, 1 failure or unexpected error, 2 bad input (usage, UserError), 130 Ctrl-C,
+        141 (killed by SIGPIPE, from the console script) when the reader of the output went away.
         """
         argv = list(sys.argv[1:] if args is None else args)
         verbose = _wants_verbose(argv)
@@ -104,8 +117,8 @@ class LazyGroup(click.Group):
             _fail(str(exc), getattr(exc, "exit_code", 2))
         except click.ClickException as exc:
             _fail(exc.format_message(), exc.exit_code)
-        except BrokenPipeError:
-            sys.exit(1)
+        except OutputClosed:
+            sys.exit(EXIT_BROKEN_PIPE)  # the entry point turns this into a quiet SIGPIPE death
         except Exception as exc:
             if verbose:
                 traceback.print_exc()
@@ -205,7 +218,7 @@ def main() -> None:
     Ctrl-C (gpuplan.cli.interrupt): later Ctrl-Cs are ignored once the first has stopped the command, and an
     interrupted command always ends with exit status 130, whatever the interpreter would do at its exit.
     """
-    from gpuplan.cli import interrupt
+    from gpuplan.cli import brokenpipe, interrupt
 
     interrupt.ignore_repeats()
     try:
@@ -213,6 +226,9 @@ def main() -> None:
     except SystemExit as exc:
         if exc.code == interrupt.EXIT_INTERRUPTED:
             interrupt.exit_interrupted()
+        if exc.code == EXIT_BROKEN_PIPE:
+            brokenpipe.die_quietly()
+        brokenpipe.flush_or_die()  # the last buffered lines, while a broken pipe can still end quietly
         raise
     except KeyboardInterrupt:  # before or after the group's own handler could take it
         click.echo("error: interrupted", err=True)

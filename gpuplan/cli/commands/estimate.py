@@ -86,11 +86,9 @@ def _cost(app: AppContext, result: Estimate) -> list[dict[str, Any]]:
 
 
 def _fmt_hours(hours: float) -> str:
-    if hours < 1:
-        return f"{hours * 60:.1f} min"
-    if hours < 72:
-        return f"{hours:.1f} h"
-    return f"{hours:.0f} h ({hours / 24:.1f} days)"
+    from gpuplan.cli.display import hours_text
+
+    return hours_text(hours)
 
 
 def render(result: Estimate) -> None:

@@ -219,6 +219,7 @@ def _throughput_resolver(app: AppContext, workload: Any, flags: dict[str, Any], 
 
 def _render(workload: Any, constraints: Any, spot_model: Any, result: Any, shown: list[Any], explain: bool,
             catalog: Any) -> None:
+    from gpuplan.cli.display import dollars, hours_text
     from gpuplan.cli.output import print_table
 
     limits = []
@@ -243,8 +244,8 @@ def _render(workload: Any, constraints: Any, spot_model: Any, result: Any, shown
             ["#", "cloud", "region", "instance", "nodes x GPUs", "market", "$/h", "hours", "cost", "sharding",
              "note"],
             [(i + 1, o.cloud, o.region, o.instance_type, f"{o.nodes} x {o.gpus_per_node:g} {o.gpu}",
-              "spot" if o.spot else "on-demand", f"{o.price_per_hour:,.2f}", f"{o.est_hours:,.1f}",
-              f"${o.est_cost_usd:,.0f}", o.sharding, " ".join(o.tags)) for i, o in enumerate(shown)],
+              "spot" if o.spot else "on-demand", f"{o.price_per_hour:,.2f}", hours_text(o.est_hours),
+              dollars(o.est_cost_usd), o.sharding, " ".join(o.tags)) for i, o in enumerate(shown)],
             justify_right=["#", "$/h", "hours", "cost"],
         )
         if len(shown) < len(result.options):
@@ -260,19 +261,33 @@ def _render(workload: Any, constraints: Any, spot_model: Any, result: Any, shown
 
 
 def _summary(result: Any, constraints: Any) -> None:
+    """The answer (cheapest, fastest) on stdout with the table, so `plan ... > file` keeps it."""
     cheapest, fastest = result.cheapest, result.fastest
     within = " within the deadline" if constraints.deadline_hours else ""
-    note(f"cheapest{within}: {_describe(cheapest)}")
+    click.echo(f"cheapest{within}: {_describe(cheapest)}")
     if fastest is not cheapest:
-        note(f"fastest: {_describe(fastest)}")
+        click.echo(f"fastest: {_describe(fastest)}")
     front = result.pareto()
     if len(front) > 2:
-        note(f"Pareto front (cost vs time): {len(front)} options, tagged 'pareto'")
+        click.echo(f"Pareto front (cost vs time): {len(front)} options, tagged 'pareto'")
+    long = {name: o for name, o in (("cheapest", cheapest), ("fastest", fastest)) if o.est_hours >= LONG_HOURS}
+    if long:
+        from gpuplan.cli.display import hours_text
+
+        # A 3-year job is labelled "cheapest" or "fastest" by the ranking alone: say plainly that it is years.
+        which = " and ".join(long) + (" options take" if len(long) > 1 else " option takes")
+        warn(f"the {which} {hours_text(min(o.est_hours for o in long.values()))} or more of wall time; "
+             "--deadline (e.g. 30d) rules such options out")
+
+
+LONG_HOURS = 24 * 365  # a year of wall time: plan warns that an option it names takes that long
 
 
 def _describe(option: Any) -> str:
+    from gpuplan.cli.display import dollars, hours_text
+
     return (f"{option.nodes} x {option.cloud} {option.instance_type} {'spot' if option.spot else 'on-demand'} in "
-            f"{option.region}: {option.est_hours:,.1f} h, ${option.est_cost_usd:,.0f}")
+            f"{option.region}: {hours_text(option.est_hours)}, {dollars(option.est_cost_usd)}")
 
 
 def _grouped(rejected: Any) -> list[tuple[str, str, str, str, str]]:

@@ -17,8 +17,8 @@ NOW_HELP = "Fixed clock for reproducible reports (ISO time; env GPUPLAN_NOW); ru
 @click.option("--since", metavar="DATE", help="Start of the window (inclusive), e.g. 2026-11-01; UTC.")
 @click.option("--until", metavar="DATE", help="End of the window (exclusive), e.g. 2026-12-01; UTC.")
 @click.option("--by", "by", multiple=True, metavar="KEY",
-              help="Group by one of day|week|month and/or one of project|cloud|gpu|instance-type|run|user "
-                   "(repeat or comma-separate; default month).")
+              help="Group by one of day|week|month and/or any of project|cloud|gpu|instance-type|run|user "
+                   "(repeat or comma-separate, e.g. --by gpu --by cloud; default month).")
 @click.option("--project", help="Only this project's runs.")
 @click.option("--cloud", "clouds", multiple=True, metavar="CLOUD[,CLOUD]",
               help="Only these clouds (repeatable or comma-separated, e.g. aws,gcp).")
@@ -101,7 +101,7 @@ def _plot(session: object, request: object, path: Path) -> None:
     buckets, series, unit = rep.plot_data(session, request)
     lines = [plot.BudgetLine(b.name, b.amount_usd, b.period) for b in rep.matching_budgets(session, request)]
     scope = f" — project {request.project}" if request.project else ""
-    by = f" by {request.key}" if request.key else ""
+    by = f" by {request.key.replace('+', ' and ')}" if request.key else ""
     plot.plot_spend(path, buckets, series, unit, lines, f"GPU spend per {unit}{by}{scope}")
     note(f"wrote {path}")
 
@@ -130,7 +130,9 @@ def _accuracy(app: AppContext, now: object, fmt: str) -> None:
         justify_right=("est h", "actual h", "h error", "est $", "actual $", "$ error"),
     )
     s = acc.summary
-    click.echo(f"{s.runs} runs: hours median |error| {num(s.median_abs_hours_error, '.1%')}, "
+    others = f" ({s.without_estimate} more without one)" if s.without_estimate else ""
+    counted = f"{s.runs} {'run' if s.runs == 1 else 'runs'} with an estimate{others}"
+    click.echo(f"{counted}: hours median |error| {num(s.median_abs_hours_error, '.1%')}, "
                f"mean |error| {num(s.mean_abs_hours_error, '.1%')}, median actual/estimate "
                f"{num(s.median_hours_ratio, '.3f')}; cost median |error| {num(s.median_abs_cost_error, '.1%')}, "
                f"mean |error| {num(s.mean_abs_cost_error, '.1%')}")

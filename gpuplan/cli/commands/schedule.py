@@ -64,7 +64,8 @@ def schedule() -> None:
 
 @schedule.command("add")
 @click.argument("spec", type=click.Path(path_type=Path, dir_okay=False))
-@click.option("--cron", help='Cron expression, e.g. "0 2 * * *" (minute hour dom month dow). Default: the '
+@click.option("--cron", help='Cron expression, e.g. "0 2 * * *" (minute hour dom month dow) or @hourly, '
+                            "@daily, @weekly, @monthly, @yearly. Default: the "
                             "spec's schedule.cron.")
 @click.option("--tz", help="IANA time zone the cron is read in. Default: the spec's schedule.tz, else UTC.")
 @click.option("--name", help="Schedule name (default: the spec's name).")
