@@ -192,6 +192,11 @@ EMPTY_DB_JSON: list[tuple[str, ...]] = [
     ("watch", "--once", "--json"),
     ("scheduler", "tick", "--at", "2026-11-23T02:00:00Z", "--json"),
     ("launch", "{good}", "--dry-run", "--json"),
+    ("gpus", "--json"),
+    ("gpus", "L4", "--json"),
+    ("models", "--json"),
+    ("status", "--json"),
+    ("runs", "--since", "3d", "--project", "x", "--state", "live", "--json"),
 ]
 
 
@@ -290,10 +295,14 @@ BAD_INPUT: list[tuple[tuple[str, ...], str]] = [
     (("estimate", "--params", "7B", "--tokens", "1B", "--gpu", "H900"), "unknown GPU 'H900'"),
     (("estimate", "--model", "gpt-99", "--tokens", "1B", "--gpu", "H100"), "unknown model preset"),
     (("prices", "--gpu", "H900"), "unknown GPU"),
+    (("gpus", "H900"), "unknown GPU 'H900'"),
+    (("models", "--jsn"), "--jsn"),
     (("prices", "--cloud", "azure"), "unknown cloud 'azure'"),
     (("plan", "--params", "1B", "--tokens", "1B", "--gpu", "H900"), "unknown GPU"),
     (("plan", "--params", "1B", "--tokens", "1B", "--cloud", "azure"), "unknown cloud"),
     (("runs", "--state", "sucess"), "unknown run state 'sucess'"),
+    (("runs", "--since", "soon"), "--since: not a date or an age"),
+    (("status", "--ended", "-1"), "--ended"),
     (("budget", "status", "nope"), "no budget named 'nope'"),
     (("budget", "rm", "nope"), "no budget named 'nope'"),
     (("budget", "set", "b", "--amount", "5", "--period", "month", "--cloud", "awz"), "unknown cloud 'awz'"),
