@@ -27,6 +27,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                "Spending caps per month/week/total that launch and watch enforce."),
     "calibrate": ("gpuplan.cli.commands.calibrate:calibrate", "Show the MFU learned from finished runs."),
     "catalog": ("gpuplan.cli.commands.catalog:catalog", "Refresh the GPU price catalog from the clouds' price APIs."),
+    "config": ("gpuplan.cli.commands.config:config",
+               "Show, check and set the config file (defaults, provider settings)."),
     "db": ("gpuplan.cli.commands.db:db", "Inspect and upgrade the gpuplan database."),
     "estimate": ("gpuplan.cli.commands.estimate:estimate_command", "Estimate FLOPs, memory, hours of a training job."),
     "gpus": ("gpuplan.cli.commands.gpus:gpus",
@@ -200,6 +202,13 @@ def cli(ctx: click.Context, db_url: str | None, verbose: bool) -> None:
     if verbose:
         _debug_logging()
     ctx.obj = AppContext(db_url=db_url, verbose=verbose)
+    if ctx.invoked_subcommand not in (None, "config", "completion"):
+        # Every command checks the config file first: a typo (`[provider.aws]`, `regoins`) is one line and
+        # exit 2 whatever the command, never a setting silently ignored. `config` itself is exempt, so a broken
+        # file can still be located and fixed with it.
+        from gpuplan.config import load_config
+
+        load_config()
 
 
 # Cloud SDKs log whole API requests at DEBUG: botocore logs every parameter of a call, so an SSM PutParameter's

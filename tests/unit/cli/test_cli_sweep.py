@@ -196,6 +196,8 @@ EMPTY_DB_JSON: list[tuple[str, ...]] = [
     ("gpus", "L4", "--json"),
     ("models", "--json"),
     ("status", "--json"),
+    ("config", "path", "--json"),
+    ("config", "show", "--all", "--json"),
     ("runs", "--since", "3d", "--project", "x", "--state", "live", "--json"),
 ]
 
@@ -217,6 +219,8 @@ LIFECYCLE_JSON: list[tuple[str, ...]] = [
     ("schedule", "resume", "nightly", "--json"),
     ("schedule", "update", "nightly", "--cron", "30 3 * * 1-5", "--json"),
     ("schedule", "rm", "nightly", "-y", "--json"),
+    ("config", "set", "defaults.project", "nlp", "--json"),
+    ("config", "set", "defaults.project", "--unset", "--json"),
 ]
 
 
@@ -297,6 +301,9 @@ BAD_INPUT: list[tuple[tuple[str, ...], str]] = [
     (("prices", "--gpu", "H900"), "unknown GPU"),
     (("gpus", "H900"), "unknown GPU 'H900'"),
     (("models", "--jsn"), "--jsn"),
+    (("config", "path", "--jsn"), "--jsn"),
+    (("config", "show", "--jsn"), "--jsn"),
+    (("config", "set", "defaults.regoins", "x"), "did you mean 'regions'"),
     (("prices", "--cloud", "azure"), "unknown cloud 'azure'"),
     (("plan", "--params", "1B", "--tokens", "1B", "--gpu", "H900"), "unknown GPU"),
     (("plan", "--params", "1B", "--tokens", "1B", "--cloud", "azure"), "unknown cloud"),
