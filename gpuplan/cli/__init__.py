@@ -27,6 +27,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                "Spending caps per month/week/total that launch and watch enforce."),
     "calibrate": ("gpuplan.cli.commands.calibrate:calibrate", "Show the MFU learned from finished runs."),
     "catalog": ("gpuplan.cli.commands.catalog:catalog", "Refresh the GPU price catalog from the clouds' price APIs."),
+    "completion": ("gpuplan.cli.commands.completion:completion",
+                   "Print the shell completion script for bash, zsh or fish."),
     "config": ("gpuplan.cli.commands.config:config",
                "Show, check and set the config file (defaults, provider settings)."),
     "db": ("gpuplan.cli.commands.db:db", "Inspect and upgrade the gpuplan database."),

@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 
+from gpuplan.cli import complete
 from gpuplan.cli.context import AppContext, pass_app
 from gpuplan.cli.output import emit_json, note
 from gpuplan.errors import UserError
@@ -79,7 +80,7 @@ def show(app: AppContext, show_all: bool, as_json: bool) -> None:
 
 
 @config.command("set", context_settings={"ignore_unknown_options": True})
-@click.argument("key", metavar="KEY")
+@click.argument("key", metavar="KEY", shell_complete=complete.config_keys)
 @click.argument("value", metavar="VALUE", required=False)
 @click.option("--unset", is_flag=True, help="Remove KEY from the file instead (no VALUE).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable: the key and its new value.")

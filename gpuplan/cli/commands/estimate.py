@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from gpuplan.cli import complete
 from gpuplan.cli.commands.params import bounded, bounded_int
 from gpuplan.cli.commands.workload_options import build_workload, workload_options
 from gpuplan.cli.context import AppContext, pass_app
@@ -140,7 +141,8 @@ def render(result: Estimate) -> None:
 
 @click.command("estimate")
 @workload_options
-@click.option("--gpu", required=True, help="GPU type: H100, A100-80GB, A100 (=40GB), L4, T4, RTX4090, ...")
+@click.option("--gpu", required=True, shell_complete=complete.gpu_names,
+              help="GPU type: H100, A100-80GB, A100 (=40GB), L4, T4, RTX4090, ...")
 @click.option("--gpus", type=bounded_int("gpus"), help="Total GPUs (default: the fewest that fit).")
 @click.option("--nodes", type=bounded_int("nodes"), help="Nodes (with --gpus-per-node, default 8).")
 @click.option("--gpus-per-node", type=bounded_int("gpus_per_node"),

@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from gpuplan.cli import complete
 from gpuplan.cli.context import AppContext, pass_app
 from gpuplan.cli.output import emit_json, note, print_table
 from gpuplan.errors import UserError
@@ -91,7 +92,7 @@ def _cheapest(offers: list[Any], *, spot: bool) -> Cheapest | None:
 
 
 @click.command("gpus")
-@click.argument("name", required=False)
+@click.argument("name", required=False, shell_complete=complete.gpu_names)
 @click.option("--rented", is_flag=True, help="Only GPUs some cloud in the price catalog rents.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable: a list of GPUs with every figure.")
 @pass_app

@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from gpuplan.cli import complete
 from gpuplan.cli.commands.params import bounded, bounded_int
 from gpuplan.cli.commands.workload_options import build_workload, workload_options
 from gpuplan.cli.context import AppContext, pass_app
@@ -26,7 +27,8 @@ AUTO_SHARDINGS = ("none", "zero1", "zero2", "zero3")
 @click.command("plan")
 @click.argument("spec_path", metavar="[JOB.yaml]", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @workload_options
-@click.option("--gpu", "gpu_text", metavar="NAME[,NAME]", help="Only these GPU types (default: every GPU sold).")
+@click.option("--gpu", "gpu_text", metavar="NAME[,NAME]", shell_complete=complete.gpu_names,
+              help="Only these GPU types (default: every GPU sold).")
 @click.option("--cloud", "cloud_text", metavar="CLOUD[,CLOUD]", help="aws, gcp (default: both).")
 @click.option("--region", "region_text", metavar="PATTERN[,PATTERN]", help="Region glob(s), e.g. 'us-*'.")
 @click.option("--spot/--no-spot", default=None, help="Only spot, or only on-demand (default: both).")

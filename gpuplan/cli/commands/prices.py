@@ -11,13 +11,15 @@ from gpuplan.catalog.catalog import Catalog, CatalogSource
 from gpuplan.catalog.gpu_names import compile_region_patterns, resolve_clouds, resolve_gpus
 from gpuplan.catalog.tflops import peak_tflops_table
 from gpuplan.catalog.view import SORT_KEYS, PriceRow, cheapest_per_region, sort_rows
+from gpuplan.cli import complete
 from gpuplan.cli.commands.params import bounded, bounded_int
 from gpuplan.cli.context import AppContext, pass_app
 from gpuplan.cli.output import emit_json, note, warn
 
 
 @click.command()
-@click.option("--gpu", "gpu_text", metavar="NAME[,NAME]", help="GPU name(s), e.g. H100, A100 (both sizes), L4,T4.")
+@click.option("--gpu", "gpu_text", metavar="NAME[,NAME]", shell_complete=complete.gpu_names,
+              help="GPU name(s), e.g. H100, A100 (both sizes), L4,T4.")
 @click.option("--min-gpus", type=bounded("gpus_per_instance"), help="At least this many GPUs per instance.")
 @click.option("--min-gpu-memory", type=bounded("gpu_memory_gb"), metavar="GB",
               help="At least this much memory per GPU.")

@@ -6,12 +6,13 @@ from typing import Any
 
 import click
 
+from gpuplan.cli import complete
 from gpuplan.cli.commands.params import bounded_int
 from gpuplan.cli.context import AppContext, pass_app
 
 
 @click.command("status")
-@click.argument("run_ref", metavar="[RUN]", required=False)
+@click.argument("run_ref", metavar="[RUN]", required=False, shell_complete=complete.run_refs)
 @click.option("--ended", "ended_count", type=bounded_int("rows", low=0), default=5, show_default=True,
               help="Without RUN: also list this many of the most recently ended runs.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")

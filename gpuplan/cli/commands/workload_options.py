@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 import click
 
+from gpuplan.cli import complete
 from gpuplan.cli.commands.params import bounded, bounded_int
 from gpuplan.errors import UserError
 from gpuplan.estimating.architecture import Architecture, load_hf_config, preset
@@ -25,7 +26,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 _OPTIONS = [
     click.option("--params", metavar="N", help="Parameter count: 125M, 1.3e9, 7B, 1.5T."),
-    click.option("--model", metavar="PRESET", help="A named architecture: gpt2, gpt2-xl, llama-2-7b, llama-3-8b, ..."),
+    click.option("--model", metavar="PRESET", shell_complete=complete.model_presets,
+                 help="A named architecture: gpt2, gpt2-xl, llama-2-7b, llama-3-8b, ..."),
     click.option("--model-config", type=click.Path(dir_okay=False), help="A Hugging Face config.json."),
     click.option("--module", metavar="PKG.MOD:FACTORY", help="Build this nn.Module with torch and count it."),
     click.option("--tokens", metavar="N", help="Tokens to train on (2T, 300B); in inference, tokens to generate."),

@@ -262,6 +262,7 @@ JSON_COVERED_ELSEWHERE_HERE = {("launch",), ("status",), ("stop",), ("bench",)}
 NO_JSON: dict[Path_, str] = {
     ("logs",): "prints the job's own log text as it was written",
     ("scheduler", "run"): "a long-running loop; what it fired is read with `schedule show --json`",
+    ("completion",): "prints a shell script to be sourced, not data",
 }
 
 
@@ -301,6 +302,7 @@ BAD_INPUT: list[tuple[tuple[str, ...], str]] = [
     (("prices", "--gpu", "H900"), "unknown GPU"),
     (("gpus", "H900"), "unknown GPU 'H900'"),
     (("models", "--jsn"), "--jsn"),
+    (("completion", "powershell"), "'powershell' is not one of"),
     (("config", "path", "--jsn"), "--jsn"),
     (("config", "show", "--jsn"), "--jsn"),
     (("config", "set", "defaults.regoins", "x"), "did you mean 'regions'"),
