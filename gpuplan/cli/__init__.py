@@ -33,6 +33,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                "Show, check and set the config file (defaults, provider settings)."),
     "db": ("gpuplan.cli.commands.db:db", "Inspect and upgrade the gpuplan database."),
     "estimate": ("gpuplan.cli.commands.estimate:estimate_command", "Estimate FLOPs, memory, hours of a training job."),
+    "exec": ("gpuplan.cli.commands.attach:exec_command",
+             "Run a command on a live run's machine (container or run folder)."),
     "gpus": ("gpuplan.cli.commands.gpus:gpus",
              "List GPUs: memory, bandwidth, TFLOP/s, clouds and the cheapest $/GPU-hour."),
     "launch": ("gpuplan.cli.commands.launch:launch", "Launch a job spec and follow it to the end."),
@@ -48,6 +50,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "setup": ("gpuplan.cli.commands.setup:setup", "Check or create what a cloud account needs (AWS instance profile)."),
     "status": ("gpuplan.cli.commands.status:status",
                "Live runs and the last ended (one line each), or one run in full."),
+    "ssh": ("gpuplan.cli.commands.attach:ssh", "Open a shell on a live run's machine (SSM, IAP, srun, local)."),
     "stop": ("gpuplan.cli.commands.stop:stop", "Stop a run and terminate its machines."),
     "watch": ("gpuplan.cli.commands.watch:watch", "Enforce caps and settle detached runs (loop or --once)."),
 }

@@ -263,6 +263,8 @@ NO_JSON: dict[Path_, str] = {
     ("logs",): "prints the job's own log text as it was written",
     ("scheduler", "run"): "a long-running loop; what it fired is read with `schedule show --json`",
     ("completion",): "prints a shell script to be sourced, not data",
+    ("exec",): "runs the user's command on the machine; its output is the command's own",
+    ("ssh",): "an interactive shell on the machine",
 }
 
 
@@ -303,6 +305,8 @@ BAD_INPUT: list[tuple[tuple[str, ...], str]] = [
     (("gpus", "H900"), "unknown GPU 'H900'"),
     (("models", "--jsn"), "--jsn"),
     (("completion", "powershell"), "'powershell' is not one of"),
+    (("exec", "r-0000000000", "--", "true"), "no run 'r-0000000000'"),
+    (("ssh", "r-0000000000", "--node", "-1"), "--node"),
     (("config", "path", "--jsn"), "--jsn"),
     (("config", "show", "--jsn"), "--jsn"),
     (("config", "set", "defaults.regoins", "x"), "did you mean 'regions'"),
