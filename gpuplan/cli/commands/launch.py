@@ -33,13 +33,14 @@ def launch(app: AppContext, spec_path: Path, provider_name: str, dry_run: bool, 
            interval: float, as_json: bool, force: bool) -> None:
     """Launch the job in JOB.yaml and follow it (logs, progress bar, ETA) until it ends."""
     from gpuplan.cli.display import duration, money
+    from gpuplan.jobs.defaults import with_defaults
     from gpuplan.jobs.spec import load_spec
     from gpuplan.launching.choose import provider_for
     from gpuplan.launching.plan import plan_launch, source_dir_of
     from gpuplan.launching.record import read_secrets
     from gpuplan.launching.sequence import check_gates, launch
 
-    spec = load_spec(spec_path)
+    spec = with_defaults(load_spec(spec_path))  # the config file's [defaults] where the spec is silent
     spec_text = spec_path.read_text()
     provider = provider_for(provider_name)
     plan = plan_launch(spec, spec_text, provider=provider,

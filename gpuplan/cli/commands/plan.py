@@ -68,8 +68,9 @@ def plan_command(app: AppContext, spec_path: Path | None, gpu_text: str | None, 
 
     workload, own_throughput, spec_limits = _workload(spec_path, workload_flags)
     gpus = resolve_gpus(gpu_text) if gpu_text else spec_limits.get("gpus")
-    clouds = resolve_clouds(cloud_text) if cloud_text else spec_limits.get("clouds")
-    regions = compile_region_patterns(region_text) if region_text else spec_limits.get("regions")
+    clouds = resolve_clouds(cloud_text) if cloud_text else spec_limits.get("clouds") or _default_clouds()
+    regions = compile_region_patterns(region_text) if region_text else \
+        spec_limits.get("regions") or _default_regions()
     if spot is None:
         spot = spec_limits.get("spot")
     if spec_limits.get("nodes") and max_nodes < spec_limits["nodes"]:
@@ -87,7 +88,9 @@ def plan_command(app: AppContext, spec_path: Path | None, gpu_text: str | None, 
     shardings = AUTO_SHARDINGS if auto_shard and workload.sharding == "none" else None
 
     catalog = Catalog.load(app.db_url, clouds)
-    catalog.check_regions(regions, "--region" if region_text else f"{spec_path}: resources.regions")
+    where = "--region" if region_text else f"{spec_path}: resources.regions" if spec_limits.get("regions") else \
+        "[defaults] regions"
+    catalog.check_regions(regions, where)
     offers = catalog.select(gpus=gpus, regions=regions)
     if spec_limits.get("gpus_per_node"):
         offers = [o for o in offers if o.gpu_count == spec_limits["gpus_per_node"]]
@@ -170,6 +173,25 @@ def _workload(spec_path: Path | None, flags: dict[str, Any]) -> tuple[Any, Any, 
     if spec.checkpoint is not None and spec.checkpoint.interval:
         found["checkpoint_hours"] = float(spec.checkpoint.interval)
     return workload, own, found
+
+
+def _default_clouds() -> list[str] | None:
+    """`[defaults] clouds` of the config file, the ones with prices (local and slurm have no catalog)."""
+    from gpuplan.catalog.gpu_names import KNOWN_CLOUDS, resolve_clouds
+    from gpuplan.config import default_setting
+
+    value = default_setting("clouds")
+    priced = [c for c in value if c in KNOWN_CLOUDS] if isinstance(value, list) else []
+    return resolve_clouds(",".join(priced)) if priced else None
+
+
+def _default_regions() -> list[str] | None:
+    """`[defaults] regions` of the config file (globs)."""
+    from gpuplan.catalog.gpu_names import compile_region_patterns
+    from gpuplan.config import default_setting
+
+    value = default_setting("regions")
+    return compile_region_patterns(",".join(value)) if isinstance(value, list) and value else None
 
 
 def _hours(text: str, flag: str) -> float:

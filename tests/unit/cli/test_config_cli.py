@@ -115,3 +115,21 @@ def test_edit_text_appends_a_missing_table_and_replaces_in_place() -> None:
     assert edit_text('[defaults]\nprovider = "gcp"\n', "defaults", "provider", "aws") == \
         '[defaults]\nprovider = "aws"\n'
     assert edit_text("[defaults]\n", "providers.aws", "bucket", "b") == '[defaults]\n\n[providers.aws]\nbucket = "b"\n'
+
+
+def test_defaults_fill_what_the_spec_leaves_out(tmp_path: Path) -> None:
+    for key, value in (("clouds", "gcp"), ("regions", "europe-*"), ("project", "vision"), ("budget", "12.5")):
+        assert run_cli("config", "set", f"defaults.{key}", value).exit_code == 0
+    planned = run_cli("plan", "--model", "gpt2", "--tokens", "1B", "--limit", "0", "--json")
+    assert planned.exit_code == 0, planned.stderr
+    assert {(o["cloud"], o["region"].split("-")[0]) for o in planned.json()} == {("gcp", "europe")}
+    flagged = run_cli("plan", "--model", "gpt2", "--tokens", "1B", "--cloud", "aws", "--limit", "3", "--json")
+    assert {o["cloud"] for o in flagged.json()} == {"aws"}  # a flag wins
+    spec = tmp_path / "job.yaml"
+    spec.write_text("name: j\nruntime: process\nrun: echo hi\n")
+    launched = run_subprocess("launch", str(spec), "-y", "--json")
+    assert launched.exit_code == 0, launched.stderr
+    assert (launched.json()["project"], launched.json()["budget_usd"]) == ("vision", 12.5)
+    spec.write_text("name: j\nruntime: process\nrun: echo hi\nproject: nlp\nlimits: {budget_usd: 3}\n")
+    own = run_subprocess("launch", str(spec), "-y", "--json").json()
+    assert (own["project"], own["budget_usd"]) == ("nlp", 3)  # the spec's own values win
