@@ -88,9 +88,8 @@ def plan_command(app: AppContext, spec_path: Path | None, gpu_text: str | None, 
     shardings = AUTO_SHARDINGS if auto_shard and workload.sharding == "none" else None
 
     catalog = Catalog.load(app.db_url, clouds)
-    where = "--region" if region_text else f"{spec_path}: resources.regions" if spec_limits.get("regions") else \
-        "[defaults] regions"
-    catalog.check_regions(regions, where)
+    if region_text or spec_limits.get("regions"):  # [defaults] regions name every cloud's: some match none here
+        catalog.check_regions(regions, "--region" if region_text else f"{spec_path}: resources.regions")
     offers = catalog.select(gpus=gpus, regions=regions)
     if spec_limits.get("gpus_per_node"):
         offers = [o for o in offers if o.gpu_count == spec_limits["gpus_per_node"]]

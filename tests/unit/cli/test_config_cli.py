@@ -118,13 +118,13 @@ def test_edit_text_appends_a_missing_table_and_replaces_in_place() -> None:
 
 
 def test_defaults_fill_what_the_spec_leaves_out(tmp_path: Path) -> None:
-    for key, value in (("clouds", "gcp"), ("regions", "europe-*"), ("project", "vision"), ("budget", "12.5")):
+    for key, value in (("clouds", "gcp"), ("regions", "europe-*,eu-*"), ("project", "vision"), ("budget", "12.5")):
         assert run_cli("config", "set", f"defaults.{key}", value).exit_code == 0
     planned = run_cli("plan", "--model", "gpt2", "--tokens", "1B", "--limit", "0", "--json")
     assert planned.exit_code == 0, planned.stderr
     assert {(o["cloud"], o["region"].split("-")[0]) for o in planned.json()} == {("gcp", "europe")}
     flagged = run_cli("plan", "--model", "gpt2", "--tokens", "1B", "--cloud", "aws", "--limit", "3", "--json")
-    assert {o["cloud"] for o in flagged.json()} == {"aws"}  # a flag wins
+    assert {(o["cloud"], o["region"][:3]) for o in flagged.json()} == {("aws", "eu-")}  # a flag wins
     spec = tmp_path / "job.yaml"
     spec.write_text("name: j\nruntime: process\nrun: echo hi\n")
     launched = run_subprocess("launch", str(spec), "-y", "--json")
