@@ -43,7 +43,7 @@ def local_attach(target: AttachTarget, command: Sequence[str] | None, *, interac
     name = container_name(target.run_id, target.node_rank)
     runtime = running_container(name) if launch.image else None
     if runtime is not None:
-        flags = ["-i", "-t"] if interactive else ["-i"] if command is None else []
+        flags = ["-i", "-t"] if interactive else ["-i"]  # stdin reaches the command either way (`... | exec`)
         return Attach([runtime, "exec", *flags, name, *argv], f"{runtime} exec into container {name}")
     cwd = process_workdir(launch)
     if not Path(cwd).is_dir():

@@ -72,11 +72,7 @@ def check_provider_settings(name: str, settings: dict[str, Any] | None = None, *
     """Refuse a config file that names a provider no one registers (`[providers.awz]`) or gives `name` a
     setting its constructor does not take (`buckett`): one line with the close match, exit 2, before the
     provider is built, instead of a setting silently ignored or a TypeError about __init__."""
-    known = provider_names()
-    for table in configured_providers():
-        if table not in known:
-            raise UserError(f"config file {config_path()}: [providers.{table}] names no provider"
-                            f"{did_you_mean(table, known)}")
+    check_provider_tables()
     settings = provider_settings(name) if settings is None else settings
     if not settings:
         return
@@ -85,6 +81,20 @@ def check_provider_settings(name: str, settings: dict[str, Any] | None = None, *
         if key not in takes:
             raise UserError(f"{where or f'config file {config_path()}'}: [providers.{name}] has no setting "
                             f"{key!r}{did_you_mean(key, takes)}")
+
+
+def check_provider_tables(tables: list[str] | None = None) -> None:
+    """Every `[providers.NAME]` table of the config file names a registered provider (a typo, `[providers.awz]`,
+    would otherwise be a table nobody reads)."""
+    tables = configured_providers() if tables is None else tables
+    unknown = [t for t in tables if t not in BUILTIN_PROVIDERS]
+    if not unknown:
+        return  # the built-ins need no look at the entry points
+    known = provider_names()
+    for table in unknown:
+        if table not in known:
+            raise UserError(f"config file {config_path()}: [providers.{table}] names no provider"
+                            f"{did_you_mean(table, known)}")
 
 
 def make_provider(name: str, **overrides: Any) -> Provider:

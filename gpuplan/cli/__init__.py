@@ -213,7 +213,11 @@ def cli(ctx: click.Context, db_url: str | None, verbose: bool) -> None:
         # file can still be located and fixed with it.
         from gpuplan.config import load_config
 
-        load_config()
+        tables = sorted(load_config().get("providers", {}))
+        if tables:  # a typo'd provider table too (the settings in it are checked where the provider is built)
+            from gpuplan.providers.registry import check_provider_tables
+
+            check_provider_tables(tables)
 
 
 # Cloud SDKs log whole API requests at DEBUG: botocore logs every parameter of a call, so an SSM PutParameter's

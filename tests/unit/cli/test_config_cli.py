@@ -88,7 +88,8 @@ def test_a_typo_in_the_file_is_one_line_exit_2(text: str, needle: str) -> None:
     assert run_cli("config", "path").exit_code == 0  # the file can still be found to fix it
 
 
-@pytest.mark.parametrize("text", ['[provider.aws]\nbucket = "x"\n', "[defaults]\nbudgett = 5\n"])
+@pytest.mark.parametrize("text", ['[provider.aws]\nbucket = "x"\n', "[defaults]\nbudgett = 5\n",
+                                  '[providers.awz]\nbucket = "x"\n'])
 def test_every_command_checks_the_file_first(text: str) -> None:
     path = config_file()
     path.parent.mkdir(parents=True)
