@@ -144,11 +144,19 @@ def render(result: ledger.Spend, request: ReportRequest, fmt: str) -> str:
 def table_rows(result: ledger.Spend, request: ReportRequest) -> tuple[list[str], list[list[str]]]:
     """Money as $1,234.56 and hours with 2 decimals, plus a TOTAL line (the sum of the exact Decimals)."""
     head = columns(request)
-    rows = [[*map(str, r[:-3]), str(r[-3]), f"{r[-2]:,.2f}", f"${r[-1]:,.2f}"] for r in records(result, request)]
+    rows = [[*map(str, r[:-3]), str(r[-3]), _hours_cell(r[-2]), f"${r[-1]:,.2f}"] for r in records(result, request)]
     labels = len(head) - 3  # there is always at least one grouping column (--by defaults to month)
-    total = ["TOTAL", *[""] * (labels - 1), str(result.instances), f"{result.total_seconds / 3600:,.2f}",
+    total = ["TOTAL", *[""] * (labels - 1), str(result.instances), _hours_cell(result.total_seconds / 3600),
              f"${result.total_cost:,.2f}"]
     return head, [*rows, total]
+
+
+def _hours_cell(hours: Decimal) -> str:
+    """Billed hours for people: `1,234.50`, but `40 s` / `12 min` under an hour (`0.00` would say nothing);
+    CSV and JSON keep the exact number."""
+    from gpuplan.units import format_hours
+
+    return f"{hours:,.2f}" if hours >= 1 or hours == 0 else format_hours(float(hours))
 
 
 def auto_unit(span: tuple[dt.datetime, dt.datetime]) -> str:

@@ -18,26 +18,11 @@ def duration(hours: float | None) -> str:
     return f"{h}:{m:02d}:{s:02d}"
 
 
-HOURS_PER_YEAR = 24 * 365
-
-
 def hours_text(hours: float | None) -> str:
-    """A duration people read at a glance: `40 s`, `12 min`, `5.5 h`, `300 h (12.5 days)`, `26,280 h (3.0 years)`.
+    """A duration people read at a glance (gpuplan.units.format_hours); `-` when there is none."""
+    from gpuplan.units import format_hours
 
-    A figure under an hour printed in hours reads `0.00` or `0.0 h`, which says nothing; seconds and minutes do.
-    """
-    if hours is None:
-        return "-"
-    if hours < 1 / 60:
-        seconds = hours * 3600
-        return "<1 s" if 0 < seconds < 1 else f"{seconds:.0f} s"
-    if hours < 1:
-        return f"{hours * 60:.0f} min" if hours * 60 >= 10 else f"{hours * 60:.1f} min"
-    if hours < 72:
-        return f"{hours:.1f} h"
-    if hours < HOURS_PER_YEAR:
-        return f"{hours:,.0f} h ({hours / 24:.1f} days)"
-    return f"{hours:,.0f} h ({hours / HOURS_PER_YEAR:,.1f} years)"
+    return "-" if hours is None else format_hours(hours)
 
 
 def dollars(value: Decimal | float) -> str:

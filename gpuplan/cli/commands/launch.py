@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 def launch(app: AppContext, spec_path: Path, provider_name: str, dry_run: bool, yes: bool, detach: bool,
            interval: float, as_json: bool, force: bool) -> None:
     """Launch the job in JOB.yaml and follow it (logs, progress bar, ETA) until it ends."""
-    from gpuplan.cli.display import duration, money
+    from gpuplan.cli.display import duration, hours_text, money
     from gpuplan.jobs.defaults import with_defaults
     from gpuplan.jobs.spec import load_spec
     from gpuplan.launching.choose import provider_for
@@ -53,7 +53,7 @@ def launch(app: AppContext, spec_path: Path, provider_name: str, dry_run: bool, 
     if plan.estimate is not None:
         est = plan.estimate
         # On spot the hours include the expected interruptions; say so, or they look like an unexplained gap.
-        spot = f"; spot interruptions {est.interruption_hours:.2f} h expected" if est.interruption_hours else ""
+        spot = f"; spot interruptions {hours_text(est.interruption_hours)} expected" if est.interruption_hours else ""
         note(f"estimate: {duration(est.hours)} ({est.source}; start-up {est.startup_s:.1f} s, "
              f"{est.startup_source}: {est.startup_detail}{spot}), {money(est.cost_usd)}")
     else:
