@@ -9,7 +9,6 @@ presets are package data; run ids and schedule names are read from the database 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 import click
 from click.shell_completion import CompletionItem
@@ -69,24 +68,35 @@ def config_keys(ctx: click.Context, param: click.Parameter, incomplete: str) -> 
     return _items(pairs, incomplete)
 
 
-def _read_store(ctx: click.Context, query: Any) -> list[tuple[str, str | None]]:
-    """Rows from the database the command would use (--db, $GPUPLAN_DB or the default file), if it exists."""
+def _read_store(ctx: click.Context, sql: str) -> list[tuple[str, str | None]]:
+    """(value, description) rows of `sql` from the database the command would use (--db, $GPUPLAN_DB or the
+    default file), if it exists. A SQLite file is read with the standard library, read-only: a TAB costs no
+    SQLAlchemy import (a second) and can never create, lock or upgrade the database."""
     try:
-        from pathlib import Path
+        from gpuplan.paths import default_db_url
 
-        from sqlalchemy.engine import make_url
+        url = ctx.find_root().params.get("db_url") or default_db_url()
+        if url.startswith("sqlite:///"):
+            import sqlite3
+            from pathlib import Path
+            from urllib.parse import quote
 
-        from gpuplan.store.db import Store, normalise_url
+            path = Path(url.removeprefix("sqlite:///").split("?", 1)[0])
+            if not path.is_file():
+                return []
+            conn = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True, timeout=1)
+            try:
+                return [(str(row[0]), str(row[1])) for row in conn.execute(sql)]
+            finally:
+                conn.close()
+        from sqlalchemy import text
 
-        root = ctx.find_root()
-        url = normalise_url(root.params.get("db_url"))
-        parsed = make_url(url)
-        if parsed.get_backend_name() == "sqlite" and (not parsed.database or not Path(parsed.database).exists()):
-            return []
+        from gpuplan.store.db import Store
+
         store = Store.open(url, upgrade=False)
         try:
             with store.session() as session:
-                return list(query(session))
+                return [(str(row[0]), str(row[1])) for row in session.execute(text(sql))]
         finally:
             store.close()
     except Exception:  # no database, an old schema, a server that is down: no suggestions
@@ -95,39 +105,17 @@ def _read_store(ctx: click.Context, query: Any) -> list[tuple[str, str | None]]:
 
 def run_refs(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
     """The newest runs' ids, described by name and state (`r-1a2b  train-7b running`)."""
-    from sqlalchemy import select
-
-    from gpuplan.store.models import Run
-
-    def query(session: Any) -> Iterable[tuple[str, str | None]]:
-        rows = session.execute(select(Run.id, Run.name, Run.state).order_by(Run.created_at.desc()).limit(MAX_ROWS))
-        return ((run_id, f"{name} {state}") for run_id, name, state in rows)
-
-    return _items(_read_store(ctx, query), incomplete)
+    return _items(_read_store(ctx, f"SELECT id, name || ' ' || state FROM runs ORDER BY created_at DESC "
+                                   f"LIMIT {MAX_ROWS}"), incomplete)
 
 
 def live_run_refs(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
-    """Runs that may still have machines (for exec, ssh, stop)."""
-    from sqlalchemy import select
-
-    from gpuplan.store.models import Run, RunState
-
-    def query(session: Any) -> Iterable[tuple[str, str | None]]:
-        rows = session.execute(select(Run.id, Run.name, Run.state).where(Run.state.in_(sorted(RunState.LIVE)))
-                               .order_by(Run.created_at.desc()).limit(MAX_ROWS))
-        return ((run_id, f"{name} {state}") for run_id, name, state in rows)
-
-    return _items(_read_store(ctx, query), incomplete)
+    """Runs that may still have machines (for exec, ssh, stop): not ended (a final state sets `ended_at`,
+    gpuplan.runs.records.set_state)."""
+    return _items(_read_store(ctx, f"SELECT id, name || ' ' || state FROM runs WHERE ended_at IS NULL "
+                                   f"ORDER BY created_at DESC LIMIT {MAX_ROWS}"), incomplete)
 
 
 def schedule_names(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
     """Schedule names, described by their cron."""
-    from sqlalchemy import select
-
-    from gpuplan.store.models import Schedule
-
-    def query(session: Any) -> Iterable[tuple[str, str | None]]:
-        return ((name, f"{cron} {tz}") for name, cron, tz in
-                session.execute(select(Schedule.name, Schedule.cron, Schedule.tz).order_by(Schedule.name)))
-
-    return _items(_read_store(ctx, query), incomplete)
+    return _items(_read_store(ctx, "SELECT name, cron || ' ' || tz FROM schedules ORDER BY name"), incomplete)
