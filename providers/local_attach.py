@@ -48,5 +48,5 @@ def local_attach(target: AttachTarget, command: Sequence[str] | None, *, interac
     cwd = process_workdir(launch)
     if not Path(cwd).is_dir():
         cwd = launch.run_dir
-    env = job_environment(launch, run_dir=launch.run_dir)
+    env = {**launch.env, **job_environment(launch, run_dir=launch.run_dir)}  # the spec's env, then the contract
     return Attach(argv, f"a process in {cwd} with the job's variables (no secrets)", cwd=cwd, env=env)
