@@ -8,7 +8,7 @@ else the run's folder on that machine. A shell (`ssh`) or one command (`exec`):
 | --- | --- |
 | local | `podman`/`docker exec` into `gpuplan-RUN-RANK`, else the node's working folder with the job's variables |
 | slurm | `srun --jobid JOB --overlap --relative N` (a step inside the job's allocation, in the run folder) |
-| aws | Session Manager (`aws ssm start-session`), or plain `ssh` tunnelled through it (`--via ssh`) |
+| aws | Session Manager (`aws ssm start-session`); `--via ssh`: ssh through it; `--via ip`: port 22 for a /32 |
 | gcp | `gcloud compute ssh --tunnel-through-iap` |
 
 A plugin provider may offer the same with a method `attach_command(target, command, interactive) -> Attach`.
@@ -25,8 +25,10 @@ from gpuplan.providers.base import ProviderError
 
 
 def attach_command(target: AttachTarget, command: Sequence[str] | None, *, interactive: bool, via: str | None = None,
-                   settings: Mapping[str, object] | None = None, provider: object | None = None) -> Attach:
-    """The command line into `target` for `command` (None: an interactive shell)."""
+                   settings: Mapping[str, object] | None = None, provider: object | None = None,
+                   prepare: bool = True) -> Attach:
+    """The command line into `target` for `command` (None: an interactive shell). `prepare=False` (--print)
+    only builds it: nothing on the machine's side is changed (AWS `--via ip` opens no port)."""
     settings = settings or {}
     if target.provider == "local":
         from gpuplan.providers.local_attach import local_attach
@@ -39,7 +41,8 @@ def attach_command(target: AttachTarget, command: Sequence[str] | None, *, inter
     if target.provider == "aws":
         from gpuplan.providers.aws.attach import aws_attach
 
-        return aws_attach(target, command, interactive=interactive, via=via, settings=settings)
+        return aws_attach(target, command, interactive=interactive, via=via, settings=settings, provider=provider,
+                          prepare=prepare)
     if target.provider == "gcp":
         from gpuplan.providers.gcp.attach import gcp_attach
 
@@ -54,7 +57,7 @@ def attach_command(target: AttachTarget, command: Sequence[str] | None, *, inter
 
 def check_via(provider: str, via: str | None) -> None:
     """`--via` names a way this provider has."""
-    ways = {"aws": ("ssm", "ssh")}.get(provider, ())
+    ways = {"aws": ("ssm", "ssh", "ip")}.get(provider, ())
     if via is not None and via not in ways:
         raise ValueError(f"--via {via}: the {provider} provider has " +
                          (f"{', '.join(ways)}" if ways else "one way in (leave --via out)"))

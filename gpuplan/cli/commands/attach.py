@@ -14,8 +14,9 @@ from gpuplan.cli.context import AppContext, pass_app
 
 NODE_OPTION = click.option("--node", type=bounded_int("nodes", low=0), default=0, show_default=True,
                            help="Which node of a multi-node run (its rank).")
-VIA_OPTION = click.option("--via", type=click.Choice(["ssm", "ssh"]),
-                          help="AWS only: Session Manager (ssm, default) or ssh tunnelled through it (ssh).")
+VIA_OPTION = click.option("--via", type=click.Choice(["ssm", "ssh", "ip"]),
+                          help="AWS only: Session Manager (ssm, default), ssh tunnelled through it (ssh), or ssh "
+                               "to the public address with port 22 opened to your address alone (ip).")
 PRINT_OPTION = click.option("--print", "print_only", is_flag=True,
                             help="Print the command line instead of running it.")
 
@@ -67,12 +68,12 @@ def _run(app: AppContext, run_ref: str, command: list[str] | None, *, node: int,
     except ValueError as exc:
         raise UserError(str(exc)) from exc
     provider = None
-    if target.provider not in ("local", "aws", "gcp"):  # slurm (its srun and cluster), or a plugin
+    if target.provider not in ("local", "aws", "gcp") or via == "ip":  # slurm, a plugin, or AWS's EC2 calls
         from gpuplan.providers.registry import make_provider
 
         provider = make_provider(target.provider)
     attach = attach_command(target, command, interactive=sys.stdin.isatty(), via=via,
-                            settings=provider_settings(target.provider), provider=provider)
+                            settings=provider_settings(target.provider), provider=provider, prepare=not print_only)
     if print_only:
         click.echo(attach.shell_line())
         return
