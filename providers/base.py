@@ -291,6 +291,12 @@ class Provider(abc.ABC):
         look like zones of `region` (`<region>-a`, `<region>a`)."""
         return [z for z in named if z.startswith(region) and len(z) > len(region)]
 
+    def catalog_zone(self, region: str, zone: str) -> str:
+        """The zone as the price catalog names it, so a placement is priced at its own zone's price
+        (gpuplan.launching.zone_prices). Default: the zone itself (GCP zone names are the same in every project);
+        AWS maps the account's zone name to its zone id."""
+        return zone
+
     def standard_zone(self, zone: str) -> bool:
         """False for a zone a launch uses only when the spec names it (AWS Local and Wavelength Zones): planning
         leaves such catalog offers out. Default: every zone is standard."""

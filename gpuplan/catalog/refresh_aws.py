@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from gpuplan.catalog.gpu_memory import vendor_gpu_memory_gb
 from gpuplan.catalog.gpu_names import aws_gpuinfo_gpu, aws_instance_gpu
 from gpuplan.catalog.offer import Offer
 
@@ -185,7 +186,7 @@ def type_spec(info: dict[str, Any]) -> TypeSpec | None:
     return TypeSpec(
         gpu=gpu,
         gpu_count=count,
-        gpu_memory_gb=None if memory_mib is None else round(memory_mib / 1024, 2),
+        gpu_memory_gb=vendor_gpu_memory_gb(gpu, count, memory_mib, "MiB"),
         vcpus=float(info.get("VCpuInfo", {}).get("DefaultVCpus", 0)) or None,
         memory_gb=round(info.get("MemoryInfo", {}).get("SizeInMiB", 0) / 1024, 2) or None,
         arch="arm64" if "arm64" in archs else (archs[0] if archs else None),

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
+from gpuplan.catalog.gpu_memory import vendor_gpu_memory_gb
 from gpuplan.catalog.gpu_names import SNAPSHOT_ACCELERATOR_GPU, aws_instance_gpu, gcp_machine_gpu
 from gpuplan.catalog.offer import Offer
 
@@ -78,7 +79,8 @@ def _offer_from_row(row: dict[str, str], info: ShippedInfo) -> Offer:
         raise ValueError(f"snapshot row {instance_type!r} ({row['accelerator_name']!r}) has no canonical GPU name")
     count = float(row["accelerator_count"])
     total_memory = _number(row["gpu_memory_gib"])
-    per_gpu_memory = None if total_memory is None else round(total_memory / max(count, 1.0), 2)
+    reported = None if total_memory is None else total_memory / max(count, 1.0)
+    per_gpu_memory = vendor_gpu_memory_gb(gpu, count, reported, "GiB")
     return Offer(
         cloud=cloud,
         region=row["region"],

@@ -55,6 +55,15 @@ class AccountPlaces:
         except Exception as exc:
             raise self._error(exc, Where(region=region)) from exc
 
+    def catalog_zone(self, region: str, zone: str) -> str:
+        """The zone id (use1-az6) of a zone name or id: the catalog's prices are per zone id, since zone names differ
+        per account (https://docs.aws.amazon.com/global-infrastructure/latest/regions/az-ids.html)."""
+        try:
+            found = self._zones.find(region, zone)
+        except Exception as exc:
+            raise self._error(exc, Where(region=region)) from exc
+        return found.zone_id if found is not None else zone
+
     def named_zones(self, region: str, named: Sequence[str]) -> list[str]:
         """The zones of `region` the spec names (names or ids, Local Zones included), as this account names them."""
         try:

@@ -86,7 +86,8 @@ def plan_command(app: AppContext, spec_path: Path | None, gpu_text: str | None, 
 
     catalog = Catalog.load(app.db_url, clouds)
     catalog.check_regions(regions, "--region" if region_text else f"{spec_path}: resources.regions")
-    offers = catalog.select(gpus=gpus, regions=regions)
+    # Every zone type: keep_offer below applies the launch's rule (named Local Zones only).
+    offers = catalog.select(gpus=gpus, regions=regions, zones="all")
     if spec_limits.get("gpus_per_node"):
         offers = [o for o in offers if o.gpu_count == spec_limits["gpus_per_node"]]
     # What a launch would use without being told: no AWS Local/Wavelength Zone unless the spec names it

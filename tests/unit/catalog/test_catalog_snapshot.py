@@ -67,7 +67,7 @@ def test_other_cloud_names_and_user_aliases() -> None:
     assert gcp_accelerator_type("T4") == "nvidia-tesla-t4"
     assert gcp_accelerator_type("H100") is None  # comes with its a3 machine type, never attached to n1
     assert resolve_gpus("h100") == {"H100"}
-    assert resolve_gpus("A100") == {"A100-40GB", "A100-80GB"}
+    assert resolve_gpus("A100") == {"A100-40GB"}  # the one resolver: A100 is the 40 GB part everywhere
     assert resolve_gpus("l4, t4g") == {"L4", "T4G"}
     with pytest.raises(UserError, match="unknown GPU 'K80'"):
         resolve_gpus("K80")
@@ -99,7 +99,7 @@ def test_units_per_gpu_memory_and_fractional_gpus() -> None:
     p5 = next(o for o in offers if o.instance_type == "p5.48xlarge")
     assert (p5.gpu_count, p5.gpu_memory_gb, p5.total_gpu_memory_gb, p5.vcpus) == (8.0, 80.0, 640.0, 192.0)
     g6f = next(o for o in offers if o.instance_type == "g6f.2xlarge")
-    assert g6f.gpu_count == 0.25 and g6f.gpu_memory_gb == pytest.approx(5.59)
+    assert g6f.gpu_count == 0.25 and g6f.gpu_memory_gb == 6.0  # a quarter of the L4's 24 GB (AWS: 5.59 GiB)
     assert g6f.price_per_gpu() == g6f.price_per_hour * 4
     g5g = next(o for o in offers if o.instance_type == "g5g.xlarge")
     assert g5g.arch == "arm64"
