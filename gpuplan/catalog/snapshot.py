@@ -1,8 +1,9 @@
 """Load the price snapshot shipped in gpuplan/data/prices (csv module only: this is on the fast path).
 
-AWS rows are used as they are. For GCP the composed file is used: GCP bills the GPUs apart from the host VM,
-and gcp_gpu_vms_composed.csv already holds host + accelerator per zone (see the data README). n1 hosts are not
-in the snapshot, so T4/V100/P100/P4 on GCP appear only after `gpuplan catalog refresh --cloud gcp`.
+AWS rows are used as they are: one row per (instance type, zone id), the spot price that zone's, the zone's type
+derived from its id (gpuplan.catalog.zones; use1-atl2-az1 is a Local Zone). For GCP the composed file is used: GCP
+bills the GPUs apart from the host VM, and gcp_gpu_vms_composed.csv already holds host + accelerator per zone,
+including n1-standard hosts with T4/V100/P100/P4 attached (scripts/compose_gcp_n1.py; see the data README).
 """
 
 from __future__ import annotations
