@@ -8,13 +8,15 @@ zone NAME to send). The rules and their documentation are in gpuplan.providers.a
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gpuplan.providers.aws.rules import Where, map_client_error, map_region_error
+from gpuplan.providers.aws.spot_history import spot_price_history
 from gpuplan.providers.aws.zones import instance_family, launch_zone, standard_zone
-from gpuplan.providers.base import AuthError, ProviderError
+from gpuplan.providers.base import AuthError, ProviderError, SpotPricePoint
 
 if TYPE_CHECKING:
     from gpuplan.providers.aws.zones import AccountRegions, AccountZones
@@ -23,11 +25,14 @@ log = logging.getLogger("gpuplan.providers.aws.provider")
 
 
 class AccountPlaces:
-    """Needs `region` (the default region, where DescribeRegions is asked), `_zones` and `_regions`."""
+    """Needs `region` (the default region, where DescribeRegions is asked), `_zones`, `_regions` and `client`."""
 
     region: str
     _zones: AccountZones
     _regions: AccountRegions
+
+    def client(self, service: str, region: str, *, retries: int | None = None) -> Any:
+        raise NotImplementedError  # pragma: no cover - AwsProvider.client
 
     def enabled_regions(self) -> frozenset[str] | None:
         """Regions not `not-opted-in` per DescribeRegions; None when that cannot be asked (then failover copes).
@@ -52,6 +57,16 @@ class AccountPlaces:
         """The region's available Availability Zones (names; no Local Zones), in name order: failover's order."""
         try:
             return self._zones.launchable(region)
+        except Exception as exc:
+            raise self._error(exc, Where(region=region)) from exc
+
+    def spot_price_history(self, region: str, zone: str | None, instance_type: str, start: dt.datetime,
+                           end: dt.datetime) -> list[SpotPricePoint] | None:
+        """DescribeSpotPriceHistory for the machine's zone and type (gpuplan.providers.aws.spot_history)."""
+        if not zone:
+            return None
+        try:
+            return spot_price_history(self.client("ec2", region), zone, instance_type, start, end)
         except Exception as exc:
             raise self._error(exc, Where(region=region)) from exc
 
