@@ -86,6 +86,10 @@ def plan_command(app: AppContext, spec_path: Path | None, gpu_text: str | None, 
 
     catalog = Catalog.load(app.db_url, clouds)
     catalog.check_regions(regions, "--region" if region_text else f"{spec_path}: resources.regions")
+    from gpuplan.catalog.gpu_names import not_rented_message, rented
+
+    if gpus is not None and not all(rented(g) for g in gpus):
+        warn(not_rented_message({g for g in gpus if not rented(g)}))
     # Every zone type: keep_offer below applies the launch's rule (named Local Zones only).
     offers = catalog.select(gpus=gpus, regions=regions, zones="all")
     if spec_limits.get("gpus_per_node"):

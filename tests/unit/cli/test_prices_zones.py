@@ -58,3 +58,9 @@ def test_estimate_costs_use_regular_zone_prices() -> None:
     assert result.exit_code == 0, result.stderr
     aws_spot = [c for c in result.json()["cost"] if c["cloud"] == "aws" and c["spot"]]
     assert aws_spot and all(c["price_per_hour"] != 10.2397 for c in aws_spot)  # not Atlanta's Local Zone
+
+
+def test_plan_says_no_cloud_rents_a_consumer_gpu() -> None:
+    result = run_cli("plan", "--params", "1B", "--tokens", "1B", "--gpu", "RTX 4090")
+    assert result.exit_code == 0
+    assert "no cloud in the catalog (aws, gcp) rents RTX4090" in result.stderr and "unknown GPU" not in result.stderr

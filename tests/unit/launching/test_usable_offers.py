@@ -102,3 +102,11 @@ workload: {{model: llama-2-7b, tokens: 2B, seq_len: 4096, sharding: zero3}}
     named = run_cli("plan", str(spec), "--cloud", "aws", "--json")
     assert named.exit_code == 0, named.stderr
     assert {o["zone"] for o in named.json()} == {"use1-atl2-az1"}
+
+
+def test_a_spec_naming_a100_launches_the_part_every_command_means(aws: AwsProvider) -> None:
+    """`gpu: A100:8` was "unknown GPU A100" at launch: the one resolver reads it as the 40 GB part there too."""
+    regions_served(aws, set())
+    spec = parse_spec("name: a100\ncommand: python train.py\nresources: {gpu: \"A100:8\", regions: [us-east-1]}\n")
+    offer = choose_offer(spec, aws)
+    assert (offer.gpu, offer.instance_type, offer.gpus_per_node) == ("A100-40GB", "p4d.24xlarge", 8)
