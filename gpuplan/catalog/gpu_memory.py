@@ -13,6 +13,8 @@ without a table row falls back to the cloud's figure, converted from its unit to
 
 from __future__ import annotations
 
+import functools
+
 BYTES = {"MiB": 2**20, "GiB": 2**30, "GB": 10**9}
 
 
@@ -29,11 +31,19 @@ def vendor_gpu_memory_gb(gpu: str, fraction: float = 1.0, reported: float | None
 
     `reported` is the cloud's per-GPU figure in `unit`, used only when the GPU table has no row for `gpu`.
     """
-    from gpuplan.hardware.gpus import resolve_gpu
-
     share = fraction if 0 < fraction < 1 else 1.0
-    try:
-        stated = resolve_gpu(gpu).memory_gb
-    except ValueError:
+    stated = _stated_gb(gpu)
+    if stated is None:
         return None if reported is None else to_gb(reported, unit)
     return round(stated * share, 2)
+
+
+@functools.lru_cache(maxsize=64)
+def _stated_gb(gpu: str) -> float | None:
+    """The GPU table's GB for `gpu` (cached: immutable package data, asked once per snapshot row otherwise)."""
+    from gpuplan.hardware.gpus import resolve_gpu
+
+    try:
+        return resolve_gpu(gpu).memory_gb
+    except ValueError:
+        return None
