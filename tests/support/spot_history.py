@@ -82,3 +82,13 @@ def seed(store: Store, *, cloud: str = "aws", spot: bool = True, price: str = "1
                           zone=zone, instance_type=itype, gpu=gpu, gpu_count=count, spot=spot,
                           price_per_hour=Decimal(price), min_billed_seconds=60, launched_at=START,
                           terminated_at=END, state="terminated"))
+
+
+def settle_run(store: Store, provider: Any, run_id: str = "r-sp0t") -> None:
+    """Settle the seeded run with `provider` (its history) in one session, as `watch` or `stop` would."""
+    from gpuplan.supervise.settle import settle
+
+    with store.session() as s:
+        run = s.get(Run, run_id)
+        assert run is not None
+        settle(s, run, provider)

@@ -2,25 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from gpuplan.store.db import Store
-from gpuplan.store.models import Run
-from gpuplan.supervise.settle import settle
 
 from support.clihelp import run_cli
-from support.spot_history import HistoryProvider, seed
+from support.spot_history import HistoryProvider, seed, settle_run
 
 
 def settled() -> None:
     store = Store.open()
     try:
         seed(store)
-        provider: Any = HistoryProvider()
-        with store.session() as s:
-            run = s.get(Run, "r-sp0t")
-            assert run is not None
-            settle(s, run, provider)
+        settle_run(store, HistoryProvider())
     finally:
         store.close()
 

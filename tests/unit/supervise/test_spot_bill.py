@@ -21,7 +21,7 @@ from gpuplan.store.db import Store
 from gpuplan.store.models import Run
 from gpuplan.supervise.settle import settle
 
-from support.spot_history import END, HISTORY, INTEGRAL, START, HistoryProvider, seed, stubbed_ec2
+from support.spot_history import END, HISTORY, INTEGRAL, START, HistoryProvider, seed, settle_run, stubbed_ec2
 
 
 def test_the_integral_starts_at_the_price_in_effect_at_the_start() -> None:
@@ -51,7 +51,7 @@ def test_a_settled_aws_spot_run_costs_the_integral_of_its_zones_history() -> Non
         with store.session() as s:
             run = s.get(Run, "r-sp0t")
             assert run is not None and run_cost(run, END) == Decimal("61.70115")  # the launch quote
-            settle(s, run, provider)
+        settle_run(store, provider)
         provider.stubber.assert_no_pending_responses()
         with store.session() as s:
             run = s.get(Run, "r-sp0t")
