@@ -148,6 +148,21 @@ def untagged_total(bill: Iterable[BillRow]) -> Decimal:
     return sum((row.cost for row in bill if row.run_id is None), Decimal(0))
 
 
+def read_bill(ce: Any, start: dt.date, end: dt.date, unit: str) -> list[BillRow]:
+    """Check the tag, then fetch the bill; any refusal (no credentials, no ce:GetCostAndUsage permission) is one
+    BillUnavailable line rather than a traceback."""
+    try:
+        client = ce or cost_explorer_client()
+        check_tag(client)
+        return fetch_bill(client, start, end, unit)
+    except GpuplanError:
+        raise
+    except Exception as exc:
+        code = _error_code(exc) or type(exc).__name__
+        text = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+        raise BillUnavailable(f"AWS Cost Explorer refused the request ({code}: {text})") from exc
+
+
 def cost_explorer_client() -> Any:
     """A Cost Explorer client (boto3's credentials chain; AWS_ENDPOINT_URL honoured by botocore)."""
     import boto3

@@ -47,9 +47,7 @@ def show_bill(app: AppContext, *, since: dt.datetime | None, until: dt.datetime 
     end = (until.date() if until else now.date() + dt.timedelta(days=1))
     if start >= end:
         raise UserError("--since must be before --until")
-    client = ce or cloud_bill.cost_explorer_client()
-    cloud_bill.check_tag(client)
-    bill = cloud_bill.fetch_bill(client, start, end, unit)
+    bill = cloud_bill.read_bill(ce, start, end, unit)
     with app.store.session() as session:
         books = cloud_bill.books_by_run(session, start, end, unit, now, project)
     rows = cloud_bill.compare(books, bill)

@@ -142,3 +142,13 @@ def test_data_not_available_is_one_clear_line(monkeypatch: pytest.MonkeyPatch) -
 def test_bad_bill_options_exit_2(monkeypatch: pytest.MonkeyPatch, args: tuple[str, ...], message: str) -> None:
     result = run_bill(monkeypatch, object(), *args)
     assert result.exit_code == 2 and message in result.stderr
+
+
+def test_no_permission_is_one_clear_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    ce, stubber = ce_with()
+    stubber.add_client_error("list_cost_allocation_tags", "AccessDeniedException",
+                             "User is not authorized to perform: ce:ListCostAllocationTags")
+    with stubber:
+        result = run_bill(monkeypatch, ce)
+    assert result.exit_code == 1 and len(result.stderr.strip().splitlines()) == 1
+    assert "AWS Cost Explorer refused the request (AccessDeniedException: " in result.stderr
