@@ -82,3 +82,22 @@ def test_known_but_not_rented_is_not_unknown() -> None:
     # Catalog.select takes any spelling through the same resolver (the launch passes the spec's `A100`).
     assert {o.gpu for o in Catalog.load(None, ("gcp",)).select(gpus=["A100"])} == {"A100-40GB"}
     assert Catalog.load(None, ("aws",)).select(gpus=["RTX 4090"]) == []
+
+
+def test_a_refresh_stored_in_gib_reads_as_vendor_gb(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import dataclasses
+    import datetime as dt
+
+    from gpuplan.catalog.stored import save_snapshot
+    from gpuplan.store.db import Store
+
+    g6 = next(o for o in Catalog.load(None, ("aws",)).offers if o.instance_type == "g6.xlarge")
+    old = dataclasses.replace(g6, gpu_memory_gb=22.35)  # what refreshes stored before GB-as-stated
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    store = Store.open(url)
+    try:
+        save_snapshot(store, "aws", "aws: old refresh", [old], dt.datetime.now(dt.timezone.utc))
+    finally:
+        store.close()
+    [offer] = Catalog.load(url, ("aws",)).offers
+    assert offer.gpu_memory_gb == 24
