@@ -91,9 +91,6 @@ SNAPSHOT_ACCELERATOR_GPU: dict[str, str] = {
     "P4": "P4",
 }
 
-# Spellings the clouds' own tools use that the GPU table (data/gpus.csv) does not list as aliases.
-EXTRA_ALIASES: dict[str, str] = {"A100-40G": "A100-40GB", "A100-80G": "A100-80GB"}
-
 _CANONICAL_BY_KEY = {name.upper(): name for name in CANONICAL_GPUS}
 _CANONICAL_SET = frozenset(CANONICAL_GPUS)
 
@@ -138,18 +135,14 @@ def resolve_gpu_name(text: str) -> str:
     """THE GPU name resolver: user text -> the GPU table's canonical name, the same in a spec, `estimate`,
     `prices`, `plan` and a launch.
 
-    Any spelling the GPU table knows (gpuplan.hardware.gpus: case, spaces, dashes, `nvidia`/`tesla` ignored;
-    `A100` is the 40 GB part and `V100` the 16 GB one, as AWS, GCP and SkyPilot name them) plus the clouds' extra
-    spellings (EXTRA_ALIASES). A name the table does not know is a UserError with the close matches; a GPU the
-    table knows but no cloud of the catalog rents (RTX 4090) resolves: `rented` says so.
+    It is the GPU table's own look-up (gpuplan.hardware.gpus.resolve_gpu, which `estimate` calls directly):
+    any spelling of the table, case, spaces, dashes and `nvidia`/`tesla` ignored; `A100` is the 40 GB part and
+    `V100` the 16 GB one, as AWS, GCP and SkyPilot name them. New spellings go into data/gpus.csv's aliases, so
+    every command learns them at once. A name the table does not know is a UserError with the close matches; a GPU
+    the table knows but no cloud of the catalog rents (RTX 4090) resolves: `rented` says so.
     """
     from gpuplan.hardware.gpus import resolve_gpu
 
-    key = re.sub(r"[\s_]+", "-", text.strip()).upper()
-    if key in _CANONICAL_BY_KEY:
-        return _CANONICAL_BY_KEY[key]
-    if key in EXTRA_ALIASES:
-        return EXTRA_ALIASES[key]
     try:
         return resolve_gpu(text).name
     except ValueError as exc:

@@ -67,7 +67,7 @@ def test_memory_units_convert_in_one_place() -> None:
 
 
 @pytest.mark.parametrize(("text", "name"), [
-    ("A100", "A100-40GB"), ("a100-80gb", "A100-80GB"), ("A100-80G", "A100-80GB"), ("V100", "V100-16GB"),
+    ("A100", "A100-40GB"), ("a100-80gb", "A100-80GB"), ("A100 80GB", "A100-80GB"), ("V100", "V100-16GB"),
     ("h100 sxm", "H100"), ("H100-MEGA", "H100"), ("nvidia-tesla-t4", "T4"), ("T4g", "T4G"), ("RTX 4090", "RTX4090"),
 ])
 def test_one_resolver_for_every_command(text: str, name: str) -> None:
@@ -101,3 +101,13 @@ def test_a_refresh_stored_in_gib_reads_as_vendor_gb(tmp_path) -> None:  # type: 
         store.close()
     [offer] = Catalog.load(url, ("aws",)).offers
     assert offer.gpu_memory_gb == 24
+
+
+def test_every_spelling_of_the_gpu_table_resolves_the_same_in_every_command() -> None:
+    """`estimate` asks the GPU table directly; `prices`, `plan`, a spec and a launch ask resolve_gpu_name: the same
+    answer for every name and alias of the table, so no spelling works in one command and not another."""
+    from gpuplan.hardware.gpus import all_gpus, resolve_gpu
+
+    for spec in all_gpus():
+        for name in (spec.name, *spec.aliases, spec.name.lower()):
+            assert resolve_gpu_name(name) == resolve_gpu(name).name == spec.name
