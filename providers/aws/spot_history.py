@@ -24,7 +24,13 @@ HISTORY_DAYS = 90  # how far back StartTime may go
 def spot_price_history(ec2: Any, zone: str, instance_type: str, start: dt.datetime,
                        end: dt.datetime) -> list[SpotPricePoint]:
     """Every price change of `instance_type` in `zone` over [start, end] plus the one in effect at `start`, oldest
-    first (rows of other zones, types or products, which the filters should already exclude, are dropped)."""
+    first (rows of other zones, types or products, which the filters should already exclude, are dropped).
+
+    A start more than 90 days back is asked from 90 days back (what the API keeps); the billing then uses the
+    oldest known price for the time before it and says so (gpuplan.runs.spot_billing: `history_starts_late`)."""
+    oldest = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=HISTORY_DAYS) + dt.timedelta(hours=1)
+    start = max(start, oldest)
+    end = max(end, start)
     points: dict[dt.datetime, Decimal] = {}
     paginator = ec2.get_paginator("describe_spot_price_history")
     for page in paginator.paginate(InstanceTypes=[instance_type], ProductDescriptions=[PRODUCT],

@@ -20,8 +20,9 @@ from gpuplan.store.db import Store
 from gpuplan.store.models import InstanceRow, Run
 
 UTC = dt.timezone.utc
-START = dt.datetime(2026, 11, 20, 10, 0, tzinfo=UTC)
-END = dt.datetime(2026, 11, 20, 13, 30, tzinfo=UTC)  # 3.5 h
+# A week ago, on the hour: inside the 90 days DescribeSpotPriceHistory keeps, whenever the suite runs.
+START = (dt.datetime.now(UTC) - dt.timedelta(days=7)).replace(minute=0, second=0, microsecond=0)
+END = START + dt.timedelta(hours=3.5)
 
 
 def t(hours: float) -> dt.datetime:
