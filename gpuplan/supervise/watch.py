@@ -231,9 +231,12 @@ def watch_run(store: Store, run_id: str, *, provider_factory: ProviderFactory | 
             capped = reason
             changed = True
         # A stopped or capped run whose machines are still up (this step's cap, or a stop that did not finish).
-        if run.state in RunState.FINAL and any(i.terminated_at is None for i in run.instances):
+        stopped = run.state in RunState.FINAL and any(i.terminated_at is None for i in run.instances)
+        if stopped:
             stop_instances(session, run, provider, utcnow())
-        if changed:  # this step ended the run: it teaches the estimator (a run looked at again is not re-read)
+        # This step ended the run, or ended its last machines (a budget cap recorded elsewhere): settle it (a run
+        # looked at again is not re-read; its spot machines are billed now that their span is known).
+        if changed or stopped:
             settle(session, run, provider)
         result_state = run.state
         data = summary(run, utcnow(), progress)
