@@ -12,10 +12,12 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from gpuplan.estimating import comms, flops, memory
+from gpuplan.estimating import comms, configured, flops, memory
 from gpuplan.estimating.architecture import Architecture
+from gpuplan.estimating.configured import default_global_batch
 from gpuplan.estimating.memory import ATTENTIONS, OPTIMIZERS, SHARDINGS
 from gpuplan.estimating.mfu import PRIOR_RATIO_BAND, default_mfu, mfu_prior
+from gpuplan.estimating.parallel import RECOMPUTES, SCHEDULES
 from gpuplan.estimating.shape import Shape, shape_of
 from gpuplan.hardware.gpus import PRECISIONS, GpuSpec
 
@@ -39,7 +41,7 @@ __all__ = [
 ]
 
 MODES = ("train", "inference")
-THROUGHPUT_SOURCES = ("user", "measured", "bench", "calibrated", "default")
+THROUGHPUT_SOURCES = ("user", "measured", "bench", "calibrated", "config", "default")
 # Memory-bandwidth utilisation that decode reaches (vLLM / TensorRT-LLM decode kernels read weights at ~70-85%
 # of the HBM peak); an assumption, stated in the output detail.
 DECODE_BANDWIDTH_EFFICIENCY = 0.8
@@ -70,9 +72,23 @@ class Workload:
     # flash: fused attention that never stores the s x s scores (PyTorch 2 SDPA, FlashAttention); eager:
     # softmax(QK^T) materialised (torch < 2.0, custom attention). Only the activation memory depends on it.
     attention: str = "flash"
+    # How the job runs, when the user says (the config-aware model, gpuplan.estimating.throughput, then answers):
+    # tensor and pipeline parallel sizes, the recomputation (None: from activation_checkpointing), the pipeline
+    # schedule and the inter-node network in Gbit/s per node.
+    tp: int = 1
+    pp: int = 1
+    recompute: str | None = None
+    schedule: str = "1f1b"
+    interconnect_gbps: float | None = None
 
     def __post_init__(self) -> None:
         problems = []
+        if self.tp < 1 or self.pp < 1:
+            problems.append("tp and pp must be at least 1")
+        if self.recompute is not None and self.recompute not in RECOMPUTES:
+            problems.append(f"recompute must be one of {', '.join(RECOMPUTES)}")
+        if self.schedule not in SCHEDULES:
+            problems.append(f"schedule must be one of {', '.join(SCHEDULES)}")
         for name in ("params", "tokens", "seq_len", "micro_batch", "batch", "context"):
             if getattr(self, name) <= 0:
                 problems.append(f"{name} must be greater than zero")
@@ -233,13 +249,6 @@ def lora_params(shape: Shape, rank: int) -> int:
     return shape.layers * per_layer
 
 
-def default_global_batch(params: int, seq_len: int) -> int:
-    """Sequences per step when not given: ~0.5M tokens below 1B parameters (GPT-2/GPT-3 small), 2M to 30B,
-    4M above (GPT-3 175B and Llama 2 use 4M tokens)."""
-    target = 0.5e6 if params < 1e9 else 2e6 if params < 30e9 else 4e6
-    return max(1, round(target / seq_len))
-
-
 def _peak(gpu: GpuSpec, precision: str) -> float:
     peak = gpu.peak_tflops(precision)
     if not peak:
@@ -296,6 +305,21 @@ def min_gpus(workload: Workload, gpu: GpuSpec, *, gpus_per_node: int = 8, max_gp
     shape = shape_of(workload.params, workload.architecture)
     overrides = {"sharding": sharding} if sharding else {}
 
+    group = workload.tp * workload.pp if workload.mode == "train" else 1
+    if group > 1:  # whole tp x pp replicas: search the data-parallel count
+        def fits_dp(dp: int) -> bool:
+            parts = _training_memory(workload, shape, dp, **overrides)
+            return _split_model_parallel(parts, workload.tp, workload.pp).total <= gpu.memory_gb
+
+        top = max(1, max_gpus // group)
+        if not fits_dp(top):
+            return None
+        lo_dp, hi_dp = 1, top
+        while lo_dp < hi_dp:
+            mid = (lo_dp + hi_dp) // 2
+            lo_dp, hi_dp = (lo_dp, mid) if fits_dp(mid) else (mid + 1, hi_dp)
+        return lo_dp * group
+
     def fits(n: int) -> bool:
         return _memory(workload, shape, n, **overrides).total <= gpu.memory_gb
 
@@ -338,6 +362,18 @@ def _fit_hint(workload: Workload, hardware: Hardware) -> str:
     return "does not fit: " + ", or ".join(options)
 
 
+def _split_model_parallel(parts: memory.MemoryParts, tp: int, pp: int) -> memory.MemoryParts:
+    """Per-GPU memory when tp x pp GPUs share one replica (configured.model_parallel_share); overhead re-derived."""
+    if tp * pp <= 1:
+        return parts
+    states, acts = configured.model_parallel_share(tp, pp)
+    weights, gradients, optimizer = parts.weights * states, parts.gradients * states, parts.optimizer * states
+    activations = parts.activations * acts
+    subtotal = weights + gradients + optimizer + activations
+    overhead = memory.CONTEXT_OVERHEAD_GB + memory.FRAGMENTATION * subtotal
+    return memory.MemoryParts(weights, gradients, optimizer, activations, overhead)
+
+
 def model_parallel_degree(workload: Workload, shape: Shape, gpu: GpuSpec, gpus: int, global_batch: int) -> int:
     """How many GPUs share one model replica (tensor/pipeline/context parallel) in a run of this size.
 
@@ -369,6 +405,10 @@ def estimate(workload: Workload, hardware: Hardware, throughput: Throughput | No
 
     Raises ValueError for a precision the GPU cannot run (e.g. bf16 on a V100).
     """
+    precision, fallback = configured.precision_for(hardware.gpu, workload.precision)
+    if fallback:
+        result = estimate(replace(workload, precision=precision), hardware, throughput)
+        return replace(result, assumptions=[fallback, *result.assumptions])
     if workload.mode == "inference":
         return _inference_estimate(workload, hardware, throughput)
     gpu, gpus = hardware.gpu, hardware.gpus
@@ -377,7 +417,8 @@ def estimate(workload: Workload, hardware: Hardware, throughput: Throughput | No
     trainable = lora_params(shape, workload.lora_rank) if workload.lora_rank else workload.params
     fpt = flops.training_flops_per_token(shape, workload.seq_len, recompute=workload.activation_checkpointing,
                                          lora=bool(workload.lora_rank), trainable_params=trainable)
-    mem = _training_memory(workload, shape, gpus)
+    dp = configured.data_parallel_ranks(gpus, workload.tp, workload.pp)
+    mem = _split_model_parallel(_training_memory(workload, shape, dp), workload.tp, workload.pp)
     total = mem.total
     fits = total <= gpu.memory_gb
     needed = min_gpus(workload, gpu, gpus_per_node=hardware.per_node)
@@ -385,13 +426,26 @@ def estimate(workload: Workload, hardware: Hardware, throughput: Throughput | No
     if shape.inferred:
         assumptions.append(f"shape inferred from N: {shape.layers} layers x hidden {shape.hidden}")
 
-    global_batch = workload.global_batch or default_global_batch(workload.params, workload.seq_len)
+    global_batch = workload.global_batch or default_global_batch(workload.params, workload.seq_len,
+                                                                 data_parallel=dp, micro_batch=workload.micro_batch)
     if workload.global_batch is None:
-        assumptions.append(f"global batch {global_batch} sequences (typical for the size; set --global-batch)")
+        typical = configured.typical_global_batch(workload.params, workload.seq_len)
+        why = "typical for the size" if global_batch == typical else \
+            f"one micro-batch per data-parallel rank: {dp} ranks x {workload.micro_batch}, above the typical {typical}"
+        assumptions.append(f"global batch {global_batch} sequences ({why}; set --global-batch)")
+    if workload.tp * workload.pp > 1 and gpus % (workload.tp * workload.pp):
+        raise ValueError(f"{gpus} GPUs do not split into --tp {workload.tp} x --pp {workload.pp} x data parallel")
 
     model_parallel = model_parallel_degree(workload, shape, gpu, gpus, global_batch)
+    config_speed = None
     # Per-GPU compute rate.
-    if throughput is None:
+    if throughput is None and configured.stated(workload):
+        config_speed = configured.configured_speed(
+            workload, shape, gpu, gpus=gpus, gpus_per_node=hardware.per_node, global_batch=global_batch,
+            network_gbps=hardware.network_gbps)
+        tps = config_speed.step.tokens_per_s_per_gpu
+        mfu, source, detail = tps * fpt.model / (peak * 1e12), "config", config_speed.step.detail()
+    elif throughput is None:
         prior = mfu_prior(gpu, matmul_params=shape.matmul_params, precision=workload.precision, gpus=gpus,
                           global_batch=global_batch, recompute_ratio=fpt.model / fpt.hardware,
                           model_parallel=model_parallel)
@@ -410,16 +464,20 @@ def estimate(workload: Workload, hardware: Hardware, throughput: Throughput | No
     micro_tokens = min(workload.micro_batch * workload.seq_len, step_tokens_per_gpu)
     grad_bytes = trainable * memory.weight_bytes(workload.precision)
     network = hardware.network_gbps or comms.default_network_gbps(gpu)
-    comm = comms.scaling_efficiency(
-        gpu=gpu, gpus_per_node=hardware.per_node, nodes=hardware.node_count, network_gbps=network,
-        grad_bytes=grad_bytes, step_compute_s=step_tokens_per_gpu / tps, microbatch_compute_s=micro_tokens / tps,
-        full_shard=workload.sharding in ("zero3", "fsdp"), model_parallel=model_parallel,
-    )
+    if config_speed is not None:  # the step model already counts every exchange
+        comm = comms.CommModel(1.0, 0.0, 0.0, config_speed.step.step_s)
+    else:
+        comm = comms.scaling_efficiency(
+            gpu=gpu, gpus_per_node=hardware.per_node, nodes=hardware.node_count, network_gbps=network,
+            grad_bytes=grad_bytes, step_compute_s=step_tokens_per_gpu / tps,
+            microbatch_compute_s=micro_tokens / tps, full_shard=workload.sharding in ("zero3", "fsdp"),
+            model_parallel=model_parallel,
+        )
     effective_tps = tps * comm.efficiency
     wall_s = workload.tokens / (effective_tps * gpus)
     wall_range = gpu_range = None
     if throughput is None:
-        low, high = PRIOR_RATIO_BAND
+        low, high = configured.CONFIG_RATIO_BAND if config_speed is not None else PRIOR_RATIO_BAND
         wall_range = (wall_s * low / 3600, wall_s * high / 3600)
         gpu_range = (wall_range[0] * gpus, wall_range[1] * gpus)
     model_flops = fpt.model * workload.tokens

@@ -17,6 +17,8 @@ from gpuplan.cli.commands.workload_options import build_workload, workload_optio
 from gpuplan.cli.context import AppContext, pass_app
 from gpuplan.cli.output import emit_json
 from gpuplan.errors import UserError
+from gpuplan.estimating.configured import precision_for
+from gpuplan.estimating.defaults import auto_shard
 from gpuplan.estimating.estimate import PRECISIONS, Estimate, Hardware, estimate, min_gpus
 from gpuplan.hardware.gpus import GpuSpec, resolve_gpu
 from gpuplan.limits import check
@@ -59,18 +61,31 @@ def run_estimate(app: AppContext, options: dict[str, Any], lookups: list[Any] | 
             lookups = store_lookups(app.db_url) if workload.mode == "train" else []
         throughput = resolve_throughput(tokens_per_s=options["throughput"], mfu=options["mfu"], key=key,
                                         lookups=lookups)
-        if gpu.peak_tflops(workload.precision) is None:
+        if gpu.peak_tflops(precision_for(gpu, workload.precision)[0]) is None:
             supported = [p for p in PRECISIONS if gpu.peak_tflops(p)]
             raise ValueError(f"{gpu.name} cannot run {workload.precision}; it supports {', '.join(supported)}")
     except ValueError as exc:
         raise UserError(str(exc)) from exc
     hardware = _hardware(gpu, options["gpus"], options["nodes"], options["gpus_per_node"], options["network_gbps"])
+    shard_note = None
+    if options["sharding"] is None:
+        workload, shard_note = auto_shard(workload, gpu, gpus=hardware.gpus if hardware else None,
+                                          per_node=hardware.per_node if hardware else options["gpus_per_node"] or 8)
     if hardware is None:
         per_node = options["gpus_per_node"] or 8
-        needed = min_gpus(workload, gpu, gpus_per_node=per_node)
-        hardware = Hardware(gpu, gpus=needed or 1, gpus_per_node=min(needed or 1, per_node),
+        needed = min_gpus(workload, gpu, gpus_per_node=per_node) or 1
+        group = workload.tp * workload.pp  # a whole number of model replicas
+        needed = max(group, -(-needed // group) * group)
+        if needed > per_node:
+            needed = -(-needed // per_node) * per_node
+        hardware = Hardware(gpu, gpus=needed, gpus_per_node=min(needed, per_node),
                             network_gbps=options["network_gbps"])
-    result = estimate(workload, hardware, throughput)
+    try:
+        result = estimate(workload, hardware, throughput)
+    except ValueError as exc:
+        raise UserError(str(exc)) from exc
+    if shard_note:
+        result = replace(result, assumptions=[*result.assumptions, shard_note])
     return replace(result, cost=_cost(app, result))
 
 
@@ -128,8 +143,10 @@ def render(result: Estimate) -> None:
     echo(f"  time       {_fmt_hours(result.wall_hours)} wall, {result.gpu_hours:,.0f} GPU-hours")
     if result.wall_hours_range is not None:
         low, high = result.wall_hours_range
-        echo(f"  likely     {_fmt_hours(low)} to {_fmt_hours(high)} wall: 80% of published runs fell in this"
-             " band around the default prior (bench it for a measured figure)")
+        why = ("80% of published throughput rows fell in this band around the config model, each source left out"
+               if result.mfu_source == "config" else
+               "80% of published runs fell in this band around the default prior")
+        echo(f"  likely     {_fmt_hours(low)} to {_fmt_hours(high)} wall: {why} (bench it for a measured figure)")
     for i, c in enumerate(result.cost[:3]):
         market = "spot" if c["spot"] else "on-demand"
         plural = "s" if c["gpus_per_node"] > 1 else ""

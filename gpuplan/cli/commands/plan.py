@@ -18,9 +18,8 @@ from gpuplan.cli.commands.workload_options import build_workload, workload_optio
 from gpuplan.cli.context import AppContext, pass_app
 from gpuplan.cli.output import emit_json, note, warn
 from gpuplan.errors import UserError
+from gpuplan.estimating.defaults import AUTO_SHARDINGS
 from gpuplan.units import format_size, parse_duration_hours
-
-AUTO_SHARDINGS = ("none", "zero1", "zero2", "zero3")
 
 
 @click.command("plan")
