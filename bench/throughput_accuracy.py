@@ -92,6 +92,7 @@ def main() -> None:
     split_errors: dict[str, list[float]] = {}
     loso_errors: dict[str, list[float]] = {}
     held: list[float] = []
+    ratios: list[float] = []  # published / predicted, each source predicted with the constants fitted without it
     if args.rows:
         print("| source | model | GPU | GPUs | tp x pp | sharding | seq | micro | recompute | prec | published | "
               "predicted | error |")
@@ -102,6 +103,7 @@ def main() -> None:
         error = predicted / published - 1
         left_out = predict(row, loso[row["source"]]) / published - 1
         loso_errors.setdefault(row["source"], []).append(abs(left_out))
+        ratios.append(1 / (1 + left_out))
         if row["split"] == "heldout":
             held.append(abs(predict(row, held_fit) / published - 1))
         errors.setdefault(row["source"], []).append(abs(error))
@@ -125,6 +127,10 @@ def main() -> None:
     pooled = statistics.median(e for errs in loso_errors.values() for e in errs)
     print(f"leave-one-source-out: median of the per-source medians {per_source:.1%} ({_verdict(per_source)}); "
           f"pooled over all {len(rows)} rows {pooled:.1%} ({_verdict(pooled)})")
+    deciles = statistics.quantiles(ratios, n=10)
+    inside = sum(deciles[0] <= r <= deciles[-1] for r in ratios) / len(ratios)
+    print(f"published / predicted, leave-one-source-out: 80% of rows between {deciles[0]:.2f}x and "
+          f"{deciles[-1]:.2f}x ({inside:.0%} inside; configured.CONFIG_RATIO_BAND)")
     shipped = statistics.median(e for errs in errors.values() for e in errs)
     print(f"shipped constants, in sample: pooled {shipped:.1%} ({_verdict(shipped)})")
     if held:

@@ -30,7 +30,12 @@ from gpuplan.hardware.gpus import GpuSpec
 MATMUL_EFFICIENCY = {"ampere": 0.869, "hopper": 0.801, "blackwell": 0.776, "cdna3": 0.601, "ada": 0.80,
                      "turing": 0.80, "volta": 0.80, "pascal": 0.80}
 PCIE_MATMUL_EFFICIENCY = 0.811  # A100 PCIe in the same table: lower power limit, lower sustained clock
-KERNEL_OVERHEAD_S = 5e-6  # fixed cost per GEMM / fused kernel (launch + tail wave)
+KERNEL_OVERHEAD_S = 5e-6
+# A GEMM's inner (k) loop amortises each output tile's prologue and epilogue (load, write-back): efficiency rises
+# as k / (k + K0). K0 = 256 = two k-steps of a 128-deep tile (CUTLASS's usual threadblock k-tile is 32-64 deep with
+# a 3-4 stage pipeline to fill); normalised so the MAMF table's best shapes (k ~ 5120) reach the MAMF figure.
+GEMM_K0 = 256.0
+MAMF_K = 5120.0  # fixed cost per GEMM / fused kernel (launch + tail wave)
 FLASH_EFFICIENCY = {"ampere": 0.60, "hopper": 0.35, "blackwell": 0.35, "ada": 0.50, "cdna3": 0.35}
 FLASH_FALLBACK = 0.40
 FLASH_BACKWARD_RATIO = 2.5
@@ -66,7 +71,8 @@ def gemm_seconds(m: float, n: float, k: float, *, gpu: GpuSpec, peak_flops: floa
     fixed per-kernel cost."""
     if m <= 0 or n <= 0 or k <= 0:
         return 0.0
-    compute = 2.0 * m * n * k / (peak_flops * matmul_efficiency(gpu))
+    depth = (k / (k + GEMM_K0)) / (MAMF_K / (MAMF_K + GEMM_K0))
+    compute = 2.0 * m * n * k / (peak_flops * matmul_efficiency(gpu) * min(1.0, depth))
     bandwidth = bandwidth_bytes_per_s(gpu)
     memory = element_bytes * (m * k + k * n + m * n) / bandwidth if bandwidth else 0.0
     return max(compute, memory) + KERNEL_OVERHEAD_S
