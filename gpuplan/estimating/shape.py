@@ -34,7 +34,7 @@ def shape_of(params: int, arch: Architecture | None) -> Shape:
     if arch is not None:
         return Shape(
             layers=arch.num_layers, hidden=arch.hidden_size, heads=arch.num_heads, kv_dim=arch.kv_dim,
-            intermediate=arch.intermediate_size, vocab=arch.vocab_size, gated_mlp=arch.gated_mlp,
+            intermediate=arch.active_intermediate(), vocab=arch.vocab_size, gated_mlp=arch.gated_mlp,
             matmul_params=arch.non_embedding_params(), layer_params=arch.layer_params(), inferred=False,
         )
     layers = max(1, round((params / (12 * 128**2)) ** (1 / 3)))

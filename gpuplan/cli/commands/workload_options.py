@@ -27,7 +27,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 _OPTIONS = [
     click.option("--params", metavar="N", help="Parameter count: 125M, 1.3e9, 7B, 1.5T."),
     click.option("--model", metavar="PRESET", help="A named architecture: gpt2, gpt2-xl, llama-2-7b, llama-3-8b, ..."),
-    click.option("--model-config", type=click.Path(dir_okay=False), help="A Hugging Face config.json."),
+    click.option("--model-config", metavar="PATH|ORG/NAME",
+                 help="A Hugging Face config.json, a model directory, or a Hub id already in the local HF cache."),
     click.option("--module", metavar="PKG.MOD:FACTORY", help="Build this nn.Module with torch and count it."),
     click.option("--tokens", metavar="N", help="Tokens to train on (2T, 300B); in inference, tokens to generate."),
     click.option("--samples", metavar="N", help="Training sequences per epoch (with --epochs and --seq-len)."),
