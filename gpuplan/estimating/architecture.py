@@ -94,6 +94,13 @@ class Architecture:
         """Parameters of one (average) transformer block, all experts counted."""
         return self._layer_sum(active=False) // self.num_layers
 
+    def routed_expert_params(self) -> int:
+        """Parameters of all routed experts over all MoE layers (0 for a dense model)."""
+        if not self.is_moe:
+            return 0
+        moe_layers = self.num_layers - min(self.dense_layers, self.num_layers)
+        return moe_layers * self.num_experts * self._mlp(self.moe_intermediate_size)
+
     def active_intermediate(self) -> int:
         """MLP width a token passes through (the active experts' together for MoE), for activation memory."""
         if not self.is_moe:

@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from gpuplan.estimating import memory
 from gpuplan.estimating.parallel import ParallelConfig
 from gpuplan.estimating.throughput import StepBreakdown, step_breakdown
 from gpuplan.hardware.gpus import GpuSpec
@@ -83,3 +84,15 @@ def model_parallel_share(tp: int, pp: int) -> tuple[float, float]:
 def data_parallel_ranks(gpus: int, tp: int, pp: int) -> int:
     """Data-parallel replicas of a tp x pp model on `gpus` GPUs (at least one)."""
     return max(1, math.floor(gpus / (tp * pp)))
+
+
+def split_model_parallel(parts: memory.MemoryParts, tp: int, pp: int) -> memory.MemoryParts:
+    """Per-GPU memory when tp x pp GPUs share one replica (model_parallel_share); overhead re-derived."""
+    if tp * pp <= 1:
+        return parts
+    states, acts = model_parallel_share(tp, pp)
+    weights, gradients, optimizer = parts.weights * states, parts.gradients * states, parts.optimizer * states
+    activations = parts.activations * acts
+    subtotal = weights + gradients + optimizer + activations
+    overhead = memory.CONTEXT_OVERHEAD_GB + memory.FRAGMENTATION * subtotal
+    return memory.MemoryParts(weights, gradients, optimizer, activations, overhead)

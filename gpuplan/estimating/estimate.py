@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from gpuplan.estimating import comms, configured, flops, memory
+from gpuplan.estimating import comms, configured, counts, flops, memory, serving
 from gpuplan.estimating.architecture import Architecture
 from gpuplan.estimating.configured import default_global_batch
 from gpuplan.estimating.memory import ATTENTIONS, OPTIMIZERS, SHARDINGS
@@ -42,10 +42,6 @@ __all__ = [
 
 MODES = ("train", "inference")
 THROUGHPUT_SOURCES = ("user", "measured", "bench", "calibrated", "config", "default")
-# Memory-bandwidth utilisation that decode reaches (vLLM / TensorRT-LLM decode kernels read weights at ~70-85%
-# of the HBM peak); an assumption, stated in the output detail.
-DECODE_BANDWIDTH_EFFICIENCY = 0.8
-PREFILL_MFU = 0.5
 # Share of a GPU's memory a training framework can plan for (allocator fragmentation, NCCL and CUDA workspaces
 # take the rest; PyTorch's caching allocator typically loses 5-10%): an assumption for the parallel layout only.
 USABLE_MEMORY = 0.9
@@ -80,11 +76,18 @@ class Workload:
     recompute: str | None = None
     schedule: str = "1f1b"
     interconnect_gbps: float | None = None
+    # Serving: the stored weights' format (None = the precision) and the int4 quantization group size.
+    weight_format: str | None = None
+    group_size: int = serving.DEFAULT_GROUP_SIZE
 
     def __post_init__(self) -> None:
         problems = []
         if self.tp < 1 or self.pp < 1:
             problems.append("tp and pp must be at least 1")
+        if self.weight_format is not None and self.weight_format not in serving.WEIGHT_FORMATS:
+            problems.append(f"weight format must be one of {', '.join(serving.WEIGHT_FORMATS)}")
+        if self.group_size <= 0:
+            problems.append("group size must be greater than zero")
         if self.recompute is not None and self.recompute not in RECOMPUTES:
             problems.append(f"recompute must be one of {', '.join(RECOMPUTES)}")
         if self.schedule not in SCHEDULES:
@@ -195,6 +198,7 @@ class MemoryBreakdown:
     activations: float
     overhead: float
     total: float
+    kv_cache: float = 0.0  # serving: K and V of every cached token (counted in total)
 
 
 @dataclass(frozen=True)
@@ -271,28 +275,17 @@ def _training_memory(workload: Workload, shape: Shape, dp: int, sharding: str | 
 
 def _memory(workload: Workload, shape: Shape, gpus: int, **overrides: Any) -> memory.MemoryParts:
     if workload.mode == "inference":
-        return memory.inference_memory(shape, params=workload.params, precision=workload.precision, gpus=gpus,
-                                       batch=workload.batch, context=workload.context,
-                                       attention=workload.attention)
+        mem = serving_memory_of(workload, shape, gpus)
+        return memory.MemoryParts(mem.weights, 0.0, 0.0, mem.kv_cache + mem.activations, mem.overhead)
     return _training_memory(workload, shape, gpus, **overrides)
 
 
-def _valid_count(index: int, gpus_per_node: int) -> int:
-    """The index-th GPU count a cloud can give: 1..gpus_per_node on one node, then whole nodes (2, 3, ... nodes).
-
-    Computed, not listed: `min_gpus` binary-searches up to 65,536 GPUs and the planner calls it per GPU shape,
-    so materialising the list cost more than the whole plan.
-    """
-    if index < gpus_per_node:
-        return index + 1
-    return (index - gpus_per_node + 2) * gpus_per_node
-
-
-def _count_of_counts(gpus_per_node: int, max_gpus: int) -> int:
-    """How many valid counts there are up to `max_gpus`."""
-    if max_gpus <= gpus_per_node:
-        return max(max_gpus, 0)
-    return gpus_per_node + max_gpus // gpus_per_node - 1
+def serving_memory_of(workload: Workload, shape: Shape, gpus: int) -> serving.ServingMemory:
+    """Per-GPU serving memory of `workload` on `gpus` GPUs (the one definition estimate and the VRAM answer use)."""
+    return serving.serving_memory(
+        shape, params=workload.params, weight_format=workload.weight_format or workload.precision,
+        group_size=workload.group_size, act_precision=workload.precision, gpus=gpus, batch=workload.batch,
+        context=workload.context, attention=workload.attention)
 
 
 def min_gpus(workload: Workload, gpu: GpuSpec, *, gpus_per_node: int = 8, max_gpus: int = 65536,
@@ -309,7 +302,7 @@ def min_gpus(workload: Workload, gpu: GpuSpec, *, gpus_per_node: int = 8, max_gp
     if group > 1:  # whole tp x pp replicas: search the data-parallel count
         def fits_dp(dp: int) -> bool:
             parts = _training_memory(workload, shape, dp, **overrides)
-            return _split_model_parallel(parts, workload.tp, workload.pp).total <= gpu.memory_gb
+            return configured.split_model_parallel(parts, workload.tp, workload.pp).total <= gpu.memory_gb
 
         top = max(1, max_gpus // group)
         if not fits_dp(top):
@@ -323,17 +316,21 @@ def min_gpus(workload: Workload, gpu: GpuSpec, *, gpus_per_node: int = 8, max_gp
     def fits(n: int) -> bool:
         return _memory(workload, shape, n, **overrides).total <= gpu.memory_gb
 
-    size = _count_of_counts(gpus_per_node, max_gpus)
-    if size == 0 or not fits(_valid_count(size - 1, gpus_per_node)):
+    if workload.mode == "inference":  # counts an instance offers that divide the heads (no "5 x L4")
+        return next((n for n in serving.tp_counts(shape, gpus_per_node=gpus_per_node, max_gpus=max_gpus)
+                     if fits(n)), None)
+
+    size = counts.count_of_counts(gpus_per_node, max_gpus)
+    if size == 0 or not fits(counts.valid_count(size - 1, gpus_per_node)):
         return None
     lo, hi = 0, size - 1  # memory falls monotonically with the count: binary search the first fit
     while lo < hi:
         mid = (lo + hi) // 2
-        if fits(_valid_count(mid, gpus_per_node)):
+        if fits(counts.valid_count(mid, gpus_per_node)):
             hi = mid
         else:
             lo = mid + 1
-    return _valid_count(lo, gpus_per_node)
+    return counts.valid_count(lo, gpus_per_node)
 
 
 def _fit_hint(workload: Workload, hardware: Hardware) -> str:
@@ -360,18 +357,6 @@ def _fit_hint(workload: Workload, hardware: Hardware) -> str:
     if not options:
         return f"does not fit on any number of {gpu.name} with these settings; try a GPU with more memory"
     return "does not fit: " + ", or ".join(options)
-
-
-def _split_model_parallel(parts: memory.MemoryParts, tp: int, pp: int) -> memory.MemoryParts:
-    """Per-GPU memory when tp x pp GPUs share one replica (configured.model_parallel_share); overhead re-derived."""
-    if tp * pp <= 1:
-        return parts
-    states, acts = configured.model_parallel_share(tp, pp)
-    weights, gradients, optimizer = parts.weights * states, parts.gradients * states, parts.optimizer * states
-    activations = parts.activations * acts
-    subtotal = weights + gradients + optimizer + activations
-    overhead = memory.CONTEXT_OVERHEAD_GB + memory.FRAGMENTATION * subtotal
-    return memory.MemoryParts(weights, gradients, optimizer, activations, overhead)
 
 
 def model_parallel_degree(workload: Workload, shape: Shape, gpu: GpuSpec, gpus: int, global_batch: int) -> int:
@@ -418,7 +403,7 @@ def estimate(workload: Workload, hardware: Hardware, throughput: Throughput | No
     fpt = flops.training_flops_per_token(shape, workload.seq_len, recompute=workload.activation_checkpointing,
                                          lora=bool(workload.lora_rank), trainable_params=trainable)
     dp = configured.data_parallel_ranks(gpus, workload.tp, workload.pp)
-    mem = _split_model_parallel(_training_memory(workload, shape, dp), workload.tp, workload.pp)
+    mem = configured.split_model_parallel(_training_memory(workload, shape, dp), workload.tp, workload.pp)
     total = mem.total
     fits = total <= gpu.memory_gb
     needed = min_gpus(workload, gpu, gpus_per_node=hardware.per_node)
@@ -499,27 +484,28 @@ def estimate(workload: Workload, hardware: Hardware, throughput: Throughput | No
 
 
 def _inference_estimate(workload: Workload, hardware: Hardware, throughput: Throughput | None) -> Estimate:
-    """Serving: decode is bound by reading the weights and KV cache from memory once per generated token
-    (per batch step), prefill by FLOPs; `tokens` is the number of tokens to generate."""
+    """Serving (gpuplan.estimating.serving): memory by weight format, KV cache and working set; decode bound by
+    reading the weights and KV cache once per step, prefill by FLOPs; `tokens` is the number to generate."""
     gpu, gpus = hardware.gpu, hardware.gpus
     shape = shape_of(workload.params, workload.architecture)
-    peak = _peak(gpu, workload.precision)
-    mem = _memory(workload, shape, gpus)
+    serving.check_gpu_count(shape, gpus, hardware.per_node)
+    fmt = workload.weight_format or workload.precision
+    compute_precision = "fp8" if fmt == "fp8" and gpu.peak_tflops("fp8") else workload.precision
+    peak = _peak(gpu, compute_precision)
+    mem = serving_memory_of(workload, shape, gpus)
     # Decode reads the weights and KV cache, never the prefill's attention scores: time it on the fused working set.
-    timed = mem if workload.attention == "flash" else _memory(replace(workload, attention="flash"), shape, gpus)
+    timed = mem if workload.attention == "flash" else serving_memory_of(replace(workload, attention="flash"), shape,
+                                                                       gpus)
     fits = mem.total <= gpu.memory_gb
     needed = min_gpus(workload, gpu, gpus_per_node=hardware.per_node)
-    bandwidth = (gpu.memory_bandwidth_gbps or 0.0) * 1e9
-    # Each decode step reads every weight once and, on average, half of the full KV cache.
-    read_bytes_per_gpu = (timed.weights + timed.activations / 2) * 1e9
     fpt = flops.forward_flops_per_token(shape, workload.context // 2)
-    compute_s = workload.batch * fpt / gpus / (peak * 1e12 * PREFILL_MFU)
-    memory_s = read_bytes_per_gpu / (bandwidth * DECODE_BANDWIDTH_EFFICIENCY) if bandwidth else compute_s
-    step_s = max(compute_s, memory_s)
+    speed = serving.decode_speed(shape, timed, bandwidth_gbps=gpu.memory_bandwidth_gbps, peak_tflops=peak,
+                                 gpus=gpus, batch=workload.batch, context=workload.context,
+                                 forward_flops_per_token=fpt)
     scaling = 1.0 if gpus == 1 else 0.85  # tensor-parallel all-reduces per layer (assumed; see README)
-    total_tps = workload.batch / step_s * scaling
-    source, detail = "default", (f"decode bound by {'memory bandwidth' if memory_s >= compute_s else 'FLOPs'}"
-                                 f" at {DECODE_BANDWIDTH_EFFICIENCY:.0%} of peak bandwidth")
+    total_tps = speed.tokens_per_s * scaling
+    source, detail = "default", (f"decode bound by {speed.bound} at {serving.DECODE_BANDWIDTH_EFFICIENCY:.0%} "
+                                 "of peak bandwidth")
     if throughput is not None:
         per_gpu = throughput.tokens_per_s_per_gpu
         if per_gpu is None:
@@ -529,10 +515,18 @@ def _inference_estimate(workload: Workload, hardware: Hardware, throughput: Thro
     tps = total_tps / gpus
     mfu = tps * fpt / (peak * 1e12)
     wall_s = workload.tokens / total_tps
+    assumptions = [f"batch {workload.batch} sequences of {workload.context} tokens of context"]
+    if fmt != workload.precision:
+        assumptions.append(f"weights stored as {fmt}" + (f" (group size {workload.group_size})" if fmt == "int4"
+                                                         else "") + "; embeddings and output head in 16-bit")
+    if shape.experts:
+        assumptions.append(f"mixture of experts: all {shape.experts} experts in memory, {shape.experts_per_token} "
+                           "per token in the FLOPs")
     return Estimate(
         params=workload.params, tokens=workload.tokens, flops=fpt * workload.tokens, gpu=gpu.name, gpus=gpus,
         nodes=hardware.node_count,
-        memory_gb_per_gpu=MemoryBreakdown(mem.weights, 0.0, 0.0, mem.activations, mem.overhead, mem.total),
+        memory_gb_per_gpu=MemoryBreakdown(mem.weights, 0.0, 0.0, mem.activations, mem.overhead, mem.total,
+                                          kv_cache=mem.kv_cache),
         attention=workload.attention,
         fits=fits, min_gpus=needed, mfu=mfu, mfu_source=source, tokens_per_s_per_gpu=tps,
         scaling_efficiency=scaling, wall_hours=wall_s / 3600, gpu_hours=wall_s * gpus / 3600, mode="inference",
@@ -540,15 +534,8 @@ def _inference_estimate(workload: Workload, hardware: Hardware, throughput: Thro
         peak_tflops=peak, trainable_params=0, model_flops=fpt * workload.tokens,
         hardware_flops=fpt * workload.tokens, flops_per_token=fpt, effective_mfu=mfu * scaling,
         seq_len=workload.context, global_batch=workload.batch, micro_batch=workload.batch, sharding="none",
-        mfu_detail=detail, fit_hint=None if fits else _fit_hint(workload, hardware),
-        assumptions=[f"batch {workload.batch} sequences of {workload.context} tokens of context"],
+        mfu_detail=detail, fit_hint=None if fits else _fit_hint(workload, hardware), assumptions=assumptions,
     )
-
-
-def with_gpus(hardware: Hardware, gpus: int) -> Hardware:
-    """The same hardware with a different GPU count (nodes recomputed); used to answer the minimum setup."""
-    per_node = min(gpus, hardware.per_node)
-    return replace(hardware, gpus=gpus, nodes=None, gpus_per_node=per_node)
 
 
 def workload_from_job(job_workload: Any) -> tuple[Workload, Throughput | None]:

@@ -13,9 +13,9 @@ from typing import Any
 import click
 
 from gpuplan.cli.commands.params import bounded, bounded_int
-from gpuplan.cli.commands.workload_options import build_workload, workload_options
+from gpuplan.cli.commands.workload_options import build_workload, tokens_given, workload_options
 from gpuplan.cli.context import AppContext, pass_app
-from gpuplan.cli.output import emit_json
+from gpuplan.cli.output import emit_json, to_jsonable
 from gpuplan.errors import UserError
 from gpuplan.estimating.configured import precision_for
 from gpuplan.estimating.defaults import auto_shard
@@ -94,7 +94,7 @@ def _cost(app: AppContext, result: Estimate) -> list[dict[str, Any]]:
     from gpuplan.catalog import CANONICAL_GPUS, Catalog
     from gpuplan.planning.estimate_cost import cheapest_offers
 
-    if result.mode != "train" or not result.fits or result.gpu not in CANONICAL_GPUS:
+    if not result.fits or result.gpu not in CANONICAL_GPUS:
         return []  # consumer cards and MI300X are not sold by the clouds in the catalog
     catalog = Catalog.load(app.db_url)
     return cheapest_offers(result, catalog.select(gpus={result.gpu}))
@@ -108,8 +108,14 @@ def _fmt_hours(hours: float) -> str:
     return f"{hours:.0f} h ({hours / 24:.1f} days)"
 
 
-def render(result: Estimate) -> None:
-    """The readable breakdown."""
+def emit_payload(result: Estimate) -> dict[str, Any]:
+    """The Estimate as the JSON object `--json` prints."""
+    payload: dict[str, Any] = to_jsonable(result)
+    return payload
+
+
+def render(result: Estimate, *, timed: bool = True) -> None:
+    """The readable breakdown (`timed` False: no token count was given, so no time or cost)."""
     m = result.memory_gb_per_gpu
     echo = click.echo
     what = "training" if result.mode == "train" else "inference"
@@ -123,7 +129,7 @@ def render(result: Estimate) -> None:
         echo(f"  FLOPs      {result.model_flops:.3g} model ({result.flops_per_token:.3g}/token: 6N + attention)"
              + (f", {result.hardware_flops:.3g} hardware with recomputation"
                 if result.hardware_flops > result.model_flops else ""))
-    else:
+    elif timed:
         echo(f"  work       {format_size(result.tokens)} tokens generated, batch {result.global_batch},"
              f" context {result.seq_len}")
     if result.mode == "train":
@@ -131,15 +137,20 @@ def render(result: Estimate) -> None:
              f"{m.gradients:.1f}, optimizer {m.optimizer:.1f}, activations {m.activations:.1f}, overhead "
              f"{m.overhead:.1f} (sharding {result.sharding}, {result.attention} attention)")
     else:
-        echo(f"  memory/GPU {m.total:.1f} GB of {result.gpu_memory_gb:g} GB: weights {m.weights:.1f}, KV cache and "
-             f"activations {m.activations:.1f}, overhead {m.overhead:.1f} (split over {result.gpus} GPUs, "
-             f"{result.attention} attention)")
+        echo(f"  memory/GPU {m.total:.1f} GB of {result.gpu_memory_gb:g} GB: weights {m.weights:.1f}, KV cache "
+             f"{m.kv_cache:.1f}, activations {m.activations:.1f}, overhead {m.overhead:.1f} (split over "
+             f"{result.gpus} GPU{'s' if result.gpus != 1 else ''}, {result.attention} attention)")
     if result.fits:
         echo(f"  fits       yes (smallest that fits: {result.min_gpus} x {result.gpu})")
     else:
         echo(f"  fits       NO — {result.fit_hint}")
     echo(f"  speed      {result.tokens_per_s_per_gpu:,.0f} tokens/s per GPU, MFU {result.mfu:.1%}"
          f" ({result.mfu_source}: {result.mfu_detail}), scaling efficiency {result.scaling_efficiency:.1%}")
+    if not timed:
+        for note in result.assumptions:
+            echo(f"  assumed    {note}")
+        echo("  time       give --tokens N for the time and cost")
+        return
     echo(f"  time       {_fmt_hours(result.wall_hours)} wall, {result.gpu_hours:,.0f} GPU-hours")
     if result.wall_hours_range is not None:
         low, high = result.wall_hours_range
@@ -159,7 +170,8 @@ def render(result: Estimate) -> None:
 
 @click.command("estimate")
 @workload_options
-@click.option("--gpu", required=True, help="GPU type: H100, A100-80GB, A100 (=40GB), L4, T4, RTX4090, ...")
+@click.option("--gpu", help="GPU type: H100, A100-80GB, A100 (=40GB), L4, T4, RTX4090, ... (required to train; "
+              "without it --mode inference answers the memory and which GPUs hold it).")
 @click.option("--gpus", type=bounded_int("gpus"), help="Total GPUs (default: the fewest that fit).")
 @click.option("--nodes", type=bounded_int("nodes"), help="Nodes (with --gpus-per-node, default 8).")
 @click.option("--gpus-per-node", type=bounded_int("gpus_per_node"),
@@ -174,7 +186,26 @@ def estimate_command(app: AppContext, as_json: bool, **options: Any) -> None:
     Throughput, in order of preference: --throughput or --mfu, a matching `gpuplan bench` record, an MFU
     calibrated from finished runs, or the default MFU prior (GPU generation, model size, precision, nodes).
     """
+    if not options["gpu"]:
+        if options["mode"] != "inference":
+            raise UserError("--gpu is required to estimate training (H100, A100-80GB, L4, ...)")
+        from gpuplan.cli.commands import estimate_serving
+
+        answer = estimate_serving.vram_answer(build_workload(options))
+        if as_json:
+            emit_json(estimate_serving.as_json(answer))
+        else:
+            estimate_serving.render(answer)
+        return
     result = run_estimate(app, options)
+    if not tokens_given(options) and options["mode"] == "inference":
+        if as_json:  # no token count: no time, GPU-hours or cost
+            payload = dict(emit_payload(result), tokens=None, flops=None, wall_hours=None, gpu_hours=None,
+                           cost=[], wall_hours_range=None, gpu_hours_range=None)
+            emit_json(payload)
+        else:
+            render(result, timed=False)
+        return
     if as_json:
         emit_json(result)
     else:

@@ -19,6 +19,7 @@ from gpuplan.errors import UserError
 from gpuplan.estimating.architecture import Architecture, load_hf_config, preset
 from gpuplan.estimating.estimate import ATTENTIONS, MODES, OPTIMIZERS, PRECISIONS, SHARDINGS, Workload
 from gpuplan.estimating.parallel import INTERCONNECTS, RECOMPUTES, SCHEDULES
+from gpuplan.estimating.serving import DEFAULT_GROUP_SIZE, WEIGHT_FORMATS
 from gpuplan.limits import check
 from gpuplan.units import parse_size
 
@@ -69,6 +70,11 @@ _OPTIONS = [
     click.option("--batch", type=bounded_int("batch"), help="Inference: concurrent sequences (default 1)."),
     click.option("--context", type=bounded_int("context"),
                  help="Inference: context tokens per sequence (default: the model's)."),
+    click.option("--weights", "weight_format", type=click.Choice(WEIGHT_FORMATS),
+                 help="Inference: stored weight format (default: --precision). int8/int4 are weight-only "
+                      "quantization (GPTQ/AWQ-style), fp8 as in vLLM/TensorRT-LLM fp8 checkpoints."),
+    click.option("--group-size", type=click.IntRange(1, 1 << 20), default=DEFAULT_GROUP_SIZE, show_default=True,
+                 help="Inference, int4: weights per quantization group (each group adds an fp16 scale and zero)."),
     click.option("--throughput", type=bounded("throughput"), metavar="TOK/S",
                  help="Measured tokens/s per GPU (overrides everything)."),
     click.option("--mfu", type=bounded("mfu"),
@@ -154,8 +160,9 @@ def _tokens(mode: str, tokens: str | None, samples: str | None, epochs: float | 
         return tokens
     if epochs is not None:
         raise UserError("--epochs needs --samples")
-    what = "tokens to generate" if mode == "inference" else "work"
-    raise UserError(f"say how much {what}: --tokens 2T, or --samples N --epochs E")
+    if mode == "inference":
+        return 1  # no token count: a memory answer (and a speed), no time or cost (tokens_given)
+    raise UserError("say how much work: --tokens 2T, or --samples N --epochs E")
 
 
 
@@ -178,6 +185,11 @@ def interconnect_gbps(value: str | None) -> float | None:
     return gbps
 
 
+def tokens_given(options: dict[str, Any]) -> bool:
+    """Whether the flags say how much work there is (inference may leave it out and ask for memory only)."""
+    return bool(options.get("tokens") or options.get("samples"))
+
+
 def build_workload(options: dict[str, Any]) -> Workload:
     """The Workload the flags describe; every inconsistency is a UserError (one line, exit 2)."""
     mode = options["mode"]
@@ -190,6 +202,8 @@ def build_workload(options: dict[str, Any]) -> Workload:
                 raise UserError(f"--{flag.replace('_', '-')} applies to training, not --mode inference")
         if (options["sharding"] or "none") != "none" or options["activation_checkpointing"]:
             raise UserError("--sharding and --activation-checkpointing apply to training, not --mode inference")
+    elif options.get("weight_format"):
+        raise UserError("--weights applies to --mode inference (training keeps 16-bit weights: use --precision)")
     elif options["batch"] is not None or options["context"] is not None:
         raise UserError("--batch and --context apply to --mode inference; use --global-batch/--seq-len to train")
     tokens = _tokens(mode, options["tokens"], options["samples"], options["epochs"], seq_len)
@@ -210,6 +224,7 @@ def build_workload(options: dict[str, Any]) -> Workload:
             tp=options.get("tp") or 1, pp=options.get("pp") or 1, recompute=recompute,
             schedule=options.get("pp_schedule") or "1f1b",
             interconnect_gbps=interconnect_gbps(options.get("interconnect")),
+            weight_format=options.get("weight_format"), group_size=options.get("group_size") or DEFAULT_GROUP_SIZE,
         )
     except ValueError as exc:
         raise UserError(str(exc)) from exc

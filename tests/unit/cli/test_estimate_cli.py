@@ -22,7 +22,8 @@ def test_json_has_the_documented_keys_in_order() -> None:
     assert result.exit_code == 0, result.stderr
     data = result.json()
     assert list(data)[: len(KEYS)] == KEYS
-    assert set(data["memory_gb_per_gpu"]) == {"weights", "gradients", "optimizer", "activations", "overhead", "total"}
+    assert set(data["memory_gb_per_gpu"]) == {"weights", "gradients", "optimizer", "activations", "overhead", "total",
+                                              "kv_cache"}
     assert data["gpu"] == "A100-80GB" and data["gpus"] == 64 and data["nodes"] == 8
     assert data["mfu_source"] == "default" and data["fits"] is True
     assert data["cost"] == [] or isinstance(data["cost"], list)
@@ -124,7 +125,7 @@ def test_user_throughput_and_mfu() -> None:
     (["--params", "7B", "--tokens", "1T", "--samples", "5", "--gpu", "H100"], "not both"),
     (["--params", "7B", "--tokens", "1T", "--gpu", "H100", "--throughput", "100", "--mfu", "0.4"], "not both"),
     (["--params", "7B", "--tokens", "1T", "--gpu", "H100", "--mfu", "40"], "'--mfu': must be greater than 0"),
-    (["--params", "7B", "--tokens", "1T", "--gpu", "V100"], "V100-16GB cannot run bf16"),
+    (["--params", "7B", "--tokens", "1T", "--gpu", "V100", "--precision", "fp8"], "V100-16GB cannot run fp8"),
     (["--params", "7B", "--tokens", "1T", "--gpu", "A100", "--precision", "fp8"], "cannot run fp8"),
     (["--params", "7B", "--tokens", "1T", "--gpu", "H100", "--mode", "inference", "--lora", "8"], "training"),
     (["--params", "7B", "--tokens", "1T", "--gpu", "H100", "--batch", "4"], "--mode inference"),
