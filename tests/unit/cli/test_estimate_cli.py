@@ -185,7 +185,7 @@ def test_serving_memory_without_a_gpu_or_tokens() -> None:
     data = json.loads(result.stdout)
     assert data["memory_gb"]["weights"] == pytest.approx(14.0)
     assert data["memory_gb"]["total"] == pytest.approx(sum(v for k, v in data["memory_gb"].items() if k != "total"))
-    assert {"gpu": "L4", "gpus": 1} == {k: data["fits_on"][0][k] for k in ("gpu", "gpus")}
+    assert {k: data["fits_on"][0][k] for k in ("gpu", "gpus")} == {"gpu": "L4", "gpus": 1}
     text = run_subprocess("estimate", "--mode", "inference", "--params", "7B", "--precision", "fp16").stdout
     assert "KV cache" in text and "fits on" in text
 
