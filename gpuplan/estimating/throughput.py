@@ -53,14 +53,17 @@ class StepBreakdown:
     data_parallel_exposed_s: float
     optimizer_s: float
     micro_batches: int
+    sustained_overhead_s: float = 0.0  # what SUSTAINED_EFFICIENCY adds on top of the ideal parts
+
 
     def detail(self) -> str:
         """One line for the output: where the step's time goes."""
         parts = [("compute", self.compute_s), ("recompute", self.recompute_s), ("TP comm", self.tensor_parallel_s),
                  ("PP bubble", self.pipeline_bubble_s), ("PP sends", self.pipeline_p2p_s),
-                 ("DP comm exposed", self.data_parallel_exposed_s), ("optimizer", self.optimizer_s)]
+                 ("DP comm exposed", self.data_parallel_exposed_s), ("optimizer", self.optimizer_s),
+                 ("below ideal (sustained rate)", self.sustained_overhead_s)]
         shown = ", ".join(f"{name} {seconds / self.step_s:.0%}" for name, seconds in parts if seconds > 0)
-        return f"config model: step {self.step_s:.3g} s over {self.micro_batches} micro-batches ({shown})"
+        return f"step {self.step_s:.3g} s over {self.micro_batches} micro-batches: {shown}"
 
 
 def _layer_times(shape: Shape, gpu: GpuSpec, *, tokens: float, seq_len: int, tp: int, peak: float,
@@ -142,7 +145,8 @@ def step_breakdown(shape: Shape, gpu: GpuSpec, config: ParallelConfig, *, params
 
     factor = SUSTAINED_EFFICIENCY.get(gpu.generation, SUSTAINED_FALLBACK) if sustained is None else sustained
     factor = factor or 1.0
-    step = (m * micro + bubble + exposed + optimizer) / factor
+    ideal = m * micro + bubble + exposed + optimizer
+    step = ideal / factor
     step_tokens = m * config.micro_batch * config.dp * seq_len
     tps = step_tokens / step / config.gpus
     model_flops = flops.training_flops_per_token(shape, seq_len, recompute=False, lora=False).model
@@ -151,4 +155,5 @@ def step_breakdown(shape: Shape, gpu: GpuSpec, config: ParallelConfig, *, params
         tokens_per_s_per_gpu=tps, mfu=mfu, step_s=step, compute_s=m * micro_compute,
         recompute_s=m * layers * recompute, tensor_parallel_s=m * layers * tp_layer, pipeline_bubble_s=bubble,
         pipeline_p2p_s=m * p2p, data_parallel_exposed_s=exposed, optimizer_s=optimizer, micro_batches=m,
+        sustained_overhead_s=step - ideal,
     )
