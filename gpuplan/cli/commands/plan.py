@@ -105,6 +105,7 @@ def plan_command(app: AppContext, spec_path: Path | None, gpu_text: str | None, 
                   spot_model=spot_model, shardings=shardings, startup_s=startup_s)
 
     shown = list(result.options[:limit] if limit else result.options)
+    _note_precision_fallbacks(workload.precision, {o.gpu for o in shown})
     if as_json:
         rows = [o.as_json() for o in shown]
         if explain:
@@ -112,6 +113,20 @@ def plan_command(app: AppContext, spec_path: Path | None, gpu_text: str | None, 
         emit_json(rows)
         return
     _render(workload, constraints, spot_model, result, shown, explain, catalog)
+
+
+def _note_precision_fallbacks(precision: str, gpu_names: set[str]) -> None:
+    """Say on stderr which planned GPUs run in another precision (bf16 -> fp16 on V100/T4), as estimate does."""
+    from gpuplan.estimating.configured import precision_for
+    from gpuplan.hardware.gpus import resolve_gpu
+
+    for name in sorted(gpu_names):
+        try:
+            _, fallback = precision_for(resolve_gpu(name), precision)
+        except ValueError:
+            continue
+        if fallback:
+            note(f"note: {fallback}")
 
 
 def _workload(spec_path: Path | None, flags: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:

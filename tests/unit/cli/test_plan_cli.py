@@ -106,3 +106,11 @@ def test_spec_and_flags_conflict(tmp_path: Path) -> None:
     spec.write_text("name: x\ncommand: true\nworkload:\n  params: 1B\n  tokens: 1B\n")
     result = run_cli("plan", str(spec), "--params", "7B")
     assert result.exit_code == 2 and "not both" in result.stderr
+
+
+def test_plan_falls_back_to_fp16_like_estimate() -> None:
+    """Issue 24: V100 with bf16 is planned in fp16, with the same note estimate prints."""
+    result = run_cli("plan", "--params", "1B", "--tokens", "10B", "--gpu", "V100", "--json", "--limit", "1")
+    assert result.exit_code == 0, result.stderr
+    assert result.json() and result.json()[0]["gpu"].startswith("V100")
+    assert "has no bf16: fp16" in result.stderr
