@@ -56,6 +56,8 @@ class ParallelConfig:
     # Share of layers fully recomputed when recompute is "full" (torchtitan's "selective layer" checkpoints every
     # second layer: 0.5); 1.0 for ordinary full checkpointing.
     recompute_share: float = 1.0
+    # Model chunks per GPU in the interleaved schedule (Megatron's virtual pipeline size).
+    virtual_stages: int = INTERLEAVED_CHUNKS
 
     def __post_init__(self) -> None:
         problems = []
@@ -129,7 +131,7 @@ def bubble_slots(config: ParallelConfig) -> float:
     """Idle micro-batch slots per step of the pipeline schedule."""
     if config.pp <= 1:
         return 0.0
-    chunks = INTERLEAVED_CHUNKS if config.schedule == "interleaved" else 1
+    chunks = max(1, config.virtual_stages) if config.schedule == "interleaved" else 1
     return (config.pp - 1) / chunks
 
 
