@@ -210,8 +210,10 @@ def build_workload(options: dict[str, Any]) -> Workload:
     recompute = options.get("recompute")
     if recompute and options["activation_checkpointing"] and recompute != "full":
         raise UserError(f"--activation-checkpointing means --recompute full, not {recompute}")
-    if mode == "inference" and (recompute or (options.get("pp") or 1) > 1):
-        raise UserError("--recompute and --pp apply to training, not --mode inference")
+    if mode == "inference" and (recompute or (options.get("pp") or 1) > 1 or (options.get("tp") or 1) > 1
+                                or options.get("interconnect")):
+        raise UserError("--tp, --pp, --recompute and --interconnect apply to training; in --mode inference the "
+                        "GPU count (--gpus) is the tensor-parallel size")
     try:
         return Workload(
             params=params, tokens=tokens, architecture=arch, seq_len=seq_len,

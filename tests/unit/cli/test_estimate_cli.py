@@ -139,6 +139,7 @@ def test_user_throughput_and_mfu() -> None:
      "--interconnect 'fast'"),
     (["--params", "7B", "--tokens", "1T", "--gpu", "H100", "--gpus", "12", "--tp", "8"], "do not split"),
     (["--params", "7B", "--mode", "inference", "--gpu", "L4", "--gpus", "5"], "cannot split"),
+    (["--params", "7B", "--mode", "inference", "--gpu", "L4", "--tp", "2"], "is the tensor-parallel size"),
     (["--params", "7B", "--tokens", "1T", "--gpu", "H100", "--weights", "int4"], "--mode inference"),
     (["--params", "7B", "--tokens", "1T", "--gpu", "H100", "--recompute", "selective",
       "--activation-checkpointing"], "--recompute full"),
