@@ -74,6 +74,21 @@ def configured_speed(workload: Any, shape: Any, gpu: GpuSpec, *, gpus: int, gpus
     return ConfiguredSpeed(step, config)
 
 
+def step_summary(speed: ConfiguredSpeed) -> dict[str, Any]:
+    """The layout and the step's seconds by part, for `--json`."""
+    c, step = speed.config, speed.step
+    return {
+        "tp": c.tp, "pp": c.pp, "dp": c.dp, "sharding": c.sharding, "micro_batch": c.micro_batch,
+        "micro_batches": step.micro_batches, "schedule": c.schedule, "recompute": c.recompute,
+        "network_gbps": c.network_gbps,
+        "step_s": step.step_s, "seconds": {
+            "compute": step.compute_s, "recompute": step.recompute_s, "tensor_parallel": step.tensor_parallel_s,
+            "pipeline_bubble": step.pipeline_bubble_s, "pipeline_p2p": step.pipeline_p2p_s,
+            "data_parallel_exposed": step.data_parallel_exposed_s, "optimizer": step.optimizer_s,
+            "below_ideal": step.sustained_overhead_s},
+    }
+
+
 def model_parallel_share(tp: int, pp: int) -> tuple[float, float]:
     """(share of weights, gradients and optimizer state, share of activations) one GPU holds under tensor x
     pipeline parallelism: the states split tp·pp ways; the activations tp ways (sequence parallel, Korthikanti

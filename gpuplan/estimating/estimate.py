@@ -244,6 +244,8 @@ class Estimate:
     fit_hint: str | None = None
     assumptions: list[str] = field(default_factory=list)
     mfu_ref: dict[str, Any] | None = None  # the bench record or calibration behind mfu_source, if any
+    # mfu_source "config": the layout and the step's seconds by part (configured.step_summary).
+    parallel: dict[str, Any] | None = None
 
 
 def lora_params(shape: Shape, rank: int) -> int:
@@ -480,6 +482,7 @@ def estimate(workload: Workload, hardware: Hardware, throughput: Throughput | No
         seq_len=workload.seq_len, global_batch=global_batch, micro_batch=workload.micro_batch,
         sharding=workload.sharding, mfu_detail=detail, fit_hint=None if fits else _fit_hint(workload, hardware),
         assumptions=assumptions, mfu_ref=throughput.ref if throughput is not None else None,
+        parallel=configured.step_summary(config_speed) if config_speed is not None else None,
     )
 
 

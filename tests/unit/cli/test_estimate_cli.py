@@ -207,6 +207,9 @@ def test_stated_parallel_config_uses_the_config_model() -> None:
             "--pp", "4", "--recompute", "selective", "--interconnect", "ib-ndr"]
     data = run_cli(*args, "--json").json()
     assert data["mfu_source"] == "config" and data["scaling_efficiency"] == 1.0
+    layout = data["parallel"]
+    assert (layout["tp"], layout["pp"], layout["dp"]) == (8, 4, 16) and layout["recompute"] == "selective"
+    assert sum(layout["seconds"].values()) == pytest.approx(layout["step_s"])
     assert "80% of published throughput rows" in run_cli(*args).stdout
 
 
