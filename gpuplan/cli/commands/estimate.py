@@ -55,8 +55,9 @@ def run_estimate(app: AppContext, options: dict[str, Any], lookups: list[Any] | 
     arch, params, seq_len = workload.architecture, workload.params, workload.seq_len
     try:
         gpu = resolve_gpu(options["gpu"])
-        key = LookupKey(gpu=gpu.name, params=params, precision=workload.precision, seq_len=seq_len,
-                        architecture=arch)
+        # The precision the run will use (bf16 -> fp16 on a V100), so a bench record made in fp16 matches.
+        key = LookupKey(gpu=gpu.name, params=params, precision=precision_for(gpu, workload.precision)[0],
+                        seq_len=seq_len, architecture=arch)
         if lookups is None:  # bench records and calibrations measure training, not serving
             lookups = store_lookups(app.db_url) if workload.mode == "train" else []
         throughput = resolve_throughput(tokens_per_s=options["throughput"], mfu=options["mfu"], key=key,
