@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from gpuplan.estimating import memory
 from gpuplan.estimating.parallel import ParallelConfig
+from gpuplan.estimating.shape import Shape
 from gpuplan.estimating.throughput import StepBreakdown, step_breakdown
 from gpuplan.hardware.gpus import GpuSpec
 
@@ -55,12 +56,30 @@ class ConfiguredSpeed:
     config: ParallelConfig
 
 
-def stated(workload: Any) -> bool:
+class LaidOutWorkload(Protocol):
+    """What the config model reads of an estimate Workload (gpuplan.estimating.estimate.Workload satisfies it;
+    a Protocol, because estimate imports this module)."""
+
+    params: int
+    seq_len: int
+    micro_batch: int
+    precision: str
+    sharding: str
+    activation_checkpointing: bool
+    attention: str
+    tp: int
+    pp: int
+    recompute: str | None
+    schedule: str
+    interconnect_gbps: float | None
+
+
+def stated(workload: LaidOutWorkload) -> bool:
     """Whether the user said how the job runs, so the config model answers instead of the MFU prior."""
     return bool(workload.tp > 1 or workload.pp > 1 or workload.recompute or workload.interconnect_gbps)
 
 
-def configured_speed(workload: Any, shape: Any, gpu: GpuSpec, *, gpus: int, gpus_per_node: int,
+def configured_speed(workload: LaidOutWorkload, shape: Shape, gpu: GpuSpec, *, gpus: int, gpus_per_node: int,
                      global_batch: int, network_gbps: float | None) -> ConfiguredSpeed:
     """Time one step of `workload` (a gpuplan.estimating.estimate.Workload) on `gpus` x `gpu`."""
     recompute = workload.recompute or ("full" if workload.activation_checkpointing else "none")
