@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from gpuplan.estimating.architecture import Architecture  # noqa: E402
+from gpuplan.estimating.estimate import Hardware, Workload, estimate  # noqa: E402
 from gpuplan.estimating.parallel import ParallelConfig  # noqa: E402
 from gpuplan.estimating.shape import shape_of  # noqa: E402
 from gpuplan.estimating.throughput import SUSTAINED_EFFICIENCY, step_breakdown  # noqa: E402
@@ -61,6 +62,24 @@ def predict(row: dict[str, str], sustained: dict[str, float] | None = None) -> f
                           precision=row["precision"], attention=row.get("attention") or "flash",
                           sustained=None if sustained is None else sustained.get(gpu.generation, 1.0))
     return step.tokens_per_s_per_gpu
+
+
+def predict_with_prior(row: dict[str, str]) -> float:
+    """What `gpuplan estimate` answers for the row without the layout flags: the default MFU prior (the baseline
+    the issue measured the config-aware model against)."""
+    gated = row["gated"] == "1"
+    arch = Architecture(row["model"], int(row["hidden"]), int(row["layers"]), int(row["heads"]),
+                        int(row["kv_heads"]), int(row["ffn"]), int(row["vocab"]), int(row["seq_len"]),
+                        gated_mlp=gated, tied_embeddings=not gated, learned_positions=not gated, biases=not gated,
+                        layernorm=not gated)
+    sharding = row["sharding"] if row["sharding"] in ("fsdp", "zero1", "zero2", "zero3") else "zero1"
+    workload = Workload(params=arch.param_count(), tokens=10**12, architecture=arch, seq_len=int(row["seq_len"]),
+                        global_batch=int(row["global_batch"]), micro_batch=int(row["micro_batch"]),
+                        precision=row["precision"], sharding=sharding,
+                        activation_checkpointing=row["recompute"] in ("full", "half"))
+    hardware = Hardware(resolve_gpu(row["gpu"]), gpus=int(row["gpus"]), gpus_per_node=int(row["gpus_per_node"]),
+                        network_gbps=float(row["network_gbps"]))
+    return estimate(workload, hardware).tokens_per_s_per_gpu
 
 
 def fit_sustained(rows: list[dict[str, str]]) -> dict[str, float]:
@@ -134,6 +153,9 @@ def main() -> None:
     inside = sum(deciles[0] <= r <= deciles[-1] for r in ratios) / len(ratios)
     print(f"published / predicted, leave-one-source-out: 80% of rows between {deciles[0]:.2f}x and "
           f"{deciles[-1]:.2f}x ({inside:.0%} inside; configured.CONFIG_RATIO_BAND)")
+    prior = [abs(predict_with_prior(row) / float(row["tokens_per_s_per_gpu"]) - 1) for row in rows]
+    print(f"baseline, the default MFU prior (session8) answering without the layout flags: median "
+          f"|error| {statistics.median(prior):.1%} over the same rows")
     shipped = statistics.median(e for errs in errors.values() for e in errs)
     print(f"shipped constants, in sample: pooled {shipped:.1%} ({_verdict(shipped)})")
     if held:
