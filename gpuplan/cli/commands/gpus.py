@@ -65,7 +65,7 @@ def gpu_rows(db_url: str | None, only: str | None = None) -> list[GpuRow]:
         specs = all_gpus()
     catalog = Catalog.load(db_url)
     by_gpu: dict[str, list[Any]] = {}
-    for offer in catalog.offers:
+    for offer in catalog.select():  # standard zones: what a launch uses without naming a Local Zone
         by_gpu.setdefault(offer.gpu, []).append(offer)
     rows = []
     for spec in specs:

@@ -19,9 +19,8 @@ from gpuplan.cli.commands.workload_options import build_workload, workload_optio
 from gpuplan.cli.context import AppContext, pass_app
 from gpuplan.cli.output import emit_json, note, warn
 from gpuplan.errors import UserError
+from gpuplan.estimating.defaults import AUTO_SHARDINGS
 from gpuplan.units import format_size, parse_duration_hours
-
-AUTO_SHARDINGS = ("none", "zero1", "zero2", "zero3")
 
 
 @click.command("plan")
@@ -90,7 +89,12 @@ def plan_command(app: AppContext, spec_path: Path | None, gpu_text: str | None, 
     catalog = Catalog.load(app.db_url, clouds)
     if region_text or spec_limits.get("regions"):  # [defaults] regions name every cloud's: some match none here
         catalog.check_regions(regions, "--region" if region_text else f"{spec_path}: resources.regions")
-    offers = catalog.select(gpus=gpus, regions=regions)
+    from gpuplan.catalog.gpu_names import not_rented_message, rented
+
+    if gpus is not None and not all(rented(g) for g in gpus):
+        warn(not_rented_message({g for g in gpus if not rented(g)}))
+    # Every zone type: keep_offer below applies the launch's rule (named Local Zones only).
+    offers = catalog.select(gpus=gpus, regions=regions, zones="all")
     if spec_limits.get("gpus_per_node"):
         offers = [o for o in offers if o.gpu_count == spec_limits["gpus_per_node"]]
     # What a launch would use without being told: no AWS Local/Wavelength Zone unless the spec names it
@@ -110,6 +114,7 @@ def plan_command(app: AppContext, spec_path: Path | None, gpu_text: str | None, 
                   spot_model=spot_model, shardings=shardings, startup_s=startup_s)
 
     shown = list(result.options[:limit] if limit else result.options)
+    _note_precision_fallbacks(workload.precision, {o.gpu for o in shown})
     if as_json:
         rows = [o.as_json() for o in shown]
         if explain:
@@ -117,6 +122,20 @@ def plan_command(app: AppContext, spec_path: Path | None, gpu_text: str | None, 
         emit_json(rows)
         return
     _render(workload, constraints, spot_model, result, shown, explain, catalog)
+
+
+def _note_precision_fallbacks(precision: str, gpu_names: set[str]) -> None:
+    """Say on stderr which planned GPUs run in another precision (bf16 -> fp16 on V100/T4), as estimate does."""
+    from gpuplan.estimating.configured import precision_for
+    from gpuplan.hardware.gpus import resolve_gpu
+
+    for name in sorted(gpu_names):
+        try:
+            _, fallback = precision_for(resolve_gpu(name), precision)
+        except ValueError:
+            continue
+        if fallback:
+            note(f"note: {fallback}")
 
 
 def _workload(spec_path: Path | None, flags: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
