@@ -22,7 +22,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -33,6 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpuplan.jobs.gpu_devices import gpu_run_args
 from gpuplan.paths import make_private_dir
 
 LAUNCH_FILE = "launch.json"
@@ -108,34 +108,27 @@ def job_environment(launch: NodeLaunch, *, run_dir: str) -> dict[str, str]:
 
 
 def container_runtime_available(name: str) -> bool:
-    """True when `name` (podman or docker) can actually run containers here, not merely when its CLI exists.
+    """True when `name` (podman or docker) can actually run containers here, not merely when its CLI exists
+    (gpuplan.jobs.container_runtime says how each is tried)."""
+    from gpuplan.jobs.container_runtime import probe
 
-    A docker client without a daemon is common (it is on this machine), so `docker` must answer `version` with
-    a server part; podman needs no daemon and `podman version` suffices.
-    """
-    exe = shutil.which(name)
-    if exe is None:
-        return False
-    probe = [exe, "version", "--format", "{{.Server.Version}}"] if name == "docker" else [exe, "version"]
-    try:
-        proc = subprocess.run(probe, capture_output=True, text=True, timeout=15)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return proc.returncode == 0 and bool(proc.stdout.strip())
+    return probe(name).works
 
 
 def resolve_runtime(requested: str, image: str | None) -> str:
-    """Pick how to run: `process` when asked or when there is no image; else podman, else docker, else process."""
+    """Pick how to run: `process` when asked or when there is no image; else podman, else docker. An image with
+    no working runtime is a RuntimeError naming what was tried: an image job never runs on the host."""
+    from gpuplan.jobs.container_runtime import find_runtime, no_runtime_message
+
     if requested == "process" or not image:
         return "process"
+    choice = find_runtime(requested)
+    if choice.runtime is not None:
+        return choice.runtime
     if requested in ("podman", "docker"):
-        if not container_runtime_available(requested):
-            raise RuntimeError(f"runtime {requested} was requested but does not work on this machine")
-        return requested
-    for candidate in ("podman", "docker"):
-        if container_runtime_available(candidate):
-            return candidate
-    return "process"
+        raise RuntimeError(f"runtime {requested} was requested but does not work on this machine "
+                           f"({choice.probes[0].detail})")
+    raise RuntimeError(no_runtime_message(image, choice))
 
 
 def container_name(launch: NodeLaunch) -> str:
@@ -165,8 +158,7 @@ def container_argv(launch: NodeLaunch, runtime: str, env: Mapping[str, str]) -> 
         argv += ["-v", f"{launch.source_dir}:/gpuplan/src:ro"]
     if launch.workdir:
         argv += ["-w", launch.workdir]
-    if launch.gpus:
-        argv += ["--device", "nvidia.com/gpu=all"] if runtime == "podman" else ["--gpus", "all"]
+    argv += gpu_run_args(runtime, launch.gpus)
     for key, value in env.items():
         argv += ["-e", f"{key}={value}"]
     for key in launch.secret_names:
@@ -253,8 +245,6 @@ class NodeRunner:
         except RuntimeError as exc:
             self.log(str(exc))
             raise
-        if launch.image and self.runtime == "process":
-            self.log(f"no container runtime works here: running the command as a process, not in {launch.image}")
         make_private_dir(launch.run_dir)
         log = open(self.node_dir / LOG_FILE, "ab")  # noqa: SIM115 - handed to the child, closed in run()
         if self.runtime == "process":

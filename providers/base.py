@@ -279,6 +279,14 @@ class Provider(abc.ABC):
         """
         return LaunchCheck()
 
+    def missing_gpus(self, gpus_per_node: int) -> str | None:
+        """Why this backend cannot give a job `gpus_per_node` GPUs (this machine has no NVIDIA device, a Slurm
+        partition has no GPU GRES), in words the user reads after "asks for GPUs but"; None when it can or cannot
+        tell. Asked before anything is planned or recorded (gpuplan.launching.gpu_check), so a GPU job never runs
+        on a CPU unless the user says so (--allow-cpu). Default None: a cloud's offer has the GPUs it is priced for.
+        """
+        return None
+
     def zones(self, region: str) -> list[str]:
         """The zones of `region` a launch may try, in order; [] when the provider has no zones to choose from
         (the failover then tries the region as a whole)."""

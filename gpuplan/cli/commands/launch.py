@@ -19,8 +19,11 @@ if TYPE_CHECKING:
 
 @click.command("launch")
 @click.argument("spec_path", metavar="JOB.yaml", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--provider", "provider_name", default="local", show_default=True,
-              help="Where to run: local, aws, gcp, slurm or a plugin's name.")
+@click.option("--provider", "provider_name", default=None,
+              help="Where to run: local, aws, gcp, slurm or a plugin's name. Default: the spec's resources.clouds "
+                   "(several: the cheapest that fits), else [defaults] provider in the config file, else local.")
+@click.option("--allow-cpu", is_flag=True,
+              help="Run a GPU job where there are no GPUs (e.g. this machine) on the CPU; recorded as a CPU run.")
 @click.option("--dry-run", is_flag=True, help="Show the offer and the estimate; record and start nothing.")
 @click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
 @click.option("--detach", is_flag=True, help="Start and return; `gpuplan watch` enforces the caps.")
@@ -29,26 +32,30 @@ if TYPE_CHECKING:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output on stdout (progress on stderr).")
 @click.option("--force", is_flag=True, help="Launch even if the estimate exceeds a budget (recorded as an event).")
 @pass_app
-def launch(app: AppContext, spec_path: Path, provider_name: str, dry_run: bool, yes: bool, detach: bool,
-           interval: float, as_json: bool, force: bool) -> None:
+def launch(app: AppContext, spec_path: Path, provider_name: str | None, allow_cpu: bool, dry_run: bool, yes: bool,
+           detach: bool, interval: float, as_json: bool, force: bool) -> None:
     """Launch the job in JOB.yaml and follow it (logs, progress bar, ETA) until it ends."""
     from gpuplan.cli.display import duration, money
     from gpuplan.jobs.spec import load_spec
-    from gpuplan.launching.choose import provider_for
-    from gpuplan.launching.plan import plan_launch, source_dir_of
+    from gpuplan.launching.plan import source_dir_of
     from gpuplan.launching.record import read_secrets
     from gpuplan.launching.sequence import check_gates, launch
+    from gpuplan.launching.where import decide_launch
 
     spec = load_spec(spec_path)
     spec_text = spec_path.read_text()
-    provider = provider_for(provider_name)
-    plan = plan_launch(spec, spec_text, provider=provider,
-                                     source_dir=source_dir_of(spec_path), db_url=app.store.url)
-    info = plan.as_dict()
+    # where (and whether a GPU job may run on a CPU) is decided before anything is planned or recorded
+    decision = decide_launch(spec, spec_text, option=provider_name, allow_cpu=allow_cpu,
+                             source_dir=source_dir_of(spec_path), db_url=app.store.url)
+    provider, plan = decision.provider, decision.plan
+    note(f"provider: {provider.name} ({decision.why})")
+    for line in decision.notes:
+        note(line)
+    info = {**plan.as_dict(), **decision.as_dict()}
     where = " ".join(str(p) for p in (info["instance_type"], info["region"]) if p) or "(the provider chooses)"
     gpus = f"{info['nodes']} node(s) x {info['gpus_per_node']} {info['gpu'] or 'GPU'}" if info["gpu"] else \
         f"{info['nodes']} node(s), CPU"
-    note(f"job {spec.name}: {provider_name} {where}, {gpus}, {money(info['price_per_hour'])}/h")
+    note(f"job {spec.name}: {provider.name} {where}, {gpus}, {money(info['price_per_hour'])}/h")
     if plan.estimate is not None:
         est = plan.estimate
         # On spot the hours include the expected interruptions; say so, or they look like an unexplained gap.
