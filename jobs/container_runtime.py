@@ -129,6 +129,6 @@ def find_runtime(requested: str = "auto", candidates: Sequence[str] = RUNTIMES) 
 def no_runtime_message(image: str, choice: RuntimeChoice) -> str:
     """One line: the image, what was tried and why each failed, and the two ways out."""
     tried = "; ".join(p.describe() for p in choice.probes)
-    return (f"image {image} needs a container runtime and none works here ({tried}); install podman (or start "
-            "the docker daemon, or fix the error above), or set `runtime: process` in the spec to run the command "
-            "on this machine without a container")
+    return (f"image {image} needs a container runtime and none works here ({tried}); install podman or start "
+            "docker's daemon (or fix what stops them, as quoted), or set `runtime: process` in the spec to run the "
+            "command on this machine without a container")

@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpuplan.jobs.failure_cause import OomWatch, failure_cause
 from gpuplan.jobs.gpu_devices import gpu_run_args
 from gpuplan.paths import make_private_dir
 
@@ -233,6 +234,8 @@ class NodeRunner:
         self.child: subprocess.Popen[bytes] | None = None
         self.runtime = "process"
         self._stopping = threading.Event()
+        self.output_from = 0
+        self.oom: OomWatch | None = None
 
     def log(self, message: str) -> None:
         with open(self.node_dir / LOG_FILE, "a") as fh:
@@ -256,9 +259,15 @@ class NodeRunner:
             argv = container_argv(launch, self.runtime, contract)
             env = dict(os.environ)
             cwd = launch.run_dir
+        if self.runtime == "podman" and launch.gpus:
+            from gpuplan.jobs.gpu_devices import ensure_cdi_spec
+
+            self.log(ensure_cdi_spec().note)  # podman's --device nvidia.com/gpu=all needs a CDI spec
         self.log(f"node {launch.node_rank} of {launch.nnodes} starting ({self.runtime})")
+        self.output_from = (self.node_dir / LOG_FILE).stat().st_size  # what the job and its runtime print next
         self.child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                       env=env, cwd=cwd)
+        self.oom = OomWatch.start(self.child.pid)
         log.close()
         (self.node_dir / "job.pid").write_text(str(self.child.pid))
         return self.child
@@ -285,6 +294,18 @@ class NodeRunner:
         if self.child is not None and self.child.poll() is None:
             self.child.kill()
 
+    def failure_cause(self, code: int) -> str | None:
+        """Why the job failed, from the runtime's own words in the log and the OOM counts
+        (gpuplan.jobs.failure_cause); None when the exit code is all there is to say."""
+        try:
+            with open(self.node_dir / LOG_FILE, "rb") as fh:
+                fh.seek(max(self.output_from, fh.seek(0, os.SEEK_END) - 65536))
+                output = fh.read().decode(errors="replace")
+        except OSError:
+            output = ""
+        return failure_cause(code, runtime=self.runtime, image=self.launch.image, output=output,
+                             oom=self.oom.kills() if self.oom is not None else None)
+
     def run(self) -> int:
         """Run the job and record how it ended; returns its exit code."""
         try:
@@ -292,7 +313,8 @@ class NodeRunner:
         except (OSError, RuntimeError) as exc:
             self.log(f"could not start the job: {exc}")
             write_atomic(self.node_dir / EXIT_FILE, json.dumps(
-                {"exit_code": 127, "ended_at": _now(), "reason": f"could not start: {exc}"}))
+                {"exit_code": 127, "ended_at": _now(), "reason": f"could not start: {exc}",
+                 "cause": f"could not start: {exc}"}))
             return 127
         if self._stopping.is_set() and child.poll() is None:  # a stop that came while the job was starting
             child.terminate()
@@ -302,8 +324,13 @@ class NodeRunner:
             timer.start()
         code = child.wait()
         self.log(f"job exited with code {code}")
-        write_atomic(self.node_dir / EXIT_FILE, json.dumps(
-            {"exit_code": code, "ended_at": _now(), "reason": self.reason, "runtime": self.runtime}))
+        record: dict[str, Any] = {"exit_code": code, "ended_at": _now(), "reason": self.reason,
+                                  "runtime": self.runtime}
+        cause = self.failure_cause(code) if self.reason is None else None
+        if cause:
+            record["cause"] = cause
+            self.log(f"failed: {cause}")
+        write_atomic(self.node_dir / EXIT_FILE, json.dumps(record))
         return code
 
 

@@ -211,6 +211,9 @@ class Instance:
     # starts, this is set from the first moment the machine exists: `gpuplan reconcile` measures an unknown
     # machine's age from it, so a launch that has created its machine but not yet recorded it is not killed.
     created_at: dt.datetime | None = None
+    # Why the job on it failed, in words the user can act on (image pull failed, no such command, out of memory),
+    # when the provider learnt it from the runtime (local: gpuplan.jobs.failure_cause); the run's reason quotes it.
+    failure_cause: str | None = None
 
 
 @dataclass(frozen=True)

@@ -223,8 +223,10 @@ class LocalProvider(Provider):
             state = InstanceState.SUCCEEDED if code == 0 and not ended.get("reason") else InstanceState.FAILED
             if ended.get("reason") in ("stopped", "max_hours"):
                 state = InstanceState.TERMINATED
-            return self._instance(node_dir, state, ended=_parse_time(ended.get("ended_at")), exit_code=code,
-                                  reason=ended.get("reason"), **common)  # type: ignore[arg-type]
+            instance = self._instance(node_dir, state, ended=_parse_time(ended.get("ended_at")), exit_code=code,
+                                      reason=ended.get("reason"), **common)  # type: ignore[arg-type]
+            instance.failure_cause = ended.get("cause")  # in the runtime's words (gpuplan.jobs.failure_cause)
+            return instance  # type: ignore[arg-type]
         pid = _read_pid(node_dir / PID_FILE)
         if pid is not None and _is_our_wrapper(pid, node_dir):
             return self._instance(node_dir, InstanceState.RUNNING, **common)  # type: ignore[arg-type]
