@@ -14,6 +14,8 @@ from gpuplan.cli.output import emit_json, note
 from gpuplan.launching.failsafe import FailSafe
 
 if TYPE_CHECKING:
+    from gpuplan.launching.caps import Overrun
+    from gpuplan.launching.offer import LaunchPlan
     from gpuplan.launching.sequence import LaunchGates
 
 
@@ -69,14 +71,23 @@ def launch(app: AppContext, spec_path: Path, provider_name: str | None, allow_cp
     for line in gates.launch_check.notes:
         note(line)
     fs = _show_gates(gates)  # refuses (exit 2) a job a cap leaves no time, dry run or not
+    over = _show_overruns(plan, force=force)
     if dry_run:
         if as_json:
-            emit_json({**info, "failsafe": fs.as_dict(), **dict(gates.launch_check.details), "dry_run": True})
+            emit_json({**info, "failsafe": fs.as_dict(), **dict(gates.launch_check.details),
+                       "over_caps": [o.as_dict() for o in over], "dry_run": True})
         else:
             click.echo("dry run: nothing recorded, nothing started")
         return
     secrets = read_secrets(spec)
-    if not yes:
+    if over and not force:
+        if yes:  # nobody to ask: a job its own caps stop part way is launched only on purpose
+            from gpuplan.errors import UserError
+
+            raise UserError(f"refused under -y: {over[0].message}; use --force to launch anyway (it will be "
+                            "stopped at the cap)")
+        click.confirm("the caps stop this job before it ends; start it anyway?", default=False, abort=True, err=True)
+    elif not yes:
         click.confirm("start it?", default=True, abort=True, err=True)
     run_id = launch(app.store, plan, provider, secrets, gates=gates)
     note(f"run {run_id} started (logs: gpuplan logs {run_id} -f; stop: gpuplan stop {run_id})")
@@ -110,6 +121,18 @@ def _show_gates(gates: LaunchGates) -> FailSafe:
     for text in fs.notes:
         note(f"machine fail-safe: {text}")
     return check(fs)
+
+
+def _show_overruns(plan: LaunchPlan, *, force: bool) -> list[Overrun]:
+    """Say, before anything is recorded, every spec cap the estimate goes past and by how much
+    (gpuplan.launching.caps); the caller asks, or refuses under -y without --force."""
+    from gpuplan.launching.caps import overruns
+    from gpuplan.store.types import utcnow
+
+    found = overruns(plan, utcnow())
+    for o in found:
+        note(f"{'warning: --force: ' if force else 'over a cap: '}{o.message}")
+    return found
 
 
 def _finish(summary: dict, as_json: bool, *, exit_on_failure: bool) -> None:
