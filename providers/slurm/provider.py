@@ -201,6 +201,20 @@ class SlurmProvider(Provider):
             return self.price_per_gpu_hour * gpus
         return self.price_per_node_hour * nodes
 
+    def missing_gpus(self, gpus_per_node: int) -> str | None:
+        """The configured partition's GPU GRES against the job's GPUs per node (gpuplan.providers.slurm.gres);
+        None when it has them, or when sinfo cannot be asked (the submission then says what is wrong)."""
+        from gpuplan.providers.slurm.gres import missing_gpus
+
+        if gpus_per_node <= 0:
+            return None
+        args = ["-h", "-o", "%G", *(["-p", self.partition] if self.partition else [])]
+        try:
+            listed = self._run("sinfo", args).stdout
+        except ProviderError:
+            return None
+        return missing_gpus(listed, gpus_per_node, self.partition)
+
     # ---- launch ------------------------------------------------------------------------------------------
     def _runtime_for(self, request: LaunchRequest, options: Mapping[str, Any]) -> tuple[str, str | None]:
         """(runtime to use, a note for the job log): the image runs in the cluster's runtime if it has one."""
