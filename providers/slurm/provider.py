@@ -34,6 +34,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, ClassVar
 
+from gpuplan.errors import UserError
 from gpuplan.paths import make_private_dir
 from gpuplan.providers.base import (
     CREATED_BY,
@@ -42,6 +43,7 @@ from gpuplan.providers.base import (
     TAG_RUN_ID,
     Instance,
     InstanceState,
+    LaunchCheck,
     LaunchRequest,
     Provider,
     ProviderError,
@@ -229,6 +231,19 @@ class SlurmProvider(Provider):
             return RUNTIME_NONE, (f"the cluster has no container runtime (apptainer, singularity, pyxis): "
                                   f"running the command directly instead of in {request.image}")
         return detected, None
+
+    def check_launch(self, request: LaunchRequest) -> LaunchCheck:
+        """An image means a container: refuse (one line, exit 2, nothing recorded) when the cluster has no
+        runtime for it, rather than run the command outside its image; say which runtime will run it."""
+        runtime, problem = self._runtime_for(request, request.options)
+        if problem is not None:
+            raise UserError(f"image {request.image}: {problem.split(':')[0]}; install one on the cluster, set "
+                            "GPUPLAN_SLURM_RUNTIME (or [providers.slurm] container_runtime), or set "
+                            "`runtime: process` in the spec to run the command without a container")
+        if runtime == RUNTIME_NONE:
+            return LaunchCheck()
+        return LaunchCheck(notes=(f"container: {request.image} with {runtime}",),
+                           details={"container_runtime": runtime})
 
     def detect_container_runtime(self) -> str | None:
         """pyxis if srun knows --container-image, else apptainer or singularity on PATH, else None."""

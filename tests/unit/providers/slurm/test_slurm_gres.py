@@ -45,3 +45,25 @@ def test_real_cluster_gres(slurm: SlurmCluster) -> None:
     assert provider.missing_gpus(slurm.gpus) is None
     why = provider.missing_gpus(slurm.gpus + 4)
     assert why is not None and f"at most {slurm.gpus} GPU(s) per node" in why
+
+
+def test_image_on_a_cluster_without_a_container_runtime_is_refused(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpuplan.errors import UserError
+    from gpuplan.providers.base import LaunchRequest
+
+    srun = tmp_path / "srun"  # an srun without pyxis: its help has no --container-image
+    srun.write_text('#!/bin/sh\necho "Usage: srun [OPTIONS...] executable [args...]"\n')
+    srun.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no apptainer, no singularity
+    provider = SlurmProvider(commands={"srun": str(srun)})
+    request = LaunchRequest(run_id="r-0000000000", name="img", command="true", run_dir=str(tmp_path),
+                            image="docker.io/library/busybox:1", runtime="auto")
+    with pytest.raises(UserError, match=r"image docker.io/library/busybox:1: the cluster has no container runtime "
+                                        r"\(apptainer, singularity, pyxis\); .*runtime: process"):
+        provider.check_launch(request)
+    assert provider.check_launch(LaunchRequest(**{**request.__dict__, "runtime": "process"})).notes == ()
+    apptainer = tmp_path / "apptainer"
+    apptainer.write_text("#!/bin/sh\nexit 0\n")
+    apptainer.chmod(0o755)
+    assert provider.check_launch(request).notes == ("container: docker.io/library/busybox:1 with apptainer",)
