@@ -78,7 +78,8 @@ def test_out_of_memory_container_with_the_kernels_oom_count(tmp_path: Path) -> N
     image = busybox_image()
     proc = subprocess.Popen(["podman", "run", "--rm", "--memory", "32m", "--memory-swap", "32m", image, "sh", "-c",
                              "x=$(cat /dev/urandom)"], env={**os.environ, **podman_env()},
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            cwd=tmp_path)  # conmon leaves an `oom` marker file in its working folder
     watch = OomWatch.start(proc.pid)
     output, _ = proc.communicate(timeout=120)
     assert proc.returncode == 137, output
