@@ -75,6 +75,16 @@ class CdiStatus:
 GENERATE_HINT = f"run `sudo nvidia-ctk cdi generate --output={CDI_DIRS[0]}/nvidia.yaml`"
 
 
+def cdi_problem(dirs: Sequence[str] = CDI_DIRS, nvidia_ctk: str | None = None) -> str | None:
+    """Why podman could not be given the GPUs (no CDI spec, and no nvidia-ctk to write one), or None. Asked at
+    launch, before anything is recorded; it writes nothing (the wrapper generates the spec when it starts)."""
+    if has_cdi_spec(dirs) or (nvidia_ctk or shutil.which("nvidia-ctk")):
+        return None
+    return (f"podman needs a CDI spec for {CDI_KIND} to give the container the GPUs, and there is none (in "
+            f"{' or '.join(dirs)}) and no nvidia-ctk to generate it: install the NVIDIA Container Toolkit and "
+            f"{GENERATE_HINT}")
+
+
 def ensure_cdi_spec(dirs: Sequence[str] = CDI_DIRS, nvidia_ctk: str | None = None) -> CdiStatus:
     """Make sure a CDI spec for the GPUs exists: nothing to do when one does; else generate one with nvidia-ctk
     into the first folder of `dirs` that can be written (root: /etc/cdi). Never raises: a failure is a status

@@ -107,7 +107,8 @@ class LocalProvider(Provider):
 
     def check_launch(self, request: LaunchRequest) -> LaunchCheck:
         """An image means a container: refuse (one line, exit 2, nothing recorded) when no runtime can run one
-        here, naming what was tried (gpuplan.jobs.container_runtime); say which runtime will."""
+        here, naming what was tried (gpuplan.jobs.container_runtime), or when podman could not be given the GPUs
+        the job asks for (no CDI spec and no nvidia-ctk: gpuplan.jobs.gpu_devices); say which runtime will."""
         if not request.image or request.runtime == "process":
             return LaunchCheck()
         from gpuplan.jobs.container_runtime import find_runtime, no_runtime_message
@@ -115,6 +116,12 @@ class LocalProvider(Provider):
         choice = find_runtime(request.runtime or "auto")
         if choice.runtime is None:
             raise UserError(no_runtime_message(request.image, choice))
+        if choice.runtime == "podman" and request.gpus_per_node:
+            from gpuplan.jobs.gpu_devices import cdi_problem
+
+            problem = cdi_problem()
+            if problem:
+                raise UserError(f"image {request.image} with GPUs: {problem}")
         return LaunchCheck(notes=(f"container: {request.image} in {choice.runtime}",),
                            details={"container_runtime": choice.runtime})
 

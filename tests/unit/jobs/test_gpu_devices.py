@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpuplan.jobs.gpu_devices import ensure_cdi_spec, gpu_run_args, has_cdi_spec, nvidia_devices
+from gpuplan.jobs.gpu_devices import cdi_problem, ensure_cdi_spec, gpu_run_args, has_cdi_spec, nvidia_devices
 from gpuplan.jobs.runner import NodeLaunch, container_argv
 from gpuplan.providers.local import LocalProvider
 
@@ -71,3 +71,46 @@ def test_this_machine_without_nvidia_devices_has_no_gpus(monkeypatch) -> None:  
     monkeypatch.setattr(devices, "nvidia_devices", lambda dev=Path("/dev"): ["/dev/nvidia0", "/dev/nvidia1"])
     assert local.missing_gpus(2) is None
     assert local.missing_gpus(8) == "this machine has 2 NVIDIA GPU(s), not 8"
+
+
+
+def test_cdi_problem_only_when_there_is_no_spec_and_no_nvidia_ctk(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    dirs = [str(tmp_path / "etc-cdi")]
+    problem = cdi_problem(dirs)
+    assert problem is not None and "no nvidia-ctk" in problem and "nvidia-ctk cdi generate" in problem
+    assert cdi_problem(dirs, nvidia_ctk="/opt/nvidia-ctk") is None
+    (tmp_path / "etc-cdi").mkdir()
+    (tmp_path / "etc-cdi" / "nvidia.yaml").write_text(CDI)
+    assert cdi_problem(dirs) is None
+
+
+def test_local_launch_check_refuses_podman_gpus_without_any_way_to_cdi(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import functools
+    import os
+    import shutil
+
+    import pytest
+
+    import gpuplan.jobs.gpu_devices as devices
+    from gpuplan.errors import UserError
+    from gpuplan.providers.base import LaunchRequest
+
+    from support.podmanhelp import busybox_image, podman_env
+
+    image = busybox_image()
+    for key, value in podman_env().items():
+        monkeypatch.setenv(key, value)
+    bin_dir = tmp_path / "bin"  # podman and nothing else: no nvidia-ctk
+    bin_dir.mkdir()
+    (bin_dir / "podman").symlink_to(shutil.which("podman") or "/usr/bin/podman")
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}/usr/sbin:/sbin")
+    monkeypatch.setattr(devices, "cdi_problem", functools.partial(devices.cdi_problem, [str(tmp_path / "cdi")]))
+    request = LaunchRequest(run_id="r-0000000000", name="g", command="nvidia-smi", run_dir=str(tmp_path),
+                            image=image, runtime="podman", gpus_per_node=8)
+    local = LocalProvider(root=tmp_path)
+    with pytest.raises(UserError, match=r"with GPUs: podman needs a CDI spec for nvidia.com/gpu .*nvidia-ctk cdi"):
+        local.check_launch(request)
+    (tmp_path / "cdi").mkdir()
+    (tmp_path / "cdi" / "nvidia.yaml").write_text(CDI)
+    assert local.check_launch(request).notes == (f"container: {image} in podman",)
