@@ -23,7 +23,7 @@ from gpuplan.jobs.spec import JobSpec
 from gpuplan.launching.gpu_check import check_gpus
 from gpuplan.launching.offer import LaunchPlan
 from gpuplan.launching.plan import plan_launch
-from gpuplan.providers.base import Provider
+from gpuplan.providers.base import Provider, ProviderError
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,7 @@ def decide(spec: JobSpec, spec_text: str, found: Candidates, *, make_provider: C
             provider = make_provider(name)
             gpu = check_gpus(spec, provider, allow_cpu=False)  # among several clouds, one with the GPUs wins
             plan = plan_launch(gpu.spec, spec_text, provider=provider, source_dir=source_dir, db_url=db_url)
-        except UserError as exc:
+        except (UserError, ProviderError) as exc:  # refused credentials on one cloud leave the others
             considered.append({"provider": name, "fits": False, "reason": str(exc)})
             continue
         cost = _cost(plan)

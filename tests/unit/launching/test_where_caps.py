@@ -64,3 +64,32 @@ def test_overruns_say_by_how_much() -> None:
     [late] = overruns(plan(3, None, "  deadline: 2026-11-26T02:00:00Z\n"), NOW)
     assert late.cap == "deadline" and "2:00:00 after the deadline 2026-11-26 02:00 UTC" in late.message
     assert overruns(plan(0.5, "1", "  max_hours: 1\n  budget_usd: 2\n  deadline: 1h\n"), NOW) == []
+
+
+def test_several_clouds_leave_out_the_ones_that_cannot_and_keep_the_reasons(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from gpuplan.launching.where import decide
+    from gpuplan.providers.base import AuthError
+
+    class Priced(LocalProvider):
+        def __init__(self, name: str, price: str) -> None:
+            super().__init__(root=tmp_path, price_per_hour=price)
+            self.label = name
+
+    made = {"cheap": Priced("cheap", "1"), "dear": Priced("dear", "5")}
+
+    def make(name: str):  # type: ignore[no-untyped-def]
+        if name == "refused":
+            raise AuthError("AuthFailure: the credentials are refused")
+        return made[name]
+
+    job = spec("resources:\n  clouds: [dear, refused, cheap]\n")
+    found = candidates(None, job)
+    decision = decide(job, "", found, make_provider=make, allow_cpu=False)
+    assert decision.provider is made["cheap"]
+    assert [c["provider"] for c in decision.considered] == ["dear", "refused", "cheap"]
+    assert decision.considered[1] == {"provider": "refused", "fits": False,
+                                      "reason": "AuthFailure: the credentials are refused"}
+    assert decision.why.endswith("dear $5.00, refused does not fit, cheap $1.00")
+    nowhere = spec("resources:\n  clouds: [refused, refused2]\n")
+    with pytest.raises(UserError, match=r"no cloud of the spec's resources\.clouds fits j: refused: AuthFailure"):
+        decide(nowhere, "", candidates(None, nowhere), make_provider=lambda n: make("refused"), allow_cpu=False)
