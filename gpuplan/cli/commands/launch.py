@@ -32,7 +32,8 @@ if TYPE_CHECKING:
 @click.option("--interval", type=bounded("interval_s", low=0.1), default=1.0, show_default=True,
               help="Seconds between checks while following.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output on stdout (progress on stderr).")
-@click.option("--force", is_flag=True, help="Launch even if the estimate exceeds a budget (recorded as an event).")
+@click.option("--force", is_flag=True, help="Launch even if the estimate exceeds a budget (recorded as an event) or "
+                                           "the spec's max_hours, budget_usd or deadline (stopped there).")
 @pass_app
 def launch(app: AppContext, spec_path: Path, provider_name: str | None, allow_cpu: bool, dry_run: bool, yes: bool,
            detach: bool, interval: float, as_json: bool, force: bool) -> None:
