@@ -123,7 +123,7 @@ def test_failed_container_run_records_the_runtimes_reason(tmp_path: Path) -> Non
     result = gp("launch", str(job), "-y", "--json", env=podman_env())
     assert result.exit_code == 1, result.stderr
     run = result.json()
-    assert run["state"] == "failed" and run["exit_code"] == 127
+    assert run["state"] == "failed" and run["exit_code"] == 127 and run["provider_source"] == "default"
     assert run["state_reason"].startswith(f"no such command in the image {busybox_image()}: ")
     assert "no-such-tool" in run["state_reason"] and run["state_reason"].endswith("(exit code 127 on node 0)")
 

@@ -95,7 +95,7 @@ def launch(app: AppContext, spec_path: Path, provider_name: str | None, allow_cp
     if detach:
         from gpuplan.supervise.watch import watch_run
 
-        _finish(watch_run(app.store, run_id).summary, as_json, exit_on_failure=False)
+        _finish({**watch_run(app.store, run_id).summary, **decision.as_dict()}, as_json, exit_on_failure=False)
         return
     from gpuplan.cli.follow import follow
 
@@ -104,7 +104,7 @@ def launch(app: AppContext, spec_path: Path, provider_name: str | None, allow_cp
     except KeyboardInterrupt:
         note(f"\nstopped following; run {run_id} keeps going (gpuplan status {run_id}, gpuplan stop {run_id})")
         sys.exit(130)
-    _finish(result.summary, as_json, exit_on_failure=True)
+    _finish({**result.summary, **decision.as_dict()}, as_json, exit_on_failure=True)  # + where and why
 
 
 def _show_gates(gates: LaunchGates) -> FailSafe:
