@@ -211,6 +211,9 @@ class Instance:
     # starts, this is set from the first moment the machine exists: `gpuplan reconcile` measures an unknown
     # machine's age from it, so a launch that has created its machine but not yet recorded it is not killed.
     created_at: dt.datetime | None = None
+    # Why the job on it failed, in words the user can act on (image pull failed, no such command, out of memory),
+    # when the provider learnt it from the runtime (local: gpuplan.jobs.failure_cause); the run's reason quotes it.
+    failure_cause: str | None = None
 
 
 @dataclass(frozen=True)
@@ -286,6 +289,14 @@ class Provider(abc.ABC):
         Returns what the user should see about the launch. Default: nothing to check.
         """
         return LaunchCheck()
+
+    def missing_gpus(self, gpus_per_node: int) -> str | None:
+        """Why this backend cannot give a job `gpus_per_node` GPUs (this machine has no NVIDIA device, a Slurm
+        partition has no GPU GRES), in words the user reads after "asks for GPUs but"; None when it can or cannot
+        tell. Asked before anything is planned or recorded (gpuplan.launching.gpu_check), so a GPU job never runs
+        on a CPU unless the user says so (--allow-cpu). Default None: a cloud's offer has the GPUs it is priced for.
+        """
+        return None
 
     def zones(self, region: str) -> list[str]:
         """The zones of `region` a launch may try, in order; [] when the provider has no zones to choose from

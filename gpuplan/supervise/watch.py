@@ -108,10 +108,12 @@ def _final_state(described: list[ProviderInstance], hint: str | None = None,
         unknown = next(i for i in described if i.exit_code is None)
         reason = unknown.state_reason or "the machines ended without reporting an exit code"
         return RunState.LOST, f"{reason}; {hint}" if hint else reason, None
-    bad = [(rank, code) for rank, code in codes if code != 0]
+    bad = [i for i in described if i.exit_code != 0]
     if bad:
-        rank, code = bad[0]
-        return RunState.FAILED, f"exit code {code} on node {rank}", code
+        # the cause in the runtime's words when the machine knows it (gpuplan.jobs.failure_cause), not only the code
+        first = bad[0]
+        where = f"exit code {first.exit_code} on node {first.node_rank}"
+        return RunState.FAILED, f"{first.failure_cause} ({where})" if first.failure_cause else where, first.exit_code
     return RunState.SUCCEEDED, None, 0
 
 
