@@ -128,9 +128,11 @@ def test_defaults_fill_what_the_spec_leaves_out(tmp_path: Path) -> None:
     assert {(o["cloud"], o["region"][:3]) for o in flagged.json()} == {("aws", "eu-")}  # a flag wins
     spec = tmp_path / "job.yaml"
     spec.write_text("name: j\nruntime: process\nrun: echo hi\n")
-    launched = run_subprocess("launch", str(spec), "-y", "--json")
+    # defaults.clouds = gcp would send the launch to GCP (issue 23: the spec's clouds choose the provider); here
+    # the local provider is named so the test checks the project and budget defaults alone.
+    launched = run_subprocess("launch", str(spec), "--provider", "local", "-y", "--json")
     assert launched.exit_code == 0, launched.stderr
     assert (launched.json()["project"], launched.json()["budget_usd"]) == ("vision", 12.5)
     spec.write_text("name: j\nruntime: process\nrun: echo hi\nproject: nlp\nlimits: {budget_usd: 3}\n")
-    own = run_subprocess("launch", str(spec), "-y", "--json").json()
+    own = run_subprocess("launch", str(spec), "--provider", "local", "-y", "--json").json()
     assert (own["project"], own["budget_usd"]) == ("nlp", 3)  # the spec's own values win
