@@ -159,6 +159,7 @@ def _plot(session: object, request: object, path: Path) -> None:
 
 def _accuracy(app: AppContext, now: object, fmt: str) -> None:
     from gpuplan.books import accuracy
+    from gpuplan.cli.display import dollars, hours_text
 
     with app.store.session() as session:
         acc = accuracy.accuracy(session, now)  # type: ignore[arg-type]
@@ -173,12 +174,12 @@ def _accuracy(app: AppContext, now: object, fmt: str) -> None:
         return "-" if x is None else format(x, spec)
 
     print_table(
-        ["run", "name", "gpu", "est h", "actual h", "h error", "est $", "actual $", "$ error"],
-        [[r.run_id, r.name, r.gpu or "-", num(r.est_hours), num(r.actual_hours), pct(r.hours_error),
-          num(None if r.est_cost_usd is None else float(r.est_cost_usd)), f"{r.actual_cost_usd:,.2f}",
+        ["run", "name", "gpu", "est time", "actual time", "time error", "est $", "actual $", "$ error"],
+        [[r.run_id, r.name, r.gpu or "-", hours_text(r.est_hours), hours_text(r.actual_hours), pct(r.hours_error),
+          "-" if r.est_cost_usd is None else dollars(r.est_cost_usd), dollars(r.actual_cost_usd),
           pct(r.cost_error)] for r in acc.runs],
         title="Estimate vs actual (succeeded runs)",
-        justify_right=("est h", "actual h", "h error", "est $", "actual $", "$ error"),
+        justify_right=("est time", "actual time", "time error", "est $", "actual $", "$ error"),
     )
     s = acc.summary
     others = f" ({s.without_estimate} more without one)" if s.without_estimate else ""

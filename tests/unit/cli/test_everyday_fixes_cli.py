@@ -4,6 +4,7 @@ stdout, a closed pipe, refresh without credentials, accuracy's run count, sub-mi
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import io
 import os
 import subprocess
@@ -181,3 +182,20 @@ def test_report_tables_show_sub_hour_billing_in_minutes_and_csv_keeps_the_number
     rows = list(csv.DictReader(io.StringIO(run_cli("report", "--now", lf.NOW_TEXT, "--by", "run",
                                                    "--format", "csv").stdout)))
     assert {r["run"]: r["billed_hours"] for r in rows}["r-2"] == "0.033333"
+
+
+def test_report_accuracy_reads_a_short_run_in_seconds_and_cents() -> None:
+    """A 20 s run estimated at 18 s must not read `0.00` hours (its machines are not seeded: actual $0)."""
+    from gpuplan.store.db import Store
+    from gpuplan.store.models import Run
+
+    store = Store.open(os.environ["GPUPLAN_DB"])
+    with store.session() as s:
+        s.add(Run(id="r-short", name="short", provider="local", cloud="local", state="succeeded", spec_text="",
+                  spec_hash="", started_at=lf.t(2026, 11, 21), ended_at=lf.t(2026, 11, 21) + dt.timedelta(seconds=20),
+                  est_hours=18 / 3600, est_cost_usd=Decimal("0.0125")))
+    store.close()
+    out = run_cli("report", "--now", lf.NOW_TEXT, "--accuracy")
+    assert out.exit_code == 0, out.stderr
+    [row] = [line for line in out.stdout.splitlines() if "r-short" in line]
+    assert "18 s" in row and "20 s" in row and "+11.1%" in row and "$0.01" in row and "0.00 │" not in row
