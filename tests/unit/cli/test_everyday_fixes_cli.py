@@ -198,4 +198,4 @@ def test_report_accuracy_reads_a_short_run_in_seconds_and_cents() -> None:
     out = run_cli("report", "--now", lf.NOW_TEXT, "--accuracy")
     assert out.exit_code == 0, out.stderr
     [row] = [line for line in out.stdout.splitlines() if "r-short" in line]
-    assert "18 s" in row and "20 s" in row and "+11.1%" in row and "$0.01" in row and "0.00 │" not in row
+    assert "18 s" in row and "20 s" in row and "+11.1%" in row and "$0.01" in row and " 0.00 " not in row
