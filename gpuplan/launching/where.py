@@ -53,16 +53,17 @@ class Decision:
 
 
 def candidates(option: str | None, spec: JobSpec, *, config_default: object | None = None,
-               config_where: str = "the config file") -> Candidates:
+               config_where: str = "the config file", clouds_from: str = "the spec's resources.clouds") -> Candidates:
     """Which providers to consider, in the order of the module doc. `config_default`: the `[defaults] provider`
-    value (None when unset)."""
+    value (None when unset); `clouds_from`: where the spec's clouds came from (the spec, or `[defaults] clouds`
+    filled in by gpuplan.jobs.defaults), so the printed reason names the file the user must edit."""
     if option:
         return Candidates((option,), "option", "--provider")
     clouds = tuple(dict.fromkeys(spec.resources.clouds))
     if len(clouds) == 1:
-        return Candidates(clouds, "spec", f"the spec's resources.clouds names {clouds[0]}")
+        return Candidates(clouds, "spec", f"{clouds_from} names {clouds[0]}")
     if clouds:
-        return Candidates(clouds, "spec", f"the cheapest fit among the spec's resources.clouds ({', '.join(clouds)})")
+        return Candidates(clouds, "spec", f"the cheapest fit among {clouds_from} ({', '.join(clouds)})")
     if config_default is not None:
         if not isinstance(config_default, str) or not config_default.strip():
             raise UserError(f"{config_where}: [defaults] provider must be a provider name, not {config_default!r}")
@@ -133,13 +134,17 @@ def _compare(considered: Sequence[dict[str, object]]) -> str:
 
 
 def decide_launch(spec: JobSpec, spec_text: str, *, option: str | None, allow_cpu: bool,
-                  source_dir: str | None = None, db_url: str | None = None) -> Decision:
+                  source_dir: str | None = None, db_url: str | None = None,
+                  clouds_from_config: bool = False) -> Decision:
     """`decide` with the registered providers (configured from the config file) and its `[defaults] provider`,
-    which is read only when neither --provider nor the spec says where."""
+    which is read only when neither --provider nor the spec says where. `clouds_from_config`: the spec's clouds
+    are the config file's `[defaults] clouds` (the spec named none)."""
     from gpuplan.config import config_path, default_setting
     from gpuplan.launching.choose import provider_for
 
     fallback = default_setting("provider") if not option and not spec.resources.clouds else None
-    found = candidates(option, spec, config_default=fallback, config_where=str(config_path()))
+    found = candidates(option, spec, config_default=fallback, config_where=str(config_path()),
+                       clouds_from=f"[defaults] clouds in {config_path()}" if clouds_from_config
+                       else "the spec's resources.clouds")
     return decide(spec, spec_text, found, make_provider=provider_for, allow_cpu=allow_cpu, source_dir=source_dir,
                   db_url=db_url)

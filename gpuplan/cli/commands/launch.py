@@ -46,11 +46,13 @@ def launch(app: AppContext, spec_path: Path, provider_name: str | None, allow_cp
     from gpuplan.launching.sequence import check_gates, launch
     from gpuplan.launching.where import decide_launch
 
-    spec = with_defaults(load_spec(spec_path))  # the config file's [defaults] where the spec is silent
+    own = load_spec(spec_path)
+    spec = with_defaults(own)  # the config file's [defaults] where the spec is silent
     spec_text = spec_path.read_text()
     # where (and whether a GPU job may run on a CPU) is decided before anything is planned or recorded
     decision = decide_launch(spec, spec_text, option=provider_name, allow_cpu=allow_cpu,
-                             source_dir=source_dir_of(spec_path), db_url=app.store.url)
+                             source_dir=source_dir_of(spec_path), db_url=app.store.url,
+                             clouds_from_config=bool(spec.resources.clouds) and not own.resources.clouds)
     provider, plan = decision.provider, decision.plan
     note(f"provider: {provider.name} ({decision.why})")
     for line in decision.notes:

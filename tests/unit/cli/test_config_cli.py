@@ -128,8 +128,10 @@ def test_defaults_fill_what_the_spec_leaves_out(tmp_path: Path) -> None:
     assert {(o["cloud"], o["region"][:3]) for o in flagged.json()} == {("aws", "eu-")}  # a flag wins
     spec = tmp_path / "job.yaml"
     spec.write_text("name: j\nruntime: process\nrun: echo hi\n")
-    # defaults.clouds = gcp would send the launch to GCP (issue 23: the spec's clouds choose the provider); here
+    # defaults.clouds = gcp sends the launch to GCP (issue 23: the clouds choose the provider), and says why; then
     # the local provider is named so the test checks the project and budget defaults alone.
+    to_gcp = run_subprocess("launch", str(spec), "--dry-run")
+    assert f"provider: gcp ([defaults] clouds in {config_file()} names gcp)" in to_gcp.stderr
     launched = run_subprocess("launch", str(spec), "--provider", "local", "-y", "--json")
     assert launched.exit_code == 0, launched.stderr
     assert (launched.json()["project"], launched.json()["budget_usd"]) == ("vision", 12.5)
