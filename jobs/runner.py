@@ -65,6 +65,9 @@ class NodeLaunch:
     max_hours: float | None = None
     checkpoint_dir: str | None = None
     source_dir: str | None = None
+    # The run's durable checkpoint storage (gpuplan.jobs.storage) and how often to copy there, in seconds.
+    checkpoint_url: str | None = None
+    checkpoint_sync_seconds: float | None = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)

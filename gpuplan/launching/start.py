@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 from gpuplan.launching.failover import AttemptCallback, Placement
 from gpuplan.launching.launch_plan import placements_for_launch, record_launch_plan
 from gpuplan.launching.offer import LaunchPlan
+from gpuplan.launching.run_storage import storage_options
 from gpuplan.providers.base import Instance, LaunchRequest, Provider
 from gpuplan.runs.events import EventKind
 from gpuplan.runs.machines import record_instances
@@ -59,6 +60,7 @@ def build_request(plan: LaunchPlan, run_id: str, run_dir: str, secrets: Mapping[
         runtime=spec.runtime, workdir=spec.workdir, env=dict(spec.env), secrets=dict(secrets), labels=labels,
         options={"argv": spec.argv, "source_dir": plan.source_dir,
                  "checkpoint_dir": spec.checkpoint.dir if spec.checkpoint else None,
+                 **storage_options(spec, run_id, offer.cloud, offer.spot),
                  "regions": list(spec.resources.regions), "zones": list(spec.resources.zones),
                  "max_price_per_hour": spec.resources.max_price_per_hour},
     )
