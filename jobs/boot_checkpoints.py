@@ -82,18 +82,30 @@ storage_copy() {
   esac
 }
 
-storage_get() {
-  # One object of the run's storage ($1) to a local file ($2); fails quietly when there is none.
-  case "$1" in
-    s3://*) aws s3 cp --only-show-errors "$1" "$2" >/dev/null 2>&1 ;;
-    gs://*) gcloud storage cp --quiet "$1" "$2" >/dev/null 2>&1 ;;
-    *) [ -f "$1" ] && cp -p "$1" "$2" ;;
+storage_file() {
+  # One file to or from the run's storage ($1 -> $2); fails quietly when there is none.
+  case "$1$2" in
+    *s3://*) aws s3 cp --only-show-errors "$1" "$2" >/dev/null 2>&1 ;;
+    *gs://*) gcloud storage cp --quiet "$1" "$2" >/dev/null 2>&1 ;;
+    *)
+      [ -f "$1" ] || return 1
+      mkdir -p "$(dirname "$2")" && cp -p "$1" "$2.tmp" && mv -f "$2.tmp" "$2"
+      ;;
   esac
+}
+
+metrics_copy() {
+  # The node's metrics kept beside the checkpoints (`<run>/node-<rank>/metrics.jsonl`): a resumed run appends to
+  # them, so its loss curve is one file across machines.
+  printf '%s/node-%s/metrics.jsonl' "${CKPT_URL%/*}" "$NODE_RANK_"
 }
 
 checkpoint_push() {
   # The job's checkpoints to the run's storage (best effort: a failed copy never stops the job).
   [ -n "$CKPT_URL" ] && [ -n "${CKPT_DIR:-}" ] && [ -d "$CKPT_DIR" ] || return 0
+  if [ -f "$RUN_DIR/metrics.jsonl" ]; then
+    storage_file "$RUN_DIR/metrics.jsonl" "$(metrics_copy)" || true
+  fi
   if storage_copy "$CKPT_DIR" "$CKPT_URL"; then
     log "checkpoints copied to the run's storage"
   else
@@ -105,8 +117,8 @@ checkpoint_restore() {
   # Before the job starts: the run's checkpoints (from an earlier machine) and this node's metrics so far.
   [ -n "$CKPT_URL" ] && [ -n "${CKPT_DIR:-}" ] || return 0
   mkdir -p "$CKPT_DIR"
-  if [ -n "$STORAGE_URL" ] && [ ! -s "$RUN_DIR/metrics.jsonl" ]; then
-    storage_get "${STORAGE_URL%/}/metrics.jsonl" "$RUN_DIR/metrics.jsonl" || true
+  if [ ! -s "$RUN_DIR/metrics.jsonl" ]; then
+    storage_file "$(metrics_copy)" "$RUN_DIR/metrics.jsonl" || true
   fi
   if storage_copy "$CKPT_URL" "$CKPT_DIR"; then
     if [ -n "$(ls -A "$CKPT_DIR" 2>/dev/null)" ]; then
