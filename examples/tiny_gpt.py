@@ -130,12 +130,14 @@ def main() -> int:
             print(f"step {step:4d}  loss {loss.item():.3f}  {rate:,.0f} tokens/s", flush=True)
         if stop:  # asked to stop: keep this step's work, then leave
             save(ckpt, model, optimizer, step)
-            log_metrics(step, tokens=step * tokens_per_step, loss=loss.item(), total_steps=args.steps)
+            log_metrics(step, tokens=step * tokens_per_step, loss=loss.item(), total_steps=args.steps, checkpoint=True)
             print(f"stopped by signal {stop[0]} at step {step}: checkpoint saved ({step - start} steps this run)",
                   flush=True)
             return 128 + stop[0]
         if step % args.checkpoint_every == 0 or step == args.steps:
             save(ckpt, model, optimizer, step)
+            # `checkpoint: true` tells gpuplan which step a relaunch resumes from and when it was saved.
+            log_metrics(step, tokens=step * tokens_per_step, loss=loss.item(), total_steps=args.steps, checkpoint=True)
     print(f"trained steps {start + 1}-{step} ({step - start} steps this run)", flush=True)
     print(f"done: final loss {loss.item():.3f}" if args.steps > start else "nothing to do", flush=True)
     return 0

@@ -105,10 +105,13 @@ def main() -> int:
             log_metrics(step, tokens=step * tokens_per_step, loss=value, total_steps=args.steps)
         if stop:
             save(step)
+            log_metrics(step, tokens=step * tokens_per_step, loss=loss.item(), total_steps=args.steps,
+                        checkpoint=ckpt is not None)
             print(f"stopped by signal {stop[0]} at step {step}: checkpoint saved", flush=True)
             return 128 + stop[0]
-        if step % args.checkpoint_every == 0 or step == args.steps:
+        if ckpt is not None and (step % args.checkpoint_every == 0 or step == args.steps):
             save(step)
+            log_metrics(step, tokens=step * tokens_per_step, loss=loss.item(), total_steps=args.steps, checkpoint=True)
     rate = max(args.steps - start, 0) * tokens_per_step / (time.perf_counter() - t0)
     if start >= args.steps:
         print(f"nothing to do: the checkpoint is at step {start} of {args.steps}", flush=True)

@@ -49,7 +49,16 @@ def checkpoint_assignments(checkpoint_url: str | None, sync_seconds: float | Non
 
 
 # Shell functions (defined with the others; refer to variables only inside double quotes; no user text).
-CHECKPOINT_FUNCTIONS = r"""host_checkpoint_dir() {
+CHECKPOINT_FUNCTIONS = r"""stop_job() {
+  # SIGTERM to the job: a process job leads its own process group (started with setsid), so the signal reaches
+  # the program `sh -c` started too, not only the shell; a container's runtime client forwards it (sig-proxy).
+  local pid
+  [ -f "$RUN_DIR/job.pid" ] || return 0
+  pid=$(cat "$RUN_DIR/job.pid")
+  kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+}
+
+host_checkpoint_dir() {
   # The checkpoint folder as this machine sees it: the job's view under @RUN_DIR@ (a container's mount of the run
   # folder, and the name a process job gets too) maps to the run folder here; another absolute path is itself.
   local dir=${GPUPLAN_CHECKPOINT_DIR:-}
@@ -168,9 +177,7 @@ on_interruption() {
     "$(date -u +%Y-%m-%dT%H:%M:%SZ)" >"$RUN_DIR/interruption.json.tmp"
   mv "$RUN_DIR/interruption.json.tmp" "$RUN_DIR/interruption.json"
   log "interruption notice from the cloud ($action): asking the job to save its checkpoint and stop"
-  if [ -f "$RUN_DIR/job.pid" ]; then
-    kill -TERM "$(cat "$RUN_DIR/job.pid")" 2>/dev/null || true
-  fi
+  stop_job
   ship
 }
 """

@@ -492,9 +492,7 @@ if [ -n "$MAX_SECONDS" ]; then
     wait "$NAP"
     log "max_hours reached (fail-safe of $MAX_SECONDS s): stopping the job"
     : >"$RUN_DIR/max_hours_reached"
-    if [ -f "$RUN_DIR/job.pid" ]; then
-      kill -TERM "$(cat "$RUN_DIR/job.pid")" 2>/dev/null || true
-    fi
+    stop_job
     sleep "$STOP_GRACE" &
     NAP=$!
     wait "$NAP"
@@ -571,7 +569,8 @@ if [ "$RUNTIME" = process ]; then
     # A process sees the machine's own folders: the run folder's checkpoints are under $RUN_DIR, not @RUN_DIR@.
     export GPUPLAN_CHECKPOINT_DIR="$CKPT_DIR"
   fi
-  GPUPLAN_RUN_DIR="$RUN_DIR" GPUPLAN_METRICS="$RUN_DIR/metrics.jsonl" "${JOB_ARGV[@]}" >>"$LOG" 2>&1 &
+  # Its own process group (setsid execs in place: the pid stays the job's), so a stop reaches all of it.
+  GPUPLAN_RUN_DIR="$RUN_DIR" GPUPLAN_METRICS="$RUN_DIR/metrics.jsonl" setsid "${JOB_ARGV[@]}" >>"$LOG" 2>&1 &
 else
   RUN_ARGS=(run --rm --name "gpuplan-$RUN_ID-$NODE_RANK_" --network host --ipc host -v "$RUN_DIR:@RUN_DIR@")
   if [ -n "$WORKDIR" ]; then
