@@ -146,6 +146,11 @@ def test_an_interrupted_spot_run_resumes_from_its_checkpoint_and_trains_exactly_
     status = gpuplan("status", run_id, "--json")
     assert status.exit_code == 0, status.stderr
     assert status.json()["state"] == "running", status.json()
+    # The books say where the relaunch resumes and what was lost: the job saved on the notice, so nothing.
+    assert (status.json()["resumed"] or "").startswith(f"resumed from step {saved} (checkpoint of "), status.json()
+    assert "steps lost" not in status.json()["resumed"]
+    shown = gpuplan("status", run_id)
+    assert f"resumed from step {saved} (checkpoint of " in shown.stdout, shown.stdout
     second = instances(moto_server, run_id)[-1]
     assert second["InstanceId"] != first["InstanceId"]
 
