@@ -6,7 +6,7 @@ every node can reach on Slurm or this machine (`/shared/gpuplan`). Each run gets
 run id, so runs never read each other's checkpoints: `<storage>/<run id>/checkpoints/` holds what the job wrote to
 `$GPUPLAN_CHECKPOINT_DIR`, restored on every (re)launch (gpuplan.jobs.boot_checkpoints).
 
-Pure rules, no I/O: validation of the value, the run's URLs, and which storage fits which cloud.
+Rules, no I/O but the config file: validation of the value, the run's URLs, which storage fits which cloud.
 """
 
 from __future__ import annotations
@@ -14,6 +14,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from typing import Any
+
+from gpuplan.config import default_setting
+from gpuplan.errors import UserError
 
 CHECKPOINTS = "checkpoints"
 # s3://bucket[/prefix] and gs://bucket[/prefix]: bucket names are 3-63 lower-case letters, digits, dots and dashes
@@ -69,3 +72,17 @@ def node_storage_fields(options: Mapping[str, Any]) -> dict[str, Any]:
     seconds = options.get("checkpoint_sync_seconds")
     return {"checkpoint_url": options.get("checkpoint_url") or None,
             "checkpoint_sync_seconds": float(seconds) if seconds else None}
+
+
+def run_storage(spec: Any) -> str | None:
+    """The storage of a run of `spec` (a JobSpec; not imported: the spec imports this module): its own
+    `storage:`, else the config's `[defaults] storage`, else None."""
+    if spec.storage:
+        return spec.storage
+    default = default_setting("storage")
+    if default in (None, ""):
+        return None
+    try:
+        return check_storage(str(default))
+    except ValueError as exc:
+        raise UserError(f"[defaults] storage: {exc}") from exc

@@ -25,6 +25,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "budget": ("gpuplan.cli.commands.budget:budget",
                "Spending caps per month/week/total that launch and watch enforce."),
     "calibrate": ("gpuplan.cli.commands.calibrate:calibrate", "Show the MFU learned from finished runs."),
+    "checkpoints": ("gpuplan.cli.commands.checkpoints:checkpoints",
+                    "List (or download) the checkpoints a run kept in its storage."),
     "catalog": ("gpuplan.cli.commands.catalog:catalog", "Refresh the GPU price catalog from the clouds' price APIs."),
     "db": ("gpuplan.cli.commands.db:db", "Inspect and upgrade the gpuplan database."),
     "estimate": ("gpuplan.cli.commands.estimate:estimate_command", "Estimate FLOPs, memory, hours of a training job."),

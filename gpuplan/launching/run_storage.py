@@ -9,28 +9,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from gpuplan.config import default_setting
 from gpuplan.errors import UserError
-from gpuplan.jobs.storage import check_storage, checkpoint_url, run_storage_url, storage_misfit
+from gpuplan.jobs.storage import checkpoint_url, run_storage, run_storage_url, storage_misfit
 
 if TYPE_CHECKING:
     from gpuplan.jobs.spec import JobSpec
 
 # The cloud whose interruption notice a spot machine's boot script watches (gpuplan.jobs.boot_checkpoints).
 WATCH_BY_CLOUD = {"aws": "aws", "gcp": "gce"}
-
-
-def run_storage(spec: JobSpec) -> str | None:
-    """The storage of a run of `spec`: its own `storage:`, else the config's default, else None."""
-    if spec.storage:
-        return spec.storage
-    default = default_setting("storage")
-    if default in (None, ""):
-        return None
-    try:
-        return check_storage(str(default))
-    except ValueError as exc:
-        raise UserError(f"[defaults] storage: {exc}") from exc
 
 
 def check_run_storage(spec: JobSpec, cloud: str) -> None:

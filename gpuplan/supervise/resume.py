@@ -73,7 +73,7 @@ def resume_point(metrics: str | os.PathLike[str] | None) -> ResumePoint | None:
 def relaunch_resume(run: Any, spec: Any, provider: Any) -> ResumePoint | None:
     """Where the relaunch of `run` resumes. A cloud machine's checkpoints survive it only in the run's storage
     (gpuplan.launching.run_storage); without one the relaunch starts over, and all the work so far is lost."""
-    from gpuplan.launching.run_storage import run_storage
+    from gpuplan.jobs.storage import run_storage
 
     metrics = Path(run.run_dir) / METRICS_FILE if run.run_dir else None
     point = resume_point(metrics)

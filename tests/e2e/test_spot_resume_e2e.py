@@ -180,3 +180,15 @@ def test_an_interrupted_spot_run_resumes_from_its_checkpoint_and_trains_exactly_
     final = gpuplan("status", run_id, "--json")
     assert final.exit_code == 0, final.stderr
     assert (final.json()["state"], final.json()["exit_code"]) == ("succeeded", 0), final.json()
+
+    # The checkpoints outlive the run: listed and downloaded from the storage.
+    listed = gpuplan("checkpoints", run_id, "--json")
+    assert listed.exit_code == 0, listed.stderr
+    assert listed.json()["location"] == f"s3://{CHECKPOINTS}/runs/{run_id}/checkpoints"
+    assert [f["name"] for f in listed.json()["files"]] == ["tiny-gpt.pt"]
+    fetched = gpuplan("checkpoints", run_id, "--download", str(tmp_path / "dl"))
+    assert fetched.exit_code == 0, fetched.stderr
+    import torch
+
+    assert torch.load(tmp_path / "dl" / "tiny-gpt.pt", weights_only=True)["step"] == STEPS
+
