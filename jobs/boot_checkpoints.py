@@ -138,6 +138,21 @@ checkpoint_restore() {
   fi
 }
 
+fetch_code() {
+  # The job's folder, packed at launch (gpuplan.jobs.code_bundle), unpacked into $BASE_DIR/code.
+  local archive="$BASE_DIR/code.tar.gz"
+  rm -rf "$BASE_DIR/code" && mkdir -p "$BASE_DIR/code" || return 1
+  if ! storage_file "$CODE_URL" "$archive"; then
+    log "no code in the run's storage: the command runs without it"
+    return 1
+  fi
+  if ! tar -xzf "$archive" -C "$BASE_DIR/code" --no-same-owner; then
+    log "cannot unpack the job's code"
+    return 1
+  fi
+  log "unpacked the job's code"
+}
+
 interruption_notice() {
   # Prints the cloud's notice and succeeds once the machine is about to be interrupted; fails otherwise.
   local token body
@@ -214,5 +229,24 @@ if [ -n "$INTERRUPTION_WATCH" ]; then
     done
   ) &
   NOTICE_WATCHER=$!
+fi
+"""
+
+# Before the job starts (the runtime is known): the code, and where the command starts in it. A relative (or no)
+# workdir is inside the code: $BASE_DIR/code for a process, the mount /gpuplan/src in a container.
+CODE_STEP = r"""# --- the job's code, packed at launch
+CODE_MOUNT=()
+if [ -n "$CODE_URL" ] && fetch_code; then
+  case "$WORKDIR" in
+    /*) ;;
+    *)
+      if [ "$RUNTIME" = process ]; then
+        WORKDIR="$BASE_DIR/code${WORKDIR:+/$WORKDIR}"
+      else
+        WORKDIR="/gpuplan/src${WORKDIR:+/$WORKDIR}"
+      fi
+      ;;
+  esac
+  CODE_MOUNT=(-v "$BASE_DIR/code:/gpuplan/src")
 fi
 """

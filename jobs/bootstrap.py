@@ -39,9 +39,11 @@ from typing import Any
 from gpuplan.jobs.boot_checkpoints import (
     CHECKPOINT_FUNCTIONS,
     CHECKPOINT_STEP,
+    CODE_STEP,
     NOTICE_POLL_SECONDS,
     checkpoint_assignments,
 )
+from gpuplan.jobs.boot_gcs import GCS_FUNCTIONS
 from gpuplan.jobs.boot_identity import (
     IDENTITY_FUNCTIONS,
     IDENTITY_POLL_SECONDS,
@@ -110,6 +112,7 @@ class BootPlan:
     checkpoint_sync_seconds: float | None = None
     interruption_watch: str | None = None
     notice_poll_seconds: int = NOTICE_POLL_SECONDS
+    code_url: str | None = None  # the job's packed folder, unpacked before the command runs
 
 
 def q(value: object) -> str:
@@ -193,6 +196,7 @@ def render_boot_script(plan: BootPlan) -> str:
         _assign("IMDS_URL", (plan.imds_url or DEFAULT_IMDS_URL).rstrip("/")),
         *checkpoint_assignments(plan.checkpoint_url, plan.checkpoint_sync_seconds, plan.interruption_watch,
                                 plan.notice_poll_seconds),
+        _assign("CODE_URL", plan.code_url or ""),
         *(identity_assignments(plan.rank_tag, plan.master_tag, plan.identity_wait_seconds,
                                plan.identity_poll_seconds, rank_names) if from_tags else []),
         "",
@@ -201,7 +205,9 @@ def render_boot_script(plan: BootPlan) -> str:
         *(f"export {_assign(k, v)}" for k, v in exported.items()),
         *(f"export {_assign(k, v)}" for k, v in plan.secrets.items()),
         "",
-        _BODY.replace("@CHECKPOINT_FUNCTIONS@\n", CHECKPOINT_FUNCTIONS).replace("@CHECKPOINT_STEP@\n", CHECKPOINT_STEP)
+        _BODY.replace("@GCS_FUNCTIONS@", GCS_FUNCTIONS).replace("@CHECKPOINT_FUNCTIONS@\n", CHECKPOINT_FUNCTIONS)
+        .replace("@CHECKPOINT_STEP@\n", CHECKPOINT_STEP)
+        .replace("@CODE_STEP@\n", CODE_STEP)
         .replace("@SHIP_INTERVAL@", str(SHIP_INTERVAL_SECONDS)).replace("@RUN_DIR@", CONTAINER_RUN_DIR)
         .replace("@IDENTITY_FUNCTIONS@\n", IDENTITY_FUNCTIONS + "\n" if from_tags else "")
         .replace("@IDENTITY_STEP@", IDENTITY_STEP if from_tags else ""),
@@ -225,7 +231,7 @@ def boot_plan_for(launch: NodeLaunch, *, secrets: Mapping[str, str], storage_url
                     guest_attributes=guest_attributes, gcs_endpoint=gcs_endpoint, secret_store=secret_store,
                     secretmanager_endpoint=secretmanager_endpoint, rank_tag=rank_tag, master_tag=master_tag,
                     checkpoint_url=launch.checkpoint_url, checkpoint_sync_seconds=launch.checkpoint_sync_seconds,
-                    interruption_watch=interruption_watch)
+                    interruption_watch=interruption_watch, code_url=launch.code_url)
 
 
 def boot_script_for_request(request: Any, node_rank: int, *, storage_url: str | None = None,
@@ -287,55 +293,7 @@ ship() {
   done
 }
 
-gcs_token() {
-  # GCP: an OAuth access token of the VM's service account, from the metadata server. It lives only in shell
-  # variables: never in a file, a log line or a command line (curl gets it on stdin).
-  local body
-  body=$(curl -fsS -m 10 -H 'Metadata-Flavor: Google' \
-    "$METADATA_URL/instance/service-accounts/default/token" 2>/dev/null) || return 1
-  case "$body" in
-    *'"access_token"'*) ;;
-    *) return 1 ;;
-  esac
-  body=${body#*\"access_token\"}
-  body=${body#*\"}
-  body=${body%%\"*}
-  [ -n "$body" ] || return 1
-  printf '%s' "$body"
-}
-
-urlencode() {
-  # Percent-encode one URL component, byte by byte (LC_ALL=C), so an object name is never read as a path.
-  local LC_ALL=C s=$1 out='' c i
-  for ((i = 0; i < ${#s}; i++)); do
-    c=${s:i:1}
-    case "$c" in
-      [A-Za-z0-9._~-]) out+=$c ;;
-      *) printf -v c '%%%02X' "'$c"; out+=$c ;;
-    esac
-  done
-  printf '%s' "$out"
-}
-
-gcs_upload() {
-  # One file to gs://BUCKET/PREFIX/NAME through the GCS JSON API's media upload (no gsutil/gcloud needed).
-  local file=$1 name=$2 token=$3 rest bucket object type=text/plain
-  rest=${STORAGE_URL#gs://}
-  bucket=${rest%%/*}
-  object=${rest#"$bucket"}
-  object=${object#/}
-  object=${object%/}
-  object=${object:+$object/}$name
-  case "$name" in
-    *.jsonl) type=application/x-ndjson ;;
-    *.json) type=application/json ;;
-    *) ;;
-  esac
-  printf 'Authorization: Bearer %s\n' "$token" | curl -fsS -m 120 --retry 3 -o /dev/null -X POST -H @- \
-    -H "Content-Type: $type" --data-binary "@$file" \
-    "$GCS_ENDPOINT/upload/storage/v1/b/$(urlencode "$bucket")/o?uploadType=media&name=$(urlencode "$object")"
-}
-
+@GCS_FUNCTIONS@
 guest_attribute() {
   # GCP: publish KEY=VALUE under guest-attributes/gpuplan/ (read back with instances.getGuestAttributes).
   [ "$GUEST_ATTRIBUTES" = 1 ] || return 0
@@ -558,6 +516,7 @@ if [ "$EXPECTED_GPUS" -gt 0 ]; then
   log "GPUs: $FOUND_GPUS"
 fi
 
+@CODE_STEP@
 # --- run the job
 if [ "$RUNTIME" = process ]; then
   if [ -n "$WORKDIR" ]; then
@@ -572,7 +531,8 @@ if [ "$RUNTIME" = process ]; then
   # Its own process group (setsid execs in place: the pid stays the job's), so a stop reaches all of it.
   GPUPLAN_RUN_DIR="$RUN_DIR" GPUPLAN_METRICS="$RUN_DIR/metrics.jsonl" setsid "${JOB_ARGV[@]}" >>"$LOG" 2>&1 &
 else
-  RUN_ARGS=(run --rm --name "gpuplan-$RUN_ID-$NODE_RANK_" --network host --ipc host -v "$RUN_DIR:@RUN_DIR@")
+  RUN_ARGS=(run --rm --name "gpuplan-$RUN_ID-$NODE_RANK_" --network host --ipc host -v "$RUN_DIR:@RUN_DIR@"
+    "${CODE_MOUNT[@]}")
   if [ -n "$WORKDIR" ]; then
     RUN_ARGS+=(-w "$WORKDIR")
   fi

@@ -68,6 +68,7 @@ class NodeLaunch:
     # The run's durable checkpoint storage (gpuplan.jobs.storage) and how often to copy there, in seconds.
     checkpoint_url: str | None = None
     checkpoint_sync_seconds: float | None = None
+    code_url: str | None = None  # the job's folder packed in the run's storage (gpuplan.jobs.code_bundle)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)

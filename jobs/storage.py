@@ -19,6 +19,7 @@ from gpuplan.config import default_setting
 from gpuplan.errors import UserError
 
 CHECKPOINTS = "checkpoints"
+CODE_BUNDLE = "code.tar.gz"
 # s3://bucket[/prefix] and gs://bucket[/prefix]: bucket names are 3-63 lower-case letters, digits, dots and dashes
 # (https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html,
 # https://cloud.google.com/storage/docs/buckets#naming); prefixes stay to safe object-name characters here.
@@ -52,6 +53,11 @@ def run_storage_url(storage: str, run_id: str) -> str:
     return f"{storage.rstrip('/')}/{run_id}"
 
 
+def code_url(storage: str, run_id: str) -> str:
+    """Where the run's packed folder goes (gpuplan.jobs.code_bundle)."""
+    return f"{run_storage_url(storage, run_id)}/{CODE_BUNDLE}"
+
+
 def checkpoint_url(storage: str, run_id: str) -> str:
     """Where the run's checkpoints live in the storage."""
     return f"{run_storage_url(storage, run_id)}/{CHECKPOINTS}"
@@ -71,7 +77,8 @@ def node_storage_fields(options: Mapping[str, Any]) -> dict[str, Any]:
     """The NodeLaunch fields a provider copies from its LaunchRequest's options (set by the launch sequence)."""
     seconds = options.get("checkpoint_sync_seconds")
     return {"checkpoint_url": options.get("checkpoint_url") or None,
-            "checkpoint_sync_seconds": float(seconds) if seconds else None}
+            "checkpoint_sync_seconds": float(seconds) if seconds else None,
+            "code_url": options.get("code_url") or None}
 
 
 def run_storage(spec: Any) -> str | None:

@@ -15,6 +15,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from gpuplan.providers.base import ProviderError
 
@@ -83,7 +84,26 @@ def download(url: str, name: str, dest: Path, region: str | None = None) -> Path
     return target
 
 
-def _s3(region: str | None) -> object:
+def upload(source: Path, url: str, region: str | None = None) -> None:
+    """Put the local file `source` at `url` (an object URL, or a file path for a folder storage)."""
+    try:
+        if url.startswith("s3://"):
+            bucket, key = url.removeprefix("s3://").split("/", 1)
+            _s3(region).upload_file(str(source), bucket, key)
+        elif url.startswith("gs://"):
+            bucket, key = url.removeprefix("gs://").split("/", 1)
+            _gcs().bucket(bucket).blob(key).upload_from_filename(str(source))
+        else:
+            target = Path(url)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+            tmp.write_bytes(source.read_bytes())
+            os.replace(tmp, target)
+    except Exception as exc:
+        raise ProviderError(f"cannot upload to {url}: {exc}") from exc
+
+
+def _s3(region: str | None) -> Any:
     import boto3
 
     return boto3.client("s3", region_name=region)
@@ -91,7 +111,7 @@ def _s3(region: str | None) -> object:
 
 def _s3_list(url: str, region: str | None) -> Iterator[StoredFile]:
     bucket, prefix = _split(url)
-    paginator = _s3(region).get_paginator("list_objects_v2")  # type: ignore[attr-defined]
+    paginator = _s3(region).get_paginator("list_objects_v2")
     for page in paginator.paginate(Bucket=bucket, Prefix=prefix):
         for obj in page.get("Contents", []):
             name = safe_name(str(obj["Key"])[len(prefix):])
@@ -99,7 +119,7 @@ def _s3_list(url: str, region: str | None) -> Iterator[StoredFile]:
                 yield StoredFile(name, int(obj.get("Size", 0)), obj.get("LastModified"))
 
 
-def _gcs() -> object:
+def _gcs() -> Any:
     from google.auth.credentials import AnonymousCredentials
     from google.cloud import storage
 
@@ -112,7 +132,7 @@ def _gcs() -> object:
 
 def _gcs_list(url: str) -> Iterator[StoredFile]:
     bucket, prefix = _split(url)
-    for blob in _gcs().list_blobs(bucket, prefix=prefix):  # type: ignore[attr-defined]
+    for blob in _gcs().list_blobs(bucket, prefix=prefix):
         name = safe_name(str(blob.name)[len(prefix):])
         if name is not None:
             yield StoredFile(name, int(blob.size or 0), blob.updated)

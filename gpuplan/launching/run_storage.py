@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from gpuplan.errors import UserError
-from gpuplan.jobs.storage import checkpoint_url, run_storage, run_storage_url, storage_misfit
+from gpuplan.jobs.storage import checkpoint_url, code_url, run_storage, run_storage_url, storage_misfit
 
 if TYPE_CHECKING:
     from gpuplan.jobs.spec import JobSpec
@@ -35,5 +35,6 @@ def storage_options(spec: JobSpec, run_id: str, cloud: str, spot: bool) -> dict[
         "run_storage_url": run_storage_url(storage, run_id) if storage else None,
         "checkpoint_url": checkpoint_url(storage, run_id) if storage and spec.checkpoint else None,
         "checkpoint_sync_seconds": float(interval) * 3600 if interval else None,
+        "code_url": code_url(storage, run_id) if storage else None,
         "interruption_watch": WATCH_BY_CLOUD.get(cloud) if spot else None,
     }

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
+from gpuplan.launching.code_upload import ship_code
 from gpuplan.launching.failover import AttemptCallback, Placement
 from gpuplan.launching.launch_plan import placements_for_launch, record_launch_plan
 from gpuplan.launching.offer import LaunchPlan
@@ -131,6 +132,7 @@ def launch_recorded_run(store: Store, run_id: str, plan: LaunchPlan, provider: P
                          **{("why" if k == "message" else k): v for k, v in attempt.as_dict().items()})
 
     try:
+        ship_code(plan, request, provider)
         instances = start_and_record(store, run_id, provider, request, default_price=plan.offer.price_per_hour,
                                      on_attempt=on_attempt, placements=placed.placements, failsafe=placed)
     except ProviderError as exc:

@@ -7,7 +7,8 @@ stands in for the machine's surroundings: the metadata service's link-local addr
 fresh folder per machine), its GPU (the job trains on CPU), no power-off (the test plays EC2 and terminates the
 instance itself).
 
-1. `gpuplan launch` a spot tiny-GPT job with `storage: s3://.../runs` and a checkpoint dir.
+1. `gpuplan launch` a spot tiny-GPT job (`python tiny_gpt.py` next to its spec) with `storage: s3://.../runs`
+   and a checkpoint dir: its folder is packed (without what .gitignore excludes) into the run's storage.
 2. Machine 1 runs the user data; mid-run the fake IMDS announces the interruption: the boot script SIGTERMs the
    job, which saves its step, and copies the checkpoint and the metrics to S3; EC2 (the test) then terminates the
    instance with the spot reason.
@@ -19,10 +20,12 @@ The steps of both machines add up to the requested steps, and the loss curve con
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 from typing import Any
@@ -45,7 +48,7 @@ CHECKPOINTS = "gpuplan-ckpts"
 JOB = f"""\
 name: tiny-gpt-spot
 runtime: process
-command: python {ROOT / 'examples' / 'tiny_gpt.py'} --steps {STEPS} --batch 8 --seq-len 32 --checkpoint-every 1000
+command: python tiny_gpt.py --steps {STEPS} --batch 8 --seq-len 32 --checkpoint-every 1000
 env: {{OMP_NUM_THREADS: "1"}}
 resources:
   gpu: A10G:1
@@ -112,7 +115,13 @@ def test_an_interrupted_spot_run_resumes_from_its_checkpoint_and_trains_exactly_
         client(moto_server, "s3").create_bucket(Bucket=bucket)
     monkeypatch.setenv("GPUPLAN_AWS_BUCKET", OUTPUTS)
     monkeypatch.setenv("GPUPLAN_AWS_INSTANCE_PROFILE", create_instance_profile(client(moto_server, "iam")))
-    job = tmp_path / "job.yaml"
+    folder = tmp_path / "job"
+    folder.mkdir()
+    (folder / "tiny_gpt.py").write_text((ROOT / "examples" / "tiny_gpt.py").read_text())
+    (folder / ".gitignore").write_text("*.pt\ndata/\n")
+    (folder / "data").mkdir()
+    (folder / "data" / "big.bin").write_bytes(b"0" * 1000)  # ignored: never shipped
+    job = folder / "job.yaml"
     job.write_text(JOB)
     launched = gpuplan("launch", str(job), "--provider", "aws", "-y", "--detach", "--json")
     assert launched.exit_code == 0, launched.stderr
@@ -121,6 +130,9 @@ def test_an_interrupted_spot_run_resumes_from_its_checkpoint_and_trains_exactly_
     user_data = user_data_of(client(moto_server, "ec2"), first["InstanceId"])
     assert f"CKPT_URL=s3://{CHECKPOINTS}/runs/{run_id}/checkpoints" in user_data
     assert "INTERRUPTION_WATCH=aws" in user_data
+    code = client(moto_server, "s3").get_object(Bucket=CHECKPOINTS, Key=f"runs/{run_id}/code.tar.gz")["Body"].read()
+    with tarfile.open(fileobj=io.BytesIO(code)) as tar:
+        assert sorted(tar.getnames()) == [".gitignore", "job.yaml", "tiny_gpt.py"]
 
     # Machine 1: trains until the interruption notice, saves, copies the checkpoint, ends.
     with serve_interruption_metadata() as metadata:
@@ -163,7 +175,7 @@ def test_an_interrupted_spot_run_resumes_from_its_checkpoint_and_trains_exactly_
             if machine.poll() is None:
                 os.killpg(machine.pid, 9)
     log2 = (tmp_path / "machine-2" / "run" / "job.log").read_text()
-    assert "restored checkpoints from the run's storage" in log2
+    assert "restored checkpoints from the run's storage" in log2 and "unpacked the job's code" in log2
     assert f"at step {saved}" in log2 and f"({STEPS - saved} steps this run)" in log2, log2
     assert f"({saved} steps this run)" in log1  # saved + (STEPS - saved): exactly the requested steps
 

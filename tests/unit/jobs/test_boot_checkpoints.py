@@ -129,3 +129,19 @@ def test_checkpoints_are_copied_every_interval_so_a_killed_machine_loses_at_most
     proc.wait(timeout=10)
     assert not (storage / "r-ckpt" / "node-0" / "exit.json").exists()
     assert int(stored.read_text()) >= 3
+
+
+def test_the_jobs_code_is_unpacked_and_a_relative_workdir_is_inside_it(tmp_path: Path) -> None:
+    from gpuplan.jobs.code_bundle import bundle
+
+    src = tmp_path / "src"
+    (src / "sub").mkdir(parents=True)
+    (src / "sub" / "hello.sh").write_text('echo "hello from $(pwd)" > "$GPUPLAN_RUN_DIR/out.txt"\n')
+    storage = tmp_path / "shared" / "r-code"
+    storage.mkdir(parents=True)
+    bundle(src, storage / "code.tar.gz")
+    base = tmp_path / "m1"
+    proc = run_script(BootPlan(run_id="r-code", name="n", argv=["/bin/sh", "-c", "sh hello.sh"], base_dir=str(base),
+                               poweroff=False, workdir="sub", code_url=str(storage / "code.tar.gz")), tmp_path)
+    assert proc.wait(timeout=60) == 0, (base / "boot.log").read_text()
+    assert (base / "run" / "out.txt").read_text().strip() == f"hello from {base / 'code' / 'sub'}"
