@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpuplan.jobs.local_sync import CheckpointSync, is_folder
 from gpuplan.paths import make_private_dir
 
 LAUNCH_FILE = "launch.json"
@@ -299,8 +300,20 @@ class NodeRunner:
         if self.child is not None and self.child.poll() is None:
             self.child.kill()
 
+    def checkpoint_sync(self) -> CheckpointSync | None:
+        """Rank 0's copies to and from a folder storage (gpuplan.jobs.local_sync), when the run has one."""
+        launch = self.launch
+        folder = job_environment(launch, run_dir=launch.run_dir).get("GPUPLAN_CHECKPOINT_DIR")
+        if launch.node_rank != 0 or not folder or not is_folder(launch.checkpoint_url):
+            return None
+        return CheckpointSync(Path(folder), Path(str(launch.checkpoint_url)), launch.checkpoint_sync_seconds)
+
     def run(self) -> int:
         """Run the job and record how it ended; returns its exit code."""
+        sync = self.checkpoint_sync()
+        if sync is not None:
+            self.log(f"restored {sync.restore()} checkpoint file(s) from {sync.storage}")
+            sync.start()
         try:
             child = self.start()
         except (OSError, RuntimeError) as exc:
@@ -316,6 +329,8 @@ class NodeRunner:
             timer.start()
         code = child.wait()
         self.log(f"job exited with code {code}")
+        if sync is not None:
+            self.log(f"copied {sync.stop()} checkpoint file(s) to {sync.storage}")
         write_atomic(self.node_dir / EXIT_FILE, json.dumps(
             {"exit_code": code, "ended_at": _now(), "reason": self.reason, "runtime": self.runtime}))
         return code

@@ -137,8 +137,11 @@ def instance_body(provider: VmSettings, request: LaunchRequest, zone: str, name:
     if acc and count and not has_fixed_gpus(machine_type):
         instance.guest_accelerators = [compute_v1.AcceleratorConfig(
             accelerator_type=f"zones/{zone}/acceleratorTypes/{acc}", accelerator_count=count)]
+    # The run's own gs:// storage (checkpoints, code) needs the same storage scope as the outputs bucket.
+    storage = str(request.options.get("run_storage_url") or "")
+    bucket = provider.bucket or (storage.removeprefix("gs://").split("/")[0] if storage.startswith("gs://") else None)
     account = vm_service_account(option(request, "service_account", provider.service_account), provider.scopes,
-                                 provider.bucket, secrets=bool(request.secrets))
+                                 bucket, secrets=bool(request.secrets))
     if account:
         instance.service_accounts = [compute_v1.ServiceAccount(email=account[0], scopes=account[1])]
         if account[0] == "default" and rank == 0:
