@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -32,11 +33,13 @@ from typing import Any
 
 import pytest
 
+from gpuplan.providers.aws import iam as aws_iam
 from gpuplan.providers.base import TAG_RUN_ID
 
 from support.awsmoto import MotoServer, create_instance_profile, spot_interrupt, user_data_of
 from support.clihelp import Result, run_subprocess
 from support.fakes.interruption_metadata import ServedMetadata, serve_interruption_metadata
+from support.s3_policy import S3Request, allowed, requests_in_log
 
 pytestmark = pytest.mark.slow
 
@@ -109,8 +112,16 @@ def wait_for(what: str, condition: Any, timeout: float = 120.0) -> None:
         time.sleep(0.2)
 
 
+def machine_requests(caplog: pytest.LogCaptureFixture, since: int) -> list[S3Request]:
+    """The S3 requests moto served (its access log) from record `since` on, to the run's two buckets."""
+    return requests_in_log([r.getMessage() for r in caplog.records[since:]], {OUTPUTS, CHECKPOINTS})
+
+
 def test_an_interrupted_spot_run_resumes_from_its_checkpoint_and_trains_exactly_its_steps(
-        moto_server: MotoServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        moto_server: MotoServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="werkzeug")
+    machines_made: list[S3Request] = []
     for bucket in (OUTPUTS, CHECKPOINTS):
         client(moto_server, "s3").create_bucket(Bucket=bucket)
     monkeypatch.setenv("GPUPLAN_AWS_BUCKET", OUTPUTS)
@@ -136,6 +147,7 @@ def test_an_interrupted_spot_run_resumes_from_its_checkpoint_and_trains_exactly_
 
     # Machine 1: trains until the interruption notice, saves, copies the checkpoint, ends.
     with serve_interruption_metadata() as metadata:
+        since = len(caplog.records)
         machine = boot(moto_server, first["InstanceId"], tmp_path / "machine-1", metadata)
         try:
             wait_for("30 steps on machine 1", lambda: any(
@@ -145,6 +157,7 @@ def test_an_interrupted_spot_run_resumes_from_its_checkpoint_and_trains_exactly_
         finally:
             if machine.poll() is None:
                 os.killpg(machine.pid, 9)
+        machines_made += machine_requests(caplog, since)
     log1 = (tmp_path / "machine-1" / "run" / "job.log").read_text()
     assert "interruption notice from the cloud (terminate)" in log1 and "checkpoints copied" in log1, log1
     saved = int(log1.split("stopped by signal 15 at step ")[1].split(":")[0])
@@ -168,12 +181,14 @@ def test_an_interrupted_spot_run_resumes_from_its_checkpoint_and_trains_exactly_
 
     # Machine 2: a fresh disk; restores from S3 and trains the rest.
     with serve_interruption_metadata() as metadata:
+        since = len(caplog.records)
         machine = boot(moto_server, second["InstanceId"], tmp_path / "machine-2", metadata)
         try:
             assert machine.wait(timeout=300) == 0, (tmp_path / "machine-2" / "run" / "job.log").read_text()
         finally:
             if machine.poll() is None:
                 os.killpg(machine.pid, 9)
+        machines_made += machine_requests(caplog, since)
     log2 = (tmp_path / "machine-2" / "run" / "job.log").read_text()
     assert "restored checkpoints from the run's storage" in log2 and "unpacked the job's code" in log2
     assert f"at step {saved}" in log2 and f"({STEPS - saved} steps this run)" in log2, log2
@@ -187,6 +202,11 @@ def test_an_interrupted_spot_run_resumes_from_its_checkpoint_and_trains_exactly_
     before = next(m["loss"] for m in curve if m["step"] == saved)
     after = next(m["loss"] for m in curve if m["step"] > saved)
     assert after < before + 0.5 and after < curve[0]["loss"] - 1.0, curve
+
+    # moto let every request through; the role gpuplan creates (least privilege) must have allowed each too.
+    role = aws_iam.instance_policy(OUTPUTS, storage=f"s3://{CHECKPOINTS}/runs")
+    assert {r.action for r in machines_made} >= {"s3:ListBucket", "s3:GetObject", "s3:PutObject"}
+    assert [r for r in machines_made if not allowed(role, r)] == []
 
     client(moto_server, "ec2").terminate_instances(InstanceIds=[second["InstanceId"]])  # its power-off
     final = gpuplan("status", run_id, "--json")

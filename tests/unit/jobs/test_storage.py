@@ -46,3 +46,17 @@ def test_the_aws_role_may_touch_only_the_storage_prefix() -> None:
     assert "copying checkpoints to and from s3://ckpt-bucket/team/runs" in aws_iam.needed_for(
         secrets=False, bucket=None, storage="s3://ckpt-bucket/team/runs")
     assert aws_iam.needed_for(secrets=False, bucket=None, storage="/shared") == ()
+
+
+def test_the_strict_s3_check_denies_what_the_role_does_not_allow() -> None:
+    from support.s3_policy import allowed, s3_request
+
+    role = aws_iam.instance_policy("out", storage="s3://ckpt-bucket/team/runs")
+    assert allowed(role, s3_request("GET", "/ckpt-bucket?list-type=2&prefix=team/runs/r-1/checkpoints/"))
+    assert allowed(role, s3_request("PUT", "/ckpt-bucket/team/runs/r-1/checkpoints/m.pt"))
+    assert allowed(role, s3_request("HEAD", "/ckpt-bucket/team/runs/r-1/code.tar.gz"))
+    assert allowed(role, s3_request("PUT", "/out/gpuplan/r-1/node-0/job.log"))
+    assert not allowed(role, s3_request("GET", "/ckpt-bucket?list-type=2&prefix=other/"))
+    assert not allowed(role, s3_request("GET", "/ckpt-bucket/other/secret"))
+    assert not allowed(role, s3_request("GET", "/out/gpuplan/r-1/node-0/job.log"))  # outputs: write only
+    assert not allowed(role, s3_request("DELETE", "/ckpt-bucket/team/runs/r-1/checkpoints/m.pt"))
