@@ -88,6 +88,21 @@ def relaunch_resume(run: Any, spec: Any, provider: Any) -> ResumePoint | None:
                        lost_seconds=round(max(times) - min(times), 3) if times else 0.0)
 
 
+def interruption_notice(run: Any) -> dict[str, Any] | None:
+    """The interruption notice a node's boot script recorded and shipped (node-<rank>/interruption.json)."""
+    if not run.run_dir:
+        return None
+    for rank in range(max(int(run.nodes or 1), 1)):
+        try:
+            notice = json.loads((Path(run.run_dir) / f"node-{rank}" / "interruption.json").read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(notice, dict):
+            return {"node_rank": rank, **{k: str(v) for k, v in notice.items() if k in ("cloud", "action",
+                                                                                        "noticed_at")}}
+    return None
+
+
 def resume_words(point: ResumePoint | None) -> str:
     """The relaunch event's words about it."""
     if point is None:

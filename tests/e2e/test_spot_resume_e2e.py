@@ -24,6 +24,7 @@ import io
 import json
 import logging
 import os
+import sqlite3
 import subprocess
 import sys
 import tarfile
@@ -112,6 +113,14 @@ def wait_for(what: str, condition: Any, timeout: float = 120.0) -> None:
         time.sleep(0.2)
 
 
+def relaunch_events(run_id: str) -> list[dict[str, Any]]:
+    """The data of the run's `relaunch` events, read from the books (the CLI's database)."""
+    path = os.environ["GPUPLAN_DB"].removeprefix("sqlite:///")
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute("SELECT data_json FROM events WHERE run_id = ? AND kind = 'relaunch'", (run_id,))
+        return [json.loads(text) for (text,) in rows]
+
+
 def machine_requests(caplog: pytest.LogCaptureFixture, since: int) -> list[S3Request]:
     """The S3 requests moto served (its access log) from record `since` on, to the run's two buckets."""
     return requests_in_log([r.getMessage() for r in caplog.records[since:]], {OUTPUTS, CHECKPOINTS})
@@ -176,6 +185,9 @@ def test_an_interrupted_spot_run_resumes_from_its_checkpoint_and_trains_exactly_
     assert "steps lost" not in status.json()["resumed"]
     shown = gpuplan("status", run_id)
     assert f"resumed from step {saved} (checkpoint of " in shown.stdout, shown.stdout
+    [relaunch] = relaunch_events(run_id)
+    assert (relaunch["resumed_from_step"], relaunch["lost_steps"]) == (saved, 0), relaunch
+    assert relaunch["notice"]["action"] == "terminate" and relaunch["notice"]["cloud"] == "aws", relaunch
     second = instances(moto_server, run_id)[-1]
     assert second["InstanceId"] != first["InstanceId"]
 
