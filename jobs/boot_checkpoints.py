@@ -78,11 +78,7 @@ storage_copy() {
   case "$from$to" in
     *s3://*) aws s3 sync --only-show-errors --no-progress "$from" "$to" ;;
     *gs://*)
-      if command -v gcloud >/dev/null 2>&1; then
-        gcloud storage rsync --recursive --quiet "$from" "$to"
-      else
-        gsutil -m -q rsync -r "$from" "$to"
-      fi
+@GS_SYNC@
       ;;
     *)
       [ -d "$from" ] || return 0
@@ -95,7 +91,9 @@ storage_file() {
   # One file to or from the run's storage ($1 -> $2); fails quietly when there is none.
   case "$1$2" in
     *s3://*) aws s3 cp --only-show-errors "$1" "$2" >/dev/null 2>&1 ;;
-    *gs://*) gcloud storage cp --quiet "$1" "$2" >/dev/null 2>&1 ;;
+    *gs://*)
+@GS_COPY@
+      ;;
     *)
       [ -f "$1" ] || return 1
       mkdir -p "$(dirname "$2")" && cp -p "$1" "$2.tmp" && mv -f "$2.tmp" "$2"
@@ -196,6 +194,23 @@ on_interruption() {
   ship
 }
 """
+
+# gs:// copies need the Cloud SDK (on Google's Deep Learning VM images); a script whose run has no gs:// storage
+# carries none of it (its outputs go to GCS with curl alone: gpuplan.jobs.boot_gcs).
+_GS_SYNC = r"""      if command -v gcloud >/dev/null 2>&1; then
+        gcloud storage rsync --recursive --quiet "$from" "$to"
+      else
+        gsutil -m -q rsync -r "$from" "$to"
+      fi"""
+_GS_COPY = r"""      gcloud storage cp --quiet "$1" "$2" >/dev/null 2>&1"""
+_NO_GS = r"""      return 1"""
+
+
+def checkpoint_functions(gs: bool) -> str:
+    """CHECKPOINT_FUNCTIONS, with the Cloud SDK calls only for a run whose storage is gs://."""
+    return CHECKPOINT_FUNCTIONS.replace("@GS_SYNC@", _GS_SYNC if gs else _NO_GS).replace(
+        "@GS_COPY@", _GS_COPY if gs else _NO_GS)
+
 
 # The steps in the script's flow (after the shipper starts; before the job starts).
 CHECKPOINT_STEP = r"""# --- checkpoints: restored before the job, copied every CKPT_SYNC_SECONDS; the notice watch

@@ -37,11 +37,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuplan.jobs.boot_checkpoints import (
-    CHECKPOINT_FUNCTIONS,
     CHECKPOINT_STEP,
     CODE_STEP,
     NOTICE_POLL_SECONDS,
     checkpoint_assignments,
+    checkpoint_functions,
 )
 from gpuplan.jobs.boot_gcs import GCS_FUNCTIONS
 from gpuplan.jobs.boot_identity import (
@@ -205,7 +205,8 @@ def render_boot_script(plan: BootPlan) -> str:
         *(f"export {_assign(k, v)}" for k, v in exported.items()),
         *(f"export {_assign(k, v)}" for k, v in plan.secrets.items()),
         "",
-        _BODY.replace("@GCS_FUNCTIONS@", GCS_FUNCTIONS).replace("@CHECKPOINT_FUNCTIONS@\n", CHECKPOINT_FUNCTIONS)
+        _BODY.replace("@GCS_FUNCTIONS@", GCS_FUNCTIONS).replace("@CHECKPOINT_FUNCTIONS@\n", checkpoint_functions(
+            any(str(u or "").startswith("gs://") for u in (plan.checkpoint_url, plan.code_url))))
         .replace("@CHECKPOINT_STEP@\n", CHECKPOINT_STEP)
         .replace("@CODE_STEP@\n", CODE_STEP)
         .replace("@SHIP_INTERVAL@", str(SHIP_INTERVAL_SECONDS)).replace("@RUN_DIR@", CONTAINER_RUN_DIR)

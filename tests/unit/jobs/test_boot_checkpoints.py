@@ -145,3 +145,18 @@ def test_the_jobs_code_is_unpacked_and_a_relative_workdir_is_inside_it(tmp_path:
                                poweroff=False, workdir="sub", code_url=str(storage / "code.tar.gz")), tmp_path)
     assert proc.wait(timeout=60) == 0, (base / "boot.log").read_text()
     assert (base / "run" / "out.txt").read_text().strip() == f"hello from {base / 'code' / 'sub'}"
+
+
+def test_only_a_run_with_gs_storage_carries_the_cloud_sdk_calls(tmp_path: Path) -> None:
+    import shutil
+
+    common = {"run_id": "r-gs", "name": "n", "argv": ["true"], "checkpoint_dir": "ck", "interruption_watch": "gce"}
+    plain = render_boot_script(BootPlan(**common, checkpoint_url="/shared/r-gs/checkpoints"))
+    with_gs = render_boot_script(BootPlan(**common, checkpoint_url="gs://bkt/runs/r-gs/checkpoints",
+                                          code_url="gs://bkt/runs/r-gs/code.tar.gz"))
+    assert "gcloud storage" not in plain and "gsutil -m" not in plain
+    assert 'gcloud storage rsync --recursive --quiet "$from" "$to"' in with_gs
+    if shutil.which("shellcheck"):
+        for script in (plain, with_gs):
+            proc = subprocess.run(["shellcheck", "-s", "bash", "-"], input=script, capture_output=True, text=True)
+            assert proc.returncode == 0, proc.stdout

@@ -26,7 +26,8 @@ def test_the_spec_storage_wins_and_names_the_run(tmp_path: Path, monkeypatch: py
     options = storage_options(spec, "r-1", "aws", spot=True)
     assert options == {"run_storage_url": "s3://mine-bkt/runs/r-1",
                        "checkpoint_url": "s3://mine-bkt/runs/r-1/checkpoints",
-                       "checkpoint_sync_seconds": pytest.approx(600.0), "interruption_watch": "aws"}
+                       "checkpoint_sync_seconds": pytest.approx(600.0), "interruption_watch": "aws",
+                       "code_url": "s3://mine-bkt/runs/r-1/code.tar.gz"}
 
 
 def test_the_config_default_is_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
