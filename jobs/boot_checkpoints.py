@@ -192,6 +192,19 @@ on_interruption() {
   log "interruption notice from the cloud ($action): asking the job to save its checkpoint and stop"
   stop_job
   ship
+  # A job that does not stop in time (it ignores SIGTERM, or saves slowly) still gets what it has saved copied
+  # before the cloud takes the machine: AWS gives two minutes, GCE about thirty seconds.
+  local pid waited=0 budget=60
+  [ "$INTERRUPTION_WATCH" = gce ] && budget=15
+  pid=$(cat "$RUN_DIR/job.pid" 2>/dev/null || true)
+  while [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && [ "$waited" -lt "$budget" ]; do
+    sleep 1
+    waited=$((waited + 1))
+  done
+  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+    log "the job is still running $budget s after the notice: copying the checkpoints it has"
+    checkpoint_push
+  fi
 }
 """
 

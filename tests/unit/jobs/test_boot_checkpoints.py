@@ -160,3 +160,24 @@ def test_only_a_run_with_gs_storage_carries_the_cloud_sdk_calls(tmp_path: Path) 
         for script in (plain, with_gs):
             proc = subprocess.run(["shellcheck", "-s", "bash", "-"], input=script, capture_output=True, text=True)
             assert proc.returncode == 0, proc.stdout
+
+
+def test_a_job_that_ignores_the_notice_still_gets_its_checkpoints_copied_before_the_machine_goes(
+        tmp_path: Path) -> None:
+    storage = tmp_path / "shared"
+    machine = tmp_path / "m1"
+    job = ["/bin/bash", "-c", 'trap "" TERM; mkdir -p "$GPUPLAN_CHECKPOINT_DIR"; i=0; while :; do i=$((i + 1)); '
+           'echo "$i" > "$GPUPLAN_CHECKPOINT_DIR/step"; sleep 0.2; done']
+    with serve_interruption_metadata() as metadata:
+        proc = run_script(plan(machine, storage, 0, argv=job, checkpoint_sync_seconds=3600, interruption_watch="gce",
+                               notice_poll_seconds=1, metadata_url=metadata.metadata_url), tmp_path)
+        try:
+            wait_for(lambda: (machine / "run" / "ckpt" / "step").exists())
+            metadata.state.announce()
+            stored = storage / "r-ckpt" / "checkpoints" / "step"
+            wait_for(stored.exists, timeout=40)  # the GCE budget is 15 s after the notice
+            assert int(stored.read_text()) > 0
+            assert "still running 15 s after the notice" in (machine / "run" / "job.log").read_text()
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)  # the cloud takes the machine
+            proc.wait(timeout=10)
