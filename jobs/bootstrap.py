@@ -26,6 +26,11 @@ readable through the Compute API without any bucket or IAM.
 
 A node may also learn its rank and the master's address at boot from instance tags (`rank_tag`/`master_tag`, AWS
 multi-node): gpuplan.jobs.boot_identity.
+
+With the run's durable storage (`checkpoint_url`, `code_url`: gpuplan.jobs.storage) the script also unpacks the
+job's code before the command, restores the checkpoints, copies them back every `checkpoint_sync_seconds` and at
+the end, and watches the cloud's interruption notice (`interruption_watch`): gpuplan.jobs.boot_checkpoints. A
+process job leads its own process group (setsid), so a stop or a notice reaches the program `sh -c` started.
 """
 
 from __future__ import annotations
