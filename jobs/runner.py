@@ -22,7 +22,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -33,6 +32,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpuplan.jobs.failure_cause import OomWatch, failure_cause
+from gpuplan.jobs.gpu_devices import gpu_run_args
 from gpuplan.jobs.local_sync import CheckpointSync, is_folder
 from gpuplan.paths import make_private_dir
 
@@ -113,34 +114,27 @@ def job_environment(launch: NodeLaunch, *, run_dir: str) -> dict[str, str]:
 
 
 def container_runtime_available(name: str) -> bool:
-    """True when `name` (podman or docker) can actually run containers here, not merely when its CLI exists.
+    """True when `name` (podman or docker) can actually run containers here, not merely when its CLI exists
+    (gpuplan.jobs.container_runtime says how each is tried)."""
+    from gpuplan.jobs.container_runtime import probe
 
-    A docker client without a daemon is common (it is on this machine), so `docker` must answer `version` with
-    a server part; podman needs no daemon and `podman version` suffices.
-    """
-    exe = shutil.which(name)
-    if exe is None:
-        return False
-    probe = [exe, "version", "--format", "{{.Server.Version}}"] if name == "docker" else [exe, "version"]
-    try:
-        proc = subprocess.run(probe, capture_output=True, text=True, timeout=15)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return proc.returncode == 0 and bool(proc.stdout.strip())
+    return probe(name).works
 
 
 def resolve_runtime(requested: str, image: str | None) -> str:
-    """Pick how to run: `process` when asked or when there is no image; else podman, else docker, else process."""
+    """Pick how to run: `process` when asked or when there is no image; else podman, else docker. An image with
+    no working runtime is a RuntimeError naming what was tried: an image job never runs on the host."""
+    from gpuplan.jobs.container_runtime import find_runtime, no_runtime_message
+
     if requested == "process" or not image:
         return "process"
+    choice = find_runtime(requested)
+    if choice.runtime is not None:
+        return choice.runtime
     if requested in ("podman", "docker"):
-        if not container_runtime_available(requested):
-            raise RuntimeError(f"runtime {requested} was requested but does not work on this machine")
-        return requested
-    for candidate in ("podman", "docker"):
-        if container_runtime_available(candidate):
-            return candidate
-    return "process"
+        raise RuntimeError(f"runtime {requested} was requested but does not work on this machine "
+                           f"({choice.probes[0].detail})")
+    raise RuntimeError(no_runtime_message(image, choice))
 
 
 def container_name(launch: NodeLaunch) -> str:
@@ -170,8 +164,7 @@ def container_argv(launch: NodeLaunch, runtime: str, env: Mapping[str, str]) -> 
         argv += ["-v", f"{launch.source_dir}:/gpuplan/src:ro"]
     if launch.workdir:
         argv += ["-w", launch.workdir]
-    if launch.gpus:
-        argv += ["--device", "nvidia.com/gpu=all"] if runtime == "podman" else ["--gpus", "all"]
+    argv += gpu_run_args(runtime, launch.gpus)
     for key, value in env.items():
         argv += ["-e", f"{key}={value}"]
     for key in launch.secret_names:
@@ -246,6 +239,8 @@ class NodeRunner:
         self.child: subprocess.Popen[bytes] | None = None
         self.runtime = "process"
         self._stopping = threading.Event()
+        self.output_from = 0
+        self.oom: OomWatch | None = None
 
     def log(self, message: str) -> None:
         with open(self.node_dir / LOG_FILE, "a") as fh:
@@ -258,8 +253,6 @@ class NodeRunner:
         except RuntimeError as exc:
             self.log(str(exc))
             raise
-        if launch.image and self.runtime == "process":
-            self.log(f"no container runtime works here: running the command as a process, not in {launch.image}")
         make_private_dir(launch.run_dir)
         log = open(self.node_dir / LOG_FILE, "ab")  # noqa: SIM115 - handed to the child, closed in run()
         if self.runtime == "process":
@@ -271,9 +264,15 @@ class NodeRunner:
             argv = container_argv(launch, self.runtime, contract)
             env = dict(os.environ)
             cwd = launch.run_dir
+        if self.runtime == "podman" and launch.gpus:
+            from gpuplan.jobs.gpu_devices import ensure_cdi_spec
+
+            self.log(ensure_cdi_spec().note)  # podman's --device nvidia.com/gpu=all needs a CDI spec
         self.log(f"node {launch.node_rank} of {launch.nnodes} starting ({self.runtime})")
+        self.output_from = (self.node_dir / LOG_FILE).stat().st_size  # what the job and its runtime print next
         self.child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                       env=env, cwd=cwd)
+        self.oom = OomWatch.start(self.child.pid)
         log.close()
         (self.node_dir / "job.pid").write_text(str(self.child.pid))
         return self.child
@@ -308,6 +307,18 @@ class NodeRunner:
             return None
         return CheckpointSync(Path(folder), Path(str(launch.checkpoint_url)), launch.checkpoint_sync_seconds)
 
+    def failure_cause(self, code: int) -> str | None:
+        """Why the job failed, from the runtime's own words in the log and the OOM counts
+        (gpuplan.jobs.failure_cause); None when the exit code is all there is to say."""
+        try:
+            with open(self.node_dir / LOG_FILE, "rb") as fh:
+                fh.seek(max(self.output_from, fh.seek(0, os.SEEK_END) - 65536))
+                output = fh.read().decode(errors="replace")
+        except OSError:
+            output = ""
+        return failure_cause(code, runtime=self.runtime, image=self.launch.image, output=output,
+                             oom=self.oom.kills() if self.oom is not None else None)
+
     def run(self) -> int:
         """Run the job and record how it ended; returns its exit code."""
         sync = self.checkpoint_sync()
@@ -319,7 +330,8 @@ class NodeRunner:
         except (OSError, RuntimeError) as exc:
             self.log(f"could not start the job: {exc}")
             write_atomic(self.node_dir / EXIT_FILE, json.dumps(
-                {"exit_code": 127, "ended_at": _now(), "reason": f"could not start: {exc}"}))
+                {"exit_code": 127, "ended_at": _now(), "reason": f"could not start: {exc}",
+                 "cause": f"could not start: {exc}"}))
             return 127
         if self._stopping.is_set() and child.poll() is None:  # a stop that came while the job was starting
             child.terminate()
@@ -331,8 +343,13 @@ class NodeRunner:
         self.log(f"job exited with code {code}")
         if sync is not None:
             self.log(f"copied {sync.stop()} checkpoint file(s) to {sync.storage}")
-        write_atomic(self.node_dir / EXIT_FILE, json.dumps(
-            {"exit_code": code, "ended_at": _now(), "reason": self.reason, "runtime": self.runtime}))
+        record: dict[str, Any] = {"exit_code": code, "ended_at": _now(), "reason": self.reason,
+                                  "runtime": self.runtime}
+        cause = self.failure_cause(code) if self.reason is None else None
+        if cause:
+            record["cause"] = cause
+            self.log(f"failed: {cause}")
+        write_atomic(self.node_dir / EXIT_FILE, json.dumps(record))
         return code
 
 

@@ -211,6 +211,17 @@ class Instance:
     # starts, this is set from the first moment the machine exists: `gpuplan reconcile` measures an unknown
     # machine's age from it, so a launch that has created its machine but not yet recorded it is not killed.
     created_at: dt.datetime | None = None
+    # Why the job on it failed, in words the user can act on (image pull failed, no such command, out of memory),
+    # when the provider learnt it from the runtime (local: gpuplan.jobs.failure_cause); the run's reason quotes it.
+    failure_cause: str | None = None
+
+
+@dataclass(frozen=True)
+class SpotPricePoint:
+    """From `at` on, the spot market charged `price_per_hour` (until the next point): one row of a price history."""
+
+    at: dt.datetime
+    price_per_hour: Decimal
 
 
 @dataclass(frozen=True)
@@ -279,6 +290,14 @@ class Provider(abc.ABC):
         """
         return LaunchCheck()
 
+    def missing_gpus(self, gpus_per_node: int) -> str | None:
+        """Why this backend cannot give a job `gpus_per_node` GPUs (this machine has no NVIDIA device, a Slurm
+        partition has no GPU GRES), in words the user reads after "asks for GPUs but"; None when it can or cannot
+        tell. Asked before anything is planned or recorded (gpuplan.launching.gpu_check), so a GPU job never runs
+        on a CPU unless the user says so (--allow-cpu). Default None: a cloud's offer has the GPUs it is priced for.
+        """
+        return None
+
     def zones(self, region: str) -> list[str]:
         """The zones of `region` a launch may try, in order; [] when the provider has no zones to choose from
         (the failover then tries the region as a whole)."""
@@ -290,6 +309,19 @@ class Provider(abc.ABC):
         Named zones may include ones `zones(region)` leaves out (AWS Local Zones). Default: the named zones that
         look like zones of `region` (`<region>-a`, `<region>a`)."""
         return [z for z in named if z.startswith(region) and len(z) > len(region)]
+
+    def spot_price_history(self, region: str, zone: str | None, instance_type: str, start: dt.datetime,
+                           end: dt.datetime) -> list[SpotPricePoint] | None:
+        """The spot price of `instance_type` in `zone` over [start, end], including the price in effect at `start`
+        (so a settled spot run is billed at what the cloud charged: gpuplan.supervise.spot_bill). None: this
+        provider cannot say (its machines keep their launch price). Default: None."""
+        return None
+
+    def catalog_zone(self, region: str, zone: str) -> str:
+        """The zone as the price catalog names it, so a placement is priced at its own zone's price
+        (gpuplan.launching.zone_prices). Default: the zone itself (GCP zone names are the same in every project);
+        AWS maps the account's zone name to its zone id."""
+        return zone
 
     def standard_zone(self, zone: str) -> bool:
         """False for a zone a launch uses only when the spec names it (AWS Local and Wavelength Zones): planning

@@ -1,8 +1,9 @@
 """The embedded default provider: this machine.
 
 Each node of a run is a detached wrapper process (`python -m gpuplan.jobs.runner NODE_DIR`, in a new session)
-that runs the job — in podman/docker when the spec has an image and a runtime works, else as a plain process —
-and writes NODE_DIR/exit.json when the job ends. Because the wrapper is not a child of the CLI's session,
+that runs the job — in podman/docker when the spec has an image, else as a plain process — and writes
+NODE_DIR/exit.json when the job ends. A launch with an image and no runtime that can run a container here is
+refused before anything is recorded (`check_launch`). Because the wrapper is not a child of the CLI's session,
 killing the CLI (even with -9) leaves the job running, and `describe` reads the truth from the node folder.
 
 A run with `nodes: N` starts N wrappers on 127.0.0.1 with the torchrun variables (rank 0 is the master, on a
@@ -31,6 +32,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import ClassVar
 
+from gpuplan.errors import UserError
 from gpuplan.jobs.processes import command_line, pid_alive, working_dir
 from gpuplan.jobs.runner import (
     LAUNCH_FILE,
@@ -44,7 +46,7 @@ from gpuplan.jobs.runner import (
 )
 from gpuplan.jobs.storage import node_storage_fields
 from gpuplan.paths import make_private_dir
-from gpuplan.providers.base import Instance, InstanceState, LaunchRequest, Provider, ProviderError
+from gpuplan.providers.base import Instance, InstanceState, LaunchCheck, LaunchRequest, Provider, ProviderError
 
 TAGS_FILE = "tags.json"
 STARTED_FILE = "started_at"
@@ -103,6 +105,37 @@ class LocalProvider(Provider):
     def quoted_price_per_hour(self, gpus_per_node: float, nodes: int = 1) -> Decimal | None:
         """This machine's configured price (GPUPLAN_LOCAL_PRICE_PER_HOUR), whatever the job asks for."""
         return self.price_per_hour
+
+    def check_launch(self, request: LaunchRequest) -> LaunchCheck:
+        """An image means a container: refuse (one line, exit 2, nothing recorded) when no runtime can run one
+        here, naming what was tried (gpuplan.jobs.container_runtime), or when podman could not be given the GPUs
+        the job asks for (no CDI spec and no nvidia-ctk: gpuplan.jobs.gpu_devices); say which runtime will."""
+        if not request.image or request.runtime == "process":
+            return LaunchCheck()
+        from gpuplan.jobs.container_runtime import find_runtime, no_runtime_message
+
+        choice = find_runtime(request.runtime or "auto")
+        if choice.runtime is None:
+            raise UserError(no_runtime_message(request.image, choice))
+        if choice.runtime == "podman" and request.gpus_per_node:
+            from gpuplan.jobs.gpu_devices import cdi_problem
+
+            problem = cdi_problem()
+            if problem:
+                raise UserError(f"image {request.image} with GPUs: {problem}")
+        return LaunchCheck(notes=(f"container: {request.image} in {choice.runtime}",),
+                           details={"container_runtime": choice.runtime})
+
+    def missing_gpus(self, gpus_per_node: int) -> str | None:
+        """This machine's NVIDIA GPUs (/dev/nvidiaN) against what the job asks for."""
+        from gpuplan.jobs.gpu_devices import nvidia_devices
+
+        have = len(nvidia_devices())
+        if gpus_per_node <= 0 or have >= gpus_per_node:
+            return None
+        if have == 0:
+            return "this machine has no NVIDIA GPU (no /dev/nvidia0)"
+        return f"this machine has {have} NVIDIA GPU(s), not {gpus_per_node}"
 
     def node_dir(self, instance_id: str) -> Path:
         path = Path(instance_id)
@@ -198,8 +231,10 @@ class LocalProvider(Provider):
             state = InstanceState.SUCCEEDED if code == 0 and not ended.get("reason") else InstanceState.FAILED
             if ended.get("reason") in ("stopped", "max_hours"):
                 state = InstanceState.TERMINATED
-            return self._instance(node_dir, state, ended=_parse_time(ended.get("ended_at")), exit_code=code,
-                                  reason=ended.get("reason"), **common)  # type: ignore[arg-type]
+            instance = self._instance(node_dir, state, ended=_parse_time(ended.get("ended_at")), exit_code=code,
+                                      reason=ended.get("reason"), **common)  # type: ignore[arg-type]
+            instance.failure_cause = ended.get("cause")  # in the runtime's words (gpuplan.jobs.failure_cause)
+            return instance  # type: ignore[arg-type]
         pid = _read_pid(node_dir / PID_FILE)
         if pid is not None and _is_our_wrapper(pid, node_dir):
             return self._instance(node_dir, InstanceState.RUNNING, **common)  # type: ignore[arg-type]

@@ -73,7 +73,15 @@ def print_table(
         table.add_column(name, justify="right" if name in justify_right else "left")
     for row in rows:
         table.add_row(*("" if cell is None else str(cell) for cell in row))
-    Console(file=sys.stdout, soft_wrap=False, width=max(_terminal_width(), 80)).print(table)
+    console = Console(file=sys.stdout, soft_wrap=False, width=max(_terminal_width(), 80))
+    # rich answers a closed pipe with SystemExit(1); let it be the BrokenPipeError every other write raises, so
+    # the entry point ends the process the Unix way (gpuplan.cli.brokenpipe).
+    console.on_broken_pipe = _raise_broken_pipe  # type: ignore[method-assign]
+    console.print(table)
+
+
+def _raise_broken_pipe() -> None:
+    raise BrokenPipeError("stdout is closed")
 
 
 def _terminal_width() -> int:

@@ -34,9 +34,15 @@ def gates_of(spec_text: str) -> Gates:
 
 
 def provider_name_for(spec: JobSpec) -> str:
-    """Where a scheduled spec runs: its only cloud when it names exactly one, else this machine."""
+    """Where a scheduled spec runs, as `gpuplan launch` decides (gpuplan.launching.where): its only cloud when it
+    names exactly one, else `[defaults] provider` of the config file, else this machine."""
+    from gpuplan.config import default_setting
+
     clouds = list(spec.resources.clouds)
-    return clouds[0] if len(clouds) == 1 else "local"
+    if len(clouds) == 1:
+        return clouds[0]
+    default = default_setting("provider")
+    return default.strip() if isinstance(default, str) and default.strip() else "local"
 
 
 def make_launcher(store: Store, *, spec_dir: str | None = None) -> Launcher:
@@ -46,6 +52,7 @@ def make_launcher(store: Store, *, spec_dir: str | None = None) -> Launcher:
         from gpuplan.books.budgets import BudgetRefused
         from gpuplan.jobs.spec import parse_spec
         from gpuplan.launching.choose import provider_for
+        from gpuplan.launching.gpu_check import check_gpus
         from gpuplan.launching.plan import plan_launch
         from gpuplan.launching.record import read_secrets
         from gpuplan.launching.sequence import check_gates, launch
@@ -53,6 +60,8 @@ def make_launcher(store: Store, *, spec_dir: str | None = None) -> Launcher:
 
         spec = parse_spec(request.spec_text, source=f"schedule {request.schedule_name}")
         provider = provider_for(provider_name_for(spec))
+        # a GPU job where there are no GPUs fails the fire (UserError), never runs on a CPU (launching.gpu_check)
+        spec = check_gpus(spec, provider, allow_cpu=False).spec
         # db_url: the store's bench records, calibrations and finished runs (start-up) shape the estimate, as
         # for `gpuplan launch`.
         plan = plan_launch(spec, request.spec_text, provider=provider,

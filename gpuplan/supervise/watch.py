@@ -108,10 +108,12 @@ def _final_state(described: list[ProviderInstance], hint: str | None = None,
         unknown = next(i for i in described if i.exit_code is None)
         reason = unknown.state_reason or "the machines ended without reporting an exit code"
         return RunState.LOST, f"{reason}; {hint}" if hint else reason, None
-    bad = [(rank, code) for rank, code in codes if code != 0]
+    bad = [i for i in described if i.exit_code != 0]
     if bad:
-        rank, code = bad[0]
-        return RunState.FAILED, f"exit code {code} on node {rank}", code
+        # the cause in the runtime's words when the machine knows it (gpuplan.jobs.failure_cause), not only the code
+        first = bad[0]
+        where = f"exit code {first.exit_code} on node {first.node_rank}"
+        return RunState.FAILED, f"{first.failure_cause} ({where})" if first.failure_cause else where, first.exit_code
     return RunState.SUCCEEDED, None, 0
 
 
@@ -231,10 +233,13 @@ def watch_run(store: Store, run_id: str, *, provider_factory: ProviderFactory | 
             capped = reason
             changed = True
         # A stopped or capped run whose machines are still up (this step's cap, or a stop that did not finish).
-        if run.state in RunState.FINAL and any(i.terminated_at is None for i in run.instances):
+        stopped = run.state in RunState.FINAL and any(i.terminated_at is None for i in run.instances)
+        if stopped:
             stop_instances(session, run, provider, utcnow())
-        if changed:  # this step ended the run: it teaches the estimator (a run looked at again is not re-read)
-            settle(session, run)
+        # This step ended the run, or ended its last machines (a budget cap recorded elsewhere): settle it (a run
+        # looked at again is not re-read; its spot machines are billed now that their span is known).
+        if changed or stopped:
+            settle(session, run, provider)
         result_state = run.state
         data = summary(run, utcnow(), progress)
     return WatchResult(run_id=run_id, state=result_state, changed=changed, capped=capped, progress=progress,
@@ -259,7 +264,7 @@ def stop_run(store: Store, run_id: str, *, reason: str = "stopped by the user", 
         stop_instances(session, run, provider, utcnow())
         progress = measure(metrics_path(run), run.total_tokens)
         if ending:
-            settle(session, run)
+            settle(session, run, provider)
         data = summary(run, utcnow(), progress)
         result_state = run.state
     return WatchResult(run_id=run_id, state=result_state, changed=True, capped=None, progress=progress, summary=data)

@@ -34,6 +34,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, ClassVar
 
+from gpuplan.errors import UserError
 from gpuplan.paths import make_private_dir
 from gpuplan.providers.base import (
     CREATED_BY,
@@ -42,6 +43,7 @@ from gpuplan.providers.base import (
     TAG_RUN_ID,
     Instance,
     InstanceState,
+    LaunchCheck,
     LaunchRequest,
     Provider,
     ProviderError,
@@ -201,6 +203,20 @@ class SlurmProvider(Provider):
             return self.price_per_gpu_hour * gpus
         return self.price_per_node_hour * nodes
 
+    def missing_gpus(self, gpus_per_node: int) -> str | None:
+        """The configured partition's GPU GRES against the job's GPUs per node (gpuplan.providers.slurm.gres);
+        None when it has them, or when sinfo cannot be asked (the submission then says what is wrong)."""
+        from gpuplan.providers.slurm.gres import missing_gpus
+
+        if gpus_per_node <= 0:
+            return None
+        args = ["-h", "-o", "%G", *(["-p", self.partition] if self.partition else [])]
+        try:
+            listed = self._run("sinfo", args).stdout
+        except ProviderError:
+            return None
+        return missing_gpus(listed, gpus_per_node, self.partition)
+
     # ---- launch ------------------------------------------------------------------------------------------
     def _runtime_for(self, request: LaunchRequest, options: Mapping[str, Any]) -> tuple[str, str | None]:
         """(runtime to use, a note for the job log): the image runs in the cluster's runtime if it has one."""
@@ -215,6 +231,19 @@ class SlurmProvider(Provider):
             return RUNTIME_NONE, (f"the cluster has no container runtime (apptainer, singularity, pyxis): "
                                   f"running the command directly instead of in {request.image}")
         return detected, None
+
+    def check_launch(self, request: LaunchRequest) -> LaunchCheck:
+        """An image means a container: refuse (one line, exit 2, nothing recorded) when the cluster has no
+        runtime for it, rather than run the command outside its image; say which runtime will run it."""
+        runtime, problem = self._runtime_for(request, request.options)
+        if problem is not None:
+            raise UserError(f"image {request.image}: {problem.split(':')[0]}; install one on the cluster, set "
+                            "GPUPLAN_SLURM_RUNTIME (or [providers.slurm] container_runtime), or set "
+                            "`runtime: process` in the spec to run the command without a container")
+        if runtime == RUNTIME_NONE:
+            return LaunchCheck()
+        return LaunchCheck(notes=(f"container: {request.image} with {runtime}",),
+                           details={"container_runtime": runtime})
 
     def detect_container_runtime(self) -> str | None:
         """pyxis if srun knows --container-image, else apptainer or singularity on PATH, else None."""

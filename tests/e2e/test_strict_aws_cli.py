@@ -3,6 +3,8 @@ AWS only through AWS_ENDPOINT_URL (the layer), so every documented rule the laye
 
 from __future__ import annotations
 
+import datetime as dt
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -70,3 +72,21 @@ def test_cli_asks_a_zone_without_capacity_once(strict_aws: StrictAwsServer, job:
     tries = [r for r in strict_aws.layer.calls("RunInstances") if r.params.get("Placement.AvailabilityZone")
              == "us-east-1a"]
     assert len(tries) == 1, [(r.params.get('InstanceType'), r.params.get('ClientToken')) for r in tries]
+
+
+def test_cli_bills_a_spot_run_at_the_zone_price_history(strict_aws: StrictAwsServer, tmp_path: Path) -> None:
+    """Spot as billed through the layer's DescribeSpotPriceHistory (rule 10), not moto's invented ~$0.00001/h: a
+    spot run stopped at once is billed AWS's 60 s minimum at the price in effect at launch in its own zone."""
+    since = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=1)
+    for zone in ("us-east-1a", "us-east-1b", "us-east-1c", "us-east-1d", "us-east-1e", "us-east-1f"):
+        strict_aws.layer.seed_spot_history("us-east-1", zone, "g5.xlarge", [(since, Decimal("0.9"))])
+    path = tmp_path / "spot.yaml"
+    path.write_text(JOB.replace("  regions: [us-east-1]\n", "  regions: [us-east-1]\n  spot: true\n"))
+    launched = gpuplan("launch", str(path), "--provider", "aws", "-y", "--detach", "--json")
+    assert launched.exit_code == 0, launched.stderr
+    assert (launched.json()["instance_type"], launched.json()["spot"]) == ("g5.xlarge", True)
+    assert gpuplan("stop", launched.json()["run_id"]).exit_code == 0
+    assert strict_aws.layer.calls("DescribeSpotPriceHistory")
+    [row] = gpuplan("report", "--quoted", "--json").json()
+    assert row["sources"] == ["aws: DescribeSpotPriceHistory"]
+    assert row["billed_usd"] == pytest.approx(0.9 / 60, abs=1e-6)  # 60 s at $0.90/h

@@ -14,45 +14,56 @@ from gpuplan.cli.output import emit_json, note
 from gpuplan.launching.failsafe import FailSafe
 
 if TYPE_CHECKING:
+    from gpuplan.launching.caps import Overrun
+    from gpuplan.launching.offer import LaunchPlan
     from gpuplan.launching.sequence import LaunchGates
 
 
 @click.command("launch")
 @click.argument("spec_path", metavar="JOB.yaml", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--provider", "provider_name", default="local", show_default=True,
-              help="Where to run: local, aws, gcp, slurm or a plugin's name.")
+@click.option("--provider", "provider_name", default=None,
+              help="Where to run: local, aws, gcp, slurm or a plugin's name. Default: the spec's resources.clouds "
+                   "(several: the cheapest that fits), else [defaults] provider in the config file, else local.")
+@click.option("--allow-cpu", is_flag=True,
+              help="Run a GPU job where there are no GPUs (e.g. this machine) on the CPU; recorded as a CPU run.")
 @click.option("--dry-run", is_flag=True, help="Show the offer and the estimate; record and start nothing.")
 @click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
 @click.option("--detach", is_flag=True, help="Start and return; `gpuplan watch` enforces the caps.")
 @click.option("--interval", type=bounded("interval_s", low=0.1), default=1.0, show_default=True,
               help="Seconds between checks while following.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output on stdout (progress on stderr).")
-@click.option("--force", is_flag=True, help="Launch even if the estimate exceeds a budget (recorded as an event).")
+@click.option("--force", is_flag=True, help="Launch even if the estimate exceeds a budget (recorded as an event) or "
+                                           "the spec's max_hours, budget_usd or deadline (stopped there).")
 @pass_app
-def launch(app: AppContext, spec_path: Path, provider_name: str, dry_run: bool, yes: bool, detach: bool,
-           interval: float, as_json: bool, force: bool) -> None:
+def launch(app: AppContext, spec_path: Path, provider_name: str | None, allow_cpu: bool, dry_run: bool, yes: bool,
+           detach: bool, interval: float, as_json: bool, force: bool) -> None:
     """Launch the job in JOB.yaml and follow it (logs, progress bar, ETA) until it ends."""
-    from gpuplan.cli.display import duration, money
+    from gpuplan.cli.display import duration, hours_text, money
+    from gpuplan.jobs.defaults import with_defaults
     from gpuplan.jobs.spec import load_spec
-    from gpuplan.launching.choose import provider_for
-    from gpuplan.launching.plan import plan_launch, source_dir_of
+    from gpuplan.launching.plan import source_dir_of
     from gpuplan.launching.record import read_secrets
     from gpuplan.launching.sequence import check_gates, launch
+    from gpuplan.launching.where import decide_launch
 
-    spec = load_spec(spec_path)
+    spec = with_defaults(load_spec(spec_path))  # the config file's [defaults] where the spec is silent
     spec_text = spec_path.read_text()
-    provider = provider_for(provider_name)
-    plan = plan_launch(spec, spec_text, provider=provider,
-                                     source_dir=source_dir_of(spec_path), db_url=app.store.url)
-    info = plan.as_dict()
+    # where (and whether a GPU job may run on a CPU) is decided before anything is planned or recorded
+    decision = decide_launch(spec, spec_text, option=provider_name, allow_cpu=allow_cpu,
+                             source_dir=source_dir_of(spec_path), db_url=app.store.url)
+    provider, plan = decision.provider, decision.plan
+    note(f"provider: {provider.name} ({decision.why})")
+    for line in decision.notes:
+        note(line)
+    info = {**plan.as_dict(), **decision.as_dict()}
     where = " ".join(str(p) for p in (info["instance_type"], info["region"]) if p) or "(the provider chooses)"
     gpus = f"{info['nodes']} node(s) x {info['gpus_per_node']} {info['gpu'] or 'GPU'}" if info["gpu"] else \
         f"{info['nodes']} node(s), CPU"
-    note(f"job {spec.name}: {provider_name} {where}, {gpus}, {money(info['price_per_hour'])}/h")
+    note(f"job {spec.name}: {provider.name} {where}, {gpus}, {money(info['price_per_hour'])}/h")
     if plan.estimate is not None:
         est = plan.estimate
         # On spot the hours include the expected interruptions; say so, or they look like an unexplained gap.
-        spot = f"; spot interruptions {est.interruption_hours:.2f} h expected" if est.interruption_hours else ""
+        spot = f"; spot interruptions {hours_text(est.interruption_hours)} expected" if est.interruption_hours else ""
         note(f"estimate: {duration(est.hours)} ({est.source}; start-up {est.startup_s:.1f} s, "
              f"{est.startup_source}: {est.startup_detail}{spot}), {money(est.cost_usd)}")
     else:
@@ -62,21 +73,30 @@ def launch(app: AppContext, spec_path: Path, provider_name: str, dry_run: bool, 
     for line in gates.launch_check.notes:
         note(line)
     fs = _show_gates(gates)  # refuses (exit 2) a job a cap leaves no time, dry run or not
+    over = _show_overruns(plan, force=force)
     if dry_run:
         if as_json:
-            emit_json({**info, "failsafe": fs.as_dict(), **dict(gates.launch_check.details), "dry_run": True})
+            emit_json({**info, "failsafe": fs.as_dict(), **dict(gates.launch_check.details),
+                       "over_caps": [o.as_dict() for o in over], "dry_run": True})
         else:
             click.echo("dry run: nothing recorded, nothing started")
         return
     secrets = read_secrets(spec)
-    if not yes:
+    if over and not force:
+        if yes:  # nobody to ask: a job its own caps stop part way is launched only on purpose
+            from gpuplan.errors import UserError
+
+            raise UserError(f"refused under -y: {over[0].message}; use --force to launch anyway (it will be "
+                            "stopped at the cap)")
+        click.confirm("the caps stop this job before it ends; start it anyway?", default=False, abort=True, err=True)
+    elif not yes:
         click.confirm("start it?", default=True, abort=True, err=True)
     run_id = launch(app.store, plan, provider, secrets, gates=gates)
     note(f"run {run_id} started (logs: gpuplan logs {run_id} -f; stop: gpuplan stop {run_id})")
     if detach:
         from gpuplan.supervise.watch import watch_run
 
-        _finish(watch_run(app.store, run_id).summary, as_json, exit_on_failure=False)
+        _finish({**watch_run(app.store, run_id).summary, **decision.as_dict()}, as_json, exit_on_failure=False)
         return
     from gpuplan.cli.follow import follow
 
@@ -85,7 +105,7 @@ def launch(app: AppContext, spec_path: Path, provider_name: str, dry_run: bool, 
     except KeyboardInterrupt:
         note(f"\nstopped following; run {run_id} keeps going (gpuplan status {run_id}, gpuplan stop {run_id})")
         sys.exit(130)
-    _finish(result.summary, as_json, exit_on_failure=True)
+    _finish({**result.summary, **decision.as_dict()}, as_json, exit_on_failure=True)  # + where and why
 
 
 def _show_gates(gates: LaunchGates) -> FailSafe:
@@ -103,6 +123,18 @@ def _show_gates(gates: LaunchGates) -> FailSafe:
     for text in fs.notes:
         note(f"machine fail-safe: {text}")
     return check(fs)
+
+
+def _show_overruns(plan: LaunchPlan, *, force: bool) -> list[Overrun]:
+    """Say, before anything is recorded, every spec cap the estimate goes past and by how much
+    (gpuplan.launching.caps); the caller asks, or refuses under -y without --force."""
+    from gpuplan.launching.caps import overruns
+    from gpuplan.store.types import utcnow
+
+    found = overruns(plan, utcnow())
+    for o in found:
+        note(f"{'warning: --force: ' if force else 'over a cap: '}{o.message}")
+    return found
 
 
 def _finish(summary: dict, as_json: bool, *, exit_on_failure: bool) -> None:

@@ -58,6 +58,10 @@ errors-overview.html unless noted):
    ships to s3:// needs one). https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/security-group-rules-reference.html ,
    https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-start.html ,
    https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/iam-roles-for-amazon-ec2.html
+10. Spot price history (spot_prices.py): DescribeSpotPriceHistory is answered from what the test seeded
+   (`layer.seed_spot_history`), with the last change before StartTime, newest first, MaxResults 5..1000 paged by
+   NextToken, StartTime older than 90 days refused; unseeded types/zones have no history (moto invents ~$0.00001/h).
+   https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DescribeSpotPriceHistory.html
 
 Use from a test (the `strict_aws` fixture, tests/support/strict_aws/fixture.py; tests/conftest.py registers it):
 

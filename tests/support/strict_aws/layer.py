@@ -3,15 +3,18 @@ zones.py, placement.py) and forwards everything it does not refuse to moto uncha
 
 from __future__ import annotations
 
+import datetime as dt
 import http.client
 import threading
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable
+from decimal import Decimal
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from . import placement, rules
 from .model import Injection, Launch, LocalZone, PlacementGroup, Recorded, default_local_zones
+from .spot_prices import SpotPriceRow, describe_spot_price_history
 from .view import MotoView
 from .wire import (
     QueryRequest,
@@ -62,11 +65,21 @@ class StrictAws:
             # moto's RegisterImage drops Architecture (its DescribeImages then has none); the layer keeps what the
             # request said, adds it to DescribeImages answers and checks launches against it.
             self.image_architectures: dict[tuple[str, str], str] = {}
+            # Rule 10 (spot_prices.py): the spot price history per region, seeded by the test; moto invents one.
+            self.spot_history: dict[str, list[SpotPriceRow]] = {}
             # What RunInstances into a not-opted-in Local/Wavelength Zone answers. Not documented (notes §AWS 1: "The
             # exact error for launching into a not-opted-in Local Zone was NOT found in docs"); the default is EC2's
             # observed answer for a zone name the account cannot launch in. A test may set ("OptInRequired", ..., 401).
             self.local_zone_error: tuple[str, str, int] = (
                 "InvalidParameterValue", "Invalid availability zone: [{zone}]", 400)
+
+    def seed_spot_history(self, region: str, zone: str, instance_type: str,
+                          changes: list[tuple[dt.datetime, Decimal]]) -> None:
+        """Spot price changes (when, USD/h) of `instance_type` in the zone NAMED `zone`, answered by
+        DescribeSpotPriceHistory instead of moto's invented price (rule 10)."""
+        with self._lock:
+            self.spot_history.setdefault(region, []).extend(
+                SpotPriceRow(zone, instance_type, at, Decimal(price)) for at, price in changes)
 
     def enable_region(self, *regions: str) -> None:
         """Opt the account in to these opt-in regions (default regions are always enabled and cannot be disabled)."""
@@ -153,6 +166,9 @@ class StrictAws:
             return describe_availability_zones(req, self.zones(req.region))
         if action == "ModifyAvailabilityZoneGroup":
             return modify_availability_zone_group(req, self.local_zones)
+        if action == "DescribeSpotPriceHistory":
+            with self._lock:
+                return describe_spot_price_history(req, list(self.spot_history.get(req.region, [])))
         refused = rules.check_tags(req)
         if refused:
             return refused
