@@ -2,7 +2,9 @@
 
 A real training loop: causal self-attention, AdamW, periodic checkpoints with resume, and progress reports
 through gpuplan.jobs.metrics (a no-op outside gpuplan). Checkpoints go to $GPUPLAN_CHECKPOINT_DIR when gpuplan
-sets it, else ./checkpoints.
+sets it, else ./checkpoints. On SIGTERM (gpuplan's stop, or the boot script passing on a spot interruption notice)
+it finishes the step it is in, saves a checkpoint and exits with 143; the next launch resumes from that step, so
+the steps over every (re)launch add up to --steps.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import argparse
 import codecs
 import math
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -70,6 +73,13 @@ class TinyGPT(nn.Module):
         return self.head(self.ln(x))
 
 
+def save(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer, step: int) -> None:
+    """Write the checkpoint whole or not at all (a copy to durable storage never sees half a file)."""
+    tmp = path.with_suffix(".tmp")
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step}, tmp)
+    os.replace(tmp, path)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--steps", type=int, default=200)
@@ -96,9 +106,12 @@ def main() -> int:
     params = sum(p.numel() for p in model.parameters())
     print(f"tiny GPT: {params:,} parameters, {args.steps} steps of {args.batch}x{args.seq_len} tokens", flush=True)
 
+    stop: list[int] = []
+    signal.signal(signal.SIGTERM, lambda signum, _frame: stop.append(signum))
     generator = torch.Generator().manual_seed(start)
     tokens_per_step = args.batch * args.seq_len
     t0 = time.perf_counter()
+    step = start
     for step in range(start + 1, args.steps + 1):
         offsets = torch.randint(0, len(data) - args.seq_len - 1, (args.batch,), generator=generator)
         batch = torch.stack([data[o: o + args.seq_len + 1] for o in offsets.tolist()])
@@ -115,10 +128,17 @@ def main() -> int:
         if step % 50 == 0 or step == args.steps:
             rate = (step - start) * tokens_per_step / (time.perf_counter() - t0)
             print(f"step {step:4d}  loss {loss.item():.3f}  {rate:,.0f} tokens/s", flush=True)
+        if stop:  # asked to stop: keep this step's work, then leave
+            save(ckpt, model, optimizer, step)
+            log_metrics(step, tokens=step * tokens_per_step, loss=loss.item(), total_steps=args.steps, checkpoint=True)
+            print(f"stopped by signal {stop[0]} at step {step}: checkpoint saved ({step - start} steps this run)",
+                  flush=True)
+            return 128 + stop[0]
         if step % args.checkpoint_every == 0 or step == args.steps:
-            tmp = ckpt.with_suffix(".tmp")
-            torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step}, tmp)
-            os.replace(tmp, ckpt)
+            save(ckpt, model, optimizer, step)
+            # `checkpoint: true` tells gpuplan which step a relaunch resumes from and when it was saved.
+            log_metrics(step, tokens=step * tokens_per_step, loss=loss.item(), total_steps=args.steps, checkpoint=True)
+    print(f"trained steps {start + 1}-{step} ({step - start} steps this run)", flush=True)
     print(f"done: final loss {loss.item():.3f}" if args.steps > start else "nothing to do", flush=True)
     return 0
 

@@ -26,6 +26,11 @@ readable through the Compute API without any bucket or IAM.
 
 A node may also learn its rank and the master's address at boot from instance tags (`rank_tag`/`master_tag`, AWS
 multi-node): gpuplan.jobs.boot_identity.
+
+With the run's durable storage (`checkpoint_url`, `code_url`: gpuplan.jobs.storage) the script also unpacks the
+job's code before the command, restores the checkpoints, copies them back every `checkpoint_sync_seconds` and at
+the end, and watches the cloud's interruption notice (`interruption_watch`): gpuplan.jobs.boot_checkpoints. A
+process job leads its own process group (setsid), so a stop or a notice reaches the program `sh -c` started.
 """
 
 from __future__ import annotations
@@ -36,6 +41,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuplan.jobs.boot_checkpoints import (
+    CHECKPOINT_STEP,
+    CODE_STEP,
+    NOTICE_POLL_SECONDS,
+    checkpoint_assignments,
+    checkpoint_functions,
+)
+from gpuplan.jobs.boot_gcs import GCS_FUNCTIONS
 from gpuplan.jobs.boot_identity import (
     IDENTITY_FUNCTIONS,
     IDENTITY_POLL_SECONDS,
@@ -45,6 +58,7 @@ from gpuplan.jobs.boot_identity import (
     identity_assignments,
 )
 from gpuplan.jobs.runner import CONTAINER_RUN_DIR, NodeLaunch, job_environment, refuse_options
+from gpuplan.jobs.storage import node_storage_fields
 
 SHIP_INTERVAL_SECONDS = 60
 # Where a GCP VM ships its outputs (the GCS JSON API) and asks for its service account's token. Both can be moved
@@ -97,6 +111,13 @@ class BootPlan:
     identity_wait_seconds: int = IDENTITY_WAIT_SECONDS
     identity_poll_seconds: int = IDENTITY_POLL_SECONDS
     imds_url: str | None = None  # the EC2 metadata service (default: DEFAULT_IMDS_URL)
+    # Durable checkpoints (gpuplan.jobs.boot_checkpoints): the run's checkpoint storage, how often to copy there,
+    # and which cloud's interruption notice to watch ("aws", "gce" or None).
+    checkpoint_url: str | None = None
+    checkpoint_sync_seconds: float | None = None
+    interruption_watch: str | None = None
+    notice_poll_seconds: int = NOTICE_POLL_SECONDS
+    code_url: str | None = None  # the job's packed folder, unpacked before the command runs
 
 
 def q(value: object) -> str:
@@ -178,6 +199,9 @@ def render_boot_script(plan: BootPlan) -> str:
         _assign("GCS_ENDPOINT", (plan.gcs_endpoint or DEFAULT_GCS_ENDPOINT).rstrip("/")),
         _assign("METADATA_URL", (plan.metadata_url or DEFAULT_METADATA_URL).rstrip("/")),
         _assign("IMDS_URL", (plan.imds_url or DEFAULT_IMDS_URL).rstrip("/")),
+        *checkpoint_assignments(plan.checkpoint_url, plan.checkpoint_sync_seconds, plan.interruption_watch,
+                                plan.notice_poll_seconds),
+        _assign("CODE_URL", plan.code_url or ""),
         *(identity_assignments(plan.rank_tag, plan.master_tag, plan.identity_wait_seconds,
                                plan.identity_poll_seconds, rank_names) if from_tags else []),
         "",
@@ -186,7 +210,11 @@ def render_boot_script(plan: BootPlan) -> str:
         *(f"export {_assign(k, v)}" for k, v in exported.items()),
         *(f"export {_assign(k, v)}" for k, v in plan.secrets.items()),
         "",
-        _BODY.replace("@SHIP_INTERVAL@", str(SHIP_INTERVAL_SECONDS)).replace("@RUN_DIR@", CONTAINER_RUN_DIR)
+        _BODY.replace("@GCS_FUNCTIONS@", GCS_FUNCTIONS).replace("@CHECKPOINT_FUNCTIONS@\n", checkpoint_functions(
+            any(str(u or "").startswith("gs://") for u in (plan.checkpoint_url, plan.code_url))))
+        .replace("@CHECKPOINT_STEP@\n", CHECKPOINT_STEP)
+        .replace("@CODE_STEP@\n", CODE_STEP)
+        .replace("@SHIP_INTERVAL@", str(SHIP_INTERVAL_SECONDS)).replace("@RUN_DIR@", CONTAINER_RUN_DIR)
         .replace("@IDENTITY_FUNCTIONS@\n", IDENTITY_FUNCTIONS + "\n" if from_tags else "")
         .replace("@IDENTITY_STEP@", IDENTITY_STEP if from_tags else ""),
     ]
@@ -198,7 +226,7 @@ def boot_plan_for(launch: NodeLaunch, *, secrets: Mapping[str, str], storage_url
                   base_dir: str = "/var/lib/gpuplan", secret_params: Mapping[str, str] | None = None,
                   guest_attributes: bool = False, gcs_endpoint: str | None = None, secret_store: str = "ssm",
                   secretmanager_endpoint: str | None = None, rank_tag: str | None = None,
-                  master_tag: str | None = None) -> BootPlan:
+                  master_tag: str | None = None, interruption_watch: str | None = None) -> BootPlan:
     """A BootPlan from the same NodeLaunch the local runner uses, so clouds and local share one contract."""
     return BootPlan(run_id=launch.run_id, name=launch.name, argv=list(launch.argv), image=launch.image,
                     runtime=launch.runtime, workdir=launch.workdir, env=dict(launch.env), secrets=dict(secrets),
@@ -207,7 +235,9 @@ def boot_plan_for(launch: NodeLaunch, *, secrets: Mapping[str, str], storage_url
                     max_hours=launch.max_hours, storage_url=storage_url, checkpoint_dir=launch.checkpoint_dir,
                     poweroff=poweroff, base_dir=base_dir, secret_params=dict(secret_params or {}),
                     guest_attributes=guest_attributes, gcs_endpoint=gcs_endpoint, secret_store=secret_store,
-                    secretmanager_endpoint=secretmanager_endpoint, rank_tag=rank_tag, master_tag=master_tag)
+                    secretmanager_endpoint=secretmanager_endpoint, rank_tag=rank_tag, master_tag=master_tag,
+                    checkpoint_url=launch.checkpoint_url, checkpoint_sync_seconds=launch.checkpoint_sync_seconds,
+                    interruption_watch=interruption_watch, code_url=launch.code_url)
 
 
 def boot_script_for_request(request: Any, node_rank: int, *, storage_url: str | None = None,
@@ -224,9 +254,11 @@ def boot_script_for_request(request: Any, node_rank: int, *, storage_url: str | 
         master_port=master_port, runtime=request.runtime or "auto", image=request.image, workdir=request.workdir,
         env=dict(request.env), secret_names=sorted(request.secrets), gpus=int(request.gpus_per_node or 0),
         max_hours=request.max_hours, checkpoint_dir=request.options.get("checkpoint_dir"),
+        **node_storage_fields(request.options),
     )
     return render_boot_script(boot_plan_for(launch, secrets=request.secrets, storage_url=storage_url,
-                                            master_addr=master_addr))
+                                            master_addr=master_addr,
+                                            interruption_watch=request.options.get("interruption_watch")))
 
 
 # The fixed part: refers to the variables above only inside double quotes; contains no user text.
@@ -253,65 +285,21 @@ ship() {
       ;;
     *) ;;
   esac
-  for f in job.log metrics.jsonl exit.json; do
+  for f in job.log metrics.jsonl interruption.json exit.json; do
     [ -f "$RUN_DIR/$f" ] || continue
     case "$STORAGE_URL" in
       s3://*) aws s3 cp --only-show-errors -- "$RUN_DIR/$f" "${STORAGE_URL%/}/$f" || true ;;
       gs://*) gcs_upload "$RUN_DIR/$f" "$f" "$token" || true ;;
+      /*)  # a shared folder (Slurm, local): replaced whole, so a reader never sees half a file
+        { mkdir -p "$STORAGE_URL" && cp -p "$RUN_DIR/$f" "${STORAGE_URL%/}/.$f.tmp" \
+          && mv -f "${STORAGE_URL%/}/.$f.tmp" "${STORAGE_URL%/}/$f"; } || true
+        ;;
       *) ;;
     esac
   done
 }
 
-gcs_token() {
-  # GCP: an OAuth access token of the VM's service account, from the metadata server. It lives only in shell
-  # variables: never in a file, a log line or a command line (curl gets it on stdin).
-  local body
-  body=$(curl -fsS -m 10 -H 'Metadata-Flavor: Google' \
-    "$METADATA_URL/instance/service-accounts/default/token" 2>/dev/null) || return 1
-  case "$body" in
-    *'"access_token"'*) ;;
-    *) return 1 ;;
-  esac
-  body=${body#*\"access_token\"}
-  body=${body#*\"}
-  body=${body%%\"*}
-  [ -n "$body" ] || return 1
-  printf '%s' "$body"
-}
-
-urlencode() {
-  # Percent-encode one URL component, byte by byte (LC_ALL=C), so an object name is never read as a path.
-  local LC_ALL=C s=$1 out='' c i
-  for ((i = 0; i < ${#s}; i++)); do
-    c=${s:i:1}
-    case "$c" in
-      [A-Za-z0-9._~-]) out+=$c ;;
-      *) printf -v c '%%%02X' "'$c"; out+=$c ;;
-    esac
-  done
-  printf '%s' "$out"
-}
-
-gcs_upload() {
-  # One file to gs://BUCKET/PREFIX/NAME through the GCS JSON API's media upload (no gsutil/gcloud needed).
-  local file=$1 name=$2 token=$3 rest bucket object type=text/plain
-  rest=${STORAGE_URL#gs://}
-  bucket=${rest%%/*}
-  object=${rest#"$bucket"}
-  object=${object#/}
-  object=${object%/}
-  object=${object:+$object/}$name
-  case "$name" in
-    *.jsonl) type=application/x-ndjson ;;
-    *.json) type=application/json ;;
-    *) ;;
-  esac
-  printf 'Authorization: Bearer %s\n' "$token" | curl -fsS -m 120 --retry 3 -o /dev/null -X POST -H @- \
-    -H "Content-Type: $type" --data-binary "@$file" \
-    "$GCS_ENDPOINT/upload/storage/v1/b/$(urlencode "$bucket")/o?uploadType=media&name=$(urlencode "$object")"
-}
-
+@GCS_FUNCTIONS@
 guest_attribute() {
   # GCP: publish KEY=VALUE under guest-attributes/gpuplan/ (read back with instances.getGuestAttributes).
   [ "$GUEST_ATTRIBUTES" = 1 ] || return 0
@@ -333,6 +321,7 @@ imds_region() {
 }
 
 @IDENTITY_FUNCTIONS@
+@CHECKPOINT_FUNCTIONS@
 fetch_secrets() {
   # Secret values live in the cloud's secret store (AWS SSM Parameter Store, GCP Secret Manager); the script
   # only knows their names. Values are exported to the job's environment, never printed or written.
@@ -418,11 +407,19 @@ record_exit() {
 finish() {
   local code=$1 reason=$2
   # The periodic shipper must not outlive the job (where power_off is off, nothing else would end it).
-  if [ -n "${SHIPPER:-}" ]; then
-    kill "$SHIPPER" 2>/dev/null || true
-  fi
+  local helper
+  for helper in "${SHIPPER:-}" "${CKPT_SYNCER:-}" "${NOTICE_WATCHER:-}"; do
+    [ -n "$helper" ] && kill "$helper" 2>/dev/null
+  done
+  checkpoint_push
   record_exit "$code" "$reason"
   log "job ended with exit code $code${reason:+ ($reason)}"
+  if [ "$reason" = interrupted ] && [ "$POWEROFF" = 1 ]; then
+    # The cloud takes the machine (that is what marks the run preempted): power off only if it does not.
+    ship
+    log "waiting up to $NOTICE_LINGER s for the cloud to interrupt the machine"
+    sleep "$NOTICE_LINGER"
+  fi
   power_off
   exit "$code"
 }
@@ -459,9 +456,7 @@ if [ -n "$MAX_SECONDS" ]; then
     wait "$NAP"
     log "max_hours reached (fail-safe of $MAX_SECONDS s): stopping the job"
     : >"$RUN_DIR/max_hours_reached"
-    if [ -f "$RUN_DIR/job.pid" ]; then
-      kill -TERM "$(cat "$RUN_DIR/job.pid")" 2>/dev/null || true
-    fi
+    stop_job
     sleep "$STOP_GRACE" &
     NAP=$!
     wait "$NAP"
@@ -488,6 +483,7 @@ if [ -n "$STORAGE_URL" ]; then
   SHIPPER=$!
 fi
 
+@CHECKPOINT_STEP@
 # --- the master address: given, or this machine's own first address on rank 0
 if [ -z "$MASTER_ADDR_" ]; then
   if [ "$NODE_RANK_" = 0 ]; then
@@ -526,6 +522,7 @@ if [ "$EXPECTED_GPUS" -gt 0 ]; then
   log "GPUs: $FOUND_GPUS"
 fi
 
+@CODE_STEP@
 # --- run the job
 if [ "$RUNTIME" = process ]; then
   if [ -n "$WORKDIR" ]; then
@@ -533,12 +530,15 @@ if [ "$RUNTIME" = process ]; then
       finish 126 "cannot enter workdir"
     fi
   fi
-  if [ -n "${GPUPLAN_CHECKPOINT_DIR:-}" ]; then
-    export GPUPLAN_CHECKPOINT_DIR="${GPUPLAN_CHECKPOINT_DIR/#@RUN_DIR@/$RUN_DIR}"
+  if [ -n "$CKPT_DIR" ]; then
+    # A process sees the machine's own folders: the run folder's checkpoints are under $RUN_DIR, not @RUN_DIR@.
+    export GPUPLAN_CHECKPOINT_DIR="$CKPT_DIR"
   fi
-  GPUPLAN_RUN_DIR="$RUN_DIR" GPUPLAN_METRICS="$RUN_DIR/metrics.jsonl" "${JOB_ARGV[@]}" >>"$LOG" 2>&1 &
+  # Its own process group (setsid execs in place: the pid stays the job's), so a stop reaches all of it.
+  GPUPLAN_RUN_DIR="$RUN_DIR" GPUPLAN_METRICS="$RUN_DIR/metrics.jsonl" setsid "${JOB_ARGV[@]}" >>"$LOG" 2>&1 &
 else
-  RUN_ARGS=(run --rm --name "gpuplan-$RUN_ID-$NODE_RANK_" --network host --ipc host -v "$RUN_DIR:@RUN_DIR@")
+  RUN_ARGS=(run --rm --name "gpuplan-$RUN_ID-$NODE_RANK_" --network host --ipc host -v "$RUN_DIR:@RUN_DIR@"
+    "${CODE_MOUNT[@]}")
   if [ -n "$WORKDIR" ]; then
     RUN_ARGS+=(-w "$WORKDIR")
   fi
@@ -561,6 +561,8 @@ CODE=$?
 REASON=
 if [ -f "$RUN_DIR/max_hours_reached" ]; then
   REASON=max_hours
+elif [ -f "$RUN_DIR/interruption.json" ]; then
+  REASON=interrupted
 fi
 if [ -n "$WATCHDOG" ]; then
   kill "$WATCHDOG" 2>/dev/null || true

@@ -34,6 +34,7 @@ from typing import Any
 
 from gpuplan.jobs.failure_cause import OomWatch, failure_cause
 from gpuplan.jobs.gpu_devices import gpu_run_args
+from gpuplan.jobs.local_sync import CheckpointSync, is_folder
 from gpuplan.paths import make_private_dir
 
 LAUNCH_FILE = "launch.json"
@@ -66,6 +67,10 @@ class NodeLaunch:
     max_hours: float | None = None
     checkpoint_dir: str | None = None
     source_dir: str | None = None
+    # The run's durable checkpoint storage (gpuplan.jobs.storage) and how often to copy there, in seconds.
+    checkpoint_url: str | None = None
+    checkpoint_sync_seconds: float | None = None
+    code_url: str | None = None  # the job's folder packed in the run's storage (gpuplan.jobs.code_bundle)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)
@@ -294,6 +299,14 @@ class NodeRunner:
         if self.child is not None and self.child.poll() is None:
             self.child.kill()
 
+    def checkpoint_sync(self) -> CheckpointSync | None:
+        """Rank 0's copies to and from a folder storage (gpuplan.jobs.local_sync), when the run has one."""
+        launch = self.launch
+        folder = job_environment(launch, run_dir=launch.run_dir).get("GPUPLAN_CHECKPOINT_DIR")
+        if launch.node_rank != 0 or not folder or not is_folder(launch.checkpoint_url):
+            return None
+        return CheckpointSync(Path(folder), Path(str(launch.checkpoint_url)), launch.checkpoint_sync_seconds)
+
     def failure_cause(self, code: int) -> str | None:
         """Why the job failed, from the runtime's own words in the log and the OOM counts
         (gpuplan.jobs.failure_cause); None when the exit code is all there is to say."""
@@ -308,6 +321,10 @@ class NodeRunner:
 
     def run(self) -> int:
         """Run the job and record how it ended; returns its exit code."""
+        sync = self.checkpoint_sync()
+        if sync is not None:
+            self.log(f"restored {sync.restore()} checkpoint file(s) from {sync.storage}")
+            sync.start()
         try:
             child = self.start()
         except (OSError, RuntimeError) as exc:
@@ -324,6 +341,8 @@ class NodeRunner:
             timer.start()
         code = child.wait()
         self.log(f"job exited with code {code}")
+        if sync is not None:
+            self.log(f"copied {sync.stop()} checkpoint file(s) to {sync.storage}")
         record: dict[str, Any] = {"exit_code": code, "ended_at": _now(), "reason": self.reason,
                                   "runtime": self.runtime}
         cause = self.failure_cause(code) if self.reason is None else None

@@ -342,6 +342,8 @@ class JobSpec(_Model):
     workload: WorkloadSpec | None = None
     limits: Limits = Field(default_factory=Limits)
     checkpoint: Checkpoint | None = None
+    # Durable run storage (gpuplan.jobs.storage): s3://bucket/prefix, gs://bucket/prefix or a shared folder path.
+    storage: str | None = None
     schedule: ScheduleSpec | None = None
     project: str | None = Field(default=None, max_length=200)
     labels: dict[str, EnvValue] = Field(default_factory=dict)
@@ -380,6 +382,13 @@ class JobSpec(_Model):
         if value is not None and (not value.strip() or value.startswith("-") or "\0" in value):
             raise ValueError(f"workdir {value!r} must be a folder path (not starting with '-')")
         return value
+
+    @field_validator("storage")
+    @classmethod
+    def _storage(cls, value: str | None) -> str | None:
+        from gpuplan.jobs.storage import check_storage
+
+        return check_storage(value)
 
     @field_validator("secrets")
     @classmethod

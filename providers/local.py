@@ -44,6 +44,7 @@ from gpuplan.jobs.runner import (
     stop_before_start,
     write_atomic,
 )
+from gpuplan.jobs.storage import node_storage_fields
 from gpuplan.paths import make_private_dir
 from gpuplan.providers.base import Instance, InstanceState, LaunchCheck, LaunchRequest, Provider, ProviderError
 
@@ -171,7 +172,7 @@ class LocalProvider(Provider):
                 image=request.image, workdir=request.workdir, env=dict(request.env),
                 secret_names=sorted(request.secrets), gpus=int(request.gpus_per_node or 0),
                 max_hours=request.max_hours, checkpoint_dir=request.options.get("checkpoint_dir"),
-                source_dir=request.options.get("source_dir"),
+                source_dir=request.options.get("source_dir"), **node_storage_fields(request.options),
             )
             # launch.json marks the node as existing for every reader (status, watch, reconcile in other
             # processes), so its tags go first and both files appear whole: a reader never sees a node without

@@ -5,6 +5,7 @@ never need to know whether a run was local or on a cloud:
 
     RUN_DIR/node-<rank>/job.log      the node's job log
     RUN_DIR/node-<rank>/exit.json    {"exit_code": N, "ended_at": ..., "reason": ...}
+    RUN_DIR/node-<rank>/interruption.json   the cloud's interruption notice, when the boot script saw one
     RUN_DIR/metrics.jsonl            rank 0's metrics (gpuplan.supervise.progress reads this one)
 """
 
@@ -19,7 +20,7 @@ from typing import Any
 
 from gpuplan.paths import make_private_dir
 
-OUTPUT_FILES = ("job.log", "metrics.jsonl", "exit.json")
+OUTPUT_FILES = ("job.log", "metrics.jsonl", "interruption.json", "exit.json")
 EXIT_FILE = "exit.json"
 
 

@@ -26,6 +26,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "budget": ("gpuplan.cli.commands.budget:budget",
                "Spending caps per month/week/total that launch and watch enforce."),
     "calibrate": ("gpuplan.cli.commands.calibrate:calibrate", "Show the MFU learned from finished runs."),
+    "checkpoints": ("gpuplan.cli.commands.checkpoints:checkpoints",
+                    "List (or download) the checkpoints a run kept in its storage."),
     "catalog": ("gpuplan.cli.commands.catalog:catalog", "Refresh the GPU price catalog from the clouds' price APIs."),
     "completion": ("gpuplan.cli.commands.completion:completion",
                    "Print the shell completion script for bash, zsh or fish."),

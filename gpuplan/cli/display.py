@@ -74,6 +74,8 @@ def print_summary(s: dict[str, Any]) -> None:
     click.echo(f"run {s['run_id']}  {s['name']}  on {s['provider']}: {s['state']}{code}")
     if s.get("state_reason"):
         click.echo(f"  reason: {s['state_reason']}")
+    if s.get("resumed"):
+        click.echo(f"  {s['resumed']}")
     line = f"  duration {duration(s.get('elapsed_hours'))}   cost {money(s.get('cost_usd'))}"
     if s.get("tokens_per_s") is not None:
         line += f"   measured {rate(s['tokens_per_s'])}"

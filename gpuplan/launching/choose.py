@@ -108,7 +108,8 @@ def planned_offer(spec: JobSpec, provider_name: str, cloud: str, *, db_url: str 
     from gpuplan.calibration.startup import startup_allowance
 
     result = plan(workload, offers, constraints=constraints, throughput_for=lambda _gpu: own,
-                  spot_model=spot_model_for(spec), startup_s={cloud: startup_allowance(provider_name, db_url).seconds})
+                  spot_model=spot_model_for(spec, db_url),
+                  startup_s={cloud: startup_allowance(provider_name, db_url).seconds})
     wanted = [o for o in result.options
               if (res.gpus_per_node is None or o.gpus_per_node == res.gpus_per_node)
               and o.nodes == res.nodes]
@@ -124,9 +125,13 @@ def planned_offer(spec: JobSpec, provider_name: str, cloud: str, *, db_url: str 
                  spot=best.spot, price_per_hour=price)
 
 
-def spot_model_for(spec: JobSpec) -> Any:
-    """The planner's spot interruption model with the spec's checkpoint interval (plan and launch share it)."""
+def spot_model_for(spec: JobSpec, db_url: str | None = None) -> Any:
+    """The planner's spot interruption model with the spec's checkpoint interval (plan and launch share it), and
+    the work past relaunches lost per interruption where the store at `db_url` has any."""
+    from gpuplan.calibration.interruption_loss import measured_loss
     from gpuplan.planning.planner import DEFAULT_CHECKPOINT_HOURS, SpotModel
 
     interval = spec.checkpoint.interval if spec.checkpoint and spec.checkpoint.interval else None
-    return SpotModel(checkpoint_hours=interval or DEFAULT_CHECKPOINT_HOURS)
+    measured = measured_loss(db_url)
+    return SpotModel(checkpoint_hours=interval or DEFAULT_CHECKPOINT_HOURS,
+                     measured_loss_hours=measured.hours if measured is not None else None)

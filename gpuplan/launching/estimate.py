@@ -44,7 +44,7 @@ def estimate_run(spec: JobSpec, offer: ChosenOffer, *, db_url: str | None = None
     from gpuplan.calibration.startup import startup_allowance
 
     startup = startup_allowance(offer.provider, db_url)
-    stretch = spot_model_for(spec).stretch(offer.cloud, offer.nodes) if offer.spot else None
+    stretch = spot_model_for(spec, db_url).stretch(offer.cloud, offer.nodes) if offer.spot else None
     breakdown = job_hours(result.hours, startup_s=startup.seconds, stretch=stretch)
     hours = breakdown.total
     if not within("hours", hours):

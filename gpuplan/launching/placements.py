@@ -136,6 +136,8 @@ def outputs_base(request: LaunchRequest, provider: Provider | None) -> str | Non
         url = provider.outputs_url(request.run_id)
         if url:
             return url.rstrip("/")
+    if request.options.get("run_storage_url"):  # the spec's `storage:` (its run folder), when the provider has none
+        return str(request.options["run_storage_url"]).rstrip("/")
     storage = os.environ.get("GPUPLAN_STORAGE_URL")
     return f"{storage.rstrip('/')}/{request.run_id}" if storage else None
 
@@ -149,6 +151,7 @@ def boot_script_renderer(request: LaunchRequest,
     """
     from gpuplan.jobs.bootstrap import boot_plan_for, render_boot_script
     from gpuplan.jobs.runner import NodeLaunch
+    from gpuplan.jobs.storage import node_storage_fields
 
     argv = list(request.options.get("argv") or ["/bin/sh", "-c", request.command])
     base = outputs_base(request, provider)
@@ -171,7 +174,8 @@ def boot_script_renderer(request: LaunchRequest,
                           node_rank=rank, nnodes=request.nodes, nproc_per_node=max(gpus, 1),
                           runtime=request.runtime or "auto", image=request.image, workdir=request.workdir,
                           env=dict(request.env), secret_names=sorted(request.secrets), gpus=gpus,
-                          max_hours=request.max_hours, checkpoint_dir=request.options.get("checkpoint_dir"))
+                          max_hours=request.max_hours, checkpoint_dir=request.options.get("checkpoint_dir"),
+                          **node_storage_fields(request.options))
         # With identity tags the script learns its rank at boot and adds `/node-<rank>` to the run's prefix itself.
         storage_url = (base if tags else f"{base}/node-{rank}") if base else None
         return render_boot_script(boot_plan_for(node, secrets=secrets, storage_url=storage_url,
@@ -179,7 +183,8 @@ def boot_script_renderer(request: LaunchRequest,
                                                 guest_attributes=guest, gcs_endpoint=gcs_endpoint,
                                                 secret_store=store, secretmanager_endpoint=secrets_endpoint,
                                                 rank_tag=tags.rank if tags else None,
-                                                master_tag=tags.master_addr if tags else None))
+                                                master_tag=tags.master_addr if tags else None,
+                                                interruption_watch=request.options.get("interruption_watch")))
 
     return render
 

@@ -6,8 +6,10 @@ from pathlib import Path
 
 from gpuplan.jobs.spec import JobSpec
 from gpuplan.launching.choose import choose_offer
+from gpuplan.launching.code_upload import check_code
 from gpuplan.launching.estimate import estimate_run
 from gpuplan.launching.offer import LaunchPlan
+from gpuplan.launching.run_storage import check_run_storage
 from gpuplan.providers.base import Provider
 
 
@@ -16,6 +18,8 @@ def plan_launch(spec: JobSpec, spec_text: str, *, provider: Provider, source_dir
     """Decide the offer and the estimate; nothing is recorded or started. `db_url`: where the price catalog's
     refreshes and the bench/calibration records live (default: the shipped catalog and the prior)."""
     offer = choose_offer(spec, provider, db_url=db_url)
+    check_run_storage(spec, offer.cloud)
+    check_code(spec, source_dir, provider, offer.cloud)
     return LaunchPlan(spec=spec, spec_text=spec_text, source_dir=source_dir, offer=offer,
                       estimate=estimate_run(spec, offer, db_url=db_url))
 

@@ -26,9 +26,11 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
+from gpuplan.launching.code_upload import ship_code
 from gpuplan.launching.failover import AttemptCallback, Placement
 from gpuplan.launching.launch_plan import placements_for_launch, record_launch_plan
 from gpuplan.launching.offer import LaunchPlan
+from gpuplan.launching.run_storage import storage_options
 from gpuplan.providers.base import Instance, LaunchRequest, Provider
 from gpuplan.runs.events import EventKind
 from gpuplan.runs.machines import record_instances
@@ -59,6 +61,7 @@ def build_request(plan: LaunchPlan, run_id: str, run_dir: str, secrets: Mapping[
         runtime=spec.runtime, workdir=spec.workdir, env=dict(spec.env), secrets=dict(secrets), labels=labels,
         options={"argv": spec.argv, "source_dir": plan.source_dir,
                  "checkpoint_dir": spec.checkpoint.dir if spec.checkpoint else None,
+                 **storage_options(spec, run_id, offer.cloud, offer.spot),
                  "regions": list(spec.resources.regions), "zones": list(spec.resources.zones),
                  "max_price_per_hour": spec.resources.max_price_per_hour},
     )
@@ -129,6 +132,7 @@ def launch_recorded_run(store: Store, run_id: str, plan: LaunchPlan, provider: P
                          **{("why" if k == "message" else k): v for k, v in attempt.as_dict().items()})
 
     try:
+        ship_code(plan, request, provider)
         instances = start_and_record(store, run_id, provider, request, default_price=plan.offer.price_per_hour,
                                      on_attempt=on_attempt, placements=placed.placements, failsafe=placed)
     except ProviderError as exc:

@@ -42,11 +42,18 @@ MAX_USEFUL_FRACTION_LOST = 0.9  # beyond this an interrupted job makes no useful
 
 @dataclass(frozen=True)
 class SpotModel:
-    """Expected interruption overhead: each interruption loses half a checkpoint interval plus a restart."""
+    """Expected interruption overhead: each interruption loses half a checkpoint interval plus a restart, or,
+    where past relaunches measured it (gpuplan.calibration.interruption_loss), the mean work they lost."""
 
     interruptions_per_hour: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_INTERRUPTIONS_PER_HOUR))
     restart_hours: float = DEFAULT_RESTART_HOURS
     checkpoint_hours: float = DEFAULT_CHECKPOINT_HOURS
+    measured_loss_hours: float | None = None
+
+    @property
+    def lost_hours(self) -> float:
+        """Work lost per interruption: measured when known, else half a checkpoint interval."""
+        return self.measured_loss_hours if self.measured_loss_hours is not None else self.checkpoint_hours / 2
 
     def rate(self, cloud: str) -> float:
         return self.interruptions_per_hour.get(cloud, max(self.interruptions_per_hour.values(), default=0.0))
@@ -55,9 +62,9 @@ class SpotModel:
         """Wall-time multiplier from interruptions (renewal argument), or None if the job cannot progress.
 
         Any node's interruption stops the whole job, so the job sees `rate x nodes` interruptions per hour, each
-        costing `checkpoint/2 + restart` hours: wall = useful / (1 - rate x nodes x loss).
+        costing `lost_hours + restart` hours: wall = useful / (1 - rate x nodes x loss).
         """
-        lost_fraction = self.rate(cloud) * nodes * (self.checkpoint_hours / 2 + self.restart_hours)
+        lost_fraction = self.rate(cloud) * nodes * (self.lost_hours + self.restart_hours)
         if lost_fraction >= MAX_USEFUL_FRACTION_LOST:
             return None
         return 1 / (1 - lost_fraction)

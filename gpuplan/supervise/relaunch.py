@@ -28,6 +28,7 @@ from gpuplan.launching.launch_plan import add_launch_plan, placements_for_launch
 from gpuplan.providers.base import InstanceState, Provider, ProviderError
 from gpuplan.runs.events import EventKind
 from gpuplan.runs.machines import SUPERSEDED, current_instances, record_instances
+from gpuplan.supervise.resume import interruption_notice, relaunch_resume, resume_words
 from gpuplan.testpoint import pause_point
 
 if TYPE_CHECKING:
@@ -130,10 +131,14 @@ def relaunch_after_preemption(session: Session, run: Run, provider: Provider, no
         next((i.price_per_hour for i in instances if i.price_per_hour is not None), price)), generation=generation)
     if instances:
         run.zone, run.region = instances[0].zone or run.zone, instances[0].region or run.region
+    resume, notice = relaunch_resume(run, spec, provider), interruption_notice(run)
     record_event(session, run, EventKind.RELAUNCH,
-                 f"spot interruption: relaunch {generation} of at most {MAX_RELAUNCHES} "
-                 f"from checkpoint {spec.checkpoint.dir}", generation=generation,
-                 instances=[i.instance_id for i in instances])
+                 f"spot interruption{' (notice seen by the machine)' if notice else ''}: relaunch {generation} of at "
+                 f"most {MAX_RELAUNCHES} from checkpoint {spec.checkpoint.dir}{resume_words(resume)}",
+                 generation=generation, instances=[i.instance_id for i in instances],
+                 **(resume.as_data() if resume else {}), **({"notice": notice} if notice else {}))
+    session.flush()
+    session.expire(run, ["events"])  # the summary of this same watch step reads the relaunch it just recorded
     return True
 
 

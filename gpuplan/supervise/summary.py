@@ -11,6 +11,7 @@ from gpuplan.runs.records import elapsed_hours
 from gpuplan.store.models import Run, RunState
 from gpuplan.store.types import utcnow
 from gpuplan.supervise.progress import Progress
+from gpuplan.supervise.resume import resumed_line
 
 
 def estimate_basis(run: Run) -> dict[str, Any]:
@@ -80,6 +81,7 @@ def summary(run: Run, now: dt.datetime | None = None, progress: Progress | None 
         "budget_usd": run.budget_usd,
         "max_hours": run.max_hours,
         "failsafe": _failsafe(run),
+        "resumed": resumed_line(run),
         "run_dir": run.run_dir,
         "instances": [
             {"instance_id": i.provider_instance_id, "node_rank": i.node_rank, "state": i.state,

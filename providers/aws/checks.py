@@ -46,7 +46,8 @@ def check_launch(provider: Checked, request: LaunchRequest) -> LaunchCheck:
     region = request.region or provider.region
     notes: list[str] = []
     details: dict[str, Any] = {}
-    needed = aws_iam.needed_for(secrets=bool(request.secrets), bucket=provider.bucket)
+    needed = aws_iam.needed_for(secrets=bool(request.secrets), bucket=provider.bucket,
+                                storage=request.options.get("run_storage_url"))
     profile = request.options.get("instance_profile") or provider.instance_profile
     try:
         checked = aws_iam.check_profile(provider.client("iam", region), profile, needed)

@@ -14,8 +14,18 @@ The role `gpuplan setup aws --create` makes is least privilege, the policy the R
 https://docs.aws.amazon.com/systems-manager/latest/userguide/ps-restrict-parameter-access.html), plus
 `kms:Decrypt` on a customer-managed key only when one is named (SecureStrings under the AWS-managed `aws/ssm` key
 need no KMS statement in the role: the notes call this standard guidance, not quoted from AWS). Its trust policy
-lets only EC2 assume it. Role and profile carry gpuplan's tag. The launching user also needs iam:PassRole on the
-role (same page); EC2 answers `UnauthorizedOperation` without it, at RunInstances.
+lets only EC2 assume it. Role and profile carry gpuplan's tag. The launching user also needs iam:PassRole on
+the role (same page); EC2 answers `UnauthorizedOperation` without it, at RunInstances.
+
+A run with durable storage (`storage: s3://BUCKET/PREFIX`, gpuplan.jobs.storage) also copies its checkpoints
+there with `aws s3 sync` both ways, which lists the prefix and reads and writes objects (ListObjectsV2 needs
+s3:ListBucket on the bucket; a multipart upload is covered by s3:PutObject). The role gets exactly that for
+the prefix and nothing else: s3:GetObject/s3:PutObject on `arn:aws:s3:::BUCKET/PREFIX/*` and s3:ListBucket on the
+bucket with the condition `StringLike s3:prefix PREFIX/*` (the "access to a folder in a bucket" example of
+https://docs.aws.amazon.com/AmazonS3/latest/userguide/example-policies-s3.html; actions per API in
+https://docs.aws.amazon.com/AmazonS3/latest/userguide/using-with-s3-policy-actions.html). The node's metrics
+are kept there too (`<run>/node-<rank>/metrics.jsonl`), so a resumed run reads them back without any read access
+to the outputs prefix.
 """
 
 from __future__ import annotations
@@ -44,14 +54,31 @@ class ProfileCheck:
     role: str | None = None
 
 
-def needed_for(*, secrets: bool, bucket: str | None) -> tuple[str, ...]:
+def needed_for(*, secrets: bool, bucket: str | None, storage: str | None = None) -> tuple[str, ...]:
     """What on the machine needs AWS credentials (empty: no profile needed)."""
     reasons = []
     if secrets:
         reasons.append("reading the run's secrets from SSM")
     if bucket:
         reasons.append(f"shipping outputs to s3://{bucket}")
+    if storage and storage.startswith("s3://"):
+        reasons.append(f"copying checkpoints to and from {storage}")
     return tuple(reasons)
+
+
+def storage_statements(storage: str) -> list[dict[str, Any]]:
+    """Least privilege for one s3:// storage: list, read and write under its prefix only (see the docstring)."""
+    rest = storage.removeprefix("s3://").strip("/")
+    bucket, _, prefix = rest.partition("/")
+    objects = f"{prefix}/*" if prefix else "*"
+    statements: list[dict[str, Any]] = [
+        {"Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject"],
+         "Resource": f"arn:aws:s3:::{bucket}/{objects}"},
+        {"Effect": "Allow", "Action": "s3:ListBucket", "Resource": f"arn:aws:s3:::{bucket}"},
+    ]
+    if prefix:
+        statements[1]["Condition"] = {"StringLike": {"s3:prefix": [objects]}}
+    return statements
 
 
 def profile_name(profile: str) -> str:
@@ -83,12 +110,15 @@ def check_profile(iam: Any, profile: str | None, needed: Sequence[str]) -> Profi
     return ProfileCheck(profile, tuple(needed), role=str(roles[0].get("RoleName")))
 
 
-def instance_policy(bucket: str | None, *, kms_key_arn: str | None = None) -> dict[str, Any]:
+def instance_policy(bucket: str | None, *, kms_key_arn: str | None = None,
+                    storage: str | None = None) -> dict[str, Any]:
     """The role's permissions: what the boot script does and nothing else (the README's AWS policy)."""
     statements: list[dict[str, Any]] = []
     if bucket:
         statements.append({"Effect": "Allow", "Action": "s3:PutObject",
                            "Resource": f"arn:aws:s3:::{bucket}/gpuplan/*"})
+    if storage:
+        statements.extend(storage_statements(storage))
     statements.append({"Effect": "Allow", "Action": "ssm:GetParameter",
                        "Resource": "arn:aws:ssm:*:*:parameter/gpuplan/*"})
     if kms_key_arn:
@@ -123,10 +153,10 @@ def _code(exc: Exception) -> str | None:
 
 
 def create_profile(iam: Any, *, name: str = DEFAULT_NAME, bucket: str | None, kms_key_arn: str | None = None,
-                   tags: Mapping[str, str] | None = None) -> SetupResult:
+                   tags: Mapping[str, str] | None = None, storage: str | None = None) -> SetupResult:
     """Create (or bring up to date) the role, its inline policy and the instance profile holding it; idempotent."""
     marks = tag_list({TAG_CREATED_BY: CREATED_BY, **(tags or {})})
-    policy = instance_policy(bucket, kms_key_arn=kms_key_arn)
+    policy = instance_policy(bucket, kms_key_arn=kms_key_arn, storage=storage)
     result = SetupResult(role=name, instance_profile=name, policy=policy)
     try:
         try:

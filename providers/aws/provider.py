@@ -226,7 +226,8 @@ class AwsProvider(AccountPlaces, RunStorage, Provider):
                                  [str(z) for z in self._option(request, "zones", ())])
         # check_launch verified the profile exists before anything was recorded; never start a machine that would
         # fail at boot for want of one (gpuplan.providers.aws.iam).
-        needed = aws_iam.needed_for(secrets=bool(request.secrets), bucket=self.bucket)
+        needed = aws_iam.needed_for(secrets=bool(request.secrets), bucket=self.bucket,
+                                    storage=request.options.get("run_storage_url"))
         if needed and not self._option(request, "instance_profile", self.instance_profile):
             raise ProviderError(str(aws_iam.check_profile(None, None, needed).problem), code="NoInstanceProfile",
                                 region=region)

@@ -137,8 +137,11 @@ def instance_body(provider: VmSettings, request: LaunchRequest, zone: str, name:
     if acc and count and not has_fixed_gpus(machine_type):
         instance.guest_accelerators = [compute_v1.AcceleratorConfig(
             accelerator_type=f"zones/{zone}/acceleratorTypes/{acc}", accelerator_count=count)]
+    # The run's own gs:// storage (checkpoints, code) needs the same storage scope as the outputs bucket.
+    storage = str(request.options.get("run_storage_url") or "")
+    bucket = provider.bucket or (storage.removeprefix("gs://").split("/")[0] if storage.startswith("gs://") else None)
     account = vm_service_account(option(request, "service_account", provider.service_account), provider.scopes,
-                                 provider.bucket, secrets=bool(request.secrets))
+                                 bucket, secrets=bool(request.secrets))
     if account:
         instance.service_accounts = [compute_v1.ServiceAccount(email=account[0], scopes=account[1])]
         if account[0] == "default" and rank == 0:
@@ -173,6 +176,7 @@ def startup_script(provider: VmSettings, request: LaunchRequest, zone: str, rank
         return request.boot_script
     from gpuplan.jobs.bootstrap import boot_plan_for, render_boot_script
     from gpuplan.jobs.runner import NodeLaunch
+    from gpuplan.jobs.storage import node_storage_fields
 
     node = NodeLaunch(
         run_id=request.run_id, name=request.name,
@@ -182,7 +186,7 @@ def startup_script(provider: VmSettings, request: LaunchRequest, zone: str, rank
         master_port=int(request.options.get("master_port") or 29500), runtime=request.runtime or "auto",
         image=request.image, workdir=request.workdir, env=dict(request.env),
         secret_names=sorted(request.secrets), gpus=int(request.gpus_per_node or 0), max_hours=request.max_hours,
-        checkpoint_dir=request.options.get("checkpoint_dir"),
+        checkpoint_dir=request.options.get("checkpoint_dir"), **node_storage_fields(request.options),
     )
     bucket_url = provider.outputs_url(request.run_id)
     storage_url = request.options.get("storage_url") or (f"{bucket_url}/node-{rank}" if bucket_url else None)
@@ -190,7 +194,8 @@ def startup_script(provider: VmSettings, request: LaunchRequest, zone: str, rank
     params = {name: provider.secret_parameter(request.run_id, name) for name in sorted(request.secrets)}
     plan = boot_plan_for(node, secrets={}, storage_url=storage_url, master_addr=master if rank else None,
                          gcs_endpoint=provider.outputs_endpoint(), secret_params=params,
-                         secret_store=provider.secret_store, secretmanager_endpoint=provider.secrets_endpoint())
+                         secret_store=provider.secret_store, secretmanager_endpoint=provider.secrets_endpoint(),
+                         interruption_watch=request.options.get("interruption_watch"))
     return render_boot_script(plan)
 
 

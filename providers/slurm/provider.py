@@ -273,7 +273,7 @@ class SlurmProvider(Provider):
             nodes=int(request.nodes or 1), tasks_per_node=int(options.get("tasks_per_node") or 1),
             gpus_per_node=int(gpus), max_hours=request.max_hours, image=request.image, runtime=runtime,
             workdir=request.workdir, source_dir=request.options.get("source_dir"),
-            checkpoint_dir=request.options.get("checkpoint_dir"), env=dict(request.env),
+            checkpoint_dir=slurm_checkpoint_dir(request.options), env=dict(request.env),
             secret_names=sorted(request.secrets),
             master_port=int(options.get("master_port") or DEFAULT_MASTER_PORT),
             partition=options.get("partition") or self.partition, account=options.get("account") or self.account,
@@ -455,3 +455,13 @@ class SlurmProvider(Provider):
             launched_at=record.start, ended_at=record.end, exit_code=record.exit_code, created_at=record.submit,
             state_reason=reason or (record.slurm_state if record.finished else None), tags=tags,
         )
+
+
+def slurm_checkpoint_dir(options: dict[str, Any]) -> str | None:
+    """The job's checkpoint folder: on a cluster the run's folder storage is on the shared file system every node
+    mounts, so the job writes its checkpoints straight there (`<storage>/<run id>/checkpoints`: durable, listed
+    by `gpuplan checkpoints`, found again by a requeued or relaunched job); else the spec's `checkpoint.dir`."""
+    url = options.get("checkpoint_url")
+    if url and str(url).startswith("/") and options.get("checkpoint_dir"):
+        return str(url)
+    return options.get("checkpoint_dir")

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from support.clihelp import Result, run_subprocess
+from support.run_storage import use_s3_storage
 from support.strict_aws.fixture import StrictAwsServer
 
 pytestmark = pytest.mark.slow
@@ -80,9 +81,11 @@ def _recorded_runs() -> list[dict[str, object]]:
     return list(listed.json())
 
 
-def test_tiny_gpt_example_launches_on_the_default_catalog_choice(strict_aws: StrictAwsServer,
-                                                                  per_region_ami: None) -> None:
+def test_tiny_gpt_example_launches_on_the_default_catalog_choice(strict_aws: StrictAwsServer, per_region_ami: None,
+                                                                  tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """The issue's first failure (`no default subnet in eus2-az1`): the catalog's zone ids reach EC2 as names."""
+    use_s3_storage(monkeypatch, tmp_path)  # the example's `python tiny_gpt.py` needs its folder shipped
     launched = gpuplan("launch", str(EXAMPLES / "tiny-gpt.yaml"), "--provider", "aws", "-y", "--detach", "--json")
     assert launched.exit_code == 0, launched.stderr
     [run] = [c for c in strict_aws.layer.calls("RunInstances") if c.status == 200]

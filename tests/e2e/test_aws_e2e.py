@@ -24,6 +24,7 @@ from gpuplan.runs.events import EventKind
 
 from support.awsmoto import MotoServer, ec2_error_sitecustomize, no_capacity_sitecustomize, user_data_of
 from support.clihelp import Result, run_subprocess
+from support.run_storage import use_s3_storage
 
 pytestmark = pytest.mark.slow
 
@@ -323,12 +324,15 @@ def test_throttling_is_retried_with_the_same_token(moto_server: MotoServer) -> N
     assert [i["InstanceId"] for i in live_tagged(moto_server, "r-throttle01")] == [inst.instance_id]
 
 
-def test_tiny_gpt_example_launches_with_the_default_catalog_choice(moto_server: MotoServer) -> None:
+def test_tiny_gpt_example_launches_with_the_default_catalog_choice(moto_server: MotoServer, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """`gpuplan launch examples/tiny-gpt.yaml --provider aws -y`: the planner's cheapest offer was in eu-south-2 (an
     opt-in region moto reports not-opted-in) and named its zone by id (eus2-az1); now planning leaves disabled
-    regions out and the zone goes to EC2 as this account's zone name."""
+    regions out and the zone goes to EC2 as this account's zone name. (The example's `python tiny_gpt.py` needs its
+    folder on the machine: a run storage ships it.)"""
     import boto3
 
+    use_s3_storage(monkeypatch, tmp_path)
     example = Path(__file__).resolve().parents[2] / "examples" / "tiny-gpt.yaml"
     launched = gpuplan("launch", str(example), "--provider", "aws", "-y", "--detach", "--json")
     assert launched.exit_code == 0, launched.stderr

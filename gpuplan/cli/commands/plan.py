@@ -61,6 +61,7 @@ def plan_command(app: AppContext, spec_path: Path | None, gpu_text: str | None, 
     deadline needs them), adds the expected cost of spot interruptions, and drops what breaks the constraints.
     The output marks the cheapest, the fastest and the Pareto front of cost against time.
     """
+    from gpuplan.calibration.interruption_loss import measured_loss
     from gpuplan.catalog.catalog import Catalog
     from gpuplan.catalog.gpu_names import compile_region_patterns, resolve_clouds, resolve_gpus
     from gpuplan.planning.planner import Constraints, plan
@@ -83,7 +84,8 @@ def plan_command(app: AppContext, spec_path: Path | None, gpu_text: str | None, 
         max_nodes=max_nodes,
         nodes=spec_limits.get("nodes"),
     )
-    spot_model = _spot_model(interruption_rate, checkpoint_interval, spec_limits.get("checkpoint_hours"))
+    spot_model = _spot_model(interruption_rate, checkpoint_interval, spec_limits.get("checkpoint_hours"),
+                             measured_loss(app.db_url))
     shardings = AUTO_SHARDINGS if auto_shard and workload.sharding == "none" else None
 
     catalog = Catalog.load(app.db_url, clouds)
@@ -224,13 +226,14 @@ def _money(value: float, flag: str) -> Decimal:
     return Decimal(str(value))
 
 
-def _spot_model(rate: float | None, interval: str | None, spec_interval: float | None) -> Any:
+def _spot_model(rate: float | None, interval: str | None, spec_interval: float | None, measured: Any = None) -> Any:
     from gpuplan.planning.planner import DEFAULT_CHECKPOINT_HOURS, DEFAULT_INTERRUPTIONS_PER_HOUR, SpotModel
 
     rates = {cloud: rate for cloud in DEFAULT_INTERRUPTIONS_PER_HOUR} if rate is not None else dict(
         DEFAULT_INTERRUPTIONS_PER_HOUR)
     hours = _hours(interval, "--checkpoint-interval") if interval else (spec_interval or DEFAULT_CHECKPOINT_HOURS)
-    return SpotModel(interruptions_per_hour=rates, checkpoint_hours=hours)
+    return SpotModel(interruptions_per_hour=rates, checkpoint_hours=hours,
+                     measured_loss_hours=measured.hours if measured is not None else None)
 
 
 def _throughput_resolver(app: AppContext, workload: Any, flags: dict[str, Any], own: Any,
@@ -295,8 +298,11 @@ def _render(workload: Any, constraints: Any, spot_model: Any, result: Any, shown
         _summary(result, constraints)
     if any(o.spot for o in shown):
         rates = ", ".join(f"{cloud} {rate:.3f}/h" for cloud, rate in spot_model.interruptions_per_hour.items())
-        note(f"spot assumes interruptions per node-hour {rates}, checkpoint every {spot_model.checkpoint_hours:g} h,"
-             f" {spot_model.restart_hours * 60:.0f} min to restart")
+        lost = (f"{spot_model.lost_hours * 60:.1f} min of work lost per interruption (measured)"
+                if spot_model.measured_loss_hours is not None
+                else f"checkpoint every {spot_model.checkpoint_hours:g} h")
+        note(f"spot assumes interruptions per node-hour {rates}, {lost}, {spot_model.restart_hours * 60:.0f} min to "
+             "restart")
     if explain and result.rejected:
         print_table(["cloud", "instance", "market", "nodes", "why dropped"], _grouped(result.rejected),
                     title="dropped")

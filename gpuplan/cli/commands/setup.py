@@ -32,10 +32,13 @@ def setup() -> None:
 @click.option("--kms-key", "kms_key", default=None, metavar="ARN",
               help="A customer-managed KMS key your SSM SecureStrings use: adds kms:Decrypt on that key only "
                    "(not needed for the default aws/ssm key).")
+@click.option("--storage", default=None, metavar="s3://BUCKET/PREFIX",
+              help="The durable storage runs keep checkpoints in (a spec's `storage:`; default: the config's "
+                   "[defaults] storage when it is s3://): the role may list, read and write under PREFIX only.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 @pass_app
 def setup_aws(app: AppContext, create: bool, name: str, bucket: str | None, kms_key: str | None,
-              as_json: bool) -> None:
+              storage: str | None, as_json: bool) -> None:
     """Check or create the instance profile gpuplan's AWS machines use.
 
     A run's machines read its secrets from SSM Parameter Store (/gpuplan/RUN_ID/NAME) and ship job.log, metrics
@@ -54,10 +57,11 @@ def setup_aws(app: AppContext, create: bool, name: str, bucket: str | None, kms_
     from gpuplan.providers.aws.provider import AwsProvider
 
     bucket = bucket or os.environ.get("GPUPLAN_AWS_BUCKET") or None
+    storage = _s3_storage(storage)
     provider = AwsProvider(bucket=bucket)
     client = provider.client("iam", provider.region)
     if create:
-        result = aws_iam.create_profile(client, name=name, bucket=bucket, kms_key_arn=kms_key)
+        result = aws_iam.create_profile(client, name=name, bucket=bucket, kms_key_arn=kms_key, storage=storage)
         out = {**result.as_dict(), "created": True,
                "next": f"export GPUPLAN_AWS_INSTANCE_PROFILE={name}"}
         if as_json:
@@ -75,9 +79,9 @@ def setup_aws(app: AppContext, create: bool, name: str, bucket: str | None, kms_
                    f"now set GPUPLAN_AWS_INSTANCE_PROFILE={name} (no bucket: outputs are not shipped)")
         return
     configured = provider.instance_profile
-    needed = aws_iam.needed_for(secrets=True, bucket=bucket)
+    needed = aws_iam.needed_for(secrets=True, bucket=bucket, storage=storage)
     check = aws_iam.check_profile(client, configured, needed)
-    policy = aws_iam.instance_policy(bucket, kms_key_arn=kms_key)
+    policy = aws_iam.instance_policy(bucket, kms_key_arn=kms_key, storage=storage)
     out = {"instance_profile": configured, "role": check.role, "usable": check.problem is None,
            "problem": check.problem, "policy_to_create": policy, "created": False}
     if as_json:
@@ -89,3 +93,20 @@ def setup_aws(app: AppContext, create: bool, name: str, bucket: str | None, kms_
         click.echo(f"ready: instance profile {configured} (role {check.role})")
     click.echo(f"`gpuplan setup aws --create --name {name}` would create a role with:")
     click.echo(json.dumps(policy, indent=2))
+
+
+def _s3_storage(storage: str | None) -> str | None:
+    """--storage, else an s3:// `[defaults] storage`; one line and exit 2 for anything but s3://BUCKET[/PREFIX]."""
+    from gpuplan.config import default_setting
+    from gpuplan.jobs.storage import check_storage, storage_scheme
+
+    if storage is None:
+        default = default_setting("storage")
+        return str(default).rstrip("/") if isinstance(default, str) and default.startswith("s3://") else None
+    try:
+        checked = check_storage(storage)
+    except ValueError as exc:
+        raise UserError(f"--storage: {exc}") from exc
+    if checked is None or storage_scheme(checked) != "s3":
+        raise UserError(f"--storage {storage!r}: an AWS role can only be given an s3://BUCKET/PREFIX storage")
+    return checked

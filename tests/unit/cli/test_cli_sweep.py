@@ -254,6 +254,8 @@ def test_json_for_bench(files: dict[str, str]) -> None:
 JSON_NEEDS_A_CLOUD = {
     ("catalog", "refresh"): "reads the clouds' price APIs (covered by test_refresh_aws/gcp against moto/fake)",
     ("setup", "aws"): "reads and writes IAM (covered by tests/unit/cli/test_setup_cli.py against moto)",
+    ("checkpoints",): "needs a run with checkpoints in a storage (covered by tests/e2e/test_local_storage_e2e.py "
+                      "and test_spot_resume_e2e.py, against moto's S3)",
 }
 JSON_COVERED_ELSEWHERE_HERE = {("launch",), ("status",), ("stop",), ("bench",)}
 
@@ -292,6 +294,7 @@ BAD_INPUT: list[tuple[tuple[str, ...], str]] = [
     (("status", "r-0000000000"), "no run 'r-0000000000'"),
     (("status", "nope", "--json"), "no run 'nope'"),
     (("logs", "r-0000000000"), "no run"),
+    (("checkpoints", "r-0000000000"), "no run"),
     (("logs", "nope", "--node", "-1"), "--node"),
     (("stop", "r-0000000000"), "no run"),
     (("stop", "nope", "--json"), "no run"),

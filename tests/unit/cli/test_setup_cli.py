@@ -117,3 +117,21 @@ def test_launch_without_a_usable_profile_is_refused_before_anything_is_recorded(
 
 def _instances(clients: Clients) -> list[Any]:
     return [i for r in clients("ec2").describe_instances()["Reservations"] for i in r["Instances"]]
+
+
+def test_a_storage_prefix_adds_only_that_prefix_to_the_role(in_moto: dict[str, str], aws_clients: Clients) -> None:
+    result = run_cli("setup", "aws", "--bucket", BUCKET, "--storage", "s3://ckpt-bkt/team", "--create", "--json")
+    assert result.exit_code == 0, result.stderr
+    iam = aws_clients("iam")
+    policy = iam.get_role_policy(RoleName=aws_iam.DEFAULT_NAME, PolicyName=aws_iam.POLICY_NAME)["PolicyDocument"]
+    policy = json.loads(policy) if isinstance(policy, str) else policy
+    assert {"Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject"],
+            "Resource": "arn:aws:s3:::ckpt-bkt/team/*"} in policy["Statement"]
+    assert {"Effect": "Allow", "Action": "s3:ListBucket", "Resource": "arn:aws:s3:::ckpt-bkt",
+            "Condition": {"StringLike": {"s3:prefix": ["team/*"]}}} in policy["Statement"]
+
+
+@pytest.mark.parametrize("storage", ["gs://b/p", "/shared", "s3://NO"])
+def test_a_storage_the_role_cannot_use_is_one_line_exit_2(in_moto: dict[str, str], storage: str) -> None:
+    result = run_cli("setup", "aws", "--storage", storage)
+    assert result.exit_code == 2 and "--storage" in result.stderr and "Traceback" not in result.stderr

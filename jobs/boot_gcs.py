@@ -1,0 +1,60 @@
+"""The boot script's Cloud Storage calls with curl alone (part of gpuplan.jobs.bootstrap): no gsutil or gcloud needed.
+
+The VM's service-account token comes from the metadata server and reaches curl only on stdin (never a command
+line, a file or a log line); uploads use the GCS JSON API's media upload
+(https://cloud.google.com/storage/docs/uploading-objects#uploading-an-object, `uploadType=media`), with the
+object name percent-encoded byte by byte so it is never read as a path.
+"""
+
+from __future__ import annotations
+
+# Shell functions (defined with the others; refer to variables only inside double quotes; no user text).
+GCS_FUNCTIONS = r"""gcs_token() {
+  # GCP: an OAuth access token of the VM's service account, from the metadata server. It lives only in shell
+  # variables: never in a file, a log line or a command line (curl gets it on stdin).
+  local body
+  body=$(curl -fsS -m 10 -H 'Metadata-Flavor: Google' \
+    "$METADATA_URL/instance/service-accounts/default/token" 2>/dev/null) || return 1
+  case "$body" in
+    *'"access_token"'*) ;;
+    *) return 1 ;;
+  esac
+  body=${body#*\"access_token\"}
+  body=${body#*\"}
+  body=${body%%\"*}
+  [ -n "$body" ] || return 1
+  printf '%s' "$body"
+}
+
+urlencode() {
+  # Percent-encode one URL component, byte by byte (LC_ALL=C), so an object name is never read as a path.
+  local LC_ALL=C s=$1 out='' c i
+  for ((i = 0; i < ${#s}; i++)); do
+    c=${s:i:1}
+    case "$c" in
+      [A-Za-z0-9._~-]) out+=$c ;;
+      *) printf -v c '%%%02X' "'$c"; out+=$c ;;
+    esac
+  done
+  printf '%s' "$out"
+}
+
+gcs_upload() {
+  # One file to gs://BUCKET/PREFIX/NAME through the GCS JSON API's media upload (no gsutil/gcloud needed).
+  local file=$1 name=$2 token=$3 rest bucket object type=text/plain
+  rest=${STORAGE_URL#gs://}
+  bucket=${rest%%/*}
+  object=${rest#"$bucket"}
+  object=${object#/}
+  object=${object%/}
+  object=${object:+$object/}$name
+  case "$name" in
+    *.jsonl) type=application/x-ndjson ;;
+    *.json) type=application/json ;;
+    *) ;;
+  esac
+  printf 'Authorization: Bearer %s\n' "$token" | curl -fsS -m 120 --retry 3 -o /dev/null -X POST -H @- \
+    -H "Content-Type: $type" --data-binary "@$file" \
+    "$GCS_ENDPOINT/upload/storage/v1/b/$(urlencode "$bucket")/o?uploadType=media&name=$(urlencode "$object")"
+}
+"""
