@@ -40,6 +40,7 @@ from gpuplan.providers.base import TAG_RUN_ID
 from support.awsmoto import MotoServer, create_instance_profile, spot_interrupt, user_data_of
 from support.clihelp import Result, run_subprocess
 from support.fakes.interruption_metadata import ServedMetadata, serve_interruption_metadata
+from support.reaper import reap
 from support.s3_policy import S3Request, allowed, requests_in_log
 
 pytestmark = pytest.mark.slow
@@ -87,6 +88,13 @@ def as_this_machine(script: str, base: Path, metadata: ServedMetadata) -> str:
         lines[lines.index(old)] = new
     return "\n".join(lines) + "\n"
 
+
+
+@pytest.fixture(autouse=True)
+def no_job_outlives_its_test(tmp_path: Path) -> Any:
+    """The machines' jobs run in their own session (see support.reaper): none may outlive the test."""
+    yield
+    reap(tmp_path)
 
 def boot(moto: MotoServer, instance_id: str, base: Path, metadata: ServedMetadata) -> subprocess.Popen[bytes]:
     """Start a machine: its user data, run as root would at boot (here: with the AWS CLI pointed at moto)."""

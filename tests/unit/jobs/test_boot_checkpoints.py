@@ -16,6 +16,14 @@ import pytest
 from gpuplan.jobs.bootstrap import BootPlan, render_boot_script
 
 from support.fakes.interruption_metadata import serve_interruption_metadata
+from support.reaper import reap
+
+
+@pytest.fixture(autouse=True)
+def no_job_outlives_its_test(tmp_path: Path) -> object:
+    """The jobs run in their own session (see support.reaper): a killed "machine" must not leave them running."""
+    yield
+    reap(tmp_path)
 
 # A job that checkpoints like a real one: resumes from $GPUPLAN_CHECKPOINT_DIR/step, counts, saves on SIGTERM.
 COUNTER_JOB = r"""
