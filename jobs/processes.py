@@ -38,3 +38,22 @@ def working_dir(pid: int) -> str | None:
         return os.readlink(f"/proc/{pid}/cwd")
     except OSError:
         return None
+
+
+def start_ticks(pid: int) -> int | None:
+    """When the process started, in clock ticks since boot (/proc/PID/stat field 22); None without /proc.
+
+    A pid alone names whoever holds it now: recorded with its start time, it names one process for good, so a
+    pid reused after the original died is not mistaken for it."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def same_process(pid: int, ticks: int | None) -> bool:
+    """The pid is alive and is the process that had start time `ticks` (None: the start time was not known)."""
+    if not pid_alive(pid):
+        return False
+    now = start_ticks(pid)
+    return ticks is None or now is None or now == ticks

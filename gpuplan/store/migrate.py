@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from alembic.config import Config
     from sqlalchemy import Engine
 
-HEAD_REVISION = "0003"
+HEAD_REVISION = "0004"
 
 
 def script_location() -> str:

@@ -49,6 +49,7 @@ SEEDS: dict[str, tuple[list[str], dict[str, int]]] = {
         {"instances": 1},
     ),
     "0003": ([], {}),  # renames event kinds only (test_0003_renames_dotted_event_kinds)
+    "0004": ([], {}),  # adds nullable columns to runs (reservations, launcher identity)
 }
 
 
