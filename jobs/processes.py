@@ -57,3 +57,34 @@ def same_process(pid: int, ticks: int | None) -> bool:
         return False
     now = start_ticks(pid)
     return ticks is None or now is None or now == ticks
+
+
+def group_members(pgid: int) -> list[int]:
+    """The live processes of process group `pgid` (/proc/PID/stat field 5), zombies left out; [] without /proc.
+
+    A job's group outlives its leader: what a killed wrapper's job left running is found here. Linux does not
+    hand out a pid that is still some process group's id, so the group named by a dead wrapper's pid is still
+    the wrapper's while any member lives."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] != "Z":
+            members.append(int(stat.parent.name))
+    return members
+
+
+def signal_group(pgid: int, signum: int, *, sparing: int | None = None) -> list[int]:
+    """Send `signum` to every live member of group `pgid` but `sparing` (the wrapper itself); returns who got it."""
+    hit = []
+    for pid in group_members(pgid):
+        if pid == sparing:
+            continue
+        try:
+            os.kill(pid, signum)
+            hit.append(pid)
+        except (ProcessLookupError, PermissionError):
+            continue
+    return hit

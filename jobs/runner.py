@@ -33,6 +33,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpuplan.jobs.job_group import die_with_parent, kill_rest
+from gpuplan.jobs.processes import signal_group
 from gpuplan.paths import make_private_dir
 
 LAUNCH_FILE = "launch.json"
@@ -41,6 +43,7 @@ PID_FILE = "wrapper.pid"
 LOG_FILE = "job.log"
 CONTAINER_RUN_DIR = "/gpuplan/run"
 STOP_GRACE_SECONDS = 10.0
+BILLED_FROM_FILE = "started_at"  # the local provider's STARTED_FILE: the node is billed from this time
 
 
 @dataclass(frozen=True)
@@ -200,6 +203,15 @@ def process_workdir(launch: NodeLaunch) -> str:
 # ------------------------------------------------------------------------------------------- the wrapper
 
 
+def _billed_from(node_dir: Path) -> dt.datetime | None:
+    """The node's billed start, written by the local provider before it started this wrapper (its `started_at`)."""
+    try:
+        value = dt.datetime.fromisoformat((node_dir / BILLED_FROM_FILE).read_text().strip())
+    except (OSError, ValueError):
+        return None
+    return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
+
+
 def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat()
 
@@ -268,24 +280,26 @@ class NodeRunner:
             cwd = launch.run_dir
         self.log(f"node {launch.node_rank} of {launch.nnodes} starting ({self.runtime})")
         self.child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                      env=env, cwd=cwd)
+                                      env=env, cwd=cwd, preexec_fn=die_with_parent)
         log.close()
         (self.node_dir / "job.pid").write_text(str(self.child.pid))
         return self.child
 
-    def stop(self, reason: str) -> None:
-        """Ask the job to end (SIGTERM; the container runtime forwards it), then force it after a grace period."""
+    def stop(self, reason: str, grace: float = STOP_GRACE_SECONDS) -> None:
+        """Ask the job to end (SIGTERM to it and every process it started; the container runtime forwards it),
+        then force it after `grace` seconds."""
         if self._stopping.is_set():
             return
         self._stopping.set()
         self.reason = reason
         self.log(f"stopping: {reason}")
-        threading.Thread(target=self._force_after_grace, daemon=True).start()
+        threading.Thread(target=self._force_after_grace, args=(grace,), daemon=True).start()
         if self.child is not None and self.child.poll() is None:
             self.child.terminate()
+            signal_group(os.getpgrp(), signal.SIGTERM, sparing=os.getpid())
 
-    def _force_after_grace(self) -> None:
-        deadline = time.monotonic() + STOP_GRACE_SECONDS
+    def _force_after_grace(self, grace: float) -> None:
+        deadline = time.monotonic() + grace
         while time.monotonic() < deadline:
             if self.child is None or self.child.poll() is not None:
                 return
@@ -294,6 +308,20 @@ class NodeRunner:
             subprocess.run([self.runtime, "rm", "-f", container_name(self.launch)], capture_output=True)
         if self.child is not None and self.child.poll() is None:
             self.child.kill()
+        kill_rest(os.getpgrp(), sparing=os.getpid())
+
+    def arm_failsafe(self, hours: float) -> None:
+        """The machine's own timer: the job must be gone `hours` after the node's billed start (the provider
+        writes it before starting this wrapper), so its stop begins one grace period earlier (at most a tenth
+        of the time) and anything left is killed at the end: what the node can be billed is what was reserved
+        for it (gpuplan.launching.reserve)."""
+        total = hours * 3600
+        started = _billed_from(self.node_dir)
+        elapsed = (dt.datetime.now(dt.timezone.utc) - started).total_seconds() if started else 0.0
+        grace = min(STOP_GRACE_SECONDS, total / 10)
+        timer = threading.Timer(max(total - elapsed - grace, 0.0), self.stop, args=("max_hours", grace))
+        timer.daemon = True
+        timer.start()
 
     def run(self) -> int:
         """Run the job and record how it ended; returns its exit code."""
@@ -307,10 +335,9 @@ class NodeRunner:
         if self._stopping.is_set() and child.poll() is None:  # a stop that came while the job was starting
             child.terminate()
         if self.launch.max_hours:
-            timer = threading.Timer(self.launch.max_hours * 3600, self.stop, args=("max_hours",))
-            timer.daemon = True
-            timer.start()
+            self.arm_failsafe(self.launch.max_hours)
         code = child.wait()
+        kill_rest(os.getpgrp(), sparing=os.getpid())  # what the job left behind ends before its end is recorded
         self.log(f"job exited with code {code}")
         write_atomic(self.node_dir / EXIT_FILE, json.dumps(
             {"exit_code": code, "ended_at": _now(), "reason": self.reason, "runtime": self.runtime}))

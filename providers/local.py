@@ -31,8 +31,10 @@ from decimal import Decimal
 from pathlib import Path
 from typing import ClassVar
 
+from gpuplan.jobs.job_group import end_orphans
 from gpuplan.jobs.processes import command_line, pid_alive, working_dir
 from gpuplan.jobs.runner import (
+    EXIT_FILE,
     LAUNCH_FILE,
     LOG_FILE,
     PID_FILE,
@@ -204,7 +206,10 @@ class LocalProvider(Provider):
             return self._instance(node_dir, InstanceState.RUNNING, **common)  # type: ignore[arg-type]
         if pid is None:
             return self._instance(node_dir, InstanceState.PENDING, **common)  # type: ignore[arg-type]
-        # The wrapper died without recording an exit (killed -9, machine rebooted): the outcome is unknown.
+        # The wrapper died without recording an exit (killed -9, machine rebooted): the outcome is unknown. What
+        # its job left running is ended now and billed until now (gpuplan.jobs.job_group).
+        if end_orphans(node_dir, pid, node_dir / EXIT_FILE):
+            return self._describe_one(node_dir)
         return self._instance(node_dir, InstanceState.FAILED, reason="the job wrapper vanished without an exit code",
                               ended=_mtime(node_dir / LOG_FILE), **common)  # type: ignore[arg-type]
 
@@ -229,6 +234,7 @@ class LocalProvider(Provider):
                 if pid is None:
                     continue
             if not _is_our_wrapper(pid, node_dir):
+                end_orphans(node_dir, pid, node_dir / EXIT_FILE)  # its job may outlive it: end that too
                 continue
             try:
                 os.killpg(pid, signal.SIGTERM)  # the wrapper leads its own session: pgid == pid

@@ -1,0 +1,68 @@
+"""The processes of a local job, kept in one group that cannot outlive the books.
+
+The wrapper (gpuplan.jobs.runner) leads its own session, so its process group holds the job and everything the
+job starts. Three things keep that group accountable:
+
+- the job's first process dies with the wrapper (`PR_SET_PDEATHSIG`, SIGKILL: man 2 prctl), so a `kill -9` of
+  the wrapper does not leave the job running unbilled;
+- what the job started itself (a shell's children, a dataloader's workers) does not get that signal: when the
+  wrapper ends normally it ends them before it records the exit, and when the wrapper vanished, whoever looks at
+  the node next (`status`, `watch`, `stop`, `reconcile`, through the local provider) finds the group by the
+  wrapper's pid (its id while any member lives) and kills it (`end_orphans`);
+- the node's end is recorded only once the last process is gone, so billing runs until then.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import datetime as dt
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+from gpuplan.jobs.processes import group_members, signal_group
+
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+GONE_WITHIN_SECONDS = 5.0  # a SIGKILLed process is gone within milliseconds; never hang on one
+
+
+def die_with_parent() -> None:
+    """`preexec_fn` of the job's first process: SIGKILL it when the wrapper that started it dies (Linux only).
+
+    The signal follows the thread that forked the child: the wrapper forks from its main thread, which lives
+    as long as the wrapper."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() == 1:  # the wrapper died before the prctl took effect: follow it now
+            os.kill(os.getpid(), signal.SIGKILL)
+    except (OSError, AttributeError):
+        return
+
+
+def kill_rest(pgid: int, *, sparing: int | None = None) -> int:
+    """SIGKILL every member of group `pgid` but `sparing` and wait until they are gone; returns how many."""
+    hit = signal_group(pgid, signal.SIGKILL, sparing=sparing)
+    deadline = time.monotonic() + GONE_WITHIN_SECONDS
+    while hit and time.monotonic() < deadline:
+        if not [p for p in group_members(pgid) if p != sparing]:
+            break
+        time.sleep(0.02)
+    return len(hit)
+
+
+def end_orphans(node_dir: Path, pgid: int, exit_file: Path) -> bool:
+    """A vanished wrapper's job still running (group `pgid` has members): kill it and record the node's end now,
+    so it is billed until its last process ended. False when the group was already empty (nothing written)."""
+    if not group_members(pgid):
+        return False
+    count = kill_rest(pgid)
+    tmp = exit_file.with_name(f".{exit_file.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({
+        "exit_code": -int(signal.SIGKILL), "ended_at": dt.datetime.now(dt.timezone.utc).isoformat(),
+        "reason": "the job wrapper vanished without an exit code",
+        "detail": f"{count} process(es) of the job outlived the wrapper; gpuplan killed them (billed until then)"}))
+    os.replace(tmp, exit_file)
+    return True
