@@ -39,10 +39,15 @@ def alembic_config(engine: Engine | None = None) -> Config:
 
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
+    """Upgrade under the migration lock (gpuplan.store.migrate_lock): processes starting together on a new
+    database wait for the first, and then find nothing left to do."""
     from alembic import command
 
+    from gpuplan.store.migrate_lock import in_transaction, migration_lock
+
     cfg = alembic_config(engine)
-    with engine.begin() as connection:
+    with migration_lock(engine), engine.begin() as connection:
+        in_transaction(connection)
         cfg.attributes["connection"] = connection
         command.upgrade(cfg, revision)
 
