@@ -471,11 +471,15 @@ def spec_hash(text: str) -> str:
 
 def load_spec(path: str | Path) -> JobSpec:
     """Read and validate a job spec file; every problem is a SpecError naming `file:line`."""
+    from gpuplan.jobs.spec_bounds import SpecBoundsError, read_bounded
+
     path = Path(path)
     try:
-        text = path.read_text()
+        text = read_bounded(path)
     except FileNotFoundError as exc:
         raise SpecError(f"job spec {path} does not exist") from exc
+    except SpecBoundsError as exc:
+        raise SpecError(f"{path}: {exc}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise SpecError(f"cannot read job spec {path}: {exc}") from exc
     return parse_spec(text, source=str(path))
@@ -485,9 +489,22 @@ def parse_spec(text: str, source: str = "<spec>") -> JobSpec:
     """Validate YAML text as a JobSpec. Errors: `source:LINE: field.path: problem`, all on one line."""
     import yaml
 
+    from gpuplan.jobs.spec_bounds import SpecBoundsError, check_events, check_graph, check_size
+
+    loader_class = yaml.SafeLoader
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        check_size(text)
+        check_events(text, loader_class)  # nesting depth, before any recursive code sees the text
+        loader = loader_class(text)
+        try:
+            node = loader.get_single_node()
+            if node is not None:
+                check_graph(node)  # alias bombs and recursive anchors, before anything walks the values
+            data = loader.construct_document(node) if node is not None else None
+        finally:
+            loader.dispose()
+    except SpecBoundsError as exc:
+        raise SpecError(f"{source}: {exc}") from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = f":{mark.line + 1}" if mark is not None else ""

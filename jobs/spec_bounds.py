@@ -1,0 +1,82 @@
+"""Bounds on a job spec before anything walks it: size, nesting depth, alias expansion, recursive anchors.
+
+A spec is a few hundred bytes of YAML, but YAML can describe far more than it spells: nine levels of ten aliases
+(534 bytes) expand to 10^9 nodes, which the duplicate-key check and validation walked for minutes; 3,000 levels
+of nesting overflowed Python's stack (RecursionError); `labels: &a {x: *a}` is a mapping that contains itself;
+`/dev/zero` never ends. Each is refused here with one line (SpecError, exit 2) in milliseconds:
+
+- the text is read with a cap (`read_bounded`: at most MAX_SPEC_BYTES + 1 bytes, so an endless file stops);
+- the YAML event stream (a state machine, not recursion) is scanned for the nesting depth before any node tree
+  is built (`check_events`);
+- the node graph is walked without recursion, counting every node as often as aliases make it appear
+  (`check_graph`): over MAX_EXPANDED_NODES is an alias bomb, a node inside itself is a recursive anchor.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+MAX_SPEC_BYTES = 256 * 1024  # the longest real spec (inline script and all) is a few KB
+MAX_DEPTH = 64  # a spec nests 3 levels (limits.max_hours); env or labels values are flat
+MAX_EXPANDED_NODES = 100_000  # every node as often as aliases repeat it
+
+
+class SpecBoundsError(ValueError):
+    """The spec is too big, too deep, or expands too far; the message is the one line to show."""
+
+
+def read_bounded(path: Path) -> str:
+    """The spec file's text, read at most MAX_SPEC_BYTES + 1 bytes (a device like /dev/zero never ends)."""
+    with open(path, "rb") as fh:
+        raw = fh.read(MAX_SPEC_BYTES + 1)
+    if len(raw) > MAX_SPEC_BYTES:
+        raise SpecBoundsError(f"the job spec is over {MAX_SPEC_BYTES // 1024} KB; a spec is a few KB of YAML")
+    return raw.decode("utf-8")
+
+
+def check_size(text: str) -> None:
+    if len(text) > MAX_SPEC_BYTES:
+        raise SpecBoundsError(f"the job spec is over {MAX_SPEC_BYTES // 1024} KB; a spec is a few KB of YAML")
+
+
+def check_events(text: str, loader: Any) -> None:
+    """Refuse nesting deeper than MAX_DEPTH, read from the parser's events (no node tree yet, no recursion)."""
+    import yaml
+
+    depth = 0
+    for event in yaml.parse(text, Loader=loader):
+        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise SpecBoundsError(f"line {event.start_mark.line + 1}: nested deeper than {MAX_DEPTH} levels")
+        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            depth -= 1
+
+
+def check_graph(root: Any) -> None:
+    """Walk the composed nodes iteratively, each as often as aliases repeat it: refuse an alias bomb (over
+    MAX_EXPANDED_NODES) and a recursive anchor (a node that contains itself)."""
+    import yaml
+
+    count = 0
+    # (node, the ids of the collection nodes above it): a child whose id is among them is a cycle.
+    stack: list[tuple[Any, frozenset[int]]] = [(root, frozenset())]
+    while stack:
+        node, above = stack.pop()
+        count += 1
+        if count > MAX_EXPANDED_NODES:
+            raise SpecBoundsError(f"the job spec expands to over {MAX_EXPANDED_NODES:,} values through its aliases "
+                                  "(&anchor/*alias); write the values out")
+        if isinstance(node, yaml.MappingNode):
+            children = [part for pair in node.value for part in pair]
+        elif isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        else:
+            continue
+        inside = above | {id(node)}
+        for child in children:
+            if id(child) in inside:
+                raise SpecBoundsError(f"line {child.start_mark.line + 1}: an alias refers to a value that contains "
+                                      "it (a recursive anchor)")
+            stack.append((child, inside))
