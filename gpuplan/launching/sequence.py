@@ -24,6 +24,7 @@ from gpuplan.launching.start import launch_recorded_run
 from gpuplan.providers.base import LaunchCheck, Provider
 from gpuplan.store.db import Store
 from gpuplan.store.types import utcnow
+from gpuplan.testpoint import pause_point
 
 
 @dataclass(frozen=True)
@@ -81,5 +82,6 @@ def launch(store: Store, plan: LaunchPlan, provider: Provider, secrets: Mapping[
     check(gates.failsafe)
     reservation = reserve_and_record(store, plan, min_billed_seconds=provider.min_billed_seconds,
                                      force=gates.force or bool(gates.overridden), schedule_id=schedule_id)
+    pause_point("reserved")
     launch_recorded_run(store, reservation.run_id, plan, provider, secrets)
     return reservation.run_id
