@@ -7,17 +7,20 @@ COMMANDS below; a command module imports what it needs (SQLAlchemy, pandas, boto
 
 from __future__ import annotations
 
-import importlib
-import os
-import sys
-import traceback
-from typing import Any
+from gpuplan.cli.interrupt import EXIT_INTERRUPTED, during_start_up
 
-import click
+during_start_up()  # before the imports below: a Ctrl-C during them is one line and exit 130, not a traceback
 
-from gpuplan import __version__
-from gpuplan.cli.context import AppContext
-from gpuplan.cli.interrupt import EXIT_INTERRUPTED
+import importlib  # noqa: E402
+import os  # noqa: E402
+import sys  # noqa: E402
+import traceback  # noqa: E402
+from typing import Any  # noqa: E402
+
+import click  # noqa: E402
+
+from gpuplan import __version__  # noqa: E402
+from gpuplan.cli.context import AppContext  # noqa: E402
 
 # name -> ("module:attribute", one-line help shown by `gpuplan --help` without importing the module).
 COMMANDS: dict[str, tuple[str, str]] = {

@@ -82,6 +82,19 @@ def launch(store: Store, plan: LaunchPlan, provider: Provider, secrets: Mapping[
     check(gates.failsafe)
     reservation = reserve_and_record(store, plan, min_billed_seconds=provider.min_billed_seconds,
                                      force=gates.force or bool(gates.overridden), schedule_id=schedule_id)
-    pause_point("reserved")
-    launch_recorded_run(store, reservation.run_id, plan, provider, secrets)
+    try:
+        pause_point("reserved")
+        launch_recorded_run(store, reservation.run_id, plan, provider, secrets)
+        pause_point("started")
+    except KeyboardInterrupt as exc:
+        raise LaunchInterrupted(reservation.run_id) from exc
     return reservation.run_id
+
+
+class LaunchInterrupted(KeyboardInterrupt):
+    """Ctrl-C once the run was recorded: machines may be running and billing, so the caller is told which run
+    (`gpuplan launch` says what runs, at what rate, and how to stop it)."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(run_id)
+        self.run_id = run_id

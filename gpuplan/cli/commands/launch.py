@@ -37,7 +37,7 @@ def launch(app: AppContext, spec_path: Path, provider_name: str, dry_run: bool, 
     from gpuplan.launching.choose import provider_for
     from gpuplan.launching.plan import plan_launch, source_dir_of
     from gpuplan.launching.record import read_secrets
-    from gpuplan.launching.sequence import check_gates, launch
+    from gpuplan.launching.sequence import LaunchInterrupted, check_gates, launch
 
     spec = load_spec(spec_path)
     spec_text = spec_path.read_text()
@@ -71,7 +71,13 @@ def launch(app: AppContext, spec_path: Path, provider_name: str, dry_run: bool, 
     secrets = read_secrets(spec)
     if not yes:
         click.confirm("start it?", default=True, abort=True, err=True)
-    run_id = launch(app.store, plan, provider, secrets, gates=gates)
+    try:
+        run_id = launch(app.store, plan, provider, secrets, gates=gates)
+    except LaunchInterrupted as exc:
+        from gpuplan.cli.interrupted_launch import what_runs
+
+        note("\n" + what_runs(app.store, exc.run_id))
+        sys.exit(130)
     note(f"run {run_id} started (logs: gpuplan logs {run_id} -f; stop: gpuplan stop {run_id})")
     if detach:
         from gpuplan.supervise.watch import watch_run
