@@ -217,9 +217,12 @@ def _now() -> str:
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Write via a temporary file and rename, so a reader never sees half a file."""
+    """Write via a temporary file and rename, so a reader never sees half a file; the file is private (0600,
+    whatever the umask: run folders hold what the job printed and the spec's environment)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
+    fd = os.open(tmp, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
     os.replace(tmp, path)
 
 
@@ -282,7 +285,7 @@ class NodeRunner:
         self.child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                       env=env, cwd=cwd, preexec_fn=die_with_parent)
         log.close()
-        (self.node_dir / "job.pid").write_text(str(self.child.pid))
+        write_atomic(self.node_dir / "job.pid", str(self.child.pid))
         return self.child
 
     def stop(self, reason: str, grace: float = STOP_GRACE_SECONDS) -> None:
@@ -351,6 +354,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("usage: python -m gpuplan.jobs.runner NODE_DIR", file=sys.stderr)
         return 2
     node_dir = Path(args[0])
+    os.umask(0o077)  # every file the wrapper and the job create in the run folder is the user's alone
     # First, before anything that can fail or take time: the pid file, so the node can be found and stopped even
     # if the gpuplan that started this process dies before writing it (it writes the same pid).
     write_atomic(node_dir / PID_FILE, str(os.getpid()))

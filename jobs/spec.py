@@ -34,7 +34,7 @@ from pydantic import (
 )
 
 from gpuplan.errors import UserError
-from gpuplan.limits import check
+from gpuplan.limits import check, limit
 from gpuplan.units import MONEY_LIMIT, parse_duration_hours, parse_size
 
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -262,13 +262,15 @@ class Limits(_Model):
     @classmethod
     def _deadline(cls, value: Any) -> Any:
         """An ISO time (`2025-07-01T12:00Z`) or a duration from launch (`48h`)."""
-        if value is None or isinstance(value, dt.datetime):
-            return value if value is None or value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
+        if value is None:
+            return value
+        if isinstance(value, dt.datetime):
+            return _deadline_in_range(value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc))
         if isinstance(value, dt.date):
-            return dt.datetime.combine(value, dt.time(), tzinfo=dt.timezone.utc)
+            return _deadline_in_range(dt.datetime.combine(value, dt.time(), tzinfo=dt.timezone.utc))
         if isinstance(value, str) and re.match(r"^\d{4}-\d\d-\d\d", value.strip()):
             parsed = dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-            return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.timezone.utc)
+            return _deadline_in_range(parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.timezone.utc))
         return parse_duration_hours(value, what="deadline")
 
     def deadline_at(self, launched_at: dt.datetime) -> dt.datetime | None:
@@ -278,6 +280,19 @@ class Limits(_Model):
         if isinstance(self.deadline, dt.datetime):
             return self.deadline
         return launched_at + dt.timedelta(hours=float(self.deadline))
+
+
+def _deadline_in_range(value: dt.datetime) -> dt.datetime:
+    """A deadline the books and timers can hold: in UTC before the year 10000 and within 100 years (the `hours`
+    limit) of now. `9999-12-31T23:59:59-12:00` passed --dry-run and crashed the real launch (OverflowError)."""
+    try:
+        utc = value.astimezone(dt.timezone.utc)
+        latest = dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=limit("hours").high)
+    except OverflowError:
+        utc, latest = None, None
+    if utc is None or latest is None or utc > latest:
+        raise ValueError(f"deadline {value.isoformat()} is more than 100 years away")
+    return value
 
 
 class Checkpoint(_Model):
@@ -361,6 +376,8 @@ class JobSpec(_Model):
     def _name(cls, value: str) -> str:
         if not value.strip():
             raise ValueError("name must not be blank")
+        if not value.isprintable():  # shown in every listing and progress bar: no terminal control characters
+            raise ValueError(f"name {value!r} must be printable (no control characters)")
         return value
 
     @field_validator("image")
@@ -489,7 +506,7 @@ def parse_spec(text: str, source: str = "<spec>") -> JobSpec:
     """Validate YAML text as a JobSpec. Errors: `source:LINE: field.path: problem`, all on one line."""
     import yaml
 
-    from gpuplan.jobs.spec_bounds import SpecBoundsError, check_events, check_graph, check_size
+    from gpuplan.jobs.spec_bounds import SpecBoundsError, check_events, check_graph, check_size, find_nul
 
     loader_class = yaml.SafeLoader
     try:
@@ -515,6 +532,10 @@ def parse_spec(text: str, source: str = "<spec>") -> JobSpec:
         raise SpecError(f"{source}: the job spec is empty (needs at least name and command)")
     if not isinstance(data, dict):
         raise SpecError(f"{source}:{node.start_mark.line + 1}: a job spec is a mapping of keys (name:, command:, ...)")
+    nul = find_nul(data)
+    if nul is not None:
+        raise SpecError(f"{source}: {nul!r}: contains a NUL character (\\0), which no command, name or "
+                        "environment variable can carry")
     duplicate = _find_duplicate_key(node)
     if duplicate is not None:
         key, line = duplicate

@@ -80,3 +80,26 @@ def check_graph(root: Any) -> None:
                 raise SpecBoundsError(f"line {child.start_mark.line + 1}: an alias refers to a value that contains "
                                       "it (a recursive anchor)")
             stack.append((child, inside))
+
+
+def find_nul(data: Any, path: str = "") -> str | None:
+    """The dotted path of the first string (key or value) holding a NUL character, or None.
+
+    No argv, environment variable or file name can carry a NUL (execve ends the string there), so a spec with one
+    would be recorded and then fail on the machine (the run ended `lost`): refuse it up front. Called after
+    check_graph, so the data is finite and acyclic."""
+    stack: list[tuple[Any, str]] = [(data, path)]
+    while stack:
+        value, where = stack.pop()
+        if isinstance(value, str):
+            if "\x00" in value:
+                return where or "spec"
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                child = f"{where}.{key}" if where else str(key)
+                if isinstance(key, str) and "\x00" in key:
+                    return child
+                stack.append((item, child))
+        elif isinstance(value, list):
+            stack.extend((item, f"{where}[{i}]") for i, item in enumerate(value))
+    return None

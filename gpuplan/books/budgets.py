@@ -101,6 +101,9 @@ def set_budget(session: Session, name: str, amount_usd: Decimal, period: str, pr
         raise UserError(f"--amount must be a positive number of dollars, got {amount_usd}")
     if amount_usd >= MONEY_LIMIT:
         raise UserError(f"--amount must be less than ${MONEY_LIMIT:,}, got {amount_usd}")
+    if amount_usd.quantize(costing.CENT_PRECISION) <= 0:  # 1e-400 would be stored as $0: a cap of nothing
+        raise UserError(f"--amount must be at least ${costing.CENT_PRECISION} (the books keep 6 decimal places), "
+                        f"got {amount_usd}")
     if period not in periods.BUDGET_PERIODS:
         raise UserError(f"--period must be one of {', '.join(periods.BUDGET_PERIODS)}, got {period!r}")
     if project is not None and not project.strip():

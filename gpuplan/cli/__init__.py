@@ -110,8 +110,14 @@ class LazyGroup(click.Group):
         except BrokenPipeError:
             sys.exit(1)
         except Exception as exc:
+            from gpuplan.cli.db_errors import database_problem
+
             if verbose:
                 traceback.print_exc()
+            problem = database_problem(exc)
+            if problem is not None:
+                _fail(problem, 2)
+            if verbose:
                 _fail(f"unexpected {type(exc).__name__}: {exc}", 1)
             _fail(f"unexpected {type(exc).__name__}: {exc} (run with -v for the traceback)", 1)
         if isinstance(rv, int) and rv:
@@ -157,8 +163,10 @@ def _print_detail(exc: BaseException) -> None:
 
 
 def _fail(message: str, code: int) -> None:
+    from gpuplan.cli.inert import inert
+
     first_line = message.strip().splitlines()[0] if message.strip() else "failed"
-    click.echo(f"error: {first_line}", err=True)
+    click.echo(f"error: {inert(first_line)}", err=True)
     sys.exit(code)
 
 

@@ -64,8 +64,11 @@ def make_engine(url: str) -> Engine:
             # The books (and every run's spec) are the user's alone: a new database file is 0600 in a folder
             # gpuplan creates 0700, whatever the umask; SQLite gives its -wal/-shm files the database's mode.
             path = Path(database).expanduser()
-            make_private_dir(path.parent)
-            create_private_file(path)
+            try:
+                make_private_dir(path.parent)
+                create_private_file(path)
+            except OSError as exc:  # /proc/self/x.db, a read-only folder, a path through a file
+                raise UserError(f"cannot create the database file {path}: {exc.strerror or exc}") from exc
         kwargs["connect_args"] = {"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}
     else:
         kwargs["pool_pre_ping"] = True
