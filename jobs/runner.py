@@ -203,6 +203,13 @@ def process_workdir(launch: NodeLaunch) -> str:
 # ------------------------------------------------------------------------------------------- the wrapper
 
 
+def _leads_group() -> bool:
+    """This process leads its own process group, so the group is the job's alone: true for the detached wrapper
+    (the local provider starts it in a new session), false when NodeRunner runs inside another program, whose
+    group holds processes that are not the job's and must never be signalled."""
+    return os.getpgrp() == os.getpid()
+
+
 def _billed_from(node_dir: Path) -> dt.datetime | None:
     """The node's billed start, written by the local provider before it started this wrapper (its `started_at`)."""
     try:
@@ -299,7 +306,8 @@ class NodeRunner:
         threading.Thread(target=self._force_after_grace, args=(grace,), daemon=True).start()
         if self.child is not None and self.child.poll() is None:
             self.child.terminate()
-            signal_group(os.getpgrp(), signal.SIGTERM, sparing=os.getpid())
+            if _leads_group():
+                signal_group(os.getpgrp(), signal.SIGTERM, sparing=os.getpid())
 
     def _force_after_grace(self, grace: float) -> None:
         deadline = time.monotonic() + grace
@@ -311,7 +319,8 @@ class NodeRunner:
             subprocess.run([self.runtime, "rm", "-f", container_name(self.launch)], capture_output=True)
         if self.child is not None and self.child.poll() is None:
             self.child.kill()
-        kill_rest(os.getpgrp(), sparing=os.getpid())
+        if _leads_group():
+            kill_rest(os.getpgrp(), sparing=os.getpid())
 
     def arm_failsafe(self, hours: float) -> None:
         """The machine's own timer: the job must be gone `hours` after the node's billed start (the provider
@@ -340,7 +349,8 @@ class NodeRunner:
         if self.launch.max_hours:
             self.arm_failsafe(self.launch.max_hours)
         code = child.wait()
-        kill_rest(os.getpgrp(), sparing=os.getpid())  # what the job left behind ends before its end is recorded
+        if _leads_group():  # what the job left behind ends before its end is recorded
+            kill_rest(os.getpgrp(), sparing=os.getpid())
         self.log(f"job exited with code {code}")
         write_atomic(self.node_dir / EXIT_FILE, json.dumps(
             {"exit_code": code, "ended_at": _now(), "reason": self.reason, "runtime": self.runtime}))

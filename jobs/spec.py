@@ -527,7 +527,7 @@ def parse_spec(text: str, source: str = "<spec>") -> JobSpec:
         line = f":{mark.line + 1}" if mark is not None else ""
         raise SpecError(f"{source}{line}: not valid YAML: {exc.problem or exc}") from exc
     except yaml.YAMLError as exc:
-        raise SpecError(f"{source}: not valid YAML: {exc}") from exc
+        raise SpecError(f"{source}: not valid YAML: {' '.join(str(exc).split())}") from exc  # one line
     if node is None or data is None:
         raise SpecError(f"{source}: the job spec is empty (needs at least name and command)")
     if not isinstance(data, dict):
