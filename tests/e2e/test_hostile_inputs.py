@@ -14,16 +14,10 @@ from pathlib import Path
 import pytest
 
 from support.clihelp import Result, run_cli, run_subprocess
+from support.fuzzing import alias_bomb
 
 HEAD = "name: hostile\nruntime: process\ncommand: echo hi\n"
 
-
-def alias_bomb() -> str:
-    lines = ["a: &a [x,x,x,x,x,x,x,x,x,x]"]
-    for i in range(1, 9):
-        prev, name = chr(96 + i), chr(97 + i)
-        lines.append(f"{name}: &{name} [" + ",".join([f"*{prev}"] * 10) + "]")
-    return HEAD + "labels:\n" + "".join(f"  {line}\n" for line in lines)
 
 
 def one_error(result: Result, *expected: str) -> str:
@@ -37,7 +31,7 @@ def one_error(result: Result, *expected: str) -> str:
 
 
 SPECS = {
-    "alias bomb": (alias_bomb(), "expands to over 100,000 values"),
+    "alias bomb": (alias_bomb(HEAD), "expands to over 100,000 values"),
     "deep nesting": (HEAD + "labels: " + "[" * 3000 + "]" * 3000 + "\n", "nested deeper than 64 levels"),
     "recursive anchor": (HEAD + "labels: &a {x: *a}\n", "recursive anchor"),
     "10 MB": (HEAD + "labels:\n" + "".join(f"  k{i}: v\n" for i in range(1_100_000)), "over 256 KB"),

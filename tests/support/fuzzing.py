@@ -38,3 +38,12 @@ def hostile_text(*, nul: bool = True) -> st.SearchStrategy[str]:
     if not nul:
         text = text.filter(lambda s: "\x00" not in s)
     return st.one_of(st.sampled_from(HOSTILE), text, st.integers().map(str), st.floats().map(repr))
+
+
+def alias_bomb(head: str) -> str:
+    """A spec (`head` plus labels) whose nine levels of ten aliases expand to 10^9 values in about 500 bytes."""
+    lines = ["a: &a [x,x,x,x,x,x,x,x,x,x]"]
+    for i in range(1, 9):
+        prev, name = chr(96 + i), chr(97 + i)
+        lines.append(f"{name}: &{name} [" + ",".join([f"*{prev}"] * 10) + "]")
+    return head + "labels:\n" + "".join(f"  {line}\n" for line in lines)

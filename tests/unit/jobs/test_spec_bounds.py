@@ -10,20 +10,14 @@ import pytest
 from gpuplan.errors import UserError
 from gpuplan.jobs.spec import SpecError, load_spec, parse_spec
 
+from support.fuzzing import alias_bomb
+
 HEAD = "name: x\ncommand: echo\n"
 
 
-def alias_bomb() -> str:
-    """Nine levels of ten aliases: 10^9 values in about 500 bytes."""
-    lines = ["a: &a [x,x,x,x,x,x,x,x,x,x]"]
-    for i in range(1, 9):
-        prev, name = chr(96 + i), chr(97 + i)
-        lines.append(f"{name}: &{name} [" + ",".join([f"*{prev}"] * 10) + "]")
-    return HEAD + "labels:\n" + "".join(f"  {line}\n" for line in lines)
-
 
 CASES = {
-    "alias bomb": (alias_bomb(), "expands to over 100,000 values"),
+    "alias bomb": (alias_bomb(HEAD), "expands to over 100,000 values"),
     "3000-deep sequences": (HEAD + "labels: " + "[" * 3000 + "]" * 3000 + "\n", "nested deeper than 64 levels"),
     "3000-deep mappings": (HEAD + "labels: " + "{a: " * 3000 + "1" + "}" * 3000 + "\n", "nested deeper than 64"),
     "recursive anchor": (HEAD + "labels: &a {x: *a}\n", "recursive anchor"),
