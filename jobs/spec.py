@@ -549,7 +549,8 @@ def parse_spec(text: str, source: str = "<spec>") -> JobSpec:
 def _describe(err: Any, root: Any, source: str) -> str:
     loc = tuple(err.get("loc", ()))
     line = _line_of(root, loc)
-    path = ".".join(str(p) for p in loc if _is_field(p)) or "spec"
+    # A key that is not a plain word (`'\n'`, `'a.b'`) is quoted, so the path stays on one line and unambiguous.
+    path = ".".join(str(p) if re.fullmatch(r"[\w-]+", str(p)) else repr(p) for p in loc if _is_field(p)) or "spec"
     kind = err.get("type")
     if kind == "extra_forbidden":
         message = f"unknown key {loc[-1]!r}" + _suggest(loc)
