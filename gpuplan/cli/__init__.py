@@ -85,6 +85,8 @@ class LazyGroup(click.Group):
         Exit status: 0 success, 1 failure or unexpected error, 2 bad input (usage, UserError), 130 Ctrl-C.
         """
         argv = list(sys.argv[1:] if args is None else args)
+        if any("\x00" in str(arg) for arg in argv):  # no exec can pass one; a caller in-process could
+            _fail("an argument contains a NUL character (\\0), which no file name or value can hold", 2)
         verbose = _wants_verbose(argv)
         extra.pop("standalone_mode", None)
         try:
