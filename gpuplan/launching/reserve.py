@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 import socket
 from dataclasses import dataclass
-from decimal import ROUND_DOWN, Decimal
+from decimal import ROUND_HALF_EVEN, Decimal
 from typing import TYPE_CHECKING
 
 from gpuplan.books.budgets import Violation, gate_launch, record_override
@@ -75,7 +75,9 @@ def reservation_usd(fs: FailSafe, min_billed_seconds: int) -> Decimal | None:
     if fs.hours is None or burn is None:
         return None
     hours = max(Decimal(repr(fs.hours)), Decimal(min_billed_seconds) / Decimal(3600))
-    return (hours * burn).quantize(MICRO, rounding=ROUND_DOWN)
+    # To the micro-dollar the books keep: the hours are a float (a budget's $30 left at $3600/h comes back as
+    # 29.99999999999 h-dollars), and the nearest micro-dollar is the amount the cap meant.
+    return (hours * burn).quantize(MICRO, rounding=ROUND_HALF_EVEN)
 
 
 def reserve_and_record(store: Store, plan: LaunchPlan, *, min_billed_seconds: int, force: bool,
