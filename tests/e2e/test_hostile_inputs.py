@@ -49,9 +49,9 @@ def test_hostile_specs_are_refused_by_launch_plan_and_schedule(tmp_path: Path, c
     spec.write_text(text)
     for argv in (["launch", str(spec), "-y", "--detach"], ["launch", str(spec), "--dry-run"], ["plan", str(spec)],
                  ["schedule", "add", str(spec), "--cron", "0 * * * *"]):
-        started = time.monotonic()
+        started = time.process_time()  # CPU time of this process (the CLI runs in-process): neighbours don't count
         one_error(run_cli(*argv), expected)
-        assert time.monotonic() - started < 2.0, argv  # in-process: parse bounds, not the CLI's start-up
+        assert time.process_time() - started < 2.0, argv
     assert run_cli("runs", "--json").json() == [] and run_cli("schedule", "list", "--json").json() == []
 
 

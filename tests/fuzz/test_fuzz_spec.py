@@ -50,8 +50,9 @@ RAW = st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.sampled_from(HOSTILE), s
 
 
 def outcome(text: str) -> str:
-    """Parse `text`: 'ok' or 'refused'; any other exception fails the property. Also bounded in time."""
-    started = time.monotonic()
+    """Parse `text`: 'ok' or 'refused'; any other exception fails the property. Also bounded in CPU time (the
+    machine is shared: wall time measures the neighbours)."""
+    started = time.process_time()
     try:
         spec = parse_spec(text, source="fuzz.yaml")
     except SpecError as exc:
@@ -61,7 +62,7 @@ def outcome(text: str) -> str:
     else:
         assert isinstance(spec, JobSpec)
         result = "ok"
-    assert time.monotonic() - started < 1.0, "parsing took over a second"
+    assert time.process_time() - started < 1.0, "parsing took over a second of CPU"
     return result
 
 

@@ -28,20 +28,20 @@ CASES = {
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_hostile_spec_is_one_line_fast(name: str) -> None:
     text, expected = CASES[name]
-    started = time.monotonic()
+    started = time.process_time()  # CPU time: the machine is shared
     with pytest.raises(SpecError) as caught:
         parse_spec(text, source="job.yaml")
-    assert time.monotonic() - started < 1.0
+    assert time.process_time() - started < 1.0
     message = str(caught.value)
     assert "\n" not in message and message.startswith("job.yaml") and expected in message
     assert isinstance(caught.value, UserError)
 
 
 def test_dev_zero_is_refused_without_reading_it_all() -> None:
-    started = time.monotonic()
+    started = time.process_time()  # CPU time: the machine is shared
     with pytest.raises(SpecError, match="over 256 KB"):
         load_spec(Path("/dev/zero"))
-    assert time.monotonic() - started < 1.0
+    assert time.process_time() - started < 1.0
 
 
 def test_ordinary_aliases_still_work() -> None:
