@@ -9,6 +9,8 @@ job starts. Three things keep that group accountable:
   wrapper ends normally it ends them before it records the exit, and when the wrapper vanished, whoever looks at
   the node next (`status`, `watch`, `stop`, `reconcile`, through the local provider) finds the group by the
   wrapper's pid (its id while any member lives) and kills it (`end_orphans`);
+- a job in a container runs under the runtime's monitor, outside the group: a vanished wrapper's container is
+  found by its name and removed the same way;
 - the node's end is recorded only once the last process is gone, so billing runs until then.
 """
 
@@ -18,7 +20,9 @@ import ctypes
 import datetime as dt
 import json
 import os
+import shutil
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -53,16 +57,40 @@ def kill_rest(pgid: int, *, sparing: int | None = None) -> int:
     return len(hit)
 
 
-def end_orphans(node_dir: Path, pgid: int, exit_file: Path) -> bool:
-    """A vanished wrapper's job still running (group `pgid` has members): kill it and record the node's end now,
-    so it is billed until its last process ended. False when the group was already empty (nothing written)."""
-    if not group_members(pgid):
+def end_orphans(node_dir: Path, pgid: int, exit_file: Path, container: str | None = None) -> bool:
+    """A vanished wrapper's job still running (group `pgid` has members, or its container `container` is still
+    there: a container runs under the runtime's monitor, outside the group): end it and record the node's end
+    now, so it is billed until its last process ended. False when nothing was left (nothing written)."""
+    members = group_members(pgid)
+    removed = remove_container(container) if container else False
+    if not members and not removed:
         return False
-    count = kill_rest(pgid)
+    count = kill_rest(pgid) if members else 0
+    what = f"{count} process(es)" + (f" and container {container}" if removed else "")
     tmp = exit_file.with_name(f".{exit_file.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({
-        "exit_code": -int(signal.SIGKILL), "ended_at": dt.datetime.now(dt.timezone.utc).isoformat(),
-        "reason": "the job wrapper vanished without an exit code",
-        "detail": f"{count} process(es) of the job outlived the wrapper; gpuplan killed them (billed until then)"}))
+    fd = os.open(tmp, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(json.dumps({
+            "exit_code": -int(signal.SIGKILL), "ended_at": dt.datetime.now(dt.timezone.utc).isoformat(),
+            "reason": "the job wrapper vanished without an exit code",
+            "detail": f"{what} of the job outlived the wrapper; gpuplan ended them (billed until then)"}))
     os.replace(tmp, exit_file)
     return True
+
+
+def remove_container(name: str) -> bool:
+    """`podman rm -f NAME` (then docker): True when a runtime had that container and removed it."""
+    for runtime in ("podman", "docker"):
+        exe = shutil.which(runtime)
+        if exe is None:
+            continue
+        try:
+            exists = subprocess.run([exe, "container", "exists", name] if runtime == "podman"
+                                    else [exe, "container", "inspect", name], capture_output=True, timeout=60)
+            if exists.returncode != 0:
+                continue
+            subprocess.run([exe, "rm", "-f", "-t", "0", name], capture_output=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        return True
+    return False

@@ -39,6 +39,7 @@ from gpuplan.jobs.runner import (
     LOG_FILE,
     PID_FILE,
     NodeLaunch,
+    container_name,
     read_exit,
     record_stop,
     stop_before_start,
@@ -158,11 +159,11 @@ class LocalProvider(Provider):
         # is still billed from (just before) its real start. The wrapper writes its own pid file first thing.
         write_atomic(node_dir / STARTED_FILE, started.isoformat())
         try:
-            with open(node_dir / "wrapper.err", "ab") as wrapper_err:
+            with open(node_dir / "wrapper.err", "ab", opener=_private) as wrapper_err:
                 proc = subprocess.Popen(
                     [self.python, "-m", "gpuplan.jobs.runner", str(node_dir)],
                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=wrapper_err,
-                    env=env, cwd=str(node_dir), start_new_session=True, close_fds=True,
+                    env=env, cwd=str(node_dir), start_new_session=True, close_fds=True, umask=0o077,
                 )
         except OSError as exc:
             raise ProviderError(f"could not start the local job wrapper: {exc}") from exc
@@ -208,7 +209,7 @@ class LocalProvider(Provider):
             return self._instance(node_dir, InstanceState.PENDING, **common)  # type: ignore[arg-type]
         # The wrapper died without recording an exit (killed -9, machine rebooted): the outcome is unknown. What
         # its job left running is ended now and billed until now (gpuplan.jobs.job_group).
-        if end_orphans(node_dir, pid, node_dir / EXIT_FILE):
+        if end_orphans(node_dir, pid, node_dir / EXIT_FILE, _container_of(node_dir)):
             return self._describe_one(node_dir)
         return self._instance(node_dir, InstanceState.FAILED, reason="the job wrapper vanished without an exit code",
                               ended=_mtime(node_dir / LOG_FILE), **common)  # type: ignore[arg-type]
@@ -234,7 +235,8 @@ class LocalProvider(Provider):
                 if pid is None:
                     continue
             if not _is_our_wrapper(pid, node_dir):
-                end_orphans(node_dir, pid, node_dir / EXIT_FILE)  # its job may outlive it: end that too
+                # its job may outlive it: end that too
+                end_orphans(node_dir, pid, node_dir / EXIT_FILE, _container_of(node_dir))
                 continue
             try:
                 os.killpg(pid, signal.SIGTERM)  # the wrapper leads its own session: pgid == pid
@@ -276,6 +278,20 @@ class LocalProvider(Provider):
 
     def logs(self, instance: Instance, run_dir: str) -> str | None:
         return str(self.node_dir(instance.instance_id) / LOG_FILE)
+
+
+def _container_of(node_dir: Path) -> str | None:
+    """The container name a node's job runs under when its spec has an image (whichever runtime ran it)."""
+    try:
+        launch = NodeLaunch.from_json((node_dir / LAUNCH_FILE).read_text())
+    except (OSError, ValueError, TypeError):
+        return None
+    return container_name(launch) if launch.image else None
+
+
+def _private(path: str, flags: int) -> int:
+    """`open(..., opener=_private)`: a file the owner alone can read, whatever the umask."""
+    return os.open(path, flags, 0o600)
 
 
 def _read_pid(path: Path) -> int | None:

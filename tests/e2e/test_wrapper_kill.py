@@ -63,3 +63,34 @@ def test_kill_9_of_the_wrapper_leaves_no_job_running_and_bills_until_its_end(tmp
     billed_s = (dt.datetime.fromisoformat(exit_record["ended_at"]) - dt.datetime.fromisoformat(started)).total_seconds()
     assert billed_s >= 2 and float(final["cost_usd"]) >= 2
     assert dt.datetime.fromisoformat(exit_record["ended_at"]).timestamp() >= killed_at - 0.5
+
+
+@pytest.mark.timeout(180)
+def test_kill_9_of_the_wrapper_of_a_container_job_removes_the_container(tmp_path: Path) -> None:
+    """A container runs under the runtime's monitor, outside the wrapper's group: it is found by name."""
+    import subprocess
+
+    from support.podmanhelp import busybox_image, podman_env
+
+    image = busybox_image()
+    env = {**PRICE, **podman_env()}
+    spec = tmp_path / "job.yaml"
+    spec.write_text(f"name: boxed\nimage: {image}\nruntime: podman\ncommand: sleep 300\n")
+    out = run_subprocess("launch", str(spec), "-y", "--detach", "--json", env=env)
+    assert out.exit_code == 0, out.stderr
+    run_id = out.json()["run_id"]
+    name = f"gpuplan-{run_id}-0"
+    full_env = {**os.environ, **env}
+
+    def running() -> bool:
+        return subprocess.run(["podman", "container", "exists", name], env=full_env).returncode == 0
+
+    wait_for(running, timeout=60)
+    node = Path(run_subprocess("status", run_id, "--json", env=env).json()["run_dir"]) / "node-0"
+    wrapper = int((node / "wrapper.pid").read_text())
+    os.kill(wrapper, signal.SIGKILL)
+    wait_for(lambda: not pid_alive(wrapper))
+    assert running(), "the container outlives the wrapper until someone looks"
+    final = run_subprocess("status", run_id, "--json", env=env).json()
+    assert not running() and final["state"] not in ("pending", "provisioning", "running"), final
+    assert "container" in json.loads((node / "exit.json").read_text())["detail"]
