@@ -4,6 +4,7 @@ processes) the same holds: exit 0 or 2, one `error:` line, no traceback."""
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
 import time
@@ -51,7 +52,9 @@ RAW = st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.sampled_from(HOSTILE), s
 
 def outcome(text: str) -> str:
     """Parse `text`: 'ok' or 'refused'; any other exception fails the property. Also bounded in CPU time (the
-    machine is shared: wall time measures the neighbours)."""
+    machine is shared: wall time measures the neighbours), after a collection, so a full GC of the long fuzz
+    process's heap is not charged to one example; a bomb or a quadratic path takes far longer than the bound."""
+    gc.collect()
     started = time.process_time()
     try:
         spec = parse_spec(text, source="fuzz.yaml")
@@ -62,7 +65,7 @@ def outcome(text: str) -> str:
     else:
         assert isinstance(spec, JobSpec)
         result = "ok"
-    assert time.process_time() - started < 1.0, "parsing took over a second of CPU"
+    assert time.process_time() - started < 2.0, "parsing took over two seconds of CPU"
     return result
 
 
