@@ -34,7 +34,8 @@ from pydantic import (
 )
 
 from gpuplan.errors import UserError
-from gpuplan.limits import check, limit
+from gpuplan.jobs.spec_bounds import deadline_in_range
+from gpuplan.limits import check
 from gpuplan.units import MONEY_LIMIT, parse_duration_hours, parse_size
 
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -265,12 +266,12 @@ class Limits(_Model):
         if value is None:
             return value
         if isinstance(value, dt.datetime):
-            return _deadline_in_range(value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc))
+            return deadline_in_range(value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc))
         if isinstance(value, dt.date):
-            return _deadline_in_range(dt.datetime.combine(value, dt.time(), tzinfo=dt.timezone.utc))
+            return deadline_in_range(dt.datetime.combine(value, dt.time(), tzinfo=dt.timezone.utc))
         if isinstance(value, str) and re.match(r"^\d{4}-\d\d-\d\d", value.strip()):
             parsed = dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-            return _deadline_in_range(parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.timezone.utc))
+            return deadline_in_range(parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.timezone.utc))
         return parse_duration_hours(value, what="deadline")
 
     def deadline_at(self, launched_at: dt.datetime) -> dt.datetime | None:
@@ -280,19 +281,6 @@ class Limits(_Model):
         if isinstance(self.deadline, dt.datetime):
             return self.deadline
         return launched_at + dt.timedelta(hours=float(self.deadline))
-
-
-def _deadline_in_range(value: dt.datetime) -> dt.datetime:
-    """A deadline the books and timers can hold: in UTC before the year 10000 and within 100 years (the `hours`
-    limit) of now. `9999-12-31T23:59:59-12:00` passed --dry-run and crashed the real launch (OverflowError)."""
-    try:
-        utc = value.astimezone(dt.timezone.utc)
-        latest = dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=limit("hours").high)
-    except OverflowError:
-        utc, latest = None, None
-    if utc is None or latest is None or utc > latest:
-        raise ValueError(f"deadline {value.isoformat()} is more than 100 years away")
-    return value
 
 
 class Checkpoint(_Model):
@@ -506,20 +494,10 @@ def parse_spec(text: str, source: str = "<spec>") -> JobSpec:
     """Validate YAML text as a JobSpec. Errors: `source:LINE: field.path: problem`, all on one line."""
     import yaml
 
-    from gpuplan.jobs.spec_bounds import SpecBoundsError, check_events, check_graph, check_size, find_nul
+    from gpuplan.jobs.spec_bounds import SpecBoundsError, find_nul, load_bounded
 
-    loader_class = yaml.SafeLoader
     try:
-        check_size(text)
-        check_events(text, loader_class)  # nesting depth, before any recursive code sees the text
-        loader = loader_class(text)
-        try:
-            node = loader.get_single_node()
-            if node is not None:
-                check_graph(node)  # alias bombs and recursive anchors, before anything walks the values
-            data = loader.construct_document(node) if node is not None else None
-        finally:
-            loader.dispose()
+        node, data = load_bounded(text)  # size, depth, aliases, recursion: checked before anything walks it
     except SpecBoundsError as exc:
         raise SpecError(f"{source}: {exc}") from None
     except yaml.MarkedYAMLError as exc:

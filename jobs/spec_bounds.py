@@ -14,8 +14,11 @@ of nesting overflowed Python's stack (RecursionError); `labels: &a {x: *a}` is a
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 from typing import Any
+
+from gpuplan.limits import limit
 
 MAX_SPEC_BYTES = 256 * 1024  # the longest real spec (inline script and all) is a few KB
 MAX_DEPTH = 64  # a spec nests 3 levels (limits.max_hours); env or labels values are flat
@@ -131,3 +134,34 @@ def find_nul(data: Any, path: str = "") -> str | None:
         elif isinstance(value, list):
             stack.extend((item, f"{where}[{i}]") for i, item in enumerate(value))
     return None
+
+
+def load_bounded(text: str) -> tuple[Any, Any]:
+    """(node tree, data) of YAML `text` once every bound holds; SpecBoundsError when one does not, and PyYAML's
+    own errors for text that is not YAML. One parse: the data is constructed from the checked node tree."""
+    import yaml
+
+    check_size(text)
+    check_events(text, yaml.SafeLoader)  # nesting depth, before any recursive code sees the text
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None, None
+        check_graph(node)  # alias bombs and recursive anchors, before anything walks the values
+        return node, loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def deadline_in_range(value: dt.datetime) -> dt.datetime:
+    """A deadline the books and timers can hold: in UTC before the year 10000 and within 100 years (the `hours`
+    limit) of now. `9999-12-31T23:59:59-12:00` passed --dry-run and crashed the real launch (OverflowError)."""
+    try:
+        utc = value.astimezone(dt.timezone.utc)
+        latest = dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=limit("hours").high)
+    except OverflowError:
+        utc, latest = None, None
+    if utc is None or latest is None or utc > latest:
+        raise ValueError(f"deadline {value.isoformat()} is more than 100 years away")
+    return value
