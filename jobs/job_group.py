@@ -16,6 +16,7 @@ job starts. Three things keep that group accountable:
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import datetime as dt
 import json
@@ -26,7 +27,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from gpuplan.jobs.processes import group_members, signal_group
+from gpuplan.jobs.processes import group_members, pid_alive, signal_group
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 GONE_WITHIN_SECONDS = 5.0  # a SIGKILLed process is gone within milliseconds; never hang on one
@@ -57,15 +58,43 @@ def kill_rest(pgid: int, *, sparing: int | None = None) -> int:
     return len(hit)
 
 
-def end_orphans(node_dir: Path, pgid: int, exit_file: Path, container: str | None = None) -> bool:
-    """A vanished wrapper's job still running (group `pgid` has members, or its container `container` is still
-    there: a container runs under the runtime's monitor, outside the group): end it and record the node's end
-    now, so it is billed until its last process ended. False when nothing was left (nothing written)."""
+def orphans(pgid: int, run_id: str) -> list[int]:
+    """The processes a vanished wrapper's job left in group `pgid`, and only those.
+
+    A pid is reused once its process and its group are gone: a live member whose pid is the group id is a new
+    leader (someone else's session), not our dead wrapper, so the group is not ours; and every member must carry
+    the run's id in its environment (the job's contract, which its children inherit), so nothing of anyone else
+    is ever signalled. A member whose environment cannot be read is left alone."""
     members = group_members(pgid)
+    if pgid in members:
+        return []
+    marker = f"GPUPLAN_RUN_ID={run_id}".encode()
+    ours = []
+    for pid in members:
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if marker in environ:
+            ours.append(pid)
+    return ours
+
+
+def end_orphans(node_dir: Path, pgid: int, exit_file: Path, run_id: str, container: str | None = None) -> bool:
+    """A vanished wrapper's job still running (its processes in group `pgid`, or its container `container`: a
+    container runs under the runtime's monitor, outside the group): end it and record the node's end now, so it
+    is billed until its last process ended. False when nothing was left (nothing written)."""
+    members = orphans(pgid, run_id)
     removed = remove_container(container) if container else False
     if not members and not removed:
         return False
-    count = kill_rest(pgid) if members else 0
+    for pid in members:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + GONE_WITHIN_SECONDS
+    while time.monotonic() < deadline and any(pid_alive(pid) for pid in members):
+        time.sleep(0.02)
+    count = len(members)
     what = f"{count} process(es)" + (f" and container {container}" if removed else "")
     tmp = exit_file.with_name(f".{exit_file.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)

@@ -209,7 +209,7 @@ class LocalProvider(Provider):
             return self._instance(node_dir, InstanceState.PENDING, **common)  # type: ignore[arg-type]
         # The wrapper died without recording an exit (killed -9, machine rebooted): the outcome is unknown. What
         # its job left running is ended now and billed until now (gpuplan.jobs.job_group).
-        if end_orphans(node_dir, pid, node_dir / EXIT_FILE, _container_of(node_dir)):
+        if _end_orphans(node_dir, pid, launch):
             return self._describe_one(node_dir)
         return self._instance(node_dir, InstanceState.FAILED, reason="the job wrapper vanished without an exit code",
                               ended=_mtime(node_dir / LOG_FILE), **common)  # type: ignore[arg-type]
@@ -235,8 +235,7 @@ class LocalProvider(Provider):
                 if pid is None:
                     continue
             if not _is_our_wrapper(pid, node_dir):
-                # its job may outlive it: end that too
-                end_orphans(node_dir, pid, node_dir / EXIT_FILE, _container_of(node_dir))
+                _end_orphans(node_dir, pid)  # its job may outlive it: end that too
                 continue
             try:
                 os.killpg(pid, signal.SIGTERM)  # the wrapper leads its own session: pgid == pid
@@ -280,13 +279,16 @@ class LocalProvider(Provider):
         return str(self.node_dir(instance.instance_id) / LOG_FILE)
 
 
-def _container_of(node_dir: Path) -> str | None:
-    """The container name a node's job runs under when its spec has an image (whichever runtime ran it)."""
-    try:
-        launch = NodeLaunch.from_json((node_dir / LAUNCH_FILE).read_text())
-    except (OSError, ValueError, TypeError):
-        return None
-    return container_name(launch) if launch.image else None
+def _end_orphans(node_dir: Path, pid: int, launch: NodeLaunch | None = None) -> bool:
+    """End what a vanished wrapper (`pid`) left of its job: its processes, and its container when it had an image
+    (gpuplan.jobs.job_group.end_orphans)."""
+    if launch is None:
+        try:
+            launch = NodeLaunch.from_json((node_dir / LAUNCH_FILE).read_text())
+        except (OSError, ValueError, TypeError):
+            return False
+    return end_orphans(node_dir, pid, node_dir / EXIT_FILE, launch.run_id,
+                       container_name(launch) if launch.image else None)
 
 
 def _private(path: str, flags: int) -> int:

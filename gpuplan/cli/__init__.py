@@ -224,7 +224,11 @@ def main() -> None:
     try:
         cli.main()
     except SystemExit as exc:
-        if exc.code == interrupt.EXIT_INTERRUPTED:
+        try:
+            if exc.code == interrupt.EXIT_INTERRUPTED:
+                interrupt.exit_interrupted()
+            interrupt.command_done()
+        except KeyboardInterrupt:  # a Ctrl-C in the instant between the command's end and command_done
             interrupt.exit_interrupted()
         raise
     except KeyboardInterrupt:  # before or after the group's own handler could take it

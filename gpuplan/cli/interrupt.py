@@ -67,6 +67,17 @@ def _first_interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
+def command_done() -> None:
+    """The command is over and the process is about to exit: from here a Ctrl-C is ignored.
+
+    At its shutdown the interpreter resets a signal handled by a Python function (ours) to the default action, so
+    a Ctrl-C in the last instants (say, just as `gpuplan runs` finished) killed the process by the signal (status
+    -2, no message); an ignored signal is left ignored. The command's outcome stands."""
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) in (
+            _first_interrupt, interrupted_at_start):
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def exit_interrupted() -> NoReturn:
     """End the process with status 130 after the exit handlers have run and the output is flushed."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)

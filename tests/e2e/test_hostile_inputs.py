@@ -72,7 +72,7 @@ def test_bad_option_values_are_one_line(tmp_path: Path) -> None:
     one_error(run_cli("scheduler", "tick", "--at", "0001-01-01"), "within 100 years")
     one_error(run_cli("scheduler", "tick", "--at", "9999-12-31"), "within 100 years")
     one_error(run_cli("status", "r" * 50_000), "no run")
-    one_error(run_cli("stop", "x\x00y"), "no run")
+    one_error(run_cli("stop", "x\x00y"), "NUL character")
 
 
 def test_run_refs_match_percent_and_underscore_literally() -> None:
