@@ -87,7 +87,8 @@ def test_the_cli_refuses_or_plans_any_spec_without_a_traceback(tmp_path_factory:
     spec = Path(tmp_path_factory.mktemp("spec")) / "job.yaml"
     spec.write_text(text)
     for argv in (["launch", str(spec), "--dry-run", "--provider", "local"], ["plan", str(spec)]):
-        proc = subprocess.run([sys.executable, "-m", "gpuplan", *argv], capture_output=True, text=True, timeout=120)
+        proc = subprocess.run([sys.executable, "-m", "gpuplan", *argv], capture_output=True, text=True, timeout=120,
+                              cwd=spec.parent)
         assert proc.returncode in (0, 2), (argv, proc.returncode, proc.stderr)
         assert "Traceback" not in proc.stderr and "unexpected" not in proc.stderr, proc.stderr
         if proc.returncode == 2:
