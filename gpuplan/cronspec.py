@@ -26,11 +26,29 @@ def parse_tz(name: str) -> ZoneInfo:
         raise ValueError(f"unknown time zone {name!r} (use an IANA name such as Europe/Berlin or UTC)") from exc
 
 
+# The nicknames Vixie cron accepts (crontab(5)), as the 5-field expressions they stand for. They are stored
+# expanded, so everything downstream (DST rules, next-fire, the listing) sees one form.
+CRON_NICKNAMES: dict[str, str] = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+
+
 def validate_cron(expr: str) -> str:
-    """Normalise and check a 5-field cron expression; raises ValueError naming the problem."""
+    """Normalise and check a 5-field cron expression or a nickname (@daily ...); raises ValueError naming the
+    problem. A nickname comes back as its 5-field expression."""
     from croniter import CroniterBadDateError, croniter
 
     normalised = " ".join(expr.split())
+    if normalised.startswith("@"):
+        if normalised.lower() not in CRON_NICKNAMES:
+            raise ValueError(f"unknown cron nickname {expr!r}; known: {', '.join(CRON_NICKNAMES)}")
+        normalised = CRON_NICKNAMES[normalised.lower()]
     if len(normalised.split(" ")) != 5:
         raise ValueError(f"cron expression {expr!r} must have 5 fields: minute hour day-of-month month day-of-week")
     if not croniter.is_valid(normalised):

@@ -98,3 +98,23 @@ def parse_duration_hours(text: str | int | float, *, what: str = "duration", all
         raise ValueError(f"{what} must be {'zero or more' if allow_zero else 'greater than zero'}, not {text!r}")
     check("hours", hours, what, text=repr(text) if isinstance(text, str) else None, low=0 if allow_zero else None)
     return hours
+
+
+HOURS_PER_YEAR = 24 * 365
+
+
+def format_hours(hours: float) -> str:
+    """A duration people read at a glance: `40 s`, `12 min`, `5.5 h`, `300 h (12.5 days)`, `26,280 h (3.0 years)`.
+
+    A figure under an hour printed in hours reads `0.00` or `0.0 h`, which says nothing; seconds and minutes do.
+    """
+    if hours < 1 / 60:
+        seconds = hours * 3600
+        return "<1 s" if 0 < seconds < 1 else f"{seconds:.0f} s"
+    if hours < 1:
+        return f"{hours * 60:.0f} min" if hours * 60 >= 10 else f"{hours * 60:.1f} min"
+    if hours < 72:
+        return f"{hours:.1f} h"
+    if hours < HOURS_PER_YEAR:
+        return f"{hours:,.0f} h ({hours / 24:.1f} days)"
+    return f"{hours:,.0f} h ({hours / HOURS_PER_YEAR:,.1f} years)"

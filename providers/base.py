@@ -214,6 +214,14 @@ class Instance:
 
 
 @dataclass(frozen=True)
+class SpotPricePoint:
+    """From `at` on, the spot market charged `price_per_hour` (until the next point): one row of a price history."""
+
+    at: dt.datetime
+    price_per_hour: Decimal
+
+
+@dataclass(frozen=True)
 class CloudSecret:
     """A run's secret as the cloud's secret store lists it: its name and whose it is, never its value.
 
@@ -290,6 +298,19 @@ class Provider(abc.ABC):
         Named zones may include ones `zones(region)` leaves out (AWS Local Zones). Default: the named zones that
         look like zones of `region` (`<region>-a`, `<region>a`)."""
         return [z for z in named if z.startswith(region) and len(z) > len(region)]
+
+    def spot_price_history(self, region: str, zone: str | None, instance_type: str, start: dt.datetime,
+                           end: dt.datetime) -> list[SpotPricePoint] | None:
+        """The spot price of `instance_type` in `zone` over [start, end], including the price in effect at `start`
+        (so a settled spot run is billed at what the cloud charged: gpuplan.supervise.spot_bill). None: this
+        provider cannot say (its machines keep their launch price). Default: None."""
+        return None
+
+    def catalog_zone(self, region: str, zone: str) -> str:
+        """The zone as the price catalog names it, so a placement is priced at its own zone's price
+        (gpuplan.launching.zone_prices). Default: the zone itself (GCP zone names are the same in every project);
+        AWS maps the account's zone name to its zone id."""
+        return zone
 
     def standard_zone(self, zone: str) -> bool:
         """False for a zone a launch uses only when the spec names it (AWS Local and Wavelength Zones): planning

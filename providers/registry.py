@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuplan.config import config_path, provider_settings
+from gpuplan.config import config_path, configured_providers, did_you_mean, provider_settings
 from gpuplan.errors import UserError
 from gpuplan.providers.base import Provider, ProviderError
 
@@ -58,8 +58,48 @@ class UnknownProviderError(ProviderError):
 
     exit_code = 2
 
+def setting_names(cls: type[Provider]) -> list[str]:
+    """The settings a provider class takes: its constructor's named keyword parameters (a `**rest` takes any
+    name but uses none, so it does not make a typo right)."""
+    import inspect
+
+    params = inspect.signature(cls.__init__).parameters.values()
+    return [p.name for p in params if p.name != "self" and not p.name.startswith("_")
+            and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+
+
+def check_provider_settings(name: str, settings: dict[str, Any] | None = None, *, where: str | None = None) -> None:
+    """Refuse a config file that names a provider no one registers (`[providers.awz]`) or gives `name` a
+    setting its constructor does not take (`buckett`): one line with the close match, exit 2, before the
+    provider is built, instead of a setting silently ignored or a TypeError about __init__."""
+    check_provider_tables()
+    settings = provider_settings(name) if settings is None else settings
+    if not settings:
+        return
+    takes = setting_names(load_provider_class(name))
+    for key in settings:
+        if key not in takes:
+            raise UserError(f"{where or f'config file {config_path()}'}: [providers.{name}] has no setting "
+                            f"{key!r}{did_you_mean(key, takes)}")
+
+
+def check_provider_tables(tables: list[str] | None = None) -> None:
+    """Every `[providers.NAME]` table of the config file names a registered provider (a typo, `[providers.awz]`,
+    would otherwise be a table nobody reads)."""
+    tables = configured_providers() if tables is None else tables
+    unknown = [t for t in tables if t not in BUILTIN_PROVIDERS]
+    if not unknown:
+        return  # the built-ins need no look at the entry points
+    known = provider_names()
+    for table in unknown:
+        if table not in known:
+            raise UserError(f"config file {config_path()}: [providers.{table}] names no provider"
+                            f"{did_you_mean(table, known)}")
+
+
 def make_provider(name: str, **overrides: Any) -> Provider:
     """The provider registered as `name`, built with the config file's settings (then `overrides`)."""
+    check_provider_settings(name)
     settings = {**provider_settings(name), **overrides}
     try:
         return get_provider(name, **settings)

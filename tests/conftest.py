@@ -45,6 +45,9 @@ def _isolated_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.delenv("GPUPLAN_GCS_BUCKET", raising=False)
     monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "gpuplan-test")
     monkeypatch.delenv("GPUPLAN_DEBUG", raising=False)
+    # The user's own ~/.config/gpuplan/config.toml must not reach a test: each gets an empty config home.
+    monkeypatch.delenv("GPUPLAN_CONFIG", raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config-home"))
 
 
 def free_port() -> int:

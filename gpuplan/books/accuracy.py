@@ -41,9 +41,14 @@ class RunAccuracy:
 
 @dataclass(frozen=True)
 class ErrorSummary:
-    """Absolute-error statistics plus the median actual/estimate ratio (the calibration factor)."""
+    """Absolute-error statistics plus the median actual/estimate ratio (the calibration factor).
+
+    `runs` counts the runs that had an hours estimate (the ones the statistics are over); `without_estimate`
+    the succeeded runs listed with none, so "7 runs" never describes statistics drawn from 2.
+    """
 
     runs: int
+    without_estimate: int
     median_abs_hours_error: float | None
     mean_abs_hours_error: float | None
     mean_hours_error: float | None
@@ -116,7 +121,8 @@ def summarise(rows: list[RunAccuracy]) -> ErrorSummary:
         return statistics.fmean(xs) if xs else None
 
     return ErrorSummary(
-        runs=len(rows),
+        runs=len(hours),
+        without_estimate=len(rows) - len(hours),
         median_abs_hours_error=med([abs(x) for x in hours]),
         mean_abs_hours_error=mean([abs(x) for x in hours]),
         mean_hours_error=mean(hours),

@@ -31,6 +31,22 @@ KEY_COLUMNS: dict[str, str] = {
     "instance-type": "i.instance_type",
 }
 NO_VALUE = "(none)"
+# `--by gpu --by cloud` groups by both: a compound key "gpu+cloud" whose values are joined with KEY_SEP (a control
+# character no name contains), so one SQL column carries the group and the report splits it back into columns.
+KEY_JOIN = "+"
+KEY_SEP = "\x1f"
+
+
+def key_names(key: str | None) -> list[str]:
+    """"gpu+cloud" -> ["gpu", "cloud"]; None -> []."""
+    return key.split(KEY_JOIN) if key else []
+
+
+def key_values(key: str | None, value: str | None) -> list[str]:
+    """A SpendRow's key split into one value per name of its compound key."""
+    if not key:
+        return []
+    return (value or "").split(KEY_SEP) if KEY_JOIN in key else [value or NO_VALUE]
 
 
 @dataclass(frozen=True)
@@ -80,7 +96,7 @@ def spend(
     """
     if unit is not None and unit not in periods.TIME_UNITS:
         raise ValueError(f"unknown time unit {unit!r}")
-    if key is not None and key not in KEY_COLUMNS:
+    if key is not None and not all(name in KEY_COLUMNS for name in key_names(key)):
         raise ValueError(f"unknown key {key!r}")
     dialect = (conn.get_bind() if hasattr(conn, "get_bind") else conn).dialect.name
     if method == "auto":
@@ -114,6 +130,8 @@ def spend(
 def _key(key: str | None, value: Any) -> str | None:
     if key is None:
         return None
+    if KEY_JOIN in key:
+        return KEY_SEP.join(part or NO_VALUE for part in str(value or "").split(KEY_SEP))
     return NO_VALUE if value is None or value == "" else str(value)
 
 
@@ -203,7 +221,7 @@ class _Query:
         return text(sql).bindparams(*binds)
 
     def _from_where(self) -> tuple[str, list[str]]:
-        needs_runs = self.scope.project is not None or self.key in ("project", "user")
+        needs_runs = self.scope.project is not None or bool({"project", "user"} & set(key_names(self.key)))
         source = "instances i JOIN runs r ON r.id = i.run_id" if needs_runs else "instances i"
         where = []
         if self.since is not None:
@@ -217,6 +235,9 @@ class _Query:
         return source, where
 
     def _key_sql(self) -> str:
+        names = key_names(self.key)
+        if len(names) > 1:
+            return f" || '{KEY_SEP}' || ".join(f"COALESCE({KEY_COLUMNS[name]}, '')" for name in names)
         return KEY_COLUMNS[self.key] if self.key else "NULL"
 
     def _micros(self, column: str) -> str:

@@ -42,25 +42,27 @@ class ReportRequest:
 
 
 def parse_by(values: tuple[str, ...]) -> tuple[str | None, str | None]:
-    """`--by` may name one time unit and one key (`--by month --by project`, or `--by month,project`).
+    """`--by` may name one time unit and any keys (`--by month --by project`, `--by gpu,cloud`).
 
-    Without --by a report is by month.
+    Several keys group by their combination (a compound key "gpu+cloud", one column each). Without --by a
+    report is by month.
     """
-    unit = key = None
+    unit = None
+    keys: list[str] = []
     for value in (v.strip() for raw in values for v in raw.split(",") if v.strip()):
         if value in periods.TIME_UNITS:
             if unit is not None:
                 raise UserError(f"--by: give at most one of {', '.join(periods.TIME_UNITS)}")
             unit = value
         elif value in ledger.KEY_COLUMNS:
-            if key is not None:
-                raise UserError(f"--by: give at most one of {', '.join(ledger.KEY_COLUMNS)}")
-            key = value
+            if value in keys:
+                raise UserError(f"--by: {value} is given twice")
+            keys.append(value)
         else:
             raise UserError(f"--by: unknown grouping {value!r} (choose from {', '.join(BY_CHOICES)})")
-    if unit is None and key is None:
+    if unit is None and not keys:
         unit = "month"
-    return unit, key
+    return unit, ledger.KEY_JOIN.join(keys) or None
 
 
 def build(conn: Any, request: ReportRequest) -> ledger.Spend:
@@ -71,7 +73,8 @@ def build(conn: Any, request: ReportRequest) -> ledger.Spend:
 
 
 def columns(request: ReportRequest) -> list[str]:
-    return [c for c in (request.unit, request.key) if c] + ["instances", "billed_hours", "cost_usd"]
+    return [c for c in (request.unit,) if c] + ledger.key_names(request.key) + ["instances", "billed_hours",
+                                                                               "cost_usd"]
 
 
 def records(result: ledger.Spend, request: ReportRequest) -> list[list[Any]]:
@@ -79,7 +82,8 @@ def records(result: ledger.Spend, request: ReportRequest) -> list[list[Any]]:
     out = []
     for row in result.rows:
         period = periods.period_label(row.period, request.unit)
-        labels = [v for v, on in ((period, request.unit), (row.key, request.key)) if on]
+        labels = [period] if request.unit else []
+        labels += ledger.key_values(request.key, row.key)
         out.append([*labels, row.instances, (row.billed_seconds / 3600).quantize(Decimal("0.000001")), row.cost])
     return out
 
@@ -90,13 +94,15 @@ def to_json(result: ledger.Spend, request: ReportRequest) -> dict[str, Any]:
         "since": request.since,
         "until": request.until,
         "now": request.now,
-        "by": [b for b in (request.unit, request.key) if b],
+        "by": [b for b in (request.unit,) if b] + ledger.key_names(request.key),
         "filters": {"project": request.project, "clouds": list(request.clouds) if request.clouds else None},
         "rows": [
             {
                 "period": row.period,
                 "period_label": periods.period_label(row.period, request.unit),
-                "key": row.key,
+                "key": " / ".join(ledger.key_values(request.key, row.key)) if request.key else None,
+                "keys": dict(zip(ledger.key_names(request.key), ledger.key_values(request.key, row.key),
+                                 strict=True)),
                 "instances": row.instances,
                 "billed_hours": row.billed_seconds / 3600,
                 "cost_usd": row.cost,
@@ -138,11 +144,19 @@ def render(result: ledger.Spend, request: ReportRequest, fmt: str) -> str:
 def table_rows(result: ledger.Spend, request: ReportRequest) -> tuple[list[str], list[list[str]]]:
     """Money as $1,234.56 and hours with 2 decimals, plus a TOTAL line (the sum of the exact Decimals)."""
     head = columns(request)
-    rows = [[*map(str, r[:-3]), str(r[-3]), f"{r[-2]:,.2f}", f"${r[-1]:,.2f}"] for r in records(result, request)]
+    rows = [[*map(str, r[:-3]), str(r[-3]), _hours_cell(r[-2]), f"${r[-1]:,.2f}"] for r in records(result, request)]
     labels = len(head) - 3  # there is always at least one grouping column (--by defaults to month)
-    total = ["TOTAL", *[""] * (labels - 1), str(result.instances), f"{result.total_seconds / 3600:,.2f}",
+    total = ["TOTAL", *[""] * (labels - 1), str(result.instances), _hours_cell(result.total_seconds / 3600),
              f"${result.total_cost:,.2f}"]
     return head, [*rows, total]
+
+
+def _hours_cell(hours: Decimal) -> str:
+    """Billed hours for people: `1,234.50`, but `40 s` / `12 min` under an hour (`0.00` would say nothing);
+    CSV and JSON keep the exact number."""
+    from gpuplan.units import format_hours
+
+    return f"{hours:,.2f}" if hours >= 1 or hours == 0 else format_hours(float(hours))
 
 
 def auto_unit(span: tuple[dt.datetime, dt.datetime]) -> str:
@@ -184,7 +198,8 @@ def plot_data(conn: Any, request: ReportRequest) -> tuple[list[dt.datetime], dic
     import pandas as pd
 
     # Pivot with pandas: one column per key, one row per bucket, gaps filled with zero dollars.
-    df = pd.DataFrame([(row.period, (row.key or ledger.NO_VALUE) if request.key else "spend", float(row.cost))
+    df = pd.DataFrame([(row.period, " / ".join(ledger.key_values(request.key, row.key)) if request.key else "spend",
+                        float(row.cost))
                        for row in result.rows], columns=["period", "series", "cost"])
     table = df.pivot_table(index="period", columns="series", values="cost", aggfunc="sum", fill_value=0.0)
     table = table.reindex(buckets, fill_value=0.0)

@@ -14,10 +14,11 @@ from decimal import Decimal
 from types import MappingProxyType
 
 from gpuplan.catalog.gcp_markets import sold_markets
-from gpuplan.catalog.gpu_names import CANONICAL_GPUS, KNOWN_CLOUDS
+from gpuplan.catalog.gpu_names import KNOWN_CLOUDS, resolve_gpu_name
 from gpuplan.catalog.offer import Offer
 from gpuplan.catalog.snapshot import load_shipped, shipped_info
 from gpuplan.catalog.stored import read_newest
+from gpuplan.catalog.zones import ZONE_CHOICES, zone_wanted
 from gpuplan.errors import UserError
 
 STALE_AFTER = dt.timedelta(days=7)
@@ -103,18 +104,22 @@ class Catalog:
         min_gpu_memory_gb: float | None = None,
         regions: Collection[str] | None = None,
         max_price: Decimal | float | None = None,
+        zones: str = "standard",
     ) -> list[Offer]:
         """Offers matching every given filter (None = no filter).
 
         spot=True keeps offers with a spot price, spot=False those with an on-demand price; max_price applies
         to that price (on-demand when spot is None). `regions` are glob patterns (`us-*`). `min_gpu_memory_gb`
-        is per GPU.
+        is per GPU (GB as the vendor states it). `gpus` may be any spelling the one resolver takes
+        (gpuplan.catalog.gpu_names.resolve_gpu_name: `A100` is the 40 GB part everywhere). `zones`: "standard"
+        (Availability Zones only: what ranking and a launch use unasked), "local" (only Local/Wavelength Zones) or
+        "all" (callers that filter named zones themselves, gpuplan.catalog.zones.keep_offer).
         """
+        if zones not in ZONE_CHOICES:
+            raise ValueError(f"zones must be one of {ZONE_CHOICES}, not {zones!r}")
         if gpus is not None:
-            unknown = set(gpus) - set(CANONICAL_GPUS)
-            if unknown:
-                raise UserError(f"unknown GPU {', '.join(sorted(unknown))}; known: {', '.join(CANONICAL_GPUS)}")
-            pool: Iterable[Offer] = [o for gpu in sorted(gpus) for o in self._by_gpu.get(gpu, ())]
+            names = {resolve_gpu_name(g) for g in gpus}
+            pool: Iterable[Offer] = [o for gpu in sorted(names) for o in self._by_gpu.get(gpu, ())]
         else:
             pool = self.offers
         cloud_set = _check_clouds(clouds) if clouds is not None else None
@@ -122,6 +127,8 @@ class Catalog:
         out = []
         for offer in pool:
             if cloud_set is not None and offer.cloud not in cloud_set:
+                continue
+            if not zone_wanted(offer.cloud, offer.zone, zones):
                 continue
             price = offer.price(bool(spot))
             if spot is not None and price is None:

@@ -1,6 +1,6 @@
 """Canonical GPU names and the mapping from cloud names (instance types, accelerator names) to them.
 
-The canonical names are shared with the estimator's GPU table (gpuplan/gpus.py): the planner joins offers to
+The canonical names are shared with the estimator's GPU table (gpuplan.hardware.gpus): the planner joins offers to
 GPU specs by this name, so every offer in the catalog must carry one of CANONICAL_GPUS.
 """
 
@@ -91,18 +91,8 @@ SNAPSHOT_ACCELERATOR_GPU: dict[str, str] = {
     "P4": "P4",
 }
 
-# What a user may type for --gpu besides a canonical name (case-insensitive): families that span variants.
-GPU_ALIASES: dict[str, tuple[str, ...]] = {
-    "A100": ("A100-40GB", "A100-80GB"),
-    "A100-40G": ("A100-40GB",),
-    "A100-80G": ("A100-80GB",),
-    "V100": ("V100-16GB", "V100-32GB"),
-    "H100-SXM": ("H100",),
-    "H100-MEGA": ("H100",),
-    "H100-PCIE": ("H100-PCIe",),
-}
-
 _CANONICAL_BY_KEY = {name.upper(): name for name in CANONICAL_GPUS}
+_CANONICAL_SET = frozenset(CANONICAL_GPUS)
 
 
 def aws_instance_gpu(instance_type: str) -> str | None:
@@ -141,39 +131,45 @@ def aws_gpuinfo_gpu(name: str, memory_mib: float | None) -> str | None:
     return _CANONICAL_BY_KEY.get(key)
 
 
-def resolve_gpus(text: str) -> frozenset[str]:
-    """User text (`h100`, `A100`, `L4,T4`) -> canonical names; unknown names are a UserError.
+def resolve_gpu_name(text: str) -> str:
+    """THE GPU name resolver: user text -> the GPU table's canonical name, the same in a spec, `estimate`,
+    `prices`, `plan` and a launch.
 
-    `A100` and `V100` mean every size here (a price list should show both), while the estimator reads a bare
-    `A100` as the 40 GB part; any other spelling goes through the estimator's aliases.
+    It is the GPU table's own look-up (gpuplan.hardware.gpus.resolve_gpu, which `estimate` calls directly):
+    any spelling of the table, case, spaces, dashes and `nvidia`/`tesla` ignored; `A100` is the 40 GB part and
+    `V100` the 16 GB one, as AWS, GCP and SkyPilot name them. New spellings go into data/gpus.csv's aliases, so
+    every command learns them at once. A name the table does not know is a UserError with the close matches; a GPU
+    the table knows but no cloud of the catalog rents (RTX 4090) resolves: `rented` says so.
     """
-    names: set[str] = set()
-    for raw in text.split(","):
-        key = re.sub(r"[\s_]+", "-", raw.strip()).upper()
-        if not key:
-            continue
-        if key in _CANONICAL_BY_KEY:
-            names.add(_CANONICAL_BY_KEY[key])
-        elif key in GPU_ALIASES:
-            names.update(GPU_ALIASES[key])
-        else:
-            names.add(_estimator_name(raw.strip()))
-    if not names:
-        raise UserError("--gpu needs at least one GPU name")
-    return frozenset(names)
-
-
-def _estimator_name(text: str) -> str:
-    """Other spellings (`H100 SXM`, `nvidia-tesla-t4`) through the estimator's alias table (gpuplan.hardware.gpus)."""
     from gpuplan.hardware.gpus import resolve_gpu
 
     try:
-        name = resolve_gpu(text).name
-    except ValueError:
-        name = ""
-    if name not in CANONICAL_GPUS:
-        raise UserError(f"unknown GPU {text!r}; known: {', '.join(CANONICAL_GPUS)}")
-    return name
+        return resolve_gpu(text).name
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+
+
+def rented(name: str) -> bool:
+    """Does any cloud of the catalog rent this canonical GPU? (RTX 4090, MI300X, H800: no.)"""
+    return name in _CANONICAL_SET
+
+
+def not_rented_message(names: frozenset[str] | set[str]) -> str:
+    """The answer for GPUs the table knows but the catalog does not price: not "unknown GPU"."""
+    listed = ", ".join(sorted(names))
+    return (f"no cloud in the catalog ({', '.join(KNOWN_CLOUDS)}) rents {listed}; "
+            f"GPUs the catalog prices: {', '.join(CANONICAL_GPUS)}")
+
+
+def resolve_gpus(text: str) -> frozenset[str]:
+    """`h100`, `A100`, `L4,T4` -> canonical names through `resolve_gpu_name`; an unknown name is a UserError.
+
+    Names the catalog does not price are kept (the caller says "no cloud rents it", see `not_rented_message`).
+    """
+    names = {resolve_gpu_name(raw) for raw in text.split(",") if raw.strip()}
+    if not names:
+        raise UserError("--gpu needs at least one GPU name")
+    return frozenset(names)
 
 
 def resolve_clouds(text: str) -> frozenset[str]:

@@ -6,6 +6,8 @@ import datetime as dt
 from dataclasses import dataclass
 from decimal import Decimal
 
+from gpuplan.catalog.zones import zone_type
+
 
 @dataclass(frozen=True, slots=True)
 class Offer:
@@ -13,11 +15,15 @@ class Offer:
 
     - `gpu` is a canonical name from gpuplan.catalog.gpu_names.CANONICAL_GPUS (the estimator's names).
     - `gpu_count` may be fractional (AWS g6f.2xlarge has a quarter of an L4).
-    - `gpu_memory_gb` is the memory of ONE GPU as the instance sees it (for a fractional GPU: the slice), in the
-      unit the clouds report (GiB, the number marketed as "80GB"); `total_gpu_memory_gb` is the instance's sum.
+    - `gpu_memory_gb` is the memory of ONE GPU in GB as the vendor states it (L4 24, L40S 48; for a fractional
+      GPU: the slice), converted from each cloud's unit in one place (gpuplan.catalog.gpu_memory);
+      `total_gpu_memory_gb` is the instance's sum.
     - `price_per_hour` / `spot_price_per_hour` are USD per instance-hour, None when not offered or unknown.
       On GCP they already include the attached GPUs (host VM + accelerators).
-    - `zone` is an AZ id on AWS (`use1-az1`, account independent) and a zone name on GCP.
+    - `zone` is a zone id on AWS (`use1-az1`, `use1-atl2-az1`: account independent) and a zone name on GCP;
+      `zone_type` (availability-zone / local-zone / wavelength-zone) is derived from it (gpuplan.catalog.zones).
+    - `spot_price_per_hour` is the price in `zone` (AWS spot prices differ zone by zone; GCP's are per region, the
+      same in each of its zones); `price_per_hour` (on-demand) is the region's.
     - `instance_type` on GCP n1 offers is the host machine type; the GPUs are attached (`gpu` x `gpu_count`).
     """
 
@@ -35,6 +41,11 @@ class Offer:
     arch: str | None
     source: str
     fetched_at: dt.datetime
+
+    @property
+    def zone_type(self) -> str:
+        """availability-zone, local-zone or wavelength-zone (gpuplan.catalog.zones: derived from the zone id)."""
+        return zone_type(self.cloud, self.zone)
 
     def price(self, spot: bool = False) -> Decimal | None:
         """The hourly price for the chosen market (spot or on-demand)."""

@@ -4,8 +4,11 @@
   capacity "Used", on-demand terms) gives the on-demand price per (instance type, region). The API lives in
   us-east-1; its PriceList entries are JSON *strings*.
 - per region, `ec2.describe_instance_type_offerings` (by AZ id) says in which zones a type exists,
-  `describe_spot_price_history` (Linux/UNIX, StartTime=now) gives the current spot price per zone (AZ names,
-  mapped to AZ ids with `describe_availability_zones`, since the snapshot and the offers use AZ ids), and
+  `describe_spot_price_history` (Linux/UNIX, StartTime=now) gives the current spot price per zone (zone names,
+  mapped to zone ids with `describe_availability_zones`, since the snapshot and the offers use zone ids; asked with
+  AllAvailabilityZones=True, without which EC2 lists only the Local and Wavelength Zones this account opted in to:
+  https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DescribeAvailabilityZones.html; each zone keeps its
+  own spot price, and its ZoneType must agree with the type gpuplan.catalog.zones derives from the id), and
   `describe_instance_types` gives GpuInfo (GPU name, count, memory), vCPUs, memory and architecture.
 
 boto3 is imported only here (by the client factory); botocore honours AWS_ENDPOINT_URL itself.
@@ -20,8 +23,10 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from gpuplan.catalog.gpu_memory import vendor_gpu_memory_gb
 from gpuplan.catalog.gpu_names import aws_gpuinfo_gpu, aws_instance_gpu
 from gpuplan.catalog.offer import Offer
+from gpuplan.catalog.zones import aws_zone_type
 
 PRICING_REGION = "us-east-1"
 SOURCE = "aws: pricing.get_products + ec2 spot history/instance types"
@@ -86,7 +91,7 @@ def fetch_aws_offers(factory: ClientFactory, regions: Sequence[str] | None, now:
         zones = _zones_by_type(ec2, types)
         # Only types offered in the region: describing one EC2 does not know there fails the whole call.
         _describe_types(ec2, [t for t in types if t in zones and t not in specs], specs, notes)
-        spot = _spot_prices(ec2, types, now)
+        spot = _spot_prices(ec2, types, now, notes)
         for instance_type in types:
             spec = specs.get(instance_type)
             if spec is None:
@@ -185,7 +190,7 @@ def type_spec(info: dict[str, Any]) -> TypeSpec | None:
     return TypeSpec(
         gpu=gpu,
         gpu_count=count,
-        gpu_memory_gb=None if memory_mib is None else round(memory_mib / 1024, 2),
+        gpu_memory_gb=vendor_gpu_memory_gb(gpu, count, memory_mib, "MiB"),
         vcpus=float(info.get("VCpuInfo", {}).get("DefaultVCpus", 0)) or None,
         memory_gb=round(info.get("MemoryInfo", {}).get("SizeInMiB", 0) / 1024, 2) or None,
         arch="arm64" if "arm64" in archs else (archs[0] if archs else None),
@@ -202,13 +207,26 @@ def _zones_by_type(ec2: Any, types: Sequence[str]) -> dict[str, set[str]]:
     return zones
 
 
-def _spot_prices(ec2: Any, types: Sequence[str], now: dt.datetime) -> dict[tuple[str, str], Decimal]:
-    """(instance type, AZ id) -> the newest Linux spot price (StartTime=now returns the current price)."""
-    zone_ids = {z["ZoneName"]: z["ZoneId"] for z in ec2.describe_availability_zones()["AvailabilityZones"]}
+def zone_ids(ec2: Any, notes: list[str]) -> dict[str, str]:
+    """Zone name -> zone id of every zone of the client's region, Local and Wavelength Zones included; a zone whose
+    ZoneType disagrees with the type derived from its id is noted (the catalog's rule would then be wrong)."""
+    out: dict[str, str] = {}
+    for zone in ec2.describe_availability_zones(AllAvailabilityZones=True)["AvailabilityZones"]:
+        out[zone["ZoneName"]] = zone["ZoneId"]
+        reported = zone.get("ZoneType")
+        if reported and reported != aws_zone_type(zone["ZoneId"]):
+            notes.append(f"aws: {zone['ZoneId']} is a {reported} but its id reads as a {aws_zone_type(zone['ZoneId'])}")
+    return out
+
+
+def _spot_prices(ec2: Any, types: Sequence[str], now: dt.datetime,
+                 notes: list[str]) -> dict[tuple[str, str], Decimal]:
+    """(instance type, zone id) -> the newest Linux spot price (StartTime=now returns the current price)."""
+    ids = zone_ids(ec2, notes)
     newest: dict[tuple[str, str], tuple[Any, Decimal]] = {}
     for row in _paginate(ec2, "describe_spot_price_history", "SpotPriceHistory", InstanceTypes=list(types),
                          ProductDescriptions=["Linux/UNIX"], StartTime=now):
-        zone_id = zone_ids.get(row["AvailabilityZone"])
+        zone_id = ids.get(row["AvailabilityZone"])
         if zone_id is None:
             continue
         key = (row["InstanceType"], zone_id)

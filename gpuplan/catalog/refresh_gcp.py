@@ -20,6 +20,7 @@ from decimal import Decimal
 from typing import Any
 
 from gpuplan.catalog.gcp_clients import BILLING_OVERRIDE, COMPUTE_OVERRIDE, client_kwargs
+from gpuplan.catalog.gpu_memory import vendor_gpu_memory_gb
 from gpuplan.catalog.gpu_names import (
     GCP_ACCELERATOR_GPU,
     GCP_ACCELERATOR_MEMORY_GB,
@@ -191,7 +192,8 @@ def _offer(prices: UnitPrices, machine: MachineType, accelerator: str, count: in
         return None
     return Offer(
         cloud="gcp", region=region, zone=machine.zone, instance_type=machine.name, gpu=gpu, gpu_count=float(count),
-        gpu_memory_gb=GCP_ACCELERATOR_MEMORY_GB.get(accelerator), vcpus=float(machine.vcpus),
+        gpu_memory_gb=vendor_gpu_memory_gb(gpu, float(count), GCP_ACCELERATOR_MEMORY_GB.get(accelerator), "GB"),
+        vcpus=float(machine.vcpus),
         memory_gb=round(machine.memory_gib, 2), price_per_hour=market_prices[0],
         spot_price_per_hour=market_prices[1], arch="x86_64", source=SOURCE, fetched_at=now,
     )

@@ -1,8 +1,9 @@
 """Load the price snapshot shipped in gpuplan/data/prices (csv module only: this is on the fast path).
 
-AWS rows are used as they are. For GCP the composed file is used: GCP bills the GPUs apart from the host VM,
-and gcp_gpu_vms_composed.csv already holds host + accelerator per zone (see the data README). n1 hosts are not
-in the snapshot, so T4/V100/P100/P4 on GCP appear only after `gpuplan catalog refresh --cloud gcp`.
+AWS rows are used as they are: one row per (instance type, zone id), the spot price that zone's, the zone's type
+derived from its id (gpuplan.catalog.zones; use1-atl2-az1 is a Local Zone). For GCP the composed file is used: GCP
+bills the GPUs apart from the host VM, and gcp_gpu_vms_composed.csv already holds host + accelerator per zone,
+including n1-standard hosts with T4/V100/P100/P4 attached (scripts/compose_gcp_n1.py; see the data README).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
+from gpuplan.catalog.gpu_memory import vendor_gpu_memory_gb
 from gpuplan.catalog.gpu_names import SNAPSHOT_ACCELERATOR_GPU, aws_instance_gpu, gcp_machine_gpu
 from gpuplan.catalog.offer import Offer
 
@@ -78,7 +80,8 @@ def _offer_from_row(row: dict[str, str], info: ShippedInfo) -> Offer:
         raise ValueError(f"snapshot row {instance_type!r} ({row['accelerator_name']!r}) has no canonical GPU name")
     count = float(row["accelerator_count"])
     total_memory = _number(row["gpu_memory_gib"])
-    per_gpu_memory = None if total_memory is None else round(total_memory / max(count, 1.0), 2)
+    reported = None if total_memory is None else total_memory / max(count, 1.0)
+    per_gpu_memory = vendor_gpu_memory_gb(gpu, count, reported, "GiB")
     return Offer(
         cloud=cloud,
         region=row["region"],

@@ -18,6 +18,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gpuplan.catalog.gpu_memory import vendor_gpu_memory_gb
 from gpuplan.catalog.offer import Offer
 from gpuplan.paths import default_db_url
 
@@ -135,7 +136,9 @@ def _group(newest: dict[str, StoredSnapshot], by_id: dict[int, StoredSnapshot],
         out[snap.cloud][1].append(
             Offer(
                 cloud=row[1], region=row[2], zone=row[3], instance_type=row[4], gpu=row[5],
-                gpu_count=float(row[6]), gpu_memory_gb=_float(row[7]), vcpus=_float(row[8]),
+                # A refresh stored before GB-as-stated (issue #22) holds AWS's GiB: the GPU table's GB wins.
+                gpu_count=float(row[6]),
+                gpu_memory_gb=vendor_gpu_memory_gb(row[5], float(row[6]), _float(row[7]), "GB"), vcpus=_float(row[8]),
                 memory_gb=_float(row[9]), price_per_hour=_money(row[10]), spot_price_per_hour=_money(row[11]),
                 arch=row[12], source=snap.source, fetched_at=snap.fetched_at,
             )

@@ -1,4 +1,8 @@
-"""What `gpuplan prices` shows: one row per (cloud, instance type, GPUs, region) at its cheapest zone, sorted."""
+"""What `gpuplan prices` shows: one row per (cloud, instance type, GPUs, region, zone type) at its cheapest zone.
+
+The zone type is part of the key so a Local Zone's price never stands for its parent region (Atlanta's
+`use1-atl2-az1` is not us-east-1's price); the row names the zone it quotes, in full.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +18,7 @@ SORT_KEYS = ("price", "price-per-gpu", "price-per-tflop")
 
 @dataclass(frozen=True)
 class PriceRow:
-    """An offer at its region's cheapest zone, with the derived prices used for sorting."""
+    """An offer at its region's cheapest zone of one zone type, with the derived prices used for sorting."""
 
     offer: Offer
     spot: bool
@@ -30,6 +34,7 @@ class PriceRow:
         count = self.offer.gpu_count
         out["gpu_count"] = int(count) if float(count).is_integer() else count
         out.update(
+            zone_type=self.offer.zone_type,
             spot=self.spot,
             price=self.price,
             price_per_gpu=self.price_per_gpu,
@@ -41,7 +46,7 @@ class PriceRow:
 
 
 def cheapest_per_region(offers: Iterable[Offer], *, spot: bool, peak_tflops: Mapping[str, float]) -> list[PriceRow]:
-    """Collapse zones: keep the cheapest zone per (cloud, instance type, GPU, GPU count, region).
+    """Collapse zones: keep the cheapest zone per (cloud, instance type, GPU, GPU count, region, zone type).
 
     The GPU and its count are part of the key because a GCP n1 host carries different attached GPUs.
     Offers without a price for the chosen market are dropped (they cannot be ranked).
@@ -52,7 +57,7 @@ def cheapest_per_region(offers: Iterable[Offer], *, spot: bool, peak_tflops: Map
         price = offer.price(spot)
         if price is None:
             continue
-        key = (offer.cloud, offer.instance_type, offer.gpu, offer.gpu_count, offer.region)
+        key = (offer.cloud, offer.instance_type, offer.gpu, offer.gpu_count, offer.region, offer.zone_type)
         zones[key] = zones.get(key, 0) + 1
         current = best.get(key)
         if current is None or (price, offer.zone or "") < (current.price(spot), current.zone or ""):  # type: ignore[operator]
@@ -82,6 +87,6 @@ def sort_rows(rows: list[PriceRow], by: str) -> list[PriceRow]:
             primary = (0, row.price_per_gpu)
         else:
             primary = (0, row.price_per_tflop) if row.price_per_tflop is not None else (1, row.price_per_gpu)
-        return (*primary, o.cloud, o.region, o.instance_type, o.gpu, o.gpu_count)
+        return (*primary, o.cloud, o.region, o.instance_type, o.gpu, o.gpu_count, o.zone or "")
 
     return sorted(rows, key=key)

@@ -20,6 +20,7 @@ from typing import Any  # noqa: E402
 import click  # noqa: E402
 
 from gpuplan import __version__  # noqa: E402
+from gpuplan.cli.brokenpipe import EXIT_BROKEN_PIPE, OutputClosed, output_closed_guard  # noqa: E402
 from gpuplan.cli.context import AppContext  # noqa: E402
 
 # name -> ("module:attribute", one-line help shown by `gpuplan --help` without importing the module).
@@ -29,19 +30,30 @@ COMMANDS: dict[str, tuple[str, str]] = {
                "Spending caps per month/week/total that launch and watch enforce."),
     "calibrate": ("gpuplan.cli.commands.calibrate:calibrate", "Show the MFU learned from finished runs."),
     "catalog": ("gpuplan.cli.commands.catalog:catalog", "Refresh the GPU price catalog from the clouds' price APIs."),
+    "completion": ("gpuplan.cli.commands.completion:completion",
+                   "Print the shell completion script for bash, zsh or fish."),
+    "config": ("gpuplan.cli.commands.config:config",
+               "Show, check and set the config file (defaults, provider settings)."),
     "db": ("gpuplan.cli.commands.db:db", "Inspect and upgrade the gpuplan database."),
     "estimate": ("gpuplan.cli.commands.estimate:estimate_command", "Estimate FLOPs, memory, hours of a training job."),
+    "exec": ("gpuplan.cli.commands.attach:exec_command",
+             "Run a command on a live run's machine (container or run folder)."),
+    "gpus": ("gpuplan.cli.commands.gpus:gpus",
+             "List GPUs: memory, bandwidth, TFLOP/s, clouds and the cheapest $/GPU-hour."),
     "launch": ("gpuplan.cli.commands.launch:launch", "Launch a job spec and follow it to the end."),
     "logs": ("gpuplan.cli.commands.logs:logs", "Print (or follow) a run's job log."),
+    "models": ("gpuplan.cli.commands.models:models", "List the model presets with their sizes and shapes."),
     "plan": ("gpuplan.cli.commands.plan:plan_command", "Rank GPU offers by what the whole job costs."),
     "prices": ("gpuplan.cli.commands.prices:prices", "Compare GPU offers across clouds and regions."),
     "reconcile": ("gpuplan.cli.commands.reconcile:reconcile_cmd", "Find machines the books do not know about."),
     "report": ("gpuplan.cli.commands.report:report", "Spend by period/project/cloud/GPU, estimate vs actual, plots."),
-    "runs": ("gpuplan.cli.commands.runs:runs", "List runs with state, duration, cost and throughput."),
+    "runs": ("gpuplan.cli.commands.runs:runs", "List runs: state, machines, GPU, cost, throughput, reason."),
     "schedule": ("gpuplan.cli.commands.schedule:schedule", "Run a job spec on a cron schedule."),
     "scheduler": ("gpuplan.cli.commands.scheduler:scheduler", "Fire due schedules: the loop (run) or one tick."),
     "setup": ("gpuplan.cli.commands.setup:setup", "Check or create what a cloud account needs (AWS instance profile)."),
-    "status": ("gpuplan.cli.commands.status:status", "Show one run's state, progress, ETA and cost."),
+    "status": ("gpuplan.cli.commands.status:status",
+               "Live runs and the last ended (one line each), or one run in full."),
+    "ssh": ("gpuplan.cli.commands.attach:ssh", "Open a shell on a live run's machine (SSM, IAP, srun, local)."),
     "stop": ("gpuplan.cli.commands.stop:stop", "Stop a run and terminate its machines."),
     "watch": ("gpuplan.cli.commands.watch:watch", "Enforce caps and settle detached runs (loop or --once)."),
 }
@@ -67,6 +79,17 @@ class LazyGroup(click.Group):
             return command
         return super().get_command(ctx, cmd_name)
 
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+                     **extra: Any) -> click.Context:
+        """Parse the arguments (`--help` and `--version` print here); see invoke about a closed output."""
+        with output_closed_guard():
+            return super().make_context(info_name, args, parent=parent, **extra)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the command; a broken pipe on our own output becomes OutputClosed (see gpuplan.cli.brokenpipe)."""
+        with output_closed_guard():
+            return super().invoke(ctx)
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """List the commands from the registry's help strings, without importing their modules."""
         rows = [(name, help_text) for name, (_, help_text) in sorted(self.lazy.items())]
@@ -82,7 +105,8 @@ class LazyGroup(click.Group):
     def main(self, args: Any = None, prog_name: str | None = None, **extra: Any) -> Any:  # type: ignore[override]
         """Run the CLI; map every error to `error: ...` on stderr and a documented exit status.
 
-        Exit status: 0 success, 1 failure or unexpected error, 2 bad input (usage, UserError), 130 Ctrl-C.
+        Exit status: 0 success, 1 failure or unexpected error, 2 bad input (usage, UserError), 130 Ctrl-C,
+        141 (killed by SIGPIPE, from the console script) when the reader of the output went away.
         """
         argv = list(sys.argv[1:] if args is None else args)
         if any("\x00" in str(arg) for arg in argv):  # no exec can pass one; a caller in-process could
@@ -109,8 +133,8 @@ class LazyGroup(click.Group):
             _fail(str(exc), getattr(exc, "exit_code", 2))
         except click.ClickException as exc:
             _fail(exc.format_message(), exc.exit_code)
-        except BrokenPipeError:
-            sys.exit(1)
+        except OutputClosed:
+            sys.exit(EXIT_BROKEN_PIPE)  # the entry point turns this into a quiet SIGPIPE death
         except Exception as exc:
             from gpuplan.cli.db_errors import database_problem
 
@@ -196,6 +220,17 @@ def cli(ctx: click.Context, db_url: str | None, verbose: bool) -> None:
     if verbose:
         _debug_logging()
     ctx.obj = AppContext(db_url=db_url, verbose=verbose)
+    if ctx.invoked_subcommand not in (None, "config", "completion"):
+        # Every command checks the config file first: a typo (`[provider.aws]`, `regoins`) is one line and
+        # exit 2 whatever the command, never a setting silently ignored. `config` itself is exempt, so a broken
+        # file can still be located and fixed with it.
+        from gpuplan.config import load_config
+
+        tables = sorted(load_config().get("providers", {}))
+        if tables:  # a typo'd provider table too (the settings in it are checked where the provider is built)
+            from gpuplan.providers.registry import check_provider_tables
+
+            check_provider_tables(tables)
 
 
 # Cloud SDKs log whole API requests at DEBUG: botocore logs every parameter of a call, so an SSM PutParameter's
@@ -218,7 +253,7 @@ def main() -> None:
     Ctrl-C (gpuplan.cli.interrupt): later Ctrl-Cs are ignored once the first has stopped the command, and an
     interrupted command always ends with exit status 130, whatever the interpreter would do at its exit.
     """
-    from gpuplan.cli import interrupt
+    from gpuplan.cli import brokenpipe, interrupt
 
     interrupt.ignore_repeats()
     try:
@@ -227,6 +262,9 @@ def main() -> None:
         try:
             if exc.code == interrupt.EXIT_INTERRUPTED:
                 interrupt.exit_interrupted()
+            if exc.code == EXIT_BROKEN_PIPE:
+                brokenpipe.die_quietly()
+            brokenpipe.flush_or_die()  # the last buffered lines, while a broken pipe can still end quietly
             interrupt.command_done()
         except KeyboardInterrupt:  # a Ctrl-C in the instant between the command's end and command_done
             interrupt.exit_interrupted()

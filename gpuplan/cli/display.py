@@ -18,6 +18,21 @@ def duration(hours: float | None) -> str:
     return f"{h}:{m:02d}:{s:02d}"
 
 
+def hours_text(hours: float | None) -> str:
+    """A duration people read at a glance (gpuplan.units.format_hours); `-` when there is none."""
+    from gpuplan.units import format_hours
+
+    return "-" if hours is None else format_hours(hours)
+
+
+def dollars(value: Decimal | float) -> str:
+    """Whole dollars for big sums, cents below $100 (a $0.03 job must not read `$0`), `<$0.01` below a cent."""
+    value = float(value)
+    if 0 < value < 0.005:
+        return "<$0.01"
+    return f"${value:,.2f}" if value < 100 else f"${value:,.0f}"
+
+
 def money(value: Decimal | float | None) -> str:
     if value is None:
         return "-"

@@ -81,7 +81,15 @@ def print_table(
     for row in rows:
         # Text, not str: a cell is shown as written (no rich markup), its control characters as escapes.
         table.add_row(*(Text("" if cell is None else inert(cell)) for cell in row))
-    Console(file=sys.stdout, soft_wrap=False, width=max(_terminal_width(), 80)).print(table)
+    console = Console(file=sys.stdout, soft_wrap=False, width=max(_terminal_width(), 80))
+    # rich answers a closed pipe with SystemExit(1); let it be the BrokenPipeError every other write raises, so
+    # the entry point ends the process the Unix way (gpuplan.cli.brokenpipe).
+    console.on_broken_pipe = _raise_broken_pipe  # type: ignore[method-assign]
+    console.print(table)
+
+
+def _raise_broken_pipe() -> None:
+    raise BrokenPipeError("stdout is closed")
 
 
 def _terminal_width() -> int:

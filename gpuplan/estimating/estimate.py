@@ -12,10 +12,12 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from gpuplan.estimating import comms, flops, memory
+from gpuplan.estimating import comms, configured, counts, flops, memory, serving
 from gpuplan.estimating.architecture import Architecture
+from gpuplan.estimating.configured import default_global_batch
 from gpuplan.estimating.memory import ATTENTIONS, OPTIMIZERS, SHARDINGS
 from gpuplan.estimating.mfu import PRIOR_RATIO_BAND, default_mfu, mfu_prior
+from gpuplan.estimating.parallel import RECOMPUTES, SCHEDULES
 from gpuplan.estimating.shape import Shape, shape_of
 from gpuplan.hardware.gpus import PRECISIONS, GpuSpec
 
@@ -39,11 +41,7 @@ __all__ = [
 ]
 
 MODES = ("train", "inference")
-THROUGHPUT_SOURCES = ("user", "measured", "bench", "calibrated", "default")
-# Memory-bandwidth utilisation that decode reaches (vLLM / TensorRT-LLM decode kernels read weights at ~70-85%
-# of the HBM peak); an assumption, stated in the output detail.
-DECODE_BANDWIDTH_EFFICIENCY = 0.8
-PREFILL_MFU = 0.5
+THROUGHPUT_SOURCES = ("user", "measured", "bench", "calibrated", "config", "default")
 # Share of a GPU's memory a training framework can plan for (allocator fragmentation, NCCL and CUDA workspaces
 # take the rest; PyTorch's caching allocator typically loses 5-10%): an assumption for the parallel layout only.
 USABLE_MEMORY = 0.9
@@ -70,9 +68,30 @@ class Workload:
     # flash: fused attention that never stores the s x s scores (PyTorch 2 SDPA, FlashAttention); eager:
     # softmax(QK^T) materialised (torch < 2.0, custom attention). Only the activation memory depends on it.
     attention: str = "flash"
+    # How the job runs, when the user says (the config-aware model, gpuplan.estimating.throughput, then answers):
+    # tensor and pipeline parallel sizes, the recomputation (None: from activation_checkpointing), the pipeline
+    # schedule and the inter-node network in Gbit/s per node.
+    tp: int = 1
+    pp: int = 1
+    recompute: str | None = None
+    schedule: str = "1f1b"
+    interconnect_gbps: float | None = None
+    # Serving: the stored weights' format (None = the precision) and the int4 quantization group size.
+    weight_format: str | None = None
+    group_size: int = serving.DEFAULT_GROUP_SIZE
 
     def __post_init__(self) -> None:
         problems = []
+        if self.tp < 1 or self.pp < 1:
+            problems.append("tp and pp must be at least 1")
+        if self.weight_format is not None and self.weight_format not in serving.WEIGHT_FORMATS:
+            problems.append(f"weight format must be one of {', '.join(serving.WEIGHT_FORMATS)}")
+        if self.group_size <= 0:
+            problems.append("group size must be greater than zero")
+        if self.recompute is not None and self.recompute not in RECOMPUTES:
+            problems.append(f"recompute must be one of {', '.join(RECOMPUTES)}")
+        if self.schedule not in SCHEDULES:
+            problems.append(f"schedule must be one of {', '.join(SCHEDULES)}")
         for name in ("params", "tokens", "seq_len", "micro_batch", "batch", "context"):
             if getattr(self, name) <= 0:
                 problems.append(f"{name} must be greater than zero")
@@ -179,6 +198,7 @@ class MemoryBreakdown:
     activations: float
     overhead: float
     total: float
+    kv_cache: float = 0.0  # serving: K and V of every cached token (counted in total)
 
 
 @dataclass(frozen=True)
@@ -224,6 +244,8 @@ class Estimate:
     fit_hint: str | None = None
     assumptions: list[str] = field(default_factory=list)
     mfu_ref: dict[str, Any] | None = None  # the bench record or calibration behind mfu_source, if any
+    # mfu_source "config": the layout and the step's seconds by part (configured.step_summary).
+    parallel: dict[str, Any] | None = None
 
 
 def lora_params(shape: Shape, rank: int) -> int:
@@ -231,13 +253,6 @@ def lora_params(shape: Shape, rank: int) -> int:
     h, kv = shape.hidden, shape.kv_dim
     per_layer = rank * ((h + h) + 2 * (h + kv) + (h + h))
     return shape.layers * per_layer
-
-
-def default_global_batch(params: int, seq_len: int) -> int:
-    """Sequences per step when not given: ~0.5M tokens below 1B parameters (GPT-2/GPT-3 small), 2M to 30B,
-    4M above (GPT-3 175B and Llama 2 use 4M tokens)."""
-    target = 0.5e6 if params < 1e9 else 2e6 if params < 30e9 else 4e6
-    return max(1, round(target / seq_len))
 
 
 def _peak(gpu: GpuSpec, precision: str) -> float:
@@ -262,28 +277,17 @@ def _training_memory(workload: Workload, shape: Shape, dp: int, sharding: str | 
 
 def _memory(workload: Workload, shape: Shape, gpus: int, **overrides: Any) -> memory.MemoryParts:
     if workload.mode == "inference":
-        return memory.inference_memory(shape, params=workload.params, precision=workload.precision, gpus=gpus,
-                                       batch=workload.batch, context=workload.context,
-                                       attention=workload.attention)
+        mem = serving_memory_of(workload, shape, gpus)
+        return memory.MemoryParts(mem.weights, 0.0, 0.0, mem.kv_cache + mem.activations, mem.overhead)
     return _training_memory(workload, shape, gpus, **overrides)
 
 
-def _valid_count(index: int, gpus_per_node: int) -> int:
-    """The index-th GPU count a cloud can give: 1..gpus_per_node on one node, then whole nodes (2, 3, ... nodes).
-
-    Computed, not listed: `min_gpus` binary-searches up to 65,536 GPUs and the planner calls it per GPU shape,
-    so materialising the list cost more than the whole plan.
-    """
-    if index < gpus_per_node:
-        return index + 1
-    return (index - gpus_per_node + 2) * gpus_per_node
-
-
-def _count_of_counts(gpus_per_node: int, max_gpus: int) -> int:
-    """How many valid counts there are up to `max_gpus`."""
-    if max_gpus <= gpus_per_node:
-        return max(max_gpus, 0)
-    return gpus_per_node + max_gpus // gpus_per_node - 1
+def serving_memory_of(workload: Workload, shape: Shape, gpus: int) -> serving.ServingMemory:
+    """Per-GPU serving memory of `workload` on `gpus` GPUs (the one definition estimate and the VRAM answer use)."""
+    return serving.serving_memory(
+        shape, params=workload.params, weight_format=workload.weight_format or workload.precision,
+        group_size=workload.group_size, act_precision=workload.precision, gpus=gpus, batch=workload.batch,
+        context=workload.context, attention=workload.attention)
 
 
 def min_gpus(workload: Workload, gpu: GpuSpec, *, gpus_per_node: int = 8, max_gpus: int = 65536,
@@ -296,20 +300,39 @@ def min_gpus(workload: Workload, gpu: GpuSpec, *, gpus_per_node: int = 8, max_gp
     shape = shape_of(workload.params, workload.architecture)
     overrides = {"sharding": sharding} if sharding else {}
 
+    group = workload.tp * workload.pp if workload.mode == "train" else 1
+    if group > 1:  # whole tp x pp replicas: search the data-parallel count
+        def fits_dp(dp: int) -> bool:
+            parts = _training_memory(workload, shape, dp, **overrides)
+            return configured.split_model_parallel(parts, workload.tp, workload.pp).total <= gpu.memory_gb
+
+        top = max(1, max_gpus // group)
+        if not fits_dp(top):
+            return None
+        lo_dp, hi_dp = 1, top
+        while lo_dp < hi_dp:
+            mid = (lo_dp + hi_dp) // 2
+            lo_dp, hi_dp = (lo_dp, mid) if fits_dp(mid) else (mid + 1, hi_dp)
+        return lo_dp * group
+
     def fits(n: int) -> bool:
         return _memory(workload, shape, n, **overrides).total <= gpu.memory_gb
 
-    size = _count_of_counts(gpus_per_node, max_gpus)
-    if size == 0 or not fits(_valid_count(size - 1, gpus_per_node)):
+    if workload.mode == "inference":  # counts an instance offers that divide the heads (no "5 x L4")
+        return next((n for n in serving.tp_counts(shape, gpus_per_node=gpus_per_node, max_gpus=max_gpus)
+                     if fits(n)), None)
+
+    size = counts.count_of_counts(gpus_per_node, max_gpus)
+    if size == 0 or not fits(counts.valid_count(size - 1, gpus_per_node)):
         return None
     lo, hi = 0, size - 1  # memory falls monotonically with the count: binary search the first fit
     while lo < hi:
         mid = (lo + hi) // 2
-        if fits(_valid_count(mid, gpus_per_node)):
+        if fits(counts.valid_count(mid, gpus_per_node)):
             hi = mid
         else:
             lo = mid + 1
-    return _valid_count(lo, gpus_per_node)
+    return counts.valid_count(lo, gpus_per_node)
 
 
 def _fit_hint(workload: Workload, hardware: Hardware) -> str:
@@ -369,6 +392,10 @@ def estimate(workload: Workload, hardware: Hardware, throughput: Throughput | No
 
     Raises ValueError for a precision the GPU cannot run (e.g. bf16 on a V100).
     """
+    precision, fallback = configured.precision_for(hardware.gpu, workload.precision)
+    if fallback:
+        result = estimate(replace(workload, precision=precision), hardware, throughput)
+        return replace(result, assumptions=[fallback, *result.assumptions])
     if workload.mode == "inference":
         return _inference_estimate(workload, hardware, throughput)
     gpu, gpus = hardware.gpu, hardware.gpus
@@ -377,7 +404,8 @@ def estimate(workload: Workload, hardware: Hardware, throughput: Throughput | No
     trainable = lora_params(shape, workload.lora_rank) if workload.lora_rank else workload.params
     fpt = flops.training_flops_per_token(shape, workload.seq_len, recompute=workload.activation_checkpointing,
                                          lora=bool(workload.lora_rank), trainable_params=trainable)
-    mem = _training_memory(workload, shape, gpus)
+    dp = configured.data_parallel_ranks(gpus, workload.tp, workload.pp)
+    mem = configured.split_model_parallel(_training_memory(workload, shape, dp), workload.tp, workload.pp)
     total = mem.total
     fits = total <= gpu.memory_gb
     needed = min_gpus(workload, gpu, gpus_per_node=hardware.per_node)
@@ -385,13 +413,26 @@ def estimate(workload: Workload, hardware: Hardware, throughput: Throughput | No
     if shape.inferred:
         assumptions.append(f"shape inferred from N: {shape.layers} layers x hidden {shape.hidden}")
 
-    global_batch = workload.global_batch or default_global_batch(workload.params, workload.seq_len)
+    global_batch = workload.global_batch or default_global_batch(workload.params, workload.seq_len,
+                                                                 data_parallel=dp, micro_batch=workload.micro_batch)
     if workload.global_batch is None:
-        assumptions.append(f"global batch {global_batch} sequences (typical for the size; set --global-batch)")
+        typical = configured.typical_global_batch(workload.params, workload.seq_len)
+        why = "typical for the size" if global_batch == typical else \
+            f"one micro-batch per data-parallel rank: {dp} ranks x {workload.micro_batch}, above the typical {typical}"
+        assumptions.append(f"global batch {global_batch} sequences ({why}; set --global-batch)")
+    if workload.tp * workload.pp > 1 and gpus % (workload.tp * workload.pp):
+        raise ValueError(f"{gpus} GPUs do not split into --tp {workload.tp} x --pp {workload.pp} x data parallel")
 
     model_parallel = model_parallel_degree(workload, shape, gpu, gpus, global_batch)
+    config_speed = None
     # Per-GPU compute rate.
-    if throughput is None:
+    if throughput is None and configured.stated(workload):
+        config_speed = configured.configured_speed(
+            workload, shape, gpu, gpus=gpus, gpus_per_node=hardware.per_node, global_batch=global_batch,
+            network_gbps=hardware.network_gbps)
+        tps = config_speed.step.tokens_per_s_per_gpu
+        mfu, source, detail = tps * fpt.model / (peak * 1e12), "config", config_speed.step.detail()
+    elif throughput is None:
         prior = mfu_prior(gpu, matmul_params=shape.matmul_params, precision=workload.precision, gpus=gpus,
                           global_batch=global_batch, recompute_ratio=fpt.model / fpt.hardware,
                           model_parallel=model_parallel)
@@ -410,16 +451,20 @@ def estimate(workload: Workload, hardware: Hardware, throughput: Throughput | No
     micro_tokens = min(workload.micro_batch * workload.seq_len, step_tokens_per_gpu)
     grad_bytes = trainable * memory.weight_bytes(workload.precision)
     network = hardware.network_gbps or comms.default_network_gbps(gpu)
-    comm = comms.scaling_efficiency(
-        gpu=gpu, gpus_per_node=hardware.per_node, nodes=hardware.node_count, network_gbps=network,
-        grad_bytes=grad_bytes, step_compute_s=step_tokens_per_gpu / tps, microbatch_compute_s=micro_tokens / tps,
-        full_shard=workload.sharding in ("zero3", "fsdp"), model_parallel=model_parallel,
-    )
+    if config_speed is not None:  # the step model already counts every exchange
+        comm = comms.CommModel(1.0, 0.0, 0.0, config_speed.step.step_s)
+    else:
+        comm = comms.scaling_efficiency(
+            gpu=gpu, gpus_per_node=hardware.per_node, nodes=hardware.node_count, network_gbps=network,
+            grad_bytes=grad_bytes, step_compute_s=step_tokens_per_gpu / tps,
+            microbatch_compute_s=micro_tokens / tps, full_shard=workload.sharding in ("zero3", "fsdp"),
+            model_parallel=model_parallel,
+        )
     effective_tps = tps * comm.efficiency
     wall_s = workload.tokens / (effective_tps * gpus)
     wall_range = gpu_range = None
     if throughput is None:
-        low, high = PRIOR_RATIO_BAND
+        low, high = configured.CONFIG_RATIO_BAND if config_speed is not None else PRIOR_RATIO_BAND
         wall_range = (wall_s * low / 3600, wall_s * high / 3600)
         gpu_range = (wall_range[0] * gpus, wall_range[1] * gpus)
     model_flops = fpt.model * workload.tokens
@@ -437,31 +482,33 @@ def estimate(workload: Workload, hardware: Hardware, throughput: Throughput | No
         seq_len=workload.seq_len, global_batch=global_batch, micro_batch=workload.micro_batch,
         sharding=workload.sharding, mfu_detail=detail, fit_hint=None if fits else _fit_hint(workload, hardware),
         assumptions=assumptions, mfu_ref=throughput.ref if throughput is not None else None,
+        parallel=configured.step_summary(config_speed) if config_speed is not None else None,
     )
 
 
 def _inference_estimate(workload: Workload, hardware: Hardware, throughput: Throughput | None) -> Estimate:
-    """Serving: decode is bound by reading the weights and KV cache from memory once per generated token
-    (per batch step), prefill by FLOPs; `tokens` is the number of tokens to generate."""
+    """Serving (gpuplan.estimating.serving): memory by weight format, KV cache and working set; decode bound by
+    reading the weights and KV cache once per step, prefill by FLOPs; `tokens` is the number to generate."""
     gpu, gpus = hardware.gpu, hardware.gpus
     shape = shape_of(workload.params, workload.architecture)
-    peak = _peak(gpu, workload.precision)
-    mem = _memory(workload, shape, gpus)
+    serving.check_gpu_count(shape, gpus, hardware.per_node)
+    fmt = workload.weight_format or workload.precision
+    compute_precision = "fp8" if fmt == "fp8" and gpu.peak_tflops("fp8") else workload.precision
+    peak = _peak(gpu, compute_precision)
+    mem = serving_memory_of(workload, shape, gpus)
     # Decode reads the weights and KV cache, never the prefill's attention scores: time it on the fused working set.
-    timed = mem if workload.attention == "flash" else _memory(replace(workload, attention="flash"), shape, gpus)
+    timed = mem if workload.attention == "flash" else serving_memory_of(replace(workload, attention="flash"), shape,
+                                                                       gpus)
     fits = mem.total <= gpu.memory_gb
     needed = min_gpus(workload, gpu, gpus_per_node=hardware.per_node)
-    bandwidth = (gpu.memory_bandwidth_gbps or 0.0) * 1e9
-    # Each decode step reads every weight once and, on average, half of the full KV cache.
-    read_bytes_per_gpu = (timed.weights + timed.activations / 2) * 1e9
     fpt = flops.forward_flops_per_token(shape, workload.context // 2)
-    compute_s = workload.batch * fpt / gpus / (peak * 1e12 * PREFILL_MFU)
-    memory_s = read_bytes_per_gpu / (bandwidth * DECODE_BANDWIDTH_EFFICIENCY) if bandwidth else compute_s
-    step_s = max(compute_s, memory_s)
+    speed = serving.decode_speed(shape, timed, bandwidth_gbps=gpu.memory_bandwidth_gbps, peak_tflops=peak,
+                                 gpus=gpus, batch=workload.batch, context=workload.context,
+                                 forward_flops_per_token=fpt)
     scaling = 1.0 if gpus == 1 else 0.85  # tensor-parallel all-reduces per layer (assumed; see README)
-    total_tps = workload.batch / step_s * scaling
-    source, detail = "default", (f"decode bound by {'memory bandwidth' if memory_s >= compute_s else 'FLOPs'}"
-                                 f" at {DECODE_BANDWIDTH_EFFICIENCY:.0%} of peak bandwidth")
+    total_tps = speed.tokens_per_s * scaling
+    source, detail = "default", (f"decode bound by {speed.bound} at {serving.DECODE_BANDWIDTH_EFFICIENCY:.0%} "
+                                 "of peak bandwidth")
     if throughput is not None:
         per_gpu = throughput.tokens_per_s_per_gpu
         if per_gpu is None:
@@ -471,10 +518,18 @@ def _inference_estimate(workload: Workload, hardware: Hardware, throughput: Thro
     tps = total_tps / gpus
     mfu = tps * fpt / (peak * 1e12)
     wall_s = workload.tokens / total_tps
+    assumptions = [f"batch {workload.batch} sequences of {workload.context} tokens of context"]
+    if fmt != workload.precision:
+        assumptions.append(f"weights stored as {fmt}" + (f" (group size {workload.group_size})" if fmt == "int4"
+                                                         else "") + "; embeddings and output head in 16-bit")
+    if shape.experts:
+        assumptions.append(f"mixture of experts: all {shape.experts} experts in memory, {shape.experts_per_token} "
+                           "per token in the FLOPs")
     return Estimate(
         params=workload.params, tokens=workload.tokens, flops=fpt * workload.tokens, gpu=gpu.name, gpus=gpus,
         nodes=hardware.node_count,
-        memory_gb_per_gpu=MemoryBreakdown(mem.weights, 0.0, 0.0, mem.activations, mem.overhead, mem.total),
+        memory_gb_per_gpu=MemoryBreakdown(mem.weights, 0.0, 0.0, mem.activations, mem.overhead, mem.total,
+                                          kv_cache=mem.kv_cache),
         attention=workload.attention,
         fits=fits, min_gpus=needed, mfu=mfu, mfu_source=source, tokens_per_s_per_gpu=tps,
         scaling_efficiency=scaling, wall_hours=wall_s / 3600, gpu_hours=wall_s * gpus / 3600, mode="inference",
@@ -482,15 +537,8 @@ def _inference_estimate(workload: Workload, hardware: Hardware, throughput: Thro
         peak_tflops=peak, trainable_params=0, model_flops=fpt * workload.tokens,
         hardware_flops=fpt * workload.tokens, flops_per_token=fpt, effective_mfu=mfu * scaling,
         seq_len=workload.context, global_batch=workload.batch, micro_batch=workload.batch, sharding="none",
-        mfu_detail=detail, fit_hint=None if fits else _fit_hint(workload, hardware),
-        assumptions=[f"batch {workload.batch} sequences of {workload.context} tokens of context"],
+        mfu_detail=detail, fit_hint=None if fits else _fit_hint(workload, hardware), assumptions=assumptions,
     )
-
-
-def with_gpus(hardware: Hardware, gpus: int) -> Hardware:
-    """The same hardware with a different GPU count (nodes recomputed); used to answer the minimum setup."""
-    per_node = min(gpus, hardware.per_node)
-    return replace(hardware, gpus=gpus, nodes=None, gpus_per_node=per_node)
 
 
 def workload_from_job(job_workload: Any) -> tuple[Workload, Throughput | None]:

@@ -27,6 +27,9 @@ class Shape:
     matmul_params: int
     layer_params: int
     inferred: bool
+    experts: int = 0  # MoE: routed experts per layer, 0 for a dense model
+    experts_per_token: int = 0
+    expert_params: int = 0  # all routed experts' parameters over all layers
 
 
 def shape_of(params: int, arch: Architecture | None) -> Shape:
@@ -34,8 +37,10 @@ def shape_of(params: int, arch: Architecture | None) -> Shape:
     if arch is not None:
         return Shape(
             layers=arch.num_layers, hidden=arch.hidden_size, heads=arch.num_heads, kv_dim=arch.kv_dim,
-            intermediate=arch.intermediate_size, vocab=arch.vocab_size, gated_mlp=arch.gated_mlp,
+            intermediate=arch.active_intermediate(), vocab=arch.vocab_size, gated_mlp=arch.gated_mlp,
             matmul_params=arch.non_embedding_params(), layer_params=arch.layer_params(), inferred=False,
+            experts=arch.num_experts, experts_per_token=arch.experts_per_token,
+            expert_params=arch.routed_expert_params(),
         )
     layers = max(1, round((params / (12 * 128**2)) ** (1 / 3)))
     hidden = max(64, round((params / (12 * layers)) ** 0.5 / 64) * 64)

@@ -62,7 +62,7 @@ def choose_offer(spec: JobSpec, provider: Provider, *, db_url: str | None = None
                             + " (see `gpuplan prices`)")
         best = choices[0]
         return ChosenOffer(provider=provider.name, cloud=provider.cloud, instance_type=best.instance_type,
-                           region=best.region, gpu=res.gpu, gpus_per_node=int(best.gpu_count), nodes=res.nodes,
+                           region=best.region, gpu=best.gpu, gpus_per_node=int(best.gpu_count), nodes=res.nodes,
                            spot=res.spot, price_per_hour=best.price_per_hour)
     # Providers with a configured rate rather than a catalog (Slurm's internal charge-back) quote it per node.
     return ChosenOffer(provider=provider.name, cloud=provider.cloud, region=region, gpu=res.gpu,
@@ -101,7 +101,8 @@ def planned_offer(spec: JobSpec, provider_name: str, cloud: str, *, db_url: str 
     )
     catalog = Catalog.load(db_url, (cloud,))
     offers = catalog.select(gpus=resolve_gpus(res.gpu) if res.gpu else None, clouds=(cloud,),
-                            regions=compile_region_patterns(",".join(res.regions)) if res.regions else None)
+                            regions=compile_region_patterns(",".join(res.regions)) if res.regions else None,
+                            zones="standard" if usable is None else "all")  # usable.keep: named Local Zones
     if usable is not None:
         offers = [o for o in offers if usable.keep(o.region, o.zone, o.instance_type)]
     from gpuplan.calibration.startup import startup_allowance

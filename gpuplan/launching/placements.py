@@ -31,6 +31,7 @@ from gpuplan.launching.failover import (
 )
 from gpuplan.launching.failsafe import MAX_HOURS_AT
 from gpuplan.launching.usable import UsableOffers, usable_offers
+from gpuplan.launching.zone_prices import ZonePrices, catalog_zone_prices, cheapest_first, priced_in_zone
 from gpuplan.providers.base import LaunchRequest, PlacementError, Provider, Scope
 
 MAX_OFFERS = 4  # distinct (region, instance type) pairs tried after the chosen one
@@ -62,7 +63,8 @@ def ranked_choices(cloud: str, gpu: str | None, gpus_per_node: int | None, *, sp
 
     wanted = gpus_per_node or 1
     offers = load_offers(clouds=[cloud], gpus=[gpu], spot=spot, db_url=db_url, min_gpus=wanted,
-                         regions=list(regions) or None, max_price=max_price)
+                         regions=list(regions) or None, max_price=max_price,
+                         zones="standard" if usable is None else "all")  # usable.keep: named Local Zones
     best: dict[tuple[str, str], CloudChoice] = {}
     for offer in offers:
         if usable is not None and not usable.keep(offer.region, offer.zone, offer.instance_type):
@@ -104,9 +106,11 @@ def placements_for(provider: Provider, request: LaunchRequest,
               for c in others[:MAX_OFFERS])]
 
 
-def zones_to_try(request: LaunchRequest) -> Callable[[Provider, Placement], Sequence[str]]:
+def zones_to_try(request: LaunchRequest,
+                 prices: ZonePrices | None = None) -> Callable[[Provider, Placement], Sequence[str]]:
     """How failover lists a region's zones for this request: the zones the spec names (`resources.zones`, which
-    may name a Local Zone), else every standard zone the provider lists."""
+    may name a Local Zone), else every standard zone the provider lists, cheapest first by `prices`
+    (gpuplan.launching.zone_prices: AWS spot prices differ zone by zone)."""
     named = [str(z) for z in request.options.get("zones") or ()]
 
     def zones_of(provider: Provider, placement: Placement) -> Sequence[str]:
@@ -119,7 +123,8 @@ def zones_to_try(request: LaunchRequest) -> Callable[[Provider, Placement], Sequ
                                      f"{placement.region}", code="NoNamedZone",
                                      scope=Scope(region=placement.region), region=placement.region)
             return zones
-        return provider_zones(provider, placement.region)
+        zones = provider_zones(provider, placement.region)
+        return cheapest_first(zones, placement.region, placement.instance_type, provider, prices or ZonePrices())
 
     return zones_of
 
@@ -221,11 +226,14 @@ def start_with_failover(provider: Provider, request: LaunchRequest, *,
     if placements is None:
         placements = planned_placements(provider, request, db_url=db_url)
     hours_at = request.options.get(MAX_HOURS_AT)
+    prices = catalog_zone_prices(provider.cloud, request.gpu, spot=request.spot,
+                                 gpu_count=float(request.gpus_per_node or 0) or None, db_url=db_url)
 
     def prepare(attempt: LaunchRequest) -> LaunchRequest:
+        attempt = priced_in_zone(attempt, provider, prices)  # the zone's own price: quoted, recorded, fail-safe
         if callable(hours_at) and attempt.price_per_hour is not None:
             attempt = dataclasses.replace(attempt, max_hours=hours_at(attempt.price_per_hour))
         return with_boot_scripts(attempt, provider) if provider.boots_from_script else attempt
 
     return launch_with_failover(request, placements, {provider.name: provider}, on_attempt=on_attempt,
-                                max_attempts=MAX_ATTEMPTS, prepare=prepare, zones_of=zones_to_try(request))
+                                max_attempts=MAX_ATTEMPTS, prepare=prepare, zones_of=zones_to_try(request, prices))

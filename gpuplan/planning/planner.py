@@ -18,7 +18,9 @@ from dataclasses import dataclass, field, replace
 from decimal import Decimal
 
 from gpuplan.catalog.offer import Offer
-from gpuplan.estimating.estimate import Estimate, Hardware, Throughput, Workload, estimate, min_gpus
+from gpuplan.estimating.configured import precision_for
+from gpuplan.estimating.defaults import fewest_gpus
+from gpuplan.estimating.estimate import Estimate, Hardware, Throughput, Workload, estimate
 from gpuplan.estimating.job_hours import HoursBreakdown, job_hours
 from gpuplan.hardware.gpus import GpuSpec, resolve_gpu
 from gpuplan.limits import within
@@ -220,13 +222,13 @@ def plan(
                 rejected.append(replace(base, reason=f"a fraction of a GPU ({offer.gpu_count:g}) cannot train"))
                 continue
             per_node = int(offer.gpu_count)
-            if gpu.peak_tflops(workload.precision) is None:
+            if gpu.peak_tflops(precision_for(gpu, workload.precision)[0]) is None:
                 rejected.append(replace(base, reason=f"{gpu.name} cannot run {workload.precision}"))
                 continue
             need_key = (gpu.name, per_node)
             most_nodes = constraints.nodes or constraints.max_nodes
             if need_key not in needed:
-                needed[need_key] = _fewest_gpus(workload, gpu, per_node, most_nodes, strategies)
+                needed[need_key] = fewest_gpus(workload, gpu, per_node, per_node * most_nodes, strategies)
             if needed[need_key] is None:
                 rejected.append(replace(base, nodes=most_nodes, reason=f"does not fit on {most_nodes} nodes of "
                                                                        f"{per_node} x {gpu.name}"))
@@ -260,17 +262,6 @@ def plan(
     kept.sort(key=lambda o: (o.est_cost_usd or Decimal(0), o.est_hours or 0.0, o.cloud, o.region, o.instance_type))
     rejected.sort(key=lambda o: (o.cloud, o.instance_type, o.region, o.spot, o.nodes))
     return _tagged(PlanResult(tuple(kept), tuple(rejected)))
-
-
-def _fewest_gpus(workload: Workload, gpu: GpuSpec, per_node: int, max_nodes: int,
-                 strategies: Sequence[str]) -> tuple[int, str] | None:
-    """(GPUs, sharding) that fits on the fewest GPUs of this shape; the least sharded strategy wins a tie."""
-    best: tuple[int, str] | None = None
-    for sharding in strategies:
-        need = min_gpus(workload, gpu, gpus_per_node=per_node, max_gpus=per_node * max_nodes, sharding=sharding)
-        if need is not None and (best is None or need < best[0]):
-            best = (need, sharding)
-    return best
 
 
 def _priced_option(offer: Offer, gpu: GpuSpec, workload: Workload, nodes: int, per_node: int, spot: bool,

@@ -34,6 +34,7 @@ class EventKind:
     STOP = "stop"  # stopped on purpose
     TERMINATED = "terminated"  # the run's machines were terminated
     CALIBRATED = "calibrated"  # the estimator learned this run's MFU (gpuplan.supervise.settle)
+    SPOT_BILLED = "spot_billed"  # a spot machine re-priced from the spot price history (gpuplan.supervise.spot_bill)
     # a run's machines found after a crash, and spot relaunches
     ADOPTED = "adopted"
     ADOPT_FAILED = "adopt_failed"

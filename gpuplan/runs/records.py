@@ -75,10 +75,20 @@ def live_runs(session: Session) -> list[Run]:
     return list(session.scalars(select(Run).where(Run.state.in_(RunState.LIVE)).order_by(Run.created_at)))
 
 
-def list_runs(session: Session, limit: int = 50, state: str | None = None) -> list[Run]:
+def list_runs(session: Session, limit: int = 50, state: str | None = None, *,
+              states: frozenset[str] | None = None, since: dt.datetime | None = None,
+              project: str | None = None) -> list[Run]:
+    """The newest `limit` runs, optionally only in `state` (or any of `states`), created at or after `since`,
+    of `project`."""
     query = select(Run).order_by(Run.created_at.desc()).limit(limit)
     if state:
         query = query.where(Run.state == state)
+    if states:
+        query = query.where(Run.state.in_(sorted(states)))
+    if since is not None:
+        query = query.where(Run.created_at >= since)
+    if project is not None:
+        query = query.where(Run.project == project)
     return list(session.scalars(query))
 
 

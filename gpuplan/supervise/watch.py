@@ -231,10 +231,13 @@ def watch_run(store: Store, run_id: str, *, provider_factory: ProviderFactory | 
             capped = reason
             changed = True
         # A stopped or capped run whose machines are still up (this step's cap, or a stop that did not finish).
-        if run.state in RunState.FINAL and any(i.terminated_at is None for i in run.instances):
+        stopped = run.state in RunState.FINAL and any(i.terminated_at is None for i in run.instances)
+        if stopped:
             stop_instances(session, run, provider, utcnow())
-        if changed:  # this step ended the run: it teaches the estimator (a run looked at again is not re-read)
-            settle(session, run)
+        # This step ended the run, or ended its last machines (a budget cap recorded elsewhere): settle it (a run
+        # looked at again is not re-read; its spot machines are billed now that their span is known).
+        if changed or stopped:
+            settle(session, run, provider)
         result_state = run.state
         data = summary(run, utcnow(), progress)
     return WatchResult(run_id=run_id, state=result_state, changed=changed, capped=capped, progress=progress,
@@ -259,7 +262,7 @@ def stop_run(store: Store, run_id: str, *, reason: str = "stopped by the user", 
         stop_instances(session, run, provider, utcnow())
         progress = measure(metrics_path(run), run.total_tokens)
         if ending:
-            settle(session, run)
+            settle(session, run, provider)
         data = summary(run, utcnow(), progress)
         result_state = run.state
     return WatchResult(run_id=run_id, state=result_state, changed=True, capped=None, progress=progress, summary=data)

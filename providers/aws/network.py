@@ -51,6 +51,12 @@ def self_rule(group_id: str) -> list[dict[str, Any]]:
     return [{"IpProtocol": "-1", "UserIdGroupPairs": [{"GroupId": group_id, "Description": "gpuplan nodes"}]}]
 
 
+def ssh_group_name(cidr: str) -> str:
+    """The name of gpuplan's group that opens port 22 to one address (`gpuplan-ssh-203-0-113-7_32`): one group per
+    address, shared by the launches and `gpuplan ssh --via ip` that ask for it."""
+    return "gpuplan-ssh-" + cidr.replace("/", "_").replace(".", "-").replace(":", "-")
+
+
 def ssh_rule(cidr: str) -> list[dict[str, Any]]:
     v6 = ":" in cidr
     return [{"IpProtocol": "tcp", "FromPort": 22, "ToPort": 22,

@@ -8,13 +8,15 @@ zone NAME to send). The rules and their documentation are in gpuplan.providers.a
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gpuplan.providers.aws.rules import Where, map_client_error, map_region_error
+from gpuplan.providers.aws.spot_history import spot_price_history
 from gpuplan.providers.aws.zones import instance_family, launch_zone, standard_zone
-from gpuplan.providers.base import AuthError, ProviderError
+from gpuplan.providers.base import AuthError, ProviderError, SpotPricePoint
 
 if TYPE_CHECKING:
     from gpuplan.providers.aws.zones import AccountRegions, AccountZones
@@ -23,11 +25,14 @@ log = logging.getLogger("gpuplan.providers.aws.provider")
 
 
 class AccountPlaces:
-    """Needs `region` (the default region, where DescribeRegions is asked), `_zones` and `_regions`."""
+    """Needs `region` (the default region, where DescribeRegions is asked), `_zones`, `_regions` and `client`."""
 
     region: str
     _zones: AccountZones
     _regions: AccountRegions
+
+    def client(self, service: str, region: str, *, retries: int | None = None) -> Any:
+        raise NotImplementedError  # pragma: no cover - AwsProvider.client
 
     def enabled_regions(self) -> frozenset[str] | None:
         """Regions not `not-opted-in` per DescribeRegions; None when that cannot be asked (then failover copes).
@@ -54,6 +59,25 @@ class AccountPlaces:
             return self._zones.launchable(region)
         except Exception as exc:
             raise self._error(exc, Where(region=region)) from exc
+
+    def spot_price_history(self, region: str, zone: str | None, instance_type: str, start: dt.datetime,
+                           end: dt.datetime) -> list[SpotPricePoint] | None:
+        """DescribeSpotPriceHistory for the machine's zone and type (gpuplan.providers.aws.spot_history)."""
+        if not zone:
+            return None
+        try:
+            return spot_price_history(self.client("ec2", region), zone, instance_type, start, end)
+        except Exception as exc:
+            raise self._error(exc, Where(region=region)) from exc
+
+    def catalog_zone(self, region: str, zone: str) -> str:
+        """The zone id (use1-az6) of a zone name or id: the catalog's prices are per zone id, since zone names differ
+        per account (https://docs.aws.amazon.com/global-infrastructure/latest/regions/az-ids.html)."""
+        try:
+            found = self._zones.find(region, zone)
+        except Exception as exc:
+            raise self._error(exc, Where(region=region)) from exc
+        return found.zone_id if found is not None else zone
 
     def named_zones(self, region: str, named: Sequence[str]) -> list[str]:
         """The zones of `region` the spec names (names or ids, Local Zones included), as this account names them."""

@@ -433,8 +433,8 @@ class AwsProvider(AccountPlaces, RunStorage, Provider):
         ssh_from = self._option(request, "ssh_from", self.ssh_from)
         if ssh_from:
             cidr = single_address_cidr(caller_address() if ssh_from == "auto" else str(ssh_from))
-            name = "gpuplan-ssh-" + cidr.replace("/", "_").replace(".", "-").replace(":", "-")
-            groups.append(network.ensure_group(ec2, vpc_id, name, f"gpuplan: SSH from {cidr} only", ssh_cidr=cidr))
+            groups.append(network.ensure_group(ec2, vpc_id, network.ssh_group_name(cidr),
+                                               f"gpuplan: SSH from {cidr} only", ssh_cidr=cidr))
         return groups
 
     # ---- describe / list / terminate -----------------------------------------------------------------------

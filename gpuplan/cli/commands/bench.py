@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from gpuplan.cli import complete
 from gpuplan.cli.commands.params import bounded, bounded_int
 from gpuplan.cli.context import AppContext, app_from
 from gpuplan.cli.output import emit_json, note, print_table
@@ -27,7 +28,8 @@ REMOTE_ONLY = ("image", "install", "max_hours", "budget", "interval", "force")
 
 
 @click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--model", metavar="PRESET", help="A model preset (default gpt-tiny): gpt2, llama-2-7b, ...")
+@click.option("--model", metavar="PRESET", shell_complete=complete.model_presets,
+              help="A model preset (default gpt-tiny): gpt2, llama-2-7b, ...")
 @click.option("--model-config", metavar="CONFIG.JSON", help="A Hugging Face config.json to build the model from.")
 @click.option("--module", metavar="PKG.MOD:FACTORY",
               help="Your own nn.Module: FACTORY() returns it; it takes token ids (batch, seq) and returns logits.")

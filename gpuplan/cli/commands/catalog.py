@@ -29,6 +29,7 @@ def refresh(app: AppContext, cloud: str, regions_text: str | None, project: str 
     Compute machine and accelerator types. A refresh that fails keeps the previous prices.
     """
     from gpuplan.catalog.gpu_names import compile_region_patterns
+    from gpuplan.catalog.refresh import RefreshError
     from gpuplan.catalog.refresh import refresh as run_refresh
     from gpuplan.errors import UserError
 
@@ -43,7 +44,15 @@ def refresh(app: AppContext, cloud: str, regions_text: str | None, project: str 
             raise UserError("--regions takes region names, not patterns (e.g. us-east-1,us-west-2)")
     if not as_json:
         note(f"refreshing {cloud} prices{' in ' + ', '.join(regions) if regions else ''} ...")
-    report = run_refresh(app.store, cloud, regions, project=project)
+    try:
+        report = run_refresh(app.store, cloud, regions, project=project)
+    except RefreshError as exc:
+        missing = _missing_credentials(exc.__cause__)
+        if missing:
+            # No credentials is the user's setup, not a failed refresh: exit 2 and say what to set.
+            raise UserError(f"no {cloud} credentials ({missing}): {CREDENTIAL_HINTS[cloud]}; the previous prices "
+                            "are kept") from exc
+        raise
     for line in report.notes:
         warn(line)
     if as_json:
@@ -55,3 +64,23 @@ def refresh(app: AppContext, cloud: str, regions_text: str | None, project: str 
         return
     click.echo(f"{cloud}: stored {report.offer_count} offers ({', '.join(report.gpus)}) in "
                f"{len(report.regions)} regions as snapshot #{report.snapshot_id} in {report.seconds:.1f} s")
+
+
+# What each SDK raises when it finds no credentials at all (by name: the SDKs stay unimported at start-up).
+# botocore: https://boto3.amazonaws.com/v1/documentation/api/latest/guide/credentials.html
+# google-auth: https://google-auth.readthedocs.io/en/latest/reference/google.auth.html#google.auth.default
+NO_CREDENTIAL_ERRORS = ("NoCredentialsError", "PartialCredentialsError", "DefaultCredentialsError")
+CREDENTIAL_HINTS = {
+    "aws": "configure them with `aws configure` or AWS_PROFILE / AWS_ACCESS_KEY_ID",
+    "gcp": "run `gcloud auth application-default login` or set GOOGLE_APPLICATION_CREDENTIALS",
+}
+
+
+def _missing_credentials(cause: BaseException | None) -> str | None:
+    """The SDK's error name when `cause` (or what caused it) says there are no credentials, else None."""
+    seen = 0
+    while cause is not None and seen < 10:
+        if type(cause).__name__ in NO_CREDENTIAL_ERRORS:
+            return type(cause).__name__
+        cause, seen = cause.__cause__ or cause.__context__, seen + 1
+    return None

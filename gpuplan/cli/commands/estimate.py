@@ -12,11 +12,14 @@ from typing import Any
 
 import click
 
+from gpuplan.cli import complete
 from gpuplan.cli.commands.params import bounded, bounded_int
-from gpuplan.cli.commands.workload_options import build_workload, workload_options
+from gpuplan.cli.commands.workload_options import build_workload, tokens_given, workload_options
 from gpuplan.cli.context import AppContext, pass_app
-from gpuplan.cli.output import emit_json
+from gpuplan.cli.output import emit_json, to_jsonable
 from gpuplan.errors import UserError
+from gpuplan.estimating.configured import precision_for
+from gpuplan.estimating.defaults import auto_shard
 from gpuplan.estimating.estimate import PRECISIONS, Estimate, Hardware, estimate, min_gpus
 from gpuplan.hardware.gpus import GpuSpec, resolve_gpu
 from gpuplan.limits import check
@@ -53,24 +56,38 @@ def run_estimate(app: AppContext, options: dict[str, Any], lookups: list[Any] | 
     arch, params, seq_len = workload.architecture, workload.params, workload.seq_len
     try:
         gpu = resolve_gpu(options["gpu"])
-        key = LookupKey(gpu=gpu.name, params=params, precision=workload.precision, seq_len=seq_len,
-                        architecture=arch)
+        # The precision the run will use (bf16 -> fp16 on a V100), so a bench record made in fp16 matches.
+        key = LookupKey(gpu=gpu.name, params=params, precision=precision_for(gpu, workload.precision)[0],
+                        seq_len=seq_len, architecture=arch)
         if lookups is None:  # bench records and calibrations measure training, not serving
             lookups = store_lookups(app.db_url) if workload.mode == "train" else []
         throughput = resolve_throughput(tokens_per_s=options["throughput"], mfu=options["mfu"], key=key,
                                         lookups=lookups)
-        if gpu.peak_tflops(workload.precision) is None:
+        if gpu.peak_tflops(precision_for(gpu, workload.precision)[0]) is None:
             supported = [p for p in PRECISIONS if gpu.peak_tflops(p)]
             raise ValueError(f"{gpu.name} cannot run {workload.precision}; it supports {', '.join(supported)}")
     except ValueError as exc:
         raise UserError(str(exc)) from exc
     hardware = _hardware(gpu, options["gpus"], options["nodes"], options["gpus_per_node"], options["network_gbps"])
+    shard_note = None
+    if options["sharding"] is None:
+        workload, shard_note = auto_shard(workload, gpu, gpus=hardware.gpus if hardware else None,
+                                          per_node=hardware.per_node if hardware else options["gpus_per_node"] or 8)
     if hardware is None:
         per_node = options["gpus_per_node"] or 8
-        needed = min_gpus(workload, gpu, gpus_per_node=per_node)
-        hardware = Hardware(gpu, gpus=needed or 1, gpus_per_node=min(needed or 1, per_node),
+        needed = min_gpus(workload, gpu, gpus_per_node=per_node) or 1
+        group = workload.tp * workload.pp  # a whole number of model replicas
+        needed = max(group, -(-needed // group) * group)
+        if needed > per_node:
+            needed = -(-needed // per_node) * per_node
+        hardware = Hardware(gpu, gpus=needed, gpus_per_node=min(needed, per_node),
                             network_gbps=options["network_gbps"])
-    result = estimate(workload, hardware, throughput)
+    try:
+        result = estimate(workload, hardware, throughput)
+    except ValueError as exc:
+        raise UserError(str(exc)) from exc
+    if shard_note:
+        result = replace(result, assumptions=[*result.assumptions, shard_note])
     return replace(result, cost=_cost(app, result))
 
 
@@ -79,22 +96,26 @@ def _cost(app: AppContext, result: Estimate) -> list[dict[str, Any]]:
     from gpuplan.catalog import CANONICAL_GPUS, Catalog
     from gpuplan.planning.estimate_cost import cheapest_offers
 
-    if result.mode != "train" or not result.fits or result.gpu not in CANONICAL_GPUS:
+    if not result.fits or result.gpu not in CANONICAL_GPUS:
         return []  # consumer cards and MI300X are not sold by the clouds in the catalog
     catalog = Catalog.load(app.db_url)
     return cheapest_offers(result, catalog.select(gpus={result.gpu}))
 
 
 def _fmt_hours(hours: float) -> str:
-    if hours < 1:
-        return f"{hours * 60:.1f} min"
-    if hours < 72:
-        return f"{hours:.1f} h"
-    return f"{hours:.0f} h ({hours / 24:.1f} days)"
+    from gpuplan.cli.display import hours_text
+
+    return hours_text(hours)
 
 
-def render(result: Estimate) -> None:
-    """The readable breakdown."""
+def emit_payload(result: Estimate) -> dict[str, Any]:
+    """The Estimate as the JSON object `--json` prints."""
+    payload: dict[str, Any] = to_jsonable(result)
+    return payload
+
+
+def render(result: Estimate, *, timed: bool = True) -> None:
+    """The readable breakdown (`timed` False: no token count was given, so no time or cost)."""
     m = result.memory_gb_per_gpu
     echo = click.echo
     what = "training" if result.mode == "train" else "inference"
@@ -108,7 +129,7 @@ def render(result: Estimate) -> None:
         echo(f"  FLOPs      {result.model_flops:.3g} model ({result.flops_per_token:.3g}/token: 6N + attention)"
              + (f", {result.hardware_flops:.3g} hardware with recomputation"
                 if result.hardware_flops > result.model_flops else ""))
-    else:
+    elif timed:
         echo(f"  work       {format_size(result.tokens)} tokens generated, batch {result.global_batch},"
              f" context {result.seq_len}")
     if result.mode == "train":
@@ -116,20 +137,27 @@ def render(result: Estimate) -> None:
              f"{m.gradients:.1f}, optimizer {m.optimizer:.1f}, activations {m.activations:.1f}, overhead "
              f"{m.overhead:.1f} (sharding {result.sharding}, {result.attention} attention)")
     else:
-        echo(f"  memory/GPU {m.total:.1f} GB of {result.gpu_memory_gb:g} GB: weights {m.weights:.1f}, KV cache and "
-             f"activations {m.activations:.1f}, overhead {m.overhead:.1f} (split over {result.gpus} GPUs, "
-             f"{result.attention} attention)")
+        echo(f"  memory/GPU {m.total:.1f} GB of {result.gpu_memory_gb:g} GB: weights {m.weights:.1f}, KV cache "
+             f"{m.kv_cache:.1f}, activations {m.activations:.1f}, overhead {m.overhead:.1f} (split over "
+             f"{result.gpus} GPU{'s' if result.gpus != 1 else ''}, {result.attention} attention)")
     if result.fits:
         echo(f"  fits       yes (smallest that fits: {result.min_gpus} x {result.gpu})")
     else:
         echo(f"  fits       NO — {result.fit_hint}")
     echo(f"  speed      {result.tokens_per_s_per_gpu:,.0f} tokens/s per GPU, MFU {result.mfu:.1%}"
          f" ({result.mfu_source}: {result.mfu_detail}), scaling efficiency {result.scaling_efficiency:.1%}")
+    if not timed:
+        for note in result.assumptions:
+            echo(f"  assumed    {note}")
+        echo("  time       give --tokens N for the time and cost")
+        return
     echo(f"  time       {_fmt_hours(result.wall_hours)} wall, {result.gpu_hours:,.0f} GPU-hours")
     if result.wall_hours_range is not None:
         low, high = result.wall_hours_range
-        echo(f"  likely     {_fmt_hours(low)} to {_fmt_hours(high)} wall: 80% of published runs fell in this"
-             " band around the default prior (bench it for a measured figure)")
+        why = ("80% of published throughput rows fell in this band around the config model, each source left out"
+               if result.mfu_source == "config" else
+               "80% of published runs fell in this band around the default prior")
+        echo(f"  likely     {_fmt_hours(low)} to {_fmt_hours(high)} wall: {why} (bench it for a measured figure)")
     for i, c in enumerate(result.cost[:3]):
         market = "spot" if c["spot"] else "on-demand"
         plural = "s" if c["gpus_per_node"] > 1 else ""
@@ -142,7 +170,9 @@ def render(result: Estimate) -> None:
 
 @click.command("estimate")
 @workload_options
-@click.option("--gpu", required=True, help="GPU type: H100, A100-80GB, A100 (=40GB), L4, T4, RTX4090, ...")
+@click.option("--gpu", shell_complete=complete.gpu_names,
+              help="GPU type: H100, A100-80GB, A100 (=40GB), L4, T4, RTX4090, ... (required to train; "
+              "without it --mode inference answers the memory and which GPUs hold it).")
 @click.option("--gpus", type=bounded_int("gpus"), help="Total GPUs (default: the fewest that fit).")
 @click.option("--nodes", type=bounded_int("nodes"), help="Nodes (with --gpus-per-node, default 8).")
 @click.option("--gpus-per-node", type=bounded_int("gpus_per_node"),
@@ -157,7 +187,26 @@ def estimate_command(app: AppContext, as_json: bool, **options: Any) -> None:
     Throughput, in order of preference: --throughput or --mfu, a matching `gpuplan bench` record, an MFU
     calibrated from finished runs, or the default MFU prior (GPU generation, model size, precision, nodes).
     """
+    if not options["gpu"]:
+        if options["mode"] != "inference":
+            raise UserError("--gpu is required to estimate training (H100, A100-80GB, L4, ...)")
+        from gpuplan.cli.commands import estimate_serving
+
+        answer = estimate_serving.vram_answer(build_workload(options))
+        if as_json:
+            emit_json(estimate_serving.as_json(answer))
+        else:
+            estimate_serving.render(answer)
+        return
     result = run_estimate(app, options)
+    if not tokens_given(options) and options["mode"] == "inference":
+        if as_json:  # no token count: no time, GPU-hours or cost
+            payload = dict(emit_payload(result), tokens=None, flops=None, wall_hours=None, gpu_hours=None,
+                           cost=[], wall_hours_range=None, gpu_hours_range=None)
+            emit_json(payload)
+        else:
+            render(result, timed=False)
+        return
     if as_json:
         emit_json(result)
     else:

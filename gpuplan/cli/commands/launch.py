@@ -32,14 +32,15 @@ if TYPE_CHECKING:
 def launch(app: AppContext, spec_path: Path, provider_name: str, dry_run: bool, yes: bool, detach: bool,
            interval: float, as_json: bool, force: bool) -> None:
     """Launch the job in JOB.yaml and follow it (logs, progress bar, ETA) until it ends."""
-    from gpuplan.cli.display import duration, money
+    from gpuplan.cli.display import duration, hours_text, money
+    from gpuplan.jobs.defaults import with_defaults
     from gpuplan.jobs.spec import load_spec
     from gpuplan.launching.choose import provider_for
     from gpuplan.launching.plan import plan_launch, source_dir_of
     from gpuplan.launching.record import read_secrets
     from gpuplan.launching.sequence import LaunchInterrupted, check_gates, launch
 
-    spec = load_spec(spec_path)
+    spec = with_defaults(load_spec(spec_path))  # the config file's [defaults] where the spec is silent
     spec_text = spec_path.read_text()
     provider = provider_for(provider_name)
     plan = plan_launch(spec, spec_text, provider=provider,
@@ -52,7 +53,7 @@ def launch(app: AppContext, spec_path: Path, provider_name: str, dry_run: bool, 
     if plan.estimate is not None:
         est = plan.estimate
         # On spot the hours include the expected interruptions; say so, or they look like an unexplained gap.
-        spot = f"; spot interruptions {est.interruption_hours:.2f} h expected" if est.interruption_hours else ""
+        spot = f"; spot interruptions {hours_text(est.interruption_hours)} expected" if est.interruption_hours else ""
         note(f"estimate: {duration(est.hours)} ({est.source}; start-up {est.startup_s:.1f} s, "
              f"{est.startup_source}: {est.startup_detail}{spot}), {money(est.cost_usd)}")
     else:

@@ -10,12 +10,13 @@ import time
 
 import click
 
+from gpuplan.cli import complete
 from gpuplan.cli.context import AppContext, pass_app
 from gpuplan.errors import UserError
 
 
 @click.command("logs")
-@click.argument("run_ref", metavar="RUN")
+@click.argument("run_ref", metavar="RUN", shell_complete=complete.run_refs)
 @click.option("-f", "--follow", "keep_following", is_flag=True, help="Keep printing until the run ends.")
 @click.option("--node", type=click.IntRange(min=0), default=0, show_default=True, help="Which node's log.")
 @pass_app

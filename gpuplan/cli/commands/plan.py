@@ -13,20 +13,21 @@ from typing import Any
 
 import click
 
+from gpuplan.cli import complete
 from gpuplan.cli.commands.params import bounded, bounded_int
 from gpuplan.cli.commands.workload_options import build_workload, workload_options
 from gpuplan.cli.context import AppContext, pass_app
 from gpuplan.cli.output import emit_json, note, warn
 from gpuplan.errors import UserError
+from gpuplan.estimating.defaults import AUTO_SHARDINGS
 from gpuplan.units import format_size, parse_duration_hours
-
-AUTO_SHARDINGS = ("none", "zero1", "zero2", "zero3")
 
 
 @click.command("plan")
 @click.argument("spec_path", metavar="[JOB.yaml]", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @workload_options
-@click.option("--gpu", "gpu_text", metavar="NAME[,NAME]", help="Only these GPU types (default: every GPU sold).")
+@click.option("--gpu", "gpu_text", metavar="NAME[,NAME]", shell_complete=complete.gpu_names,
+              help="Only these GPU types (default: every GPU sold).")
 @click.option("--cloud", "cloud_text", metavar="CLOUD[,CLOUD]", help="aws, gcp (default: both).")
 @click.option("--region", "region_text", metavar="PATTERN[,PATTERN]", help="Region glob(s), e.g. 'us-*'.")
 @click.option("--spot/--no-spot", default=None, help="Only spot, or only on-demand (default: both).")
@@ -66,8 +67,9 @@ def plan_command(app: AppContext, spec_path: Path | None, gpu_text: str | None, 
 
     workload, own_throughput, spec_limits = _workload(spec_path, workload_flags)
     gpus = resolve_gpus(gpu_text) if gpu_text else spec_limits.get("gpus")
-    clouds = resolve_clouds(cloud_text) if cloud_text else spec_limits.get("clouds")
-    regions = compile_region_patterns(region_text) if region_text else spec_limits.get("regions")
+    clouds = resolve_clouds(cloud_text) if cloud_text else spec_limits.get("clouds") or _default_clouds()
+    regions = compile_region_patterns(region_text) if region_text else \
+        spec_limits.get("regions") or _default_regions()
     if spot is None:
         spot = spec_limits.get("spot")
     if spec_limits.get("nodes") and max_nodes < spec_limits["nodes"]:
@@ -85,8 +87,14 @@ def plan_command(app: AppContext, spec_path: Path | None, gpu_text: str | None, 
     shardings = AUTO_SHARDINGS if auto_shard and workload.sharding == "none" else None
 
     catalog = Catalog.load(app.db_url, clouds)
-    catalog.check_regions(regions, "--region" if region_text else f"{spec_path}: resources.regions")
-    offers = catalog.select(gpus=gpus, regions=regions)
+    if region_text or spec_limits.get("regions"):  # [defaults] regions name every cloud's: some match none here
+        catalog.check_regions(regions, "--region" if region_text else f"{spec_path}: resources.regions")
+    from gpuplan.catalog.gpu_names import not_rented_message, rented
+
+    if gpus is not None and not all(rented(g) for g in gpus):
+        warn(not_rented_message({g for g in gpus if not rented(g)}))
+    # Every zone type: keep_offer below applies the launch's rule (named Local Zones only).
+    offers = catalog.select(gpus=gpus, regions=regions, zones="all")
     if spec_limits.get("gpus_per_node"):
         offers = [o for o in offers if o.gpu_count == spec_limits["gpus_per_node"]]
     # What a launch would use without being told: no AWS Local/Wavelength Zone unless the spec names it
@@ -106,6 +114,7 @@ def plan_command(app: AppContext, spec_path: Path | None, gpu_text: str | None, 
                   spot_model=spot_model, shardings=shardings, startup_s=startup_s)
 
     shown = list(result.options[:limit] if limit else result.options)
+    _note_precision_fallbacks(workload.precision, {o.gpu for o in shown})
     if as_json:
         rows = [o.as_json() for o in shown]
         if explain:
@@ -113,6 +122,20 @@ def plan_command(app: AppContext, spec_path: Path | None, gpu_text: str | None, 
         emit_json(rows)
         return
     _render(workload, constraints, spot_model, result, shown, explain, catalog)
+
+
+def _note_precision_fallbacks(precision: str, gpu_names: set[str]) -> None:
+    """Say on stderr which planned GPUs run in another precision (bf16 -> fp16 on V100/T4), as estimate does."""
+    from gpuplan.estimating.configured import precision_for
+    from gpuplan.hardware.gpus import resolve_gpu
+
+    for name in sorted(gpu_names):
+        try:
+            _, fallback = precision_for(resolve_gpu(name), precision)
+        except ValueError:
+            continue
+        if fallback:
+            note(f"note: {fallback}")
 
 
 def _workload(spec_path: Path | None, flags: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
@@ -170,6 +193,25 @@ def _workload(spec_path: Path | None, flags: dict[str, Any]) -> tuple[Any, Any, 
     return workload, own, found
 
 
+def _default_clouds() -> list[str] | None:
+    """`[defaults] clouds` of the config file, the ones with prices (local and slurm have no catalog)."""
+    from gpuplan.catalog.gpu_names import KNOWN_CLOUDS, resolve_clouds
+    from gpuplan.config import default_setting
+
+    value = default_setting("clouds")
+    priced = [c for c in value if c in KNOWN_CLOUDS] if isinstance(value, list) else []
+    return resolve_clouds(",".join(priced)) if priced else None
+
+
+def _default_regions() -> list[str] | None:
+    """`[defaults] regions` of the config file (globs)."""
+    from gpuplan.catalog.gpu_names import compile_region_patterns
+    from gpuplan.config import default_setting
+
+    value = default_setting("regions")
+    return compile_region_patterns(",".join(value)) if isinstance(value, list) and value else None
+
+
 def _hours(text: str, flag: str) -> float:
     try:
         return parse_duration_hours(text, what=flag)
@@ -219,6 +261,7 @@ def _throughput_resolver(app: AppContext, workload: Any, flags: dict[str, Any], 
 
 def _render(workload: Any, constraints: Any, spot_model: Any, result: Any, shown: list[Any], explain: bool,
             catalog: Any) -> None:
+    from gpuplan.cli.display import dollars, hours_text
     from gpuplan.cli.output import print_table
 
     limits = []
@@ -243,8 +286,8 @@ def _render(workload: Any, constraints: Any, spot_model: Any, result: Any, shown
             ["#", "cloud", "region", "instance", "nodes x GPUs", "market", "$/h", "hours", "cost", "sharding",
              "note"],
             [(i + 1, o.cloud, o.region, o.instance_type, f"{o.nodes} x {o.gpus_per_node:g} {o.gpu}",
-              "spot" if o.spot else "on-demand", f"{o.price_per_hour:,.2f}", f"{o.est_hours:,.1f}",
-              f"${o.est_cost_usd:,.0f}", o.sharding, " ".join(o.tags)) for i, o in enumerate(shown)],
+              "spot" if o.spot else "on-demand", f"{o.price_per_hour:,.2f}", hours_text(o.est_hours),
+              dollars(o.est_cost_usd), o.sharding, " ".join(o.tags)) for i, o in enumerate(shown)],
             justify_right=["#", "$/h", "hours", "cost"],
         )
         if len(shown) < len(result.options):
@@ -260,19 +303,33 @@ def _render(workload: Any, constraints: Any, spot_model: Any, result: Any, shown
 
 
 def _summary(result: Any, constraints: Any) -> None:
+    """The answer (cheapest, fastest) on stdout with the table, so `plan ... > file` keeps it."""
     cheapest, fastest = result.cheapest, result.fastest
     within = " within the deadline" if constraints.deadline_hours else ""
-    note(f"cheapest{within}: {_describe(cheapest)}")
+    click.echo(f"cheapest{within}: {_describe(cheapest)}")
     if fastest is not cheapest:
-        note(f"fastest: {_describe(fastest)}")
+        click.echo(f"fastest: {_describe(fastest)}")
     front = result.pareto()
     if len(front) > 2:
-        note(f"Pareto front (cost vs time): {len(front)} options, tagged 'pareto'")
+        click.echo(f"Pareto front (cost vs time): {len(front)} options, tagged 'pareto'")
+    long = {name: o for name, o in (("cheapest", cheapest), ("fastest", fastest)) if o.est_hours >= LONG_HOURS}
+    if long:
+        from gpuplan.cli.display import hours_text
+
+        # A 3-year job is labelled "cheapest" or "fastest" by the ranking alone: say plainly that it is years.
+        which = " and ".join(long) + (" options take" if len(long) > 1 else " option takes")
+        warn(f"the {which} {hours_text(min(o.est_hours for o in long.values()))} or more of wall time; "
+             "--deadline (e.g. 30d) rules such options out")
+
+
+LONG_HOURS = 24 * 365  # a year of wall time: plan warns that an option it names takes that long
 
 
 def _describe(option: Any) -> str:
+    from gpuplan.cli.display import dollars, hours_text
+
     return (f"{option.nodes} x {option.cloud} {option.instance_type} {'spot' if option.spot else 'on-demand'} in "
-            f"{option.region}: {option.est_hours:,.1f} h, ${option.est_cost_usd:,.0f}")
+            f"{option.region}: {hours_text(option.est_hours)}, {dollars(option.est_cost_usd)}")
 
 
 def _grouped(rejected: Any) -> list[tuple[str, str, str, str, str]]:

@@ -8,19 +8,29 @@ from decimal import Decimal
 import click
 
 from gpuplan.catalog.catalog import Catalog, CatalogSource
-from gpuplan.catalog.gpu_names import compile_region_patterns, resolve_clouds, resolve_gpus
+from gpuplan.catalog.gpu_names import (
+    compile_region_patterns,
+    not_rented_message,
+    rented,
+    resolve_clouds,
+    resolve_gpus,
+)
 from gpuplan.catalog.tflops import peak_tflops_table
 from gpuplan.catalog.view import SORT_KEYS, PriceRow, cheapest_per_region, sort_rows
+from gpuplan.catalog.zones import AVAILABILITY_ZONE, ZONE_CHOICES
+from gpuplan.cli import complete
 from gpuplan.cli.commands.params import bounded, bounded_int
 from gpuplan.cli.context import AppContext, pass_app
 from gpuplan.cli.output import emit_json, note, warn
 
 
 @click.command()
-@click.option("--gpu", "gpu_text", metavar="NAME[,NAME]", help="GPU name(s), e.g. H100, A100 (both sizes), L4,T4.")
+@click.option("--gpu", "gpu_text", metavar="NAME[,NAME]", shell_complete=complete.gpu_names,
+              help="GPU name(s), e.g. H100, L4,T4; A100 is the 40 GB part (as the clouds name it), "
+                   "A100-80GB the other.")
 @click.option("--min-gpus", type=bounded("gpus_per_instance"), help="At least this many GPUs per instance.")
 @click.option("--min-gpu-memory", type=bounded("gpu_memory_gb"), metavar="GB",
-              help="At least this much memory per GPU.")
+              help="At least this much memory per GPU, in GB as the vendor states it (L4 24, L40S 48).")
 @click.option("--cloud", "cloud_text", metavar="CLOUD[,CLOUD]", help="aws, gcp (default: both).")
 @click.option("--region", "region_text", metavar="PATTERN[,PATTERN]", help="Region glob(s), e.g. 'us-*'.")
 @click.option("--spot", is_flag=True, help="Spot prices (offers without a spot price are left out).")
@@ -28,26 +38,42 @@ from gpuplan.cli.output import emit_json, note, warn
 @click.option("--sort", "sort_by", type=click.Choice(SORT_KEYS), default="price", show_default=True,
               help="price-per-tflop: $/h per peak dense BF16 TFLOP/s (the table shows $/h per PFLOP/s); "
                    "GPUs without the figure go last.")
+@click.option("--zones", "zone_choice", type=click.Choice(ZONE_CHOICES), default="standard", show_default=True,
+              help="standard: Availability Zones only (what plan and launch use unasked); local: only AWS Local and "
+                   "Wavelength Zones (they need opting in and a subnet); all: both, each row labelled.")
 @click.option("--limit", type=bounded_int("rows"), default=20, show_default=True, help="Rows to show (0 = all).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output: a list of rows.")
 @pass_app
 def prices(app: AppContext, gpu_text: str | None, min_gpus: float | None, min_gpu_memory: float | None,
            cloud_text: str | None, region_text: str | None, spot: bool, max_price: float | None, sort_by: str,
-           limit: int, as_json: bool) -> None:
-    """GPU offers, one row per instance type and region at its cheapest zone, cheapest first.
+           zone_choice: str, limit: int, as_json: bool) -> None:
+    """GPU offers, one row per instance type, region and zone type at its cheapest zone, cheapest first.
 
     Prices come from the newest source per cloud: a `gpuplan catalog refresh`, else the snapshot shipped
-    with gpuplan. USD per instance-hour; GCP prices include the attached GPUs.
+    with gpuplan. USD per instance-hour; GCP prices include the attached GPUs. Spot prices are per zone on AWS
+    (the zone column names it: a zone id such as use1-az6, the same in every account) and per region on GCP.
+    AWS Local Zones (use1-atl2-az1) are left out unless --zones local or all.
     """
     gpus = resolve_gpus(gpu_text) if gpu_text is not None else None
+    if gpus is not None and not any(rented(g) for g in gpus):
+        note(not_rented_message(set(gpus)))
+        if as_json:
+            emit_json([])
+        return
+    if gpus is not None and not all(rented(g) for g in gpus):
+        note(not_rented_message({g for g in gpus if not rented(g)}))
     clouds = resolve_clouds(cloud_text) if cloud_text is not None else None
     regions = compile_region_patterns(region_text) if region_text is not None else None
 
     catalog = Catalog.load(app.db_url, clouds)
     catalog.check_regions(regions)
-    offers = catalog.select(gpus=gpus, spot=spot, min_gpus=min_gpus, min_gpu_memory_gb=min_gpu_memory,
-                            regions=regions, max_price=max_price)
+    gpus = frozenset(g for g in gpus if rented(g)) if gpus is not None else None
+    filters = {"gpus": gpus, "spot": spot, "min_gpus": min_gpus, "min_gpu_memory_gb": min_gpu_memory,
+               "regions": regions, "max_price": max_price}
+    offers = catalog.select(**filters, zones=zone_choice)  # type: ignore[arg-type]
     rows = sort_rows(cheapest_per_region(offers, spot=spot, peak_tflops=peak_tflops_table()), sort_by)
+    if zone_choice == "standard" and not as_json:
+        _note_left_out(catalog.select(**filters, zones="local"), spot)  # type: ignore[arg-type]
     shown = rows[:limit] if limit else rows
 
     now = dt.datetime.now(dt.timezone.utc)
@@ -93,13 +119,22 @@ def _num(value: float | None) -> str:
     return "" if value is None else f"{value:g}"
 
 
-def _zone_suffix(offer_zone: str | None, region: str) -> str:
-    """`us-central1-a` in us-central1 -> `a`, `use1-az1` -> `az1`: the region column already says the rest."""
-    if not offer_zone:
-        return ""
-    if offer_zone.startswith(region + "-"):
-        return offer_zone[len(region) + 1:]
-    return offer_zone.rsplit("-", 1)[-1]
+def _zone_label(row: PriceRow) -> str:
+    """The zone in full (`use1-az6`, `us-central1-a`), and its type when it is not an Availability Zone."""
+    zone = row.offer.zone or ""
+    kind = row.offer.zone_type
+    return zone if kind == AVAILABILITY_ZONE else f"{zone} ({kind})"
+
+
+def _note_left_out(local: list, spot: bool) -> None:  # type: ignore[type-arg]
+    """Say that Local/Wavelength Zone offers exist and were left out, with the cheapest one, labelled."""
+    priced = [o for o in local if o.price(spot) is not None]
+    if not priced:
+        return
+    best = min(priced, key=lambda o: (o.price(spot), o.zone or ""))
+    note(f"{len(priced)} offer(s) in AWS Local/Wavelength Zones left out (need opting in and a subnet), cheapest "
+         f"{best.instance_type} in {best.zone} ({best.zone_type} of {best.region}) at ${best.price(spot):,.3f}/h; "
+         "--zones all shows them")
 
 
 def _print(rows: list[PriceRow], spot: bool) -> None:
@@ -107,7 +142,7 @@ def _print(rows: list[PriceRow], spot: bool) -> None:
     columns = ["cloud", "region", "zone", "instance type", "gpus", "GB/gpu", "vCPUs", price_label, "$/gpu-h",
                "$/PFLOP-h"]
     body = [
-        (r.offer.cloud, r.offer.region, _zone_suffix(r.offer.zone, r.offer.region), r.offer.instance_type,
+        (r.offer.cloud, r.offer.region, _zone_label(r), r.offer.instance_type,
          f"{_num(r.offer.gpu_count)}x {r.offer.gpu}", _num(r.offer.gpu_memory_gb), _num(r.offer.vcpus),
          _money(r.price, 3), _money(r.price_per_gpu, 3),
          _money(None if r.price_per_tflop is None else r.price_per_tflop * 1000, 2))

@@ -17,8 +17,8 @@ NOW_HELP = "Fixed clock for reproducible reports (ISO time; env GPUPLAN_NOW); ru
 @click.option("--since", metavar="DATE", help="Start of the window (inclusive), e.g. 2026-11-01; UTC.")
 @click.option("--until", metavar="DATE", help="End of the window (exclusive), e.g. 2026-12-01; UTC.")
 @click.option("--by", "by", multiple=True, metavar="KEY",
-              help="Group by one of day|week|month and/or one of project|cloud|gpu|instance-type|run|user "
-                   "(repeat or comma-separate; default month).")
+              help="Group by one of day|week|month and/or any of project|cloud|gpu|instance-type|run|user "
+                   "(repeat or comma-separate, e.g. --by gpu --by cloud; default month).")
 @click.option("--project", help="Only this project's runs.")
 @click.option("--cloud", "clouds", multiple=True, metavar="CLOUD[,CLOUD]",
               help="Only these clouds (repeatable or comma-separated, e.g. aws,gcp).")
@@ -29,11 +29,16 @@ NOW_HELP = "Fixed clock for reproducible reports (ISO time; env GPUPLAN_NOW); ru
               help="Also write a PNG: spend over time stacked by the --by key, with the budget line.")
 @click.option("--accuracy", is_flag=True, help="Estimate vs actual hours and cost of every succeeded run instead "
                                                "(table or --json only; the spend filters do not apply).")
+@click.option("--quoted", is_flag=True, help="Spot runs: the cost quoted at launch vs the cost billed at the spot "
+                                             "price history when they settled, per run.")
+@click.option("--bill", is_flag=True, help="AWS runs: the books vs the bill, from Cost Explorer grouped by the "
+                                           "gpuplan:run-id cost allocation tag (which must be activated), per run "
+                                           "and month (or --by day).")
 @click.option("--now", "now_text", envvar="GPUPLAN_NOW", hidden=True, help=NOW_HELP)
 @pass_app
 def report(app: AppContext, since: str | None, until: str | None, by: tuple[str, ...], project: str | None,
            clouds: tuple[str, ...], fmt: str, as_json: bool, plot_path: Path | None, accuracy: bool,
-           now_text: str | None) -> None:
+           quoted: bool, bill: bool, now_text: str | None) -> None:
     """Spend from the instance ledger: what every dollar went to, straddling costs split at the edges.
 
     Each figure is price at launch x billed seconds of instance rows (running instances accrue to now); the
@@ -50,7 +55,8 @@ def report(app: AppContext, since: str | None, until: str | None, by: tuple[str,
         fmt = "json"
     if accuracy:
         given = [flag for flag, value in (("--since", since), ("--until", until), ("--by", by),
-                                          ("--project", project), ("--cloud", clouds), ("--plot", plot_path))
+                                          ("--project", project), ("--cloud", clouds), ("--plot", plot_path),
+                                          ("--quoted", quoted), ("--bill", bill))
                  if value]
         if fmt not in ("table", "json"):
             given.append(f"--format {fmt}")
@@ -59,6 +65,12 @@ def report(app: AppContext, since: str | None, until: str | None, by: tuple[str,
             raise UserError(f"--accuracy covers every succeeded run as a table or JSON; it does not take "
                             f"{', '.join(given)}")
         _accuracy(app, now, fmt)
+        return
+    if quoted or bill:
+        if quoted and bill:
+            raise UserError("give --quoted or --bill, not both")
+        _quoted_or_bill(app, quoted=quoted, since=since, until=until, by=by, project=project, clouds=clouds,
+                        fmt=fmt, now=now, plot=plot_path)
         return
     unit, key = rep.parse_by(by)
     request = rep.ReportRequest(
@@ -77,8 +89,47 @@ def report(app: AppContext, since: str | None, until: str | None, by: tuple[str,
     elif fmt == "table":
         columns, rows = rep.table_rows(result, request)
         print_table(columns, rows, justify_right=("instances", "billed_hours", "cost_usd"))
+        _spot_note(app, request)
     else:
         click.echo(rep.render(result, request, fmt), nl=False)
+
+
+def _quoted_or_bill(app: AppContext, *, quoted: bool, since: str | None, until: str | None, by: tuple[str, ...],
+                    project: str | None, clouds: tuple[str, ...], fmt: str, now: object, plot: Path | None) -> None:
+    """`--quoted` and `--bill` (gpuplan.cli.commands.report_extra): table or JSON, one at a time."""
+    from gpuplan.books import periods
+    from gpuplan.books import report as rep
+    from gpuplan.cli.commands import report_extra
+
+    if fmt not in ("table", "json") or plot is not None:
+        raise UserError(f"--{'quoted' if quoted else 'bill'} prints a table or JSON; it does not take "
+                        + ("--plot" if plot is not None else f"--format {fmt}"))
+    start = periods.parse_when(since, "--since") if since else None
+    end = periods.parse_when(until, "--until") if until else None
+    if quoted:
+        report_extra.show_quoted(app, since=start, until=end, project=project, clouds=_clouds(clouds),
+                                 as_json=fmt == "json")
+        return
+    if clouds and set(_clouds(clouds) or ()) != {"aws"}:
+        raise UserError("--bill reads AWS Cost Explorer: it covers --cloud aws only")
+    unit, key = rep.parse_by(by)
+    if key is not None:
+        raise UserError("--bill is per run and period: --by takes month or day only")
+    report_extra.show_bill(app, since=start, until=end, unit=unit, project=project, now=now,  # type: ignore[arg-type]
+                           as_json=fmt == "json")
+
+
+def _spot_note(app: AppContext, request: object) -> None:
+    """Under the spend table: how far the billed spot cost in the window is from the launch quotes."""
+    from gpuplan.books import report as rep
+    from gpuplan.books.quoted import quoted_vs_billed, summary_line
+
+    assert isinstance(request, rep.ReportRequest)
+    with app.store.session() as session:
+        line = summary_line(quoted_vs_billed(session, since=request.since, until=request.until,
+                                             project=request.project, clouds=request.clouds))
+    if line:
+        note(line)
 
 
 def _clouds(clouds: tuple[str, ...]) -> tuple[str, ...] | None:
@@ -101,7 +152,7 @@ def _plot(session: object, request: object, path: Path) -> None:
     buckets, series, unit = rep.plot_data(session, request)
     lines = [plot.BudgetLine(b.name, b.amount_usd, b.period) for b in rep.matching_budgets(session, request)]
     scope = f" — project {request.project}" if request.project else ""
-    by = f" by {request.key}" if request.key else ""
+    by = f" by {request.key.replace('+', ' and ')}" if request.key else ""
     plot.plot_spend(path, buckets, series, unit, lines, f"GPU spend per {unit}{by}{scope}")
     note(f"wrote {path}")
 
@@ -130,7 +181,9 @@ def _accuracy(app: AppContext, now: object, fmt: str) -> None:
         justify_right=("est h", "actual h", "h error", "est $", "actual $", "$ error"),
     )
     s = acc.summary
-    click.echo(f"{s.runs} runs: hours median |error| {num(s.median_abs_hours_error, '.1%')}, "
+    others = f" ({s.without_estimate} more without one)" if s.without_estimate else ""
+    counted = f"{s.runs} {'run' if s.runs == 1 else 'runs'} with an estimate{others}"
+    click.echo(f"{counted}: hours median |error| {num(s.median_abs_hours_error, '.1%')}, "
                f"mean |error| {num(s.mean_abs_hours_error, '.1%')}, median actual/estimate "
                f"{num(s.median_hours_ratio, '.3f')}; cost median |error| {num(s.median_abs_cost_error, '.1%')}, "
                f"mean |error| {num(s.mean_abs_cost_error, '.1%')}")

@@ -7,44 +7,50 @@ import click
 from gpuplan.cli.commands.params import bounded_int
 from gpuplan.cli.context import AppContext, pass_app
 from gpuplan.cli.output import emit_json, print_table
-from gpuplan.errors import UserError
 
 
 @click.command("runs")
 @click.option("--limit", type=bounded_int("rows", low=1), default=50, show_default=True,
               help="Show at most this many runs, newest first.")
-@click.option("--state", help="Only runs in this state (running, succeeded, failed, stopped, capped, ...).")
+@click.option("--state", "state_text", metavar="STATE[,STATE]",
+              help="Only runs in these states (running, succeeded, failed, stopped, capped, ...; `live` and "
+                   "`ended` name the groups).")
+@click.option("--since", "since_text", metavar="WHEN",
+              help="Only runs created since a date/time (2026-11-01) or for an age back from now (12h, 3d).")
+@click.option("--project", help="Only this project's runs.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @pass_app
-def runs(app: AppContext, limit: int, state: str | None, as_json: bool) -> None:
-    """List runs with their state, duration, cost and measured throughput."""
+def runs(app: AppContext, limit: int, state_text: str | None, since_text: str | None, project: str | None,
+         as_json: bool) -> None:
+    """List runs with their state, machines, GPU, duration, cost, throughput and why they ended."""
     from gpuplan.cli.display import duration, money, rate
+    from gpuplan.cli.runlist import gpu_cell, machines_cell, parse_since, parse_states, reason_cell
     from gpuplan.runs.records import list_runs
     from gpuplan.store.models import RunState
     from gpuplan.store.types import utcnow
     from gpuplan.supervise.summary import summary
     from gpuplan.supervise.watch import watch_run
 
-    known = sorted(RunState.LIVE | RunState.FINAL)
-    if state is not None and state not in known:
-        # A typo ('sucess') would otherwise list nothing and look like an empty history.
-        raise UserError(f"unknown run state {state!r}; known: {', '.join(known)}")
+    now = utcnow()
+    filters = {"states": parse_states(state_text), "project": project,
+               "since": parse_since(since_text, now) if since_text is not None else None}
     with app.store.session() as session:
-        live = [r.id for r in list_runs(session, limit, state) if r.state in RunState.LIVE]
+        live = [r.id for r in list_runs(session, limit, **filters) if r.state in RunState.LIVE]
     for run_id in live:
         watch_run(app.store, run_id)
     now = utcnow()
     with app.store.session() as session:
-        rows = [summary(r, now) for r in list_runs(session, limit, state)]
+        rows = [summary(r, now) for r in list_runs(session, limit, **filters)]
     if as_json:
         emit_json(rows)
         return
     print_table(
-        ["RUN", "NAME", "PROVIDER", "STATE", "STARTED", "DURATION", "COST", "THROUGHPUT", "EST"],
-        [[s["run_id"], s["name"], s["provider"], s["state"],
+        ["RUN", "NAME", "PROVIDER", "STATE", "MACHINES", "GPU", "STARTED", "DURATION", "COST", "THROUGHPUT", "EST",
+         "REASON"],
+        [[s["run_id"], s["name"], s["provider"], s["state"], machines_cell(s), gpu_cell(s),
           s["started_at"].strftime("%Y-%m-%d %H:%M") if s["started_at"] else "-",
           duration(s["elapsed_hours"]), money(s["cost_usd"]), rate(s["tokens_per_s"]),
-          _est_cell(s)] for s in rows],
+          _est_cell(s), reason_cell(s, 40)] for s in rows],
         justify_right=["DURATION", "COST", "THROUGHPUT", "EST"],
     )
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from gpuplan.cli import complete
 from gpuplan.cli.commands.params import bounded_int
 from gpuplan.cli.context import AppContext, pass_app
 from gpuplan.cli.output import emit_json, print_table, warn
@@ -64,7 +65,8 @@ def schedule() -> None:
 
 @schedule.command("add")
 @click.argument("spec", type=click.Path(path_type=Path, dir_okay=False))
-@click.option("--cron", help='Cron expression, e.g. "0 2 * * *" (minute hour dom month dow). Default: the '
+@click.option("--cron", help='Cron expression, e.g. "0 2 * * *" (minute hour dom month dow) or @hourly, '
+                            "@daily, @weekly, @monthly, @yearly. Default: the "
                             "spec's schedule.cron.")
 @click.option("--tz", help="IANA time zone the cron is read in. Default: the spec's schedule.tz, else UTC.")
 @click.option("--name", help="Schedule name (default: the spec's name).")
@@ -116,7 +118,7 @@ def list_(app: AppContext, as_json: bool) -> None:
 
 
 @schedule.command("show")
-@click.argument("name")
+@click.argument("name", shell_complete=complete.schedule_names)
 @click.option("--fires", type=bounded_int("rows"), default=20, show_default=True,
               help="How many recent fires to show (0: all).")
 @JSON_OPTION
@@ -155,7 +157,7 @@ def _set_paused(app: AppContext, name: str, paused: bool, as_json: bool) -> None
 
 
 @schedule.command("pause")
-@click.argument("name")
+@click.argument("name", shell_complete=complete.schedule_names)
 @JSON_OPTION
 @pass_app
 def pause(app: AppContext, name: str, as_json: bool) -> None:
@@ -164,7 +166,7 @@ def pause(app: AppContext, name: str, as_json: bool) -> None:
 
 
 @schedule.command("resume")
-@click.argument("name")
+@click.argument("name", shell_complete=complete.schedule_names)
 @JSON_OPTION
 @pass_app
 def resume(app: AppContext, name: str, as_json: bool) -> None:
@@ -179,7 +181,7 @@ def resume(app: AppContext, name: str, as_json: bool) -> None:
 
 
 @schedule.command("update")
-@click.argument("name")
+@click.argument("name", shell_complete=complete.schedule_names)
 @click.argument("spec", required=False, type=click.Path(path_type=Path, dir_okay=False))
 @click.option("--cron", help="New cron expression.")
 @click.option("--tz", help="New time zone.")
@@ -206,7 +208,7 @@ def update(app: AppContext, name: str, spec: Path | None, cron: str | None, tz: 
 
 
 @schedule.command("rm")
-@click.argument("name")
+@click.argument("name", shell_complete=complete.schedule_names)
 @click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
 @JSON_OPTION
 @pass_app

@@ -1,23 +1,101 @@
-"""`gpuplan status RUN`: the truth about one run, asked of its provider and its metrics right now."""
+"""`gpuplan status [RUN]`: the truth about one run, or the queue: every live run and the last few ended."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
+from gpuplan.cli import complete
+from gpuplan.cli.commands.params import bounded_int
 from gpuplan.cli.context import AppContext, pass_app
 
 
 @click.command("status")
-@click.argument("run_ref", metavar="RUN")
+@click.argument("run_ref", metavar="[RUN]", required=False, shell_complete=complete.run_refs)
+@click.option("--ended", "ended_count", type=bounded_int("rows", low=0), default=5, show_default=True,
+              help="Without RUN: also list this many of the most recently ended runs.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @pass_app
-def status(app: AppContext, run_ref: str, as_json: bool) -> None:
-    """Show a run's state, progress, ETA, cost so far and estimate vs actual (caps are enforced, too)."""
+def status(app: AppContext, run_ref: str | None, ended_count: int, as_json: bool) -> None:
+    """Show a run's state, progress, ETA, cost so far and estimate vs actual (caps are enforced, too).
+
+    Without RUN: one line per live run (machines, GPU, cost so far, progress, ETA), then the last few that
+    ended, each asked of its provider now as `gpuplan watch` would.
+    """
     from gpuplan.cli.display import show_summary
     from gpuplan.runs.records import get_run
     from gpuplan.supervise.watch import watch_run
 
+    if run_ref is None:
+        _queue(app, ended_count, as_json)
+        return
     with app.store.session() as session:
         run_id = get_run(session, run_ref).id
     result = watch_run(app.store, run_id)
     show_summary(result.summary, as_json)
+
+
+def _queue(app: AppContext, ended_count: int, as_json: bool) -> None:
+    from gpuplan.cli.output import emit_json, note
+    from gpuplan.runs.records import list_runs, live_runs
+    from gpuplan.store.models import RunState
+    from gpuplan.store.types import utcnow
+    from gpuplan.supervise.summary import summary
+
+    with app.store.session() as session:
+        live_ids = [r.id for r in live_runs(session)]
+    live = [_watched(app, run_id) for run_id in live_ids]
+    with app.store.session() as session:
+        now = utcnow()
+        ended = [summary(r, now) for r in list_runs(session, ended_count, states=RunState.FINAL)] \
+            if ended_count else []
+    if as_json:
+        emit_json({"live": live, "ended": ended})
+        return
+    if not live:
+        note("no live runs")
+    rows = [*live, *ended]
+    if rows:
+        _print(rows)
+
+
+def _watched(app: AppContext, run_id: str) -> dict[str, Any]:
+    """A live run refreshed from its provider (state, progress, ETA); when the provider cannot be asked (no
+    credentials, a network error), the recorded row with a warning, so one cloud's outage hides no other run."""
+    from gpuplan.cli.output import warn
+    from gpuplan.errors import GpuplanError
+    from gpuplan.providers.base import ProviderError
+    from gpuplan.store.models import Run
+    from gpuplan.supervise.summary import summary
+    from gpuplan.supervise.watch import watch_run
+
+    try:
+        return watch_run(app.store, run_id).summary
+    except (GpuplanError, ProviderError) as exc:
+        warn(f"{run_id}: could not ask its provider ({' '.join(str(exc).split())}); showing the recorded state")
+    with app.store.session() as session:
+        run = session.get(Run, run_id)
+        assert run is not None
+        return summary(run)
+
+
+def _print(rows: list[dict[str, Any]]) -> None:
+    from gpuplan.cli.display import money
+    from gpuplan.cli.output import print_table
+    from gpuplan.cli.runlist import eta_cell, gpu_cell, machines_cell, reason_cell
+
+    def progress(s: dict[str, Any]) -> str:
+        return "-" if s.get("progress") is None else f"{s['progress'] * 100:.0f}%"
+
+    def age(s: dict[str, Any]) -> str:
+        from gpuplan.cli.display import hours_text
+
+        return hours_text(s["elapsed_hours"]) if s.get("elapsed_hours") is not None else "-"
+
+    print_table(
+        ["RUN", "NAME", "STATE", "MACHINES", "GPU", "COST", "PROGRESS", "ETA", "RAN", "REASON"],
+        [[s["run_id"], s["name"], s["state"], machines_cell(s), gpu_cell(s), money(s["cost_usd"]), progress(s),
+          eta_cell(s), age(s), reason_cell(s, 40)] for s in rows],
+        justify_right=["COST", "PROGRESS", "ETA", "RAN"],
+    )

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import click
 
+from gpuplan.cli import complete
 from gpuplan.cli.context import AppContext, pass_app
 
 
 @click.command("stop")
-@click.argument("run_ref", metavar="RUN")
+@click.argument("run_ref", metavar="RUN", shell_complete=complete.live_run_refs)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @pass_app
 def stop(app: AppContext, run_ref: str, as_json: bool) -> None:

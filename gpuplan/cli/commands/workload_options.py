@@ -14,10 +14,13 @@ from typing import Any, TypeVar
 
 import click
 
+from gpuplan.cli import complete
 from gpuplan.cli.commands.params import bounded, bounded_int
 from gpuplan.errors import UserError
 from gpuplan.estimating.architecture import Architecture, load_hf_config, preset
 from gpuplan.estimating.estimate import ATTENTIONS, MODES, OPTIMIZERS, PRECISIONS, SHARDINGS, Workload
+from gpuplan.estimating.parallel import INTERCONNECTS, RECOMPUTES, SCHEDULES
+from gpuplan.estimating.serving import DEFAULT_GROUP_SIZE, WEIGHT_FORMATS
 from gpuplan.limits import check
 from gpuplan.units import parse_size
 
@@ -25,8 +28,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 _OPTIONS = [
     click.option("--params", metavar="N", help="Parameter count: 125M, 1.3e9, 7B, 1.5T."),
-    click.option("--model", metavar="PRESET", help="A named architecture: gpt2, gpt2-xl, llama-2-7b, llama-3-8b, ..."),
-    click.option("--model-config", type=click.Path(dir_okay=False), help="A Hugging Face config.json."),
+    click.option("--model", metavar="PRESET", shell_complete=complete.model_presets,
+                 help="A named architecture: gpt2, gpt2-xl, llama-2-7b, llama-3-8b, ..."),
+    click.option("--model-config", metavar="PATH|ORG/NAME",
+                 help="A Hugging Face config.json, a model directory, or a Hub id already in the local HF cache."),
     click.option("--module", metavar="PKG.MOD:FACTORY", help="Build this nn.Module with torch and count it."),
     click.option("--tokens", metavar="N", help="Tokens to train on (2T, 300B); in inference, tokens to generate."),
     click.option("--samples", metavar="N", help="Training sequences per epoch (with --epochs and --seq-len)."),
@@ -41,8 +46,9 @@ _OPTIONS = [
                  help="Number format of the matmuls (sets peak FLOPs and bytes per weight)."),
     click.option("--optimizer", type=click.Choice(OPTIMIZERS), default="adamw", show_default=True,
                  help="Optimizer, for the bytes of optimizer state per parameter."),
-    click.option("--sharding", type=click.Choice(SHARDINGS), default="none", show_default=True,
-                 help="How weights/gradients/optimizer state are split across GPUs (ZeRO stage or FSDP)."),
+    click.option("--sharding", type=click.Choice(SHARDINGS),
+                 help="How weights/gradients/optimizer state are split across GPUs (ZeRO stage or FSDP). Default: "
+                      "the least sharded of none/zero1/zero2/zero3 that fits (estimate and plan choose alike)."),
     click.option("--activation-checkpointing", is_flag=True, help="Recompute activations in the backward pass."),
     click.option("--attention", type=click.Choice(ATTENTIONS), default="flash", show_default=True,
                  help="Attention kernel, for activation memory. flash: fused kernels that never store the s x s "
@@ -50,12 +56,27 @@ _OPTIONS = [
                       "memory-efficient kernel). eager: the scores are kept (a·s² per layer and sequence); pick it "
                       "for torch < 2.0, custom attention the fused kernels cannot run (your own softmax/bias, "
                       "output_attentions, attn_implementation=\"eager\") or GPUs/backends without fused kernels."),
+    click.option("--tp", type=click.IntRange(1, 1024), help="Tensor-parallel size (Megatron-style; default 1). "
+                 "Stating --tp, --pp, --recompute or --interconnect times a step with the config-aware model."),
+    click.option("--pp", type=click.IntRange(1, 1024), help="Pipeline-parallel stages (default 1)."),
+    click.option("--pp-schedule", type=click.Choice(SCHEDULES), default="1f1b", show_default=True,
+                 help="Pipeline schedule: 1f1b, or interleaved (2 virtual stages per GPU, a smaller bubble)."),
+    click.option("--recompute", type=click.Choice(RECOMPUTES),
+                 help="Activation recomputation: none, selective (attention core only, Korthikanti et al. 2022) "
+                      "or full (= --activation-checkpointing)."),
+    click.option("--interconnect", metavar="FABRIC|GBPS",
+                 help=f"Inter-node network per node: {', '.join(INTERCONNECTS)}, or Gbit/s (e.g. 3200)."),
     click.option("--lora", type=bounded_int("lora"), metavar="RANK", help="Train LoRA adapters of this rank only."),
     click.option("--mode", type=click.Choice(MODES), default="train", show_default=True,
                  help="Training, or inference (generation with --batch and --context)."),
     click.option("--batch", type=bounded_int("batch"), help="Inference: concurrent sequences (default 1)."),
     click.option("--context", type=bounded_int("context"),
                  help="Inference: context tokens per sequence (default: the model's)."),
+    click.option("--weights", "weight_format", type=click.Choice(WEIGHT_FORMATS),
+                 help="Inference: stored weight format (default: --precision). int8/int4 are weight-only "
+                      "quantization (GPTQ/AWQ-style), fp8 as in vLLM/TensorRT-LLM fp8 checkpoints."),
+    click.option("--group-size", type=click.IntRange(1, 1 << 20), default=DEFAULT_GROUP_SIZE, show_default=True,
+                 help="Inference, int4: weights per quantization group (each group adds an fp16 scale and zero)."),
     click.option("--throughput", type=bounded("throughput"), metavar="TOK/S",
                  help="Measured tokens/s per GPU (overrides everything)."),
     click.option("--mfu", type=bounded("mfu"),
@@ -144,11 +165,34 @@ def _tokens(mode: str, tokens: str | None, samples: str | None, epochs: float | 
         return tokens
     if epochs is not None:
         raise UserError("--epochs needs --samples")
-    what = "tokens to generate" if mode == "inference" else "work"
-    raise UserError(f"say how much {what}: --tokens 2T, or --samples N --epochs E")
+    if mode == "inference":
+        return 1  # no token count: a memory answer (and a speed), no time or cost (tokens_given)
+    raise UserError("say how much work: --tokens 2T, or --samples N --epochs E")
 
 
 
+
+
+def interconnect_gbps(value: str | None) -> float | None:
+    """`--interconnect ib-ndr` or `--interconnect 3200` as Gbit/s per node; a bad value is a UserError."""
+    if not value:
+        return None
+    key = value.strip().lower()
+    if key in INTERCONNECTS:
+        return INTERCONNECTS[key]
+    try:
+        gbps = float(key.removesuffix("gbps").removesuffix("g"))
+    except ValueError:
+        raise UserError(f"--interconnect {value!r}: give one of {', '.join(INTERCONNECTS)} or Gbit/s per node") \
+            from None
+    if not 0 < gbps <= 1e6:
+        raise UserError(f"--interconnect {value!r}: Gbit/s per node must be in (0, 1000000]")
+    return gbps
+
+
+def tokens_given(options: dict[str, Any]) -> bool:
+    """Whether the flags say how much work there is (inference may leave it out and ask for memory only)."""
+    return bool(options.get("tokens") or options.get("samples"))
 
 
 def build_workload(options: dict[str, Any]) -> Workload:
@@ -161,19 +205,33 @@ def build_workload(options: dict[str, Any]) -> Workload:
         for flag in ("lora", "global_batch", "micro_batch"):
             if options[flag] is not None:
                 raise UserError(f"--{flag.replace('_', '-')} applies to training, not --mode inference")
-        if options["sharding"] != "none" or options["activation_checkpointing"]:
+        if (options["sharding"] or "none") != "none" or options["activation_checkpointing"]:
             raise UserError("--sharding and --activation-checkpointing apply to training, not --mode inference")
+    elif options.get("weight_format"):
+        raise UserError("--weights applies to --mode inference (training keeps 16-bit weights: use --precision)")
     elif options["batch"] is not None or options["context"] is not None:
         raise UserError("--batch and --context apply to --mode inference; use --global-batch/--seq-len to train")
     tokens = _tokens(mode, options["tokens"], options["samples"], options["epochs"], seq_len)
+    recompute = options.get("recompute")
+    if recompute and options["activation_checkpointing"] and recompute != "full":
+        raise UserError(f"--activation-checkpointing means --recompute full, not {recompute}")
+    if mode == "inference" and (recompute or (options.get("pp") or 1) > 1 or (options.get("tp") or 1) > 1
+                                or options.get("interconnect")):
+        raise UserError("--tp, --pp, --recompute and --interconnect apply to training; in --mode inference the "
+                        "GPU count (--gpus) is the tensor-parallel size")
     try:
         return Workload(
             params=params, tokens=tokens, architecture=arch, seq_len=seq_len,
             global_batch=options["global_batch"], micro_batch=options["micro_batch"] or 1,
-            precision=options["precision"], optimizer=options["optimizer"], sharding=options["sharding"],
-            activation_checkpointing=options["activation_checkpointing"], lora_rank=options["lora"], mode=mode,
+            precision=options["precision"], optimizer=options["optimizer"], sharding=options["sharding"] or "none",
+            activation_checkpointing=options["activation_checkpointing"] or recompute == "full",
+            lora_rank=options["lora"], mode=mode,
             batch=options["batch"] or 1, context=options["context"] or (arch.max_seq_len if arch else 2048),
             attention=options.get("attention") or "flash",
+            tp=options.get("tp") or 1, pp=options.get("pp") or 1, recompute=recompute,
+            schedule=options.get("pp_schedule") or "1f1b",
+            interconnect_gbps=interconnect_gbps(options.get("interconnect")),
+            weight_format=options.get("weight_format"), group_size=options.get("group_size") or DEFAULT_GROUP_SIZE,
         )
     except ValueError as exc:
         raise UserError(str(exc)) from exc

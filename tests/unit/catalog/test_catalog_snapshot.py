@@ -27,7 +27,7 @@ def _rows(name: str) -> list[dict[str, str]]:
 def test_every_shipped_row_becomes_an_offer_with_a_canonical_gpu() -> None:
     offers = load_shipped()
     expected = sum(len(_rows(name)) for name in SNAPSHOT_FILES.values())
-    assert len(offers) == expected == 1081 + 654
+    assert len(offers) == expected == 1081 + 654 + 288  # 288 n1 rows composed by scripts/compose_gcp_n1.py
     assert {o.gpu for o in offers} <= set(CANONICAL_GPUS)
     assert {o.cloud for o in offers} == {"aws", "gcp"}
     info = shipped_info()
@@ -67,7 +67,7 @@ def test_other_cloud_names_and_user_aliases() -> None:
     assert gcp_accelerator_type("T4") == "nvidia-tesla-t4"
     assert gcp_accelerator_type("H100") is None  # comes with its a3 machine type, never attached to n1
     assert resolve_gpus("h100") == {"H100"}
-    assert resolve_gpus("A100") == {"A100-40GB", "A100-80GB"}
+    assert resolve_gpus("A100") == {"A100-40GB"}  # the one resolver: A100 is the 40 GB part everywhere
     assert resolve_gpus("l4, t4g") == {"L4", "T4G"}
     with pytest.raises(UserError, match="unknown GPU 'K80'"):
         resolve_gpus("K80")
@@ -80,6 +80,8 @@ def test_gcp_composed_price_is_host_plus_accelerator_in_the_same_zone() -> None:
     offers = {(o.instance_type, o.zone): o for o in load_shipped(frozenset({"gcp"}))}
     checked = 0
     for (machine, zone), offer in offers.items():
+        if machine.startswith("n1-"):
+            continue  # checked by test_gcp_n1_hosts_are_k_sixteenths_of_n1_standard_16_plus_the_gpus
         host = hosts[(machine, zone)]
         accel = accels[(host["accelerator_name"], host["accelerator_count"], zone)]
         for field, value in (("price_per_hour", offer.price_per_hour),
@@ -94,12 +96,30 @@ def test_gcp_composed_price_is_host_plus_accelerator_in_the_same_zone() -> None:
     assert a2.price_per_hour == Decimal("3.67339")  # 0.73948 host + 2.93391 A100, as the data README says
 
 
+def test_gcp_n1_hosts_are_k_sixteenths_of_n1_standard_16_plus_the_gpus() -> None:
+    """T4/V100/P100/P4 on n1 hosts: the smallest n1-standard with 4 vCPUs per GPU, priced k/16 of the source's
+    n1-standard-16 row (n1 is billed per vCPU and GB at one regional rate, 3.75 GB per vCPU), plus the GPUs."""
+    n1 = {r["availability_zone"]: r for r in _rows("gcp_n1_hosts.csv")}
+    accels = {(r["accelerator_name"], r["accelerator_count"], r["availability_zone"]): r
+              for r in _rows("gcp_accelerators.csv")}
+    offers = [o for o in load_shipped(frozenset({"gcp"})) if o.instance_type.startswith("n1-")]
+    assert {o.gpu for o in offers} == {"T4", "V100-16GB", "P100", "P4"} and len(offers) == 288
+    names = {"V100-16GB": "V100"}
+    for offer in offers:
+        assert offer.instance_type == f"n1-standard-{4 * int(offer.gpu_count)}" and offer.vcpus == 4 * offer.gpu_count
+        accel = accels[(names.get(offer.gpu, offer.gpu), str(int(offer.gpu_count)), offer.zone)]
+        host = Decimal(n1[offer.zone]["price_per_hour"]) * Decimal(4 * int(offer.gpu_count)) / 16
+        assert offer.price_per_hour == pytest.approx(host + Decimal(accel["price_per_hour"]), abs=Decimal("0.00001"))
+    t4 = next(o for o in offers if o.instance_type == "n1-standard-4" and o.zone == "us-central1-a" and o.gpu == "T4")
+    assert t4.price_per_hour == Decimal("0.54")  # 0.19 host (4/16 of 0.76) + 0.35 T4
+
+
 def test_units_per_gpu_memory_and_fractional_gpus() -> None:
     offers = load_shipped()
     p5 = next(o for o in offers if o.instance_type == "p5.48xlarge")
     assert (p5.gpu_count, p5.gpu_memory_gb, p5.total_gpu_memory_gb, p5.vcpus) == (8.0, 80.0, 640.0, 192.0)
     g6f = next(o for o in offers if o.instance_type == "g6f.2xlarge")
-    assert g6f.gpu_count == 0.25 and g6f.gpu_memory_gb == pytest.approx(5.59)
+    assert g6f.gpu_count == 0.25 and g6f.gpu_memory_gb == 6.0  # a quarter of the L4's 24 GB (AWS: 5.59 GiB)
     assert g6f.price_per_gpu() == g6f.price_per_hour * 4
     g5g = next(o for o in offers if o.instance_type == "g5g.xlarge")
     assert g5g.arch == "arm64"
@@ -109,7 +129,7 @@ def test_units_per_gpu_memory_and_fractional_gpus() -> None:
 def test_catalog_select_filters() -> None:
     """Loading speed is measured by bench/prices_speed.py; this checks what each filter keeps."""
     catalog = Catalog.load()
-    assert len(catalog.offers) == 1735
+    assert len(catalog.offers) == 1735 + 288
     h100 = catalog.select(gpus={"H100"})
     assert h100 and all(o.gpu == "H100" for o in h100)
     spot = catalog.select(spot=True, max_price=5)

@@ -176,3 +176,73 @@ def test_project_is_refused_for_aws_before_any_call() -> None:
     assert result.exit_code == 2, result.stderr
     assert result.stderr == "error: --project is a GCP option; --cloud aws does not take it\n"
     assert result.stdout == ""
+
+
+def with_atlanta_local_zone(ec2: Any) -> Any:
+    """moto knows no Local Zones: add Atlanta's (use1-atl2-az1) to us-east-1 as EC2 documents it. The zone is listed
+    only when AllAvailabilityZones=True is sent (without it EC2 lists only the Local Zones the account opted in to,
+    which moto would not enforce), offers p5.48xlarge, and has its own spot price."""
+    asked: dict[str, Any] = {}
+
+    def remember(params: dict[str, Any], **_: Any) -> None:
+        asked.update(params.get("body") or {})
+
+    def zones(parsed: dict[str, Any], **_: Any) -> None:
+        if asked.get("AllAvailabilityZones") == "true":
+            parsed["AvailabilityZones"].append({"ZoneName": "us-east-1-atl-2a", "ZoneId": "use1-atl2-az1",
+                                                "ZoneType": "local-zone", "State": "available",
+                                                "RegionName": "us-east-1", "GroupName": "us-east-1-atl-2"})
+
+    def offerings(parsed: dict[str, Any], **_: Any) -> None:
+        if any(o["InstanceType"] == "p5.48xlarge" for o in parsed.get("InstanceTypeOfferings", [])):
+            parsed["InstanceTypeOfferings"].append({"InstanceType": "p5.48xlarge", "Location": "use1-atl2-az1",
+                                                    "LocationType": "availability-zone-id"})
+
+    def spot(parsed: dict[str, Any], **_: Any) -> None:
+        parsed["SpotPriceHistory"] = [
+            {**row, "SpotPrice": "17.628900" if row["AvailabilityZone"] == "us-east-1a" else "55.040000"}
+            for row in parsed.get("SpotPriceHistory", []) if row["InstanceType"] == "p5.48xlarge"
+        ] + [r for r in parsed.get("SpotPriceHistory", []) if r["InstanceType"] != "p5.48xlarge"]
+        parsed["SpotPriceHistory"].append({"AvailabilityZone": "us-east-1-atl-2a", "InstanceType": "p5.48xlarge",
+                                           "ProductDescription": "Linux/UNIX", "SpotPrice": "10.239700",
+                                           "Timestamp": dt.datetime.now(dt.timezone.utc)})
+
+    events = ec2.meta.events
+    events.register("before-call.ec2.DescribeAvailabilityZones", remember)
+    events.register("after-call.ec2.DescribeAvailabilityZones", zones)
+    events.register("after-call.ec2.DescribeInstanceTypeOfferings", offerings)
+    events.register("after-call.ec2.DescribeSpotPriceHistory", spot)
+    return ec2
+
+
+def test_refresh_keeps_each_zones_spot_price_and_the_local_zone_typed(aws: dict[str, Any], tmp_path) -> None:
+    stubber: Stubber = aws["stubber"]
+    stubber.add_response("get_products", {"FormatVersion": "aws_v1", "PriceList": [PAGE_1[1]]},
+                         expected_request())
+    base = aws["factory"]
+
+    def factory(service: str, region: str) -> Any:
+        client = base(service, region)
+        if service == "ec2" and region == "us-east-1" and not getattr(client, "_atl", False):
+            with_atlanta_local_zone(client)
+            client._atl = True
+        return client
+
+    url = f"sqlite:///{tmp_path / 'aws.db'}"
+    store = Store.open(url)
+    try:
+        refresh(store, "aws", None, aws_factory=factory)
+    finally:
+        store.close()
+    p5 = {o.zone: o for o in Catalog.load(url, {"aws"}).offers if o.instance_type == "p5.48xlarge"}
+    assert p5["use1-atl2-az1"].zone_type == "local-zone"
+    assert p5["use1-atl2-az1"].spot_price_per_hour == Decimal("10.2397")
+    assert p5["use1-az6"].spot_price_per_hour == Decimal("17.6289")  # us-east-1a is use1-az6 in moto's account
+    others = {o.spot_price_per_hour for z, o in p5.items() if z not in ("use1-az6", "use1-atl2-az1")}
+    assert others == {Decimal("55.04")}  # each zone its own price, none inherits the region's cheapest
+    # The same schema as the shipped snapshot: `prices` ranks the regular zone and labels the Local Zone.
+    result = run_cli("--db", url, "prices", "--cloud", "aws", "--gpu", "H100", "--spot", "--json")
+    assert [(r["zone"], r["zone_type"]) for r in result.json()] == [("use1-az6", "availability-zone")]
+    every = run_cli("--db", url, "prices", "--cloud", "aws", "--gpu", "H100", "--spot", "--zones", "all", "--json")
+    assert [(r["zone"], r["zone_type"]) for r in every.json()] == [("use1-atl2-az1", "local-zone"),
+                                                                   ("use1-az6", "availability-zone")]

@@ -173,6 +173,13 @@ EMPTY_DB_JSON: list[tuple[str, ...]] = [
     ("watch", "--once", "--json"),
     ("scheduler", "tick", "--at", "2026-11-23T02:00:00Z", "--json"),
     ("launch", "{good}", "--dry-run", "--json"),
+    ("gpus", "--json"),
+    ("gpus", "L4", "--json"),
+    ("models", "--json"),
+    ("status", "--json"),
+    ("config", "path", "--json"),
+    ("config", "show", "--all", "--json"),
+    ("runs", "--since", "3d", "--project", "x", "--state", "live", "--json"),
 ]
 
 
@@ -193,6 +200,8 @@ LIFECYCLE_JSON: list[tuple[str, ...]] = [
     ("schedule", "resume", "nightly", "--json"),
     ("schedule", "update", "nightly", "--cron", "30 3 * * 1-5", "--json"),
     ("schedule", "rm", "nightly", "-y", "--json"),
+    ("config", "set", "defaults.project", "nlp", "--json"),
+    ("config", "set", "defaults.project", "--unset", "--json"),
 ]
 
 
@@ -234,6 +243,9 @@ JSON_COVERED_ELSEWHERE_HERE = {("launch",), ("status",), ("stop",), ("bench",)}
 NO_JSON: dict[Path_, str] = {
     ("logs",): "prints the job's own log text as it was written",
     ("scheduler", "run"): "a long-running loop; what it fired is read with `schedule show --json`",
+    ("completion",): "prints a shell script to be sourced, not data",
+    ("exec",): "runs the user's command on the machine; its output is the command's own",
+    ("ssh",): "an interactive shell on the machine",
 }
 
 
@@ -271,10 +283,20 @@ BAD_INPUT: list[tuple[tuple[str, ...], str]] = [
     (("estimate", "--params", "7B", "--tokens", "1B", "--gpu", "H900"), "unknown GPU 'H900'"),
     (("estimate", "--model", "gpt-99", "--tokens", "1B", "--gpu", "H100"), "unknown model preset"),
     (("prices", "--gpu", "H900"), "unknown GPU"),
+    (("gpus", "H900"), "unknown GPU 'H900'"),
+    (("models", "--jsn"), "--jsn"),
+    (("completion", "powershell"), "'powershell' is not one of"),
+    (("exec", "r-0000000000", "--", "true"), "no run 'r-0000000000'"),
+    (("ssh", "r-0000000000", "--node", "-1"), "--node"),
+    (("config", "path", "--jsn"), "--jsn"),
+    (("config", "show", "--jsn"), "--jsn"),
+    (("config", "set", "defaults.regoins", "x"), "did you mean 'regions'"),
     (("prices", "--cloud", "azure"), "unknown cloud 'azure'"),
     (("plan", "--params", "1B", "--tokens", "1B", "--gpu", "H900"), "unknown GPU"),
     (("plan", "--params", "1B", "--tokens", "1B", "--cloud", "azure"), "unknown cloud"),
     (("runs", "--state", "sucess"), "unknown run state 'sucess'"),
+    (("runs", "--since", "soon"), "--since: not a date or an age"),
+    (("status", "--ended", "-1"), "--ended"),
     (("budget", "status", "nope"), "no budget named 'nope'"),
     (("budget", "rm", "nope"), "no budget named 'nope'"),
     (("budget", "set", "b", "--amount", "5", "--period", "month", "--cloud", "awz"), "unknown cloud 'awz'"),

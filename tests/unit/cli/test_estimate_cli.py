@@ -22,7 +22,8 @@ def test_json_has_the_documented_keys_in_order() -> None:
     assert result.exit_code == 0, result.stderr
     data = result.json()
     assert list(data)[: len(KEYS)] == KEYS
-    assert set(data["memory_gb_per_gpu"]) == {"weights", "gradients", "optimizer", "activations", "overhead", "total"}
+    assert set(data["memory_gb_per_gpu"]) == {"weights", "gradients", "optimizer", "activations", "overhead", "total",
+                                              "kv_cache"}
     assert data["gpu"] == "A100-80GB" and data["gpus"] == 64 and data["nodes"] == 8
     assert data["mfu_source"] == "default" and data["fits"] is True
     assert data["cost"] == [] or isinstance(data["cost"], list)
@@ -124,7 +125,7 @@ def test_user_throughput_and_mfu() -> None:
     (["--params", "7B", "--tokens", "1T", "--samples", "5", "--gpu", "H100"], "not both"),
     (["--params", "7B", "--tokens", "1T", "--gpu", "H100", "--throughput", "100", "--mfu", "0.4"], "not both"),
     (["--params", "7B", "--tokens", "1T", "--gpu", "H100", "--mfu", "40"], "'--mfu': must be greater than 0"),
-    (["--params", "7B", "--tokens", "1T", "--gpu", "V100"], "V100-16GB cannot run bf16"),
+    (["--params", "7B", "--tokens", "1T", "--gpu", "V100", "--precision", "fp8"], "V100-16GB cannot run fp8"),
     (["--params", "7B", "--tokens", "1T", "--gpu", "A100", "--precision", "fp8"], "cannot run fp8"),
     (["--params", "7B", "--tokens", "1T", "--gpu", "H100", "--mode", "inference", "--lora", "8"], "training"),
     (["--params", "7B", "--tokens", "1T", "--gpu", "H100", "--batch", "4"], "--mode inference"),
@@ -133,6 +134,15 @@ def test_user_throughput_and_mfu() -> None:
     (["--model", "llama-9", "--tokens", "1T", "--gpu", "H100"], "unknown model preset"),
     (["--model-config", "/nonexistent/config.json", "--tokens", "1T", "--gpu", "H100"], "does not exist"),
     (["--params", "7B", "--tokens", "1T", "--gpu", "H100", "--precision", "fp64"], "fp64"),
+    (["--params", "7B", "--tokens", "1T"], "--gpu is required to estimate training"),
+    (["--params", "7B", "--tokens", "1T", "--gpu", "H100", "--gpus", "16", "--interconnect", "fast"],
+     "--interconnect 'fast'"),
+    (["--params", "7B", "--tokens", "1T", "--gpu", "H100", "--gpus", "12", "--tp", "8"], "do not split"),
+    (["--params", "7B", "--mode", "inference", "--gpu", "L4", "--gpus", "5"], "cannot split"),
+    (["--params", "7B", "--mode", "inference", "--gpu", "L4", "--tp", "2"], "is the tensor-parallel size"),
+    (["--params", "7B", "--tokens", "1T", "--gpu", "H100", "--weights", "int4"], "--mode inference"),
+    (["--params", "7B", "--tokens", "1T", "--gpu", "H100", "--recompute", "selective",
+      "--activation-checkpointing"], "--recompute full"),
 ])
 def test_bad_input_is_one_line_exit_2(args: list[str], message: str) -> None:
     result = run_cli("estimate", *args)
@@ -167,3 +177,48 @@ def test_estimate_imports_nothing_heavy(tmp_path: Path) -> None:
     loaded = set(proc.stderr.split())
     assert not (loaded & HEAVY), loaded & HEAVY
     assert json.loads(proc.stdout)["gpu"] == "H100"
+
+
+def test_serving_memory_without_a_gpu_or_tokens() -> None:
+    """Issue 24: `estimate --mode inference --params 7B --precision fp16` answers the VRAM question."""
+    result = run_subprocess("estimate", "--mode", "inference", "--params", "7B", "--precision", "fp16", "--json")
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["memory_gb"]["weights"] == pytest.approx(14.0)
+    assert data["memory_gb"]["total"] == pytest.approx(sum(v for k, v in data["memory_gb"].items() if k != "total"))
+    assert {k: data["fits_on"][0][k] for k in ("gpu", "gpus")} == {"gpu": "L4", "gpus": 1}
+    text = run_subprocess("estimate", "--mode", "inference", "--params", "7B", "--precision", "fp16").stdout
+    assert "KV cache" in text and "fits on" in text
+
+
+def test_serving_on_a_gpu_without_tokens_has_no_time() -> None:
+    data = run_cli("estimate", "--mode", "inference", "--model", "llama-3.1-8b", "--weights", "int4", "--gpu", "L4",
+                   "--batch", "8", "--context", "8192", "--json").json()
+    assert data["wall_hours"] is None and data["cost"] == [] and data["tokens"] is None
+    assert data["memory_gb_per_gpu"]["kv_cache"] == pytest.approx(2 * 32 * 1024 * 8192 * 8 * 2 / 1e9)
+    assert data["tokens_per_s_per_gpu"] > 0
+    timed = run_cli("estimate", "--mode", "inference", "--model", "llama-3.1-8b", "--gpu", "L4", "--tokens", "10M",
+                    "--json").json()
+    assert timed["wall_hours"] > 0
+
+
+def test_stated_parallel_config_uses_the_config_model() -> None:
+    args = ["estimate", "--model", "llama-2-70b", "--tokens", "2T", "--gpu", "H100", "--gpus", "512", "--tp", "8",
+            "--pp", "4", "--recompute", "selective", "--interconnect", "ib-ndr"]
+    data = run_cli(*args, "--json").json()
+    assert data["mfu_source"] == "config" and data["scaling_efficiency"] == 1.0
+    layout = data["parallel"]
+    assert (layout["tp"], layout["pp"], layout["dp"]) == (8, 4, 16) and layout["recompute"] == "selective"
+    assert sum(layout["seconds"].values()) == pytest.approx(layout["step_s"])
+    assert "80% of published throughput rows" in run_cli(*args).stdout
+
+
+def test_estimate_shards_and_falls_back_like_plan() -> None:
+    auto = run_cli("estimate", "--params", "70B", "--tokens", "1T", "--gpu", "A100-80GB", "--json").json()
+    assert auto["sharding"] == "zero3" and auto["fits"] is True
+    assert any("least sharded strategy that fits" in note for note in auto["assumptions"])
+    stated = run_cli("estimate", "--params", "70B", "--tokens", "1T", "--gpu", "A100-80GB", "--gpus", "64",
+                     "--sharding", "none", "--json").json()
+    assert stated["fits"] is False
+    v100 = run_cli("estimate", "--params", "1B", "--tokens", "10B", "--gpu", "V100", "--json").json()
+    assert v100["precision"] == "fp16" and "no bf16" in v100["assumptions"][0]

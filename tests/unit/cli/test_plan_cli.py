@@ -43,8 +43,10 @@ def test_explain_lists_dropped_options_with_reasons() -> None:
     rows = result.json()
     assert rows and all(not r["fits"] or r["reason"] for r in rows)
     reasons = {r["reason"] for r in rows}
-    assert any("cannot run bf16" in r for r in reasons)
+    # T4 has no bf16: plan falls back to fp16 as estimate and bench do (issue 24), so T4 is dropped for memory.
+    assert not any("cannot run bf16" in r for r in reasons)
     assert any("does not fit" in r for r in reasons)
+    assert {r["gpu"] for r in rows if "does not fit" in r["reason"]} >= {"T4"}
     human = run_cli("plan", "--params", "70B", "--tokens", "1T", "--gpu", "T4,L4", "--max-nodes", "2", "--explain")
     assert human.exit_code == 0
     assert "nothing fits" in human.stderr and "dropped" in human.stdout
@@ -104,3 +106,11 @@ def test_spec_and_flags_conflict(tmp_path: Path) -> None:
     spec.write_text("name: x\ncommand: true\nworkload:\n  params: 1B\n  tokens: 1B\n")
     result = run_cli("plan", str(spec), "--params", "7B")
     assert result.exit_code == 2 and "not both" in result.stderr
+
+
+def test_plan_falls_back_to_fp16_like_estimate() -> None:
+    """Issue 24: V100 with bf16 is planned in fp16, with the same note estimate prints."""
+    result = run_cli("plan", "--params", "1B", "--tokens", "10B", "--gpu", "V100", "--json", "--limit", "1")
+    assert result.exit_code == 0, result.stderr
+    assert result.json() and result.json()[0]["gpu"].startswith("V100")
+    assert "has no bf16: fp16" in result.stderr

@@ -17,7 +17,7 @@ SCHEMA = [
     "cloud", "region", "zone", "instance_type", "gpu", "gpu_count", "gpu_memory_gb", "vcpus", "memory_gb",
     "price_per_hour", "spot_price_per_hour", "arch", "source", "fetched_at",
 ]
-DERIVED = ["spot", "price", "price_per_gpu", "peak_tflops_per_gpu", "price_per_tflop", "zones"]
+DERIVED = ["zone_type", "spot", "price", "price_per_gpu", "peak_tflops_per_gpu", "price_per_tflop", "zones"]
 
 
 def prices_json(*args: str) -> list[dict]:
@@ -90,7 +90,7 @@ def test_filters_combine() -> None:
         assert r["gpu_count"] >= 8 and r["gpu_memory_gb"] >= 80 and r["region"].startswith("us-")
         assert r["price"] <= 60
     assert {r["cloud"] for r in rows} == {"aws", "gcp"}
-    spot = prices_json("--gpu", "A100", "--spot", "--cloud", "gcp")
+    spot = prices_json("--gpu", "A100,A100-80GB", "--spot", "--cloud", "gcp")
     assert spot and {r["gpu"] for r in spot} == {"A100-40GB", "A100-80GB"}
     assert all(r["price"] == r["spot_price_per_hour"] for r in spot)
 

@@ -123,6 +123,7 @@ def test_cloud_takes_a_comma_list_like_plan() -> None:
     (["--since", "2026-12-01", "--until", "2026-11-01"], "--since must be before --until"),
     (["--by", "fortnight"], "--by: unknown grouping 'fortnight'"),
     (["--by", "day,month"], "--by: give at most one"),
+    (["--by", "gpu,cloud,gpu"], "--by: gpu is given twice"),
     (["--format", "pdf"], "Invalid value for '--format'"),
     (["--cloud", "awz"], "--cloud: unknown cloud 'awz'"),
     (["--accuracy", "--since", "2026-11-01", "--cloud", "aws"], "does not take --since, --cloud"),

@@ -45,7 +45,8 @@ def test_a_local_zones_spot_price_is_not_the_regions_price(aws: AwsProvider) -> 
         [g4dn] = [c for c in ranked_choices("aws", "T4", 1, spot=True, regions=["us-west-2"], usable=usable)
                   if c.instance_type == "g4dn.xlarge"]
         return g4dn.price_per_hour
-    assert price(None) == Decimal("0.063100")  # usw2-lax1-az1, a Los Angeles Local Zone
+    # usw2-lax1-az1, a Los Angeles Local Zone, has 0.0631: it ranks only when named, even without a usable filter
+    assert price(None) == Decimal("0.238600")
     assert price(usable_offers(aws)) == Decimal("0.238600")
     assert price(usable_offers(aws, ["usw2-lax1-az1"])) == Decimal("0.063100")
 
@@ -58,8 +59,13 @@ command: python train.py
 resources: {gpu: "H100:8", regions: [us-east-1], spot: true}
 workload: {model: llama-2-7b, tokens: 2B, seq_len: 4096, sharding: zero3}
 """)
+    from gpuplan.catalog import Catalog
+
+    cheapest = min(Catalog.load(None, ("aws",)).select(gpus={"H100"}, spot=True, regions=["us-east-1"], zones="all",
+                                                         min_gpus=8), key=lambda o: o.price(True) or 0)
+    assert cheapest.zone == "use1-atl2-az1"  # the cheapest spot H100 in the catalog is a Local Zone's
     unfiltered = planned_offer(spec, "aws", "aws")
-    assert unfiltered is not None and unfiltered.zone == "use1-atl2-az1"  # the cheapest spot H100 in the catalog
+    assert unfiltered is not None and unfiltered.zone == "use1-az6"  # the catalog's ranking leaves it out unasked
     offer = choose_offer(spec, aws)
     assert offer.region == "us-east-1" and offer.zone is not None and offer.zone != "use1-atl2-az1"
 
@@ -96,3 +102,11 @@ workload: {{model: llama-2-7b, tokens: 2B, seq_len: 4096, sharding: zero3}}
     named = run_cli("plan", str(spec), "--cloud", "aws", "--json")
     assert named.exit_code == 0, named.stderr
     assert {o["zone"] for o in named.json()} == {"use1-atl2-az1"}
+
+
+def test_a_spec_naming_a100_launches_the_part_every_command_means(aws: AwsProvider) -> None:
+    """`gpu: A100:8` was "unknown GPU A100" at launch: the one resolver reads it as the 40 GB part there too."""
+    regions_served(aws, set())
+    spec = parse_spec("name: a100\ncommand: python train.py\nresources: {gpu: \"A100:8\", regions: [us-east-1]}\n")
+    offer = choose_offer(spec, aws)
+    assert (offer.gpu, offer.instance_type, offer.gpus_per_node) == ("A100-40GB", "p4d.24xlarge", 8)

@@ -155,7 +155,8 @@ def test_auto_sharding_picks_the_least_sharding_that_fits_on_fewest_gpus(catalog
 @given(st.integers(min_value=1, max_value=16), st.integers(min_value=0, max_value=300))
 def test_valid_gpu_counts_without_listing_them(per_node: int, max_gpus: int) -> None:
     """min_gpus searches the counts a cloud can give (1..per node, then whole nodes) by index, not by a list."""
-    from gpuplan.estimating.estimate import _count_of_counts, _valid_count
+    from gpuplan.estimating.counts import count_of_counts as _count_of_counts
+    from gpuplan.estimating.counts import valid_count as _valid_count
 
     expected = list(range(1, min(per_node, max_gpus) + 1))
     expected += [n * per_node for n in range(2, max_gpus // per_node + 1)]

@@ -1,0 +1,138 @@
+"""`gpuplan exec RUN -- CMD` and `gpuplan ssh RUN`: into a live run's machine, as its provider allows.
+
+The command line comes from gpuplan.providers.attach (built from the recorded instance rows); this module picks
+the node, runs the line with the terminal handed over, and exits with the command's own status.
+"""
+
+from __future__ import annotations
+
+import click
+
+from gpuplan.cli import complete
+from gpuplan.cli.commands.params import bounded_int
+from gpuplan.cli.context import AppContext, pass_app
+
+NODE_OPTION = click.option("--node", type=bounded_int("nodes", low=0), default=0, show_default=True,
+                           help="Which node of a multi-node run (its rank).")
+VIA_OPTION = click.option("--via", type=click.Choice(["ssm", "ssh", "ip"]),
+                          help="AWS only: Session Manager (ssm, default), ssh tunnelled through it (ssh), or ssh "
+                               "to the public address with port 22 opened to your address alone (ip).")
+PRINT_OPTION = click.option("--print", "print_only", is_flag=True,
+                            help="Print the command line instead of running it.")
+
+
+@click.command("exec")
+@click.argument("run_ref", metavar="RUN", shell_complete=complete.live_run_refs)
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@NODE_OPTION
+@VIA_OPTION
+@PRINT_OPTION
+@pass_app
+def exec_command(app: AppContext, run_ref: str, command: tuple[str, ...], node: int, via: str | None,
+                 print_only: bool) -> None:
+    """Run CMD on a live run's machine, in the job's container or its run folder (`--` before CMD).
+
+    local: podman/docker exec, else the folder with the job's variables; slurm: srun --jobid --overlap;
+    aws: Session Manager; gcp: gcloud compute ssh through IAP. Exits with CMD's status.
+    """
+    _run(app, run_ref, list(command), node=node, via=via, print_only=print_only)
+
+
+@click.command("ssh")
+@click.argument("run_ref", metavar="RUN", shell_complete=complete.live_run_refs)
+@NODE_OPTION
+@VIA_OPTION
+@PRINT_OPTION
+@pass_app
+def ssh(app: AppContext, run_ref: str, node: int, via: str | None, print_only: bool) -> None:
+    """Open a shell on a live run's machine: in the job's container when it has one, else in its run folder.
+
+    local: a shell there; slurm: srun --pty in the job's allocation; aws: Session Manager (or `--via ssh`);
+    gcp: gcloud compute ssh --tunnel-through-iap.
+    """
+    _run(app, run_ref, None, node=node, via=via, print_only=print_only)
+
+
+def _run(app: AppContext, run_ref: str, command: list[str] | None, *, node: int, via: str | None,
+         print_only: bool) -> None:
+    import sys
+
+    from gpuplan.cli.output import note
+    from gpuplan.config import provider_settings
+    from gpuplan.errors import UserError
+    from gpuplan.providers.attach import attach_command, check_via
+
+    target = _target(app, run_ref, node)
+    try:
+        check_via(target.provider, via)
+    except ValueError as exc:
+        raise UserError(str(exc)) from exc
+    provider = None
+    if target.provider not in ("local", "aws", "gcp") or via == "ip":  # slurm, a plugin, or AWS's EC2 calls
+        from gpuplan.providers.registry import make_provider
+
+        provider = make_provider(target.provider)
+    attach = attach_command(target, command, interactive=sys.stdin.isatty(), via=via,
+                            settings=provider_settings(target.provider), provider=provider, prepare=not print_only)
+    if print_only:
+        click.echo(attach.shell_line())
+        return
+    note(f"{target.run_id} node {target.node_rank}: {attach.how}")
+    click.get_current_context().exit(_spawn(attach))
+
+
+def _target(app: AppContext, run_ref: str, node: int) -> object:
+    """The recorded machine of `node` of a live run; a run that ended, or a node it does not have, is bad input."""
+    from gpuplan.errors import UserError
+    from gpuplan.providers.attach_base import AttachTarget
+    from gpuplan.runs.records import get_run
+    from gpuplan.store.models import RunState
+
+    with app.store.session() as session:
+        run = get_run(session, run_ref)
+        if run.state not in RunState.LIVE:
+            where = f" (its files: {run.run_dir})" if run.run_dir else ""
+            raise UserError(f"run {run.id} is {run.state}: there is no machine to get into{where}")
+        live = [i for i in run.instances if i.terminated_at is None]
+        if not live:
+            raise UserError(f"run {run.id} is {run.state} but has no machine yet; try again when it runs")
+        nodes = max(run.nodes or 1, 1)
+        if node >= nodes:
+            raise UserError(f"--node {node}: run {run.id} has {nodes} node{'s' if nodes > 1 else ''} "
+                            f"(0..{nodes - 1})")
+        if len(live) == 1 and nodes > 1 and run.provider == "slurm":
+            row = live[0]  # one Slurm job holds every node: the step picks the node (--relative)
+        else:
+            found = [i for i in live if i.node_rank == node]
+            if not found:
+                raise UserError(f"run {run.id} has no live machine for node {node}")
+            row = found[0]
+        return AttachTarget(run_id=run.id, provider=run.provider, instance_id=row.provider_instance_id,
+                            node_rank=node, nodes=nodes, region=row.region or run.region,
+                            zone=row.zone or run.zone, run_dir=run.run_dir)
+
+
+def _spawn(attach: object) -> int:
+    """Run the command with our terminal; Ctrl-C belongs to it while it runs (gpuplan waits, then exits with its
+    status: 128+N when a signal N ended it, as a shell reports)."""
+    import os
+    import signal
+    import subprocess
+
+    from gpuplan.errors import UserError
+    from gpuplan.providers.attach_base import Attach
+
+    assert isinstance(attach, Attach)
+    env = {**os.environ, **attach.env}
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        proc = subprocess.Popen(attach.argv, cwd=attach.cwd, env=env,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        code = proc.wait()
+    except FileNotFoundError:
+        hint = {"aws": " (the AWS CLI v2 with the Session Manager plugin)", "gcloud": " (the Google Cloud CLI)",
+                "ssh": ""}.get(os.path.basename(attach.argv[0]), "")
+        raise UserError(f"{attach.argv[0]} is not installed here{hint}; `--print` shows the command") from None
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    return 128 - code if code < 0 else code

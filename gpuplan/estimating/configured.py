@@ -1,0 +1,132 @@
+"""The estimate's bridge to the config-aware throughput model, and the defaults estimate and plan share.
+
+When the user states how the job runs (`--tp`, `--pp`, `--recompute`, `--interconnect`), `estimate` times a step
+with gpuplan.estimating.throughput instead of the MFU prior; this module builds that ParallelConfig from the
+Workload and Hardware, splits the memory answer over the model-parallel ranks, and holds the defaults both
+`estimate` and `plan` use (global batch by GPU count, precision fallback on GPUs without bf16).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from gpuplan.estimating import memory
+from gpuplan.estimating.parallel import ParallelConfig
+from gpuplan.estimating.shape import Shape
+from gpuplan.estimating.throughput import StepBreakdown, step_breakdown
+from gpuplan.hardware.gpus import GpuSpec
+
+# 10th and 90th percentile of published / predicted tokens/s per GPU when each source of
+# bench/data/throughput_tables.csv is predicted with the constant fitted on the other sources
+# (`python bench/throughput_accuracy.py`): the band the config-aware answer prints.
+CONFIG_RATIO_BAND = (0.71, 1.11)
+
+
+def typical_global_batch(params: int, seq_len: int) -> int:
+    """Sequences per step a run of this size typically uses: ~0.5M tokens below 1B parameters (GPT-2/GPT-3 small),
+    2M to 30B, 4M above (GPT-3 175B and Llama 2 use 4M tokens)."""
+    target = 0.5e6 if params < 1e9 else 2e6 if params < 30e9 else 4e6
+    return max(1, round(target / seq_len))
+
+
+def default_global_batch(params: int, seq_len: int, *, data_parallel: int = 1, micro_batch: int = 1) -> int:
+    """The global batch when the user gives none: the typical one for the size, but never fewer sequences than one
+    micro-batch per data-parallel rank, so more GPUs mean a larger batch (as real runs scale: Llama 2 7B used 4M
+    tokens on 2048 GPUs, not the 2M a 7B model trains with on 64)."""
+    return max(typical_global_batch(params, seq_len), data_parallel * micro_batch)
+
+
+def precision_for(gpu: GpuSpec, precision: str) -> tuple[str, str | None]:
+    """The precision to run on `gpu` and a note when it differs: bf16 on a GPU without bf16 (V100, T4) falls back to
+    fp16 with loss scaling, as `gpuplan bench` does (gpuplan/bench/device.py); other gaps stay errors."""
+    if gpu.peak_tflops(precision):
+        return precision, None
+    if precision == "bf16" and gpu.peak_tflops("fp16"):
+        return "fp16", f"{gpu.name} has no bf16: fp16 with loss scaling instead (as bench does)"
+    return precision, None
+
+
+@dataclass(frozen=True)
+class ConfiguredSpeed:
+    """The config model's answer for one estimate."""
+
+    step: StepBreakdown
+    config: ParallelConfig
+
+
+class LaidOutWorkload(Protocol):
+    """What the config model reads of an estimate Workload (gpuplan.estimating.estimate.Workload satisfies it;
+    a Protocol, because estimate imports this module)."""
+
+    params: int
+    seq_len: int
+    micro_batch: int
+    precision: str
+    sharding: str
+    activation_checkpointing: bool
+    attention: str
+    tp: int
+    pp: int
+    recompute: str | None
+    schedule: str
+    interconnect_gbps: float | None
+
+
+def stated(workload: LaidOutWorkload) -> bool:
+    """Whether the user said how the job runs, so the config model answers instead of the MFU prior."""
+    return bool(workload.tp > 1 or workload.pp > 1 or workload.recompute or workload.interconnect_gbps)
+
+
+def configured_speed(workload: LaidOutWorkload, shape: Shape, gpu: GpuSpec, *, gpus: int, gpus_per_node: int,
+                     global_batch: int, network_gbps: float | None) -> ConfiguredSpeed:
+    """Time one step of `workload` (a gpuplan.estimating.estimate.Workload) on `gpus` x `gpu`."""
+    recompute = workload.recompute or ("full" if workload.activation_checkpointing else "none")
+    config = ParallelConfig(
+        gpus=gpus, gpus_per_node=gpus_per_node, tp=workload.tp, pp=workload.pp, sharding=workload.sharding,
+        micro_batch=workload.micro_batch, global_batch=global_batch, recompute=recompute,
+        schedule=workload.schedule, network_gbps=workload.interconnect_gbps or network_gbps,
+    )
+    step = step_breakdown(shape, gpu, config, params=workload.params, seq_len=workload.seq_len,
+                          precision=workload.precision, attention=workload.attention)
+    return ConfiguredSpeed(step, config)
+
+
+def step_summary(speed: ConfiguredSpeed) -> dict[str, Any]:
+    """The layout and the step's seconds by part, for `--json`."""
+    c, step = speed.config, speed.step
+    return {
+        "tp": c.tp, "pp": c.pp, "dp": c.dp, "sharding": c.sharding, "micro_batch": c.micro_batch,
+        "micro_batches": step.micro_batches, "schedule": c.schedule, "recompute": c.recompute,
+        "network_gbps": c.network_gbps,
+        "step_s": step.step_s, "seconds": {
+            "compute": step.compute_s, "recompute": step.recompute_s, "tensor_parallel": step.tensor_parallel_s,
+            "pipeline_bubble": step.pipeline_bubble_s, "pipeline_p2p": step.pipeline_p2p_s,
+            "data_parallel_exposed": step.data_parallel_exposed_s, "optimizer": step.optimizer_s,
+            "below_ideal": step.sustained_overhead_s},
+    }
+
+
+def model_parallel_share(tp: int, pp: int) -> tuple[float, float]:
+    """(share of weights, gradients and optimizer state, share of activations) one GPU holds under tensor x
+    pipeline parallelism: the states split tp·pp ways; the activations tp ways (sequence parallel, Korthikanti
+    et al. 2022 sec. 4.2.3) — the first 1F1B stage keeps pp micro-batches of its L/pp layers, a full model's worth."""
+    return 1.0 / (tp * pp), 1.0 / tp
+
+
+def data_parallel_ranks(gpus: int, tp: int, pp: int) -> int:
+    """Data-parallel replicas of a tp x pp model on `gpus` GPUs (at least one)."""
+    return max(1, math.floor(gpus / (tp * pp)))
+
+
+def split_model_parallel(parts: memory.MemoryParts, tp: int, pp: int) -> memory.MemoryParts:
+    """Per-GPU memory when tp x pp GPUs share one replica (model_parallel_share); overhead re-derived."""
+    if tp * pp <= 1:
+        return parts
+    states, acts = model_parallel_share(tp, pp)
+    weights, gradients, optimizer = parts.weights * states, parts.gradients * states, parts.optimizer * states
+    activations = parts.activations * acts
+    subtotal = weights + gradients + optimizer + activations
+    overhead = memory.CONTEXT_OVERHEAD_GB + memory.FRAGMENTATION * subtotal
+    return memory.MemoryParts(weights, gradients, optimizer, activations, overhead)

@@ -1,0 +1,113 @@
+"""How long one GPU takes for the pieces of a transformer layer: matmuls, fused attention, memory-bound ops.
+
+The throughput model (gpuplan.estimating.throughput) adds these up per micro-batch; this module knows only one GPU.
+Each constant names where its number comes from:
+
+- Matmuls run at the *achievable* tensor-core rate, not the datasheet peak: the best cuBLAS/hipBLASLt GEMM found by
+  a brute-force shape search (Bekman, "Maximum Achievable Matmul FLOPS" table, stas00/ml-engineering
+  compute/accelerator/README.md: A100 SXM 271.2 of 312 TFLOP/s = 86.9%, A100 PCIe 81.1%, H100 SXM 792.1 of 989 =
+  80.1%, GH200 83.6%, MI300X 60.1%). A GEMM of shape (m, n, k) is a roofline: the larger of its FLOPs at that rate
+  and its bytes (2·(mk + kn + mn) in 16-bit) at the memory bandwidth, plus a fixed per-kernel cost (launch and the
+  partial last wave of thread blocks: ~5 us, what Nsight shows for small GEMMs on A100/H100). Small models and
+  small micro-batches lose to that fixed cost and to the memory side, which is the shape dependence Calculon
+  (Isaev et al. 2023) tabulates per GEMM size.
+- Fused causal attention (FlashAttention-2, PyTorch SDPA): FlashAttention-2 reaches 50-73% of the A100 peak
+  (Dao 2023, abstract and Fig. 5-7, head dim 128, causal), so 0.6; on H100 the same kernel reaches ~35% (Shah et al.
+  2024, FlashAttention-3, abstract: "FlashAttention-2 achieves only 35% utilization on H100"). The causal mask
+  skips half the score blocks, so the executed FLOPs are half of the 4·s·h per token the MFU convention counts;
+  the backward pass does 2.5x the forward's FLOPs (it recomputes the scores: Dao 2023, sec. 3.1.2).
+- Memory-bound ops (norms, residual adds, the MLP activation, rotary embedding, cross-entropy over the vocabulary,
+  the optimizer step) move bytes, not FLOPs: their element passes are counted per token below and timed at 70% of
+  the HBM bandwidth (STREAM-like copy kernels reach 80-90% of the datasheet bandwidth; PyTorch eager element-wise
+  kernels ~70%).
+"""
+
+from __future__ import annotations
+
+from gpuplan.hardware.gpus import GpuSpec
+
+# Achievable share of the dense peak for a large, well-shaped GEMM (MAMF / datasheet; see the docstring).
+MATMUL_EFFICIENCY = {"ampere": 0.869, "hopper": 0.801, "blackwell": 0.776, "cdna3": 0.601, "ada": 0.80,
+                     "turing": 0.80, "volta": 0.80, "pascal": 0.80}
+PCIE_MATMUL_EFFICIENCY = 0.811  # A100 PCIe in the same table: lower power limit, lower sustained clock
+KERNEL_OVERHEAD_S = 5e-6
+# A GEMM's inner (k) loop amortises each output tile's prologue and epilogue (load, write-back): efficiency rises
+# as k / (k + K0). K0 = 256 = two k-steps of a 128-deep tile (CUTLASS's usual threadblock k-tile is 32-64 deep with
+# a 3-4 stage pipeline to fill); normalised so the MAMF table's best shapes (k ~ 5120) reach the MAMF figure.
+GEMM_K0 = 256.0
+MAMF_K = 5120.0  # fixed cost per GEMM / fused kernel (launch + tail wave)
+FLASH_EFFICIENCY = {"ampere": 0.60, "hopper": 0.35, "blackwell": 0.35, "ada": 0.50, "cdna3": 0.35}
+FLASH_FALLBACK = 0.40
+FLASH_BACKWARD_RATIO = 2.5
+BANDWIDTH_EFFICIENCY = 0.7
+EAGER_SCORE_BYTES = 10.0
+# Element passes per token and layer in the forward pass, in units of the hidden size h (read + write):
+# two norms (2 x 2h), two residual adds (2 x 3h), rotary on q and k (~2h); the MLP activation is counted on the
+# intermediate size (GELU: read + write = 2i; SwiGLU: read 2i, write i = 3i). The backward pass moves about twice.
+ELEMENTWISE_PASSES_H = 12.0
+BACKWARD_ELEMENTWISE_RATIO = 2.0
+# Cross-entropy over the vocabulary per token: bf16 logits written and read, fp32 up-cast, softmax and its
+# gradient (~16 bytes per logit over forward and backward).
+LOGIT_BYTES = 16.0
+# AdamW step per local parameter in mixed precision: read fp32 master, m, v and the gradient, write master, m, v
+# and the 16-bit copy (4+4+4+2 + 4+4+4+2 bytes; PyTorch's fused/foreach AdamW is bandwidth bound).
+OPTIMIZER_BYTES_PER_PARAM = 28.0
+
+
+def matmul_efficiency(gpu: GpuSpec) -> float:
+    """Share of the dense peak the best-shaped GEMM reaches on `gpu`."""
+    if gpu.generation == "ampere" and "PCIe" in gpu.form_factor:
+        return PCIE_MATMUL_EFFICIENCY
+    return MATMUL_EFFICIENCY.get(gpu.generation, 0.75)
+
+
+def bandwidth_bytes_per_s(gpu: GpuSpec) -> float:
+    """Achievable HBM bytes/s for memory-bound kernels (0 when the table has no bandwidth)."""
+    return (gpu.memory_bandwidth_gbps or 0.0) * 1e9 * BANDWIDTH_EFFICIENCY
+
+
+def gemm_seconds(m: float, n: float, k: float, *, gpu: GpuSpec, peak_flops: float, element_bytes: float = 2.0) -> float:
+    """One (m x k) @ (k x n) GEMM: roofline of FLOPs at the achievable rate and bytes at the bandwidth, plus the
+    fixed per-kernel cost."""
+    if m <= 0 or n <= 0 or k <= 0:
+        return 0.0
+    depth = (k / (k + GEMM_K0)) / (MAMF_K / (MAMF_K + GEMM_K0))
+    compute = 2.0 * m * n * k / (peak_flops * matmul_efficiency(gpu) * min(1.0, depth))
+    bandwidth = bandwidth_bytes_per_s(gpu)
+    memory = element_bytes * (m * k + k * n + m * n) / bandwidth if bandwidth else 0.0
+    return max(compute, memory) + KERNEL_OVERHEAD_S
+
+
+def flash_attention_seconds(tokens: float, seq_len: int, heads_dim: float, *, gpu: GpuSpec, peak_flops: float,
+                            backward: bool) -> float:
+    """Causal fused attention for `tokens` tokens in sequences of `seq_len`, `heads_dim` = heads x head size on
+    this GPU: forward 4·s·d per token halved by the mask; backward 2.5x that."""
+    flops = 0.5 * 4.0 * tokens * seq_len * heads_dim
+    if backward:
+        flops *= FLASH_BACKWARD_RATIO
+    efficiency = FLASH_EFFICIENCY.get(gpu.generation, FLASH_FALLBACK)
+    return flops / (peak_flops * efficiency) + KERNEL_OVERHEAD_S
+
+
+def eager_attention_seconds(tokens: float, seq_len: int, heads_dim: float, heads: float, *, gpu: GpuSpec,
+                            peak_flops: float, act_bytes: float, backward: bool) -> float:
+    """Unfused attention (Megatron-LM 2021/2022's batched GEMMs with a fused softmax, torch < 2.0, custom code):
+    QK^T and attention x V as batched GEMMs over the full s x s (no causal saving), plus the a·s scores per token
+    written, soft-maxed and read back (EAGER_SCORE_BYTES per score element forward: Korthikanti et al. 2022 count
+    5 bytes of stored activations per score; the passes through HBM are about twice that)."""
+    flops = 4.0 * tokens * seq_len * heads_dim * (2.0 if backward else 1.0)
+    matmul = flops / (peak_flops * matmul_efficiency(gpu))
+    scores = tokens * heads * seq_len * EAGER_SCORE_BYTES * act_bytes / 2.0 * (2.0 if backward else 1.0)
+    return matmul + memory_seconds(scores, gpu) + 2 * KERNEL_OVERHEAD_S
+
+
+def memory_seconds(nbytes: float, gpu: GpuSpec) -> float:
+    """Seconds to stream `nbytes` through HBM at the achievable bandwidth."""
+    bandwidth = bandwidth_bytes_per_s(gpu)
+    return nbytes / bandwidth if bandwidth and nbytes > 0 else 0.0
+
+
+def elementwise_bytes(tokens: float, hidden: float, intermediate: float, *, gated: bool, act_bytes: float) -> float:
+    """Forward bytes of one layer's memory-bound ops for `tokens` tokens (this GPU's share of h and i)."""
+    passes = ELEMENTWISE_PASSES_H * hidden + (3.0 if gated else 2.0) * intermediate
+    return tokens * passes * act_bytes

@@ -1,0 +1,33 @@
+"""`gpuplan exec/ssh` into a GCE run: `gcloud compute ssh --tunnel-through-iap`, so the machine needs no external
+address or open port 22 to the internet, only the IAP range (35.235.240.0/20) allowed to port 22 and the user's
+roles/iap.tunnelResourceAccessor. gpuplan builds the command; the user's gcloud does the talking.
+https://cloud.google.com/iap/docs/using-tcp-forwarding#tunneling_ssh_connections
+https://cloud.google.com/sdk/gcloud/reference/compute/ssh (--zone, --project, --tunnel-through-iap, --command)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+
+from gpuplan.providers.attach_base import Attach, AttachTarget, remote_snippet
+from gpuplan.providers.base import ProviderError
+
+
+def gcp_attach(target: AttachTarget, command: Sequence[str] | None, *, interactive: bool,
+               settings: Mapping[str, object]) -> Attach:
+    # The recorded id is ZONE/NAME (providers/gcp/instance.py); the row's zone column says the same.
+    zone, _, name = target.instance_id.rpartition("/")
+    zone = zone or target.zone or ""
+    if not zone or not name:
+        raise ProviderError(f"run {target.run_id} node {target.node_rank}: no zone was recorded for "
+                            f"{target.instance_id}; cannot reach it")
+    project = str(settings.get("project") or "") or os.environ.get("GOOGLE_CLOUD_PROJECT") or \
+        os.environ.get("CLOUDSDK_CORE_PROJECT")
+    argv = ["gcloud", "compute", "ssh", name, f"--zone={zone}", "--tunnel-through-iap"]
+    if project:
+        argv.append(f"--project={project}")
+    argv += [f"--command={remote_snippet(target, command)}"]
+    if interactive or command is None:
+        argv += ["--", "-t"]
+    return Attach(argv, f"gcloud compute ssh (IAP) to {name} in {zone}")

@@ -1,0 +1,139 @@
+"""The config-aware throughput model's arithmetic: GEMM roofline, fused attention, collectives, bubble, step."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from gpuplan.estimating import kernels, parallel
+from gpuplan.estimating.architecture import preset
+from gpuplan.estimating.configured import default_global_batch, precision_for
+from gpuplan.estimating.estimate import Hardware, Workload, estimate
+from gpuplan.estimating.parallel import ParallelConfig
+from gpuplan.estimating.shape import shape_of
+from gpuplan.estimating.throughput import step_breakdown
+from gpuplan.hardware.gpus import resolve_gpu
+
+A100 = resolve_gpu("A100-80GB")
+H100 = resolve_gpu("H100")
+
+
+def test_large_gemm_runs_at_the_measured_matmul_ceiling() -> None:
+    """A k=5120 GEMM (the MAMF table's best shape) takes its FLOPs at 86.9% of the A100's 312 TFLOP/s, plus the
+    fixed kernel cost."""
+    m, n, k = 8192, 10240, 5120
+    seconds = kernels.gemm_seconds(m, n, k, gpu=A100, peak_flops=312e12)
+    assert seconds == pytest.approx(2 * m * n * k / (312e12 * 0.869) + kernels.KERNEL_OVERHEAD_S)
+
+
+def test_small_or_thin_gemms_lose_to_bandwidth_overhead_and_depth() -> None:
+    tiny = kernels.gemm_seconds(16, 16, 16, gpu=A100, peak_flops=312e12)
+    assert tiny == pytest.approx(kernels.KERNEL_OVERHEAD_S, rel=0.01)  # launch-bound
+    # A matrix-vector product reads the weight once: bandwidth-bound, not FLOP-bound.
+    gemv = kernels.gemm_seconds(1, 8192, 8192, gpu=A100, peak_flops=312e12)
+    assert gemv - kernels.KERNEL_OVERHEAD_S == pytest.approx(2 * 8192 * 8192 / kernels.bandwidth_bytes_per_s(A100),
+                                                             rel=0.01)
+    # Same FLOPs with a shallow k run slower per FLOP than with a deep one.
+    shallow = kernels.gemm_seconds(65536, 4096, 512, gpu=A100, peak_flops=312e12)
+    deep = kernels.gemm_seconds(8192, 4096, 4096, gpu=A100, peak_flops=312e12)
+    assert shallow > deep * 1.1
+
+
+def test_flash_attention_counts_half_the_scores_and_a_heavier_backward() -> None:
+    tokens, s, d = 8192, 8192, 4096
+    forward = kernels.flash_attention_seconds(tokens, s, d, gpu=A100, peak_flops=312e12, backward=False)
+    assert forward == pytest.approx(0.5 * 4 * tokens * s * d / (312e12 * 0.60) + kernels.KERNEL_OVERHEAD_S)
+    backward = kernels.flash_attention_seconds(tokens, s, d, gpu=A100, peak_flops=312e12, backward=True)
+    assert (backward - kernels.KERNEL_OVERHEAD_S) == pytest.approx(2.5 * (forward - kernels.KERNEL_OVERHEAD_S))
+    hopper = kernels.flash_attention_seconds(tokens, s, d, gpu=H100, peak_flops=989.5e12, backward=False)
+    assert hopper > (forward - kernels.KERNEL_OVERHEAD_S) * 312 / 989.5  # FA2 reaches only 35% of H100's peak
+
+
+def test_ring_collective_volume_and_links() -> None:
+    nbytes = 1e9
+    inside = parallel.ring_seconds(nbytes, 8, spans_nodes=False, gpu=A100, network_gbps=1600, gpus_per_node=8)
+    # 2·(8-1)/8 of the bytes at 80% of 300 GB/s (A100 NVLink 600 GB/s both ways).
+    assert inside == pytest.approx(2 * 7 / 8 * nbytes / 240e9 + parallel.COLLECTIVE_LATENCY_S)
+    across = parallel.ring_seconds(nbytes, 64, spans_nodes=True, gpu=A100, network_gbps=1600, gpus_per_node=8)
+    # The node's 1600 Gb/s at 70%, shared by its 8 GPUs.
+    assert across == pytest.approx(2 * 63 / 64 * nbytes / (1600 / 8 * 1e9 * 0.7 / 8) + parallel.COLLECTIVE_LATENCY_S)
+    assert parallel.ring_seconds(nbytes, 1, spans_nodes=True, gpu=A100, network_gbps=1600, gpus_per_node=8) == 0
+
+
+def test_pipeline_bubble_and_tensor_parallel_all_reduces() -> None:
+    config = ParallelConfig(gpus=64, gpus_per_node=8, tp=8, pp=8, global_batch=64)
+    assert parallel.bubble_slots(config) == 7
+    assert parallel.bubble_slots(replace(config, schedule="interleaved")) == 3.5
+    assert config.dp == 1 and config.micro_batches == 64
+    one = parallel.ring_seconds(2048 * 12288 * 2, 8, spans_nodes=False, gpu=A100, network_gbps=1600,
+                                gpus_per_node=8)
+    plain = parallel.tp_seconds_per_layer(config, tokens=2048, hidden=12288, act_bytes=2, gpu=A100,
+                                          network_gbps=1600, forward_passes=1)
+    assert plain == pytest.approx(4 * one)  # 2 forward + 2 backward (Megatron-LM)
+    recomputed = parallel.tp_seconds_per_layer(config, tokens=2048, hidden=12288, act_bytes=2, gpu=A100,
+                                               network_gbps=1600, forward_passes=2)
+    assert recomputed == pytest.approx(6 * one)
+    with pytest.raises(ValueError, match="do not split"):
+        ParallelConfig(gpus=12, gpus_per_node=8, tp=8)
+
+
+def test_step_parts_add_up_and_follow_the_config() -> None:
+    arch = preset("llama-2-13b")
+    shape = shape_of(arch.param_count(), arch)
+    # One node (NVLink): FSDP's gathers hide behind compute, so recomputation shows in full.
+    base = ParallelConfig(gpus=8, gpus_per_node=8, sharding="fsdp", micro_batch=2, global_batch=64)
+    none = step_breakdown(shape, A100, base, params=arch.param_count(), seq_len=4096)
+    assert none.tokens_per_s_per_gpu == pytest.approx(64 * 4096 / none.step_s / 8)
+    assert none.recompute_s == 0 and none.pipeline_bubble_s == 0 and none.tensor_parallel_s == 0
+    full = step_breakdown(shape, A100, replace(base, recompute="full"), params=arch.param_count(), seq_len=4096)
+    selective = step_breakdown(shape, A100, replace(base, recompute="selective"), params=arch.param_count(),
+                               seq_len=4096)
+    assert none.tokens_per_s_per_gpu > selective.tokens_per_s_per_gpu > full.tokens_per_s_per_gpu
+    # Full recomputation adds a forward pass: about a third of forward + backward.
+    assert full.step_s / none.step_s == pytest.approx(4 / 3, rel=0.08)
+    # Across nodes the same FSDP step is bound by the network: recomputation then hides behind it.
+    wide = replace(base, gpus=64, global_batch=128, network_gbps=1600)
+    exposed = step_breakdown(shape, A100, wide, params=arch.param_count(), seq_len=4096)
+    assert exposed.data_parallel_exposed_s > 0.2 * exposed.step_s
+    piped = replace(wide, sharding="none", tp=8, pp=4, global_batch=16, micro_batch=1)
+    few = step_breakdown(shape, A100, piped, params=arch.param_count(), seq_len=4096)
+    many = step_breakdown(shape, A100, replace(piped, global_batch=256), params=arch.param_count(), seq_len=4096)
+    assert few.pipeline_bubble_s / few.step_s > many.pipeline_bubble_s / many.step_s  # more micro-batches
+    assert few.tensor_parallel_s > 0
+
+
+def test_default_global_batch_scales_with_the_data_parallel_ranks() -> None:
+    """Llama-2-7B at 4096 tokens: typically 488 sequences (2M tokens); on 2048 GPUs at least one each."""
+    assert default_global_batch(6_740_000_000, 4096) == 488
+    assert default_global_batch(6_740_000_000, 4096, data_parallel=2048) == 2048
+    arch = preset("llama-2-7b")
+    result = estimate(Workload(params=arch.param_count(), tokens=2 * 10**12, architecture=arch, seq_len=4096,
+                               sharding="zero1"), Hardware(A100, gpus=2048))
+    assert result.global_batch == 2048
+    assert any("one micro-batch per data-parallel rank" in note for note in result.assumptions)
+    # Published: 184,320 GPU-hours (Touvron et al. 2023, Table 2); the old 488-sequence default gave 504,825.
+    assert 140_000 < result.gpu_hours < 240_000
+
+
+def test_precision_falls_back_to_fp16_without_bf16() -> None:
+    assert precision_for(resolve_gpu("V100"), "bf16") == ("fp16", precision_for(resolve_gpu("V100"), "bf16")[1])
+    assert "fp16" in (precision_for(resolve_gpu("V100"), "bf16")[1] or "")
+    assert precision_for(A100, "bf16") == ("bf16", None)
+    assert precision_for(A100, "fp8") == ("fp8", None)  # not a fallback: estimate says A100 has no fp8
+
+
+def test_estimate_uses_the_config_model_when_the_config_is_stated() -> None:
+    arch = preset("llama-2-70b")
+    workload = Workload(params=arch.param_count(), tokens=10**12, architecture=arch, seq_len=4096, tp=8, pp=4,
+                        recompute="selective", global_batch=512)
+    result = estimate(workload, Hardware(H100, gpus=256))
+    assert result.mfu_source == "config" and "step" in result.mfu_detail
+    assert result.scaling_efficiency == 1.0  # the step model counts the exchanges itself
+    plain = estimate(replace(workload, tp=1, pp=1, recompute=None, sharding="zero3"), Hardware(H100, gpus=256))
+    assert plain.mfu_source == "default"
+    # Weights, gradients and optimizer state split 32 ways under tp 8 x pp 4.
+    unsplit = estimate(replace(workload, tp=1, pp=1, recompute=None), Hardware(H100, gpus=256))
+    assert result.memory_gb_per_gpu.weights == pytest.approx(unsplit.memory_gb_per_gpu.weights / 32)
+    with pytest.raises(ValueError, match="do not split"):
+        estimate(workload, Hardware(H100, gpus=260, gpus_per_node=4))
