@@ -44,12 +44,14 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
     from alembic import command
 
     from gpuplan.store.migrate_lock import in_transaction, migration_lock
+    from gpuplan.testpoint import pause_point
 
     cfg = alembic_config(engine)
     with migration_lock(engine), engine.begin() as connection:
         in_transaction(connection)
         cfg.attributes["connection"] = connection
         command.upgrade(cfg, revision)
+        pause_point("migrated")  # every step done, nothing committed yet (tests kill the process here)
 
 
 def known_revisions() -> set[str]:

@@ -65,6 +65,12 @@ def migration_lock(engine: Engine) -> Iterator[None]:
 
 
 def in_transaction(connection: Connection) -> None:
-    """Take the PostgreSQL advisory lock for the rest of `connection`'s transaction (other databases: nothing)."""
+    """Make the upgrade on `connection` one transaction that holds the lock: PostgreSQL's advisory lock; on SQLite
+    an explicit `BEGIN IMMEDIATE`, because pysqlite opens no transaction before DDL (each CREATE TABLE committed
+    on its own), so a gpuplan interrupted mid-upgrade (Ctrl-C on a first use) left tables without a version row,
+    and every later process failed with `table budgets already exists`. SQLite's DDL is transactional: now an
+    interrupted upgrade rolls back whole."""
     if connection.dialect.name == "postgresql":
         connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": ADVISORY_KEY})
+    elif connection.dialect.name == "sqlite":
+        connection.exec_driver_sql("BEGIN IMMEDIATE")

@@ -32,3 +32,28 @@ def test_sixteen_first_uses_at_once_all_succeed(db_url: str, tmp_path: Path) -> 
                 migrate.HEAD_REVISION]
     finally:
         engine.dispose()
+
+
+@pytest.mark.timeout(120)
+def test_a_first_use_killed_mid_upgrade_leaves_a_database_the_next_one_upgrades(db_url: str, tmp_path: Path) -> None:
+    """Killed with every migration step done but not committed: nothing of it stays (SQLite used to keep the
+    tables without the version row, and every later command failed with `table budgets already exists`)."""
+    import signal
+    import time
+
+    marker = tmp_path / "paused"
+    env = {**os.environ, "GPUPLAN_DB": db_url, "GPUPLAN_TEST_PAUSE_AT": "migrated",
+           "GPUPLAN_TEST_PAUSE_FILE": str(marker)}
+    proc = subprocess.Popen([sys.executable, "-m", "gpuplan", "runs", "--json"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not marker.exists():
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    env.pop("GPUPLAN_TEST_PAUSE_AT")
+    after = subprocess.run([sys.executable, "-m", "gpuplan", "runs", "--json"], env=env, capture_output=True, text=True)
+    assert after.returncode == 0 and after.stdout.strip() == "[]", after.stderr
