@@ -9,7 +9,7 @@ DEMO_HOME := $(CURDIR)/.demo
 # The local machine is billed at a pretend $2.50/h in the demo so the books have something to show.
 DEMO_ENV := GPUPLAN_DB=sqlite:///$(DEMO_HOME)/gpuplan.db GPUPLAN_HOME=$(DEMO_HOME) GPUPLAN_LOCAL_PRICE_PER_HOUR=2.50
 
-.PHONY: install install-test demo test bench lint clean
+.PHONY: install install-test demo test fuzz bench lint clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,11 @@ test: install-test
 	bash scripts/test-services.sh
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The property fuzz of the job spec and of every command's options, long: thousands of random examples (minutes).
+# `make test` runs the same properties on a small derandomized slice (tests/support/fuzzing.py).
+fuzz: install-test
+	GPUPLAN_FUZZ=1 $(PY) -m pytest tests/fuzz -p no:cacheprovider $(PYTEST_ARGS)
 
 bench: install-test
 	$(PY) bench/run_all.py

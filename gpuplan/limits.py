@@ -102,8 +102,9 @@ LIMITS: Mapping[str, Limit] = MappingProxyType({
     "interruption_rate": Limit(0, 10, "per hour", "ten spot interruptions an hour leave no time to work",
                                high_open=True),
     # --- time
-    "hours": Limit(0, 100 * HOURS_PER_YEAR, "hours", "100 years of hours: every deadline, cap and interval fits a "
-                                                      "datetime", low_open=True),
+    # Below one second, `max_hours: 1e-300` launched a job no timer could stop.
+    "hours": Limit(1 / 3600, 100 * HOURS_PER_YEAR, "hours", "one second (the shortest a timer or a bill counts) to "
+                   "100 years (every deadline, cap and interval fits a datetime)"),
     "interval_s": Limit(0, 86400, "seconds", "polling less than once a day could not enforce an hourly cap",
                         low_open=True),
     # --- money

@@ -5,7 +5,9 @@ named by `GPUPLAN_TEST_PAUSE_FILE` (if set) and sleep until it is killed. The te
 process with SIGKILL, and checks that a new process (`gpuplan stop`, `status`, `reconcile`) recovers. Outside tests
 the variable is unset and a pause point costs one environment lookup.
 
-Points (see tests/e2e/test_crash_recovery.py): `recorded` (run and launch plan committed, no cloud call yet),
+Points (see tests/e2e/test_crash_recovery.py): `reserved` (the run and its budget reservation committed, no
+launch plan yet), `started` (machines started and recorded, the launch about to return), `recorded` (run and
+launch plan committed, no cloud call yet),
 `launched` (the provider returned machines, their rows not yet committed), `teardown` (a stop or cap committed,
 its machines not yet asked to terminate); for a spot relaunch (gpuplan.supervise.relaunch), `relaunch_planned` (the
 interruption and the relaunch's plan committed, no cloud call yet) and `relaunched` (new machines started, not yet

@@ -38,3 +38,53 @@ def working_dir(pid: int) -> str | None:
         return os.readlink(f"/proc/{pid}/cwd")
     except OSError:
         return None
+
+
+def start_ticks(pid: int) -> int | None:
+    """When the process started, in clock ticks since boot (/proc/PID/stat field 22); None without /proc.
+
+    A pid alone names whoever holds it now: recorded with its start time, it names one process for good, so a
+    pid reused after the original died is not mistaken for it."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def same_process(pid: int, ticks: int | None) -> bool:
+    """The pid is alive and is the process that had start time `ticks` (None: the start time was not known)."""
+    if not pid_alive(pid):
+        return False
+    now = start_ticks(pid)
+    return ticks is None or now is None or now == ticks
+
+
+def group_members(pgid: int) -> list[int]:
+    """The live processes of process group `pgid` (/proc/PID/stat field 5), zombies left out; [] without /proc.
+
+    A job's group outlives its leader: what a killed wrapper's job left running is found here. Linux does not
+    hand out a pid that is still some process group's id, so the group named by a dead wrapper's pid is still
+    the wrapper's while any member lives."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] != "Z":
+            members.append(int(stat.parent.name))
+    return members
+
+
+def signal_group(pgid: int, signum: int, *, sparing: int | None = None) -> list[int]:
+    """Send `signum` to every live member of group `pgid` but `sparing` (the wrapper itself); returns who got it."""
+    hit = []
+    for pid in group_members(pgid):
+        if pid == sparing:
+            continue
+        try:
+            os.kill(pid, signum)
+            hit.append(pid)
+        except (ProcessLookupError, PermissionError):
+            continue
+    return hit

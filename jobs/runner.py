@@ -34,7 +34,9 @@ from typing import Any
 
 from gpuplan.jobs.failure_cause import OomWatch, failure_cause
 from gpuplan.jobs.gpu_devices import gpu_run_args
+from gpuplan.jobs.job_group import die_with_parent, kill_rest
 from gpuplan.jobs.local_sync import CheckpointSync, is_folder
+from gpuplan.jobs.processes import signal_group
 from gpuplan.paths import make_private_dir
 
 LAUNCH_FILE = "launch.json"
@@ -43,6 +45,7 @@ PID_FILE = "wrapper.pid"
 LOG_FILE = "job.log"
 CONTAINER_RUN_DIR = "/gpuplan/run"
 STOP_GRACE_SECONDS = 10.0
+BILLED_FROM_FILE = "started_at"  # the local provider's STARTED_FILE: the node is billed from this time
 
 
 @dataclass(frozen=True)
@@ -198,14 +201,33 @@ def process_workdir(launch: NodeLaunch) -> str:
 # ------------------------------------------------------------------------------------------- the wrapper
 
 
+def _leads_group() -> bool:
+    """This process leads its own process group, so the group is the job's alone: true for the detached wrapper
+    (the local provider starts it in a new session), false when NodeRunner runs inside another program, whose
+    group holds processes that are not the job's and must never be signalled."""
+    return os.getpgrp() == os.getpid()
+
+
+def _billed_from(node_dir: Path) -> dt.datetime | None:
+    """The node's billed start, written by the local provider before it started this wrapper (its `started_at`)."""
+    try:
+        value = dt.datetime.fromisoformat((node_dir / BILLED_FROM_FILE).read_text().strip())
+    except (OSError, ValueError):
+        return None
+    return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
+
+
 def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat()
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Write via a temporary file and rename, so a reader never sees half a file."""
+    """Write via a temporary file and rename, so a reader never sees half a file; the file is private (0600,
+    whatever the umask: run folders hold what the job printed and the spec's environment)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
+    fd = os.open(tmp, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
     os.replace(tmp, path)
 
 
@@ -271,25 +293,28 @@ class NodeRunner:
         self.log(f"node {launch.node_rank} of {launch.nnodes} starting ({self.runtime})")
         self.output_from = (self.node_dir / LOG_FILE).stat().st_size  # what the job and its runtime print next
         self.child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                      env=env, cwd=cwd)
+                                      env=env, cwd=cwd, preexec_fn=die_with_parent)
         self.oom = OomWatch.start(self.child.pid)
         log.close()
-        (self.node_dir / "job.pid").write_text(str(self.child.pid))
+        write_atomic(self.node_dir / "job.pid", str(self.child.pid))
         return self.child
 
-    def stop(self, reason: str) -> None:
-        """Ask the job to end (SIGTERM; the container runtime forwards it), then force it after a grace period."""
+    def stop(self, reason: str, grace: float = STOP_GRACE_SECONDS) -> None:
+        """Ask the job to end (SIGTERM to it and every process it started; the container runtime forwards it),
+        then force it after `grace` seconds."""
         if self._stopping.is_set():
             return
         self._stopping.set()
         self.reason = reason
         self.log(f"stopping: {reason}")
-        threading.Thread(target=self._force_after_grace, daemon=True).start()
+        threading.Thread(target=self._force_after_grace, args=(grace,), daemon=True).start()
         if self.child is not None and self.child.poll() is None:
             self.child.terminate()
+            if _leads_group():
+                signal_group(os.getpgrp(), signal.SIGTERM, sparing=os.getpid())
 
-    def _force_after_grace(self) -> None:
-        deadline = time.monotonic() + STOP_GRACE_SECONDS
+    def _force_after_grace(self, grace: float) -> None:
+        deadline = time.monotonic() + grace
         while time.monotonic() < deadline:
             if self.child is None or self.child.poll() is not None:
                 return
@@ -298,6 +323,21 @@ class NodeRunner:
             subprocess.run([self.runtime, "rm", "-f", container_name(self.launch)], capture_output=True)
         if self.child is not None and self.child.poll() is None:
             self.child.kill()
+        if _leads_group():
+            kill_rest(os.getpgrp(), sparing=os.getpid())
+
+    def arm_failsafe(self, hours: float) -> None:
+        """The machine's own timer: the job must be gone `hours` after the node's billed start (the provider
+        writes it before starting this wrapper), so its stop begins one grace period earlier (at most a tenth
+        of the time) and anything left is killed at the end: what the node can be billed is what was reserved
+        for it (gpuplan.launching.reserve)."""
+        total = hours * 3600
+        started = _billed_from(self.node_dir)
+        elapsed = (dt.datetime.now(dt.timezone.utc) - started).total_seconds() if started else 0.0
+        grace = min(STOP_GRACE_SECONDS, total / 10)
+        timer = threading.Timer(max(total - elapsed - grace, 0.0), self.stop, args=("max_hours", grace))
+        timer.daemon = True
+        timer.start()
 
     def checkpoint_sync(self) -> CheckpointSync | None:
         """Rank 0's copies to and from a folder storage (gpuplan.jobs.local_sync), when the run has one."""
@@ -336,10 +376,10 @@ class NodeRunner:
         if self._stopping.is_set() and child.poll() is None:  # a stop that came while the job was starting
             child.terminate()
         if self.launch.max_hours:
-            timer = threading.Timer(self.launch.max_hours * 3600, self.stop, args=("max_hours",))
-            timer.daemon = True
-            timer.start()
+            self.arm_failsafe(self.launch.max_hours)
         code = child.wait()
+        if _leads_group():  # what the job left behind ends before its end is recorded
+            kill_rest(os.getpgrp(), sparing=os.getpid())
         self.log(f"job exited with code {code}")
         if sync is not None:
             self.log(f"copied {sync.stop()} checkpoint file(s) to {sync.storage}")
@@ -360,6 +400,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("usage: python -m gpuplan.jobs.runner NODE_DIR", file=sys.stderr)
         return 2
     node_dir = Path(args[0])
+    os.umask(0o077)  # every file the wrapper and the job create in the run folder is the user's alone
     # First, before anything that can fail or take time: the pid file, so the node can be found and stopped even
     # if the gpuplan that started this process dies before writing it (it writes the same pid).
     write_atomic(node_dir / PID_FILE, str(os.getpid()))

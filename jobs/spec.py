@@ -34,6 +34,7 @@ from pydantic import (
 )
 
 from gpuplan.errors import UserError
+from gpuplan.jobs.spec_bounds import deadline_in_range
 from gpuplan.limits import check
 from gpuplan.units import MONEY_LIMIT, parse_duration_hours, parse_size
 
@@ -262,13 +263,15 @@ class Limits(_Model):
     @classmethod
     def _deadline(cls, value: Any) -> Any:
         """An ISO time (`2025-07-01T12:00Z`) or a duration from launch (`48h`)."""
-        if value is None or isinstance(value, dt.datetime):
-            return value if value is None or value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
+        if value is None:
+            return value
+        if isinstance(value, dt.datetime):
+            return deadline_in_range(value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc))
         if isinstance(value, dt.date):
-            return dt.datetime.combine(value, dt.time(), tzinfo=dt.timezone.utc)
+            return deadline_in_range(dt.datetime.combine(value, dt.time(), tzinfo=dt.timezone.utc))
         if isinstance(value, str) and re.match(r"^\d{4}-\d\d-\d\d", value.strip()):
             parsed = dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-            return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.timezone.utc)
+            return deadline_in_range(parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.timezone.utc))
         return parse_duration_hours(value, what="deadline")
 
     def deadline_at(self, launched_at: dt.datetime) -> dt.datetime | None:
@@ -363,6 +366,8 @@ class JobSpec(_Model):
     def _name(cls, value: str) -> str:
         if not value.strip():
             raise ValueError("name must not be blank")
+        if not value.isprintable():  # shown in every listing and progress bar: no terminal control characters
+            raise ValueError(f"name {value!r} must be printable (no control characters)")
         return value
 
     @field_validator("image")
@@ -480,11 +485,15 @@ def spec_hash(text: str) -> str:
 
 def load_spec(path: str | Path) -> JobSpec:
     """Read and validate a job spec file; every problem is a SpecError naming `file:line`."""
+    from gpuplan.jobs.spec_bounds import SpecBoundsError, read_bounded
+
     path = Path(path)
     try:
-        text = path.read_text()
+        text = read_bounded(path)
     except FileNotFoundError as exc:
         raise SpecError(f"job spec {path} does not exist") from exc
+    except SpecBoundsError as exc:
+        raise SpecError(f"{path}: {exc}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise SpecError(f"cannot read job spec {path}: {exc}") from exc
     return parse_spec(text, source=str(path))
@@ -494,19 +503,26 @@ def parse_spec(text: str, source: str = "<spec>") -> JobSpec:
     """Validate YAML text as a JobSpec. Errors: `source:LINE: field.path: problem`, all on one line."""
     import yaml
 
+    from gpuplan.jobs.spec_bounds import SpecBoundsError, find_nul, load_bounded
+
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        node, data = load_bounded(text)  # size, depth, aliases, recursion: checked before anything walks it
+    except SpecBoundsError as exc:
+        raise SpecError(f"{source}: {exc}") from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = f":{mark.line + 1}" if mark is not None else ""
         raise SpecError(f"{source}{line}: not valid YAML: {exc.problem or exc}") from exc
     except yaml.YAMLError as exc:
-        raise SpecError(f"{source}: not valid YAML: {exc}") from exc
+        raise SpecError(f"{source}: not valid YAML: {' '.join(str(exc).split())}") from exc  # one line
     if node is None or data is None:
         raise SpecError(f"{source}: the job spec is empty (needs at least name and command)")
     if not isinstance(data, dict):
         raise SpecError(f"{source}:{node.start_mark.line + 1}: a job spec is a mapping of keys (name:, command:, ...)")
+    nul = find_nul(data)
+    if nul is not None:
+        raise SpecError(f"{source}: {nul!r}: contains a NUL character (\\0), which no command, name or "
+                        "environment variable can carry")
     duplicate = _find_duplicate_key(node)
     if duplicate is not None:
         key, line = duplicate
@@ -520,7 +536,8 @@ def parse_spec(text: str, source: str = "<spec>") -> JobSpec:
 def _describe(err: Any, root: Any, source: str) -> str:
     loc = tuple(err.get("loc", ()))
     line = _line_of(root, loc)
-    path = ".".join(str(p) for p in loc if _is_field(p)) or "spec"
+    # A key that is not a plain word (`'\n'`, `'a.b'`) is quoted, so the path stays on one line and unambiguous.
+    path = ".".join(str(p) if re.fullmatch(r"[\w-]+", str(p)) else repr(p) for p in loc if _is_field(p)) or "spec"
     kind = err.get("type")
     if kind == "extra_forbidden":
         message = f"unknown key {loc[-1]!r}" + _suggest(loc)

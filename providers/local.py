@@ -33,12 +33,15 @@ from pathlib import Path
 from typing import ClassVar
 
 from gpuplan.errors import UserError
+from gpuplan.jobs.job_group import end_orphans
 from gpuplan.jobs.processes import command_line, pid_alive, working_dir
 from gpuplan.jobs.runner import (
+    EXIT_FILE,
     LAUNCH_FILE,
     LOG_FILE,
     PID_FILE,
     NodeLaunch,
+    container_name,
     read_exit,
     record_stop,
     stop_before_start,
@@ -190,11 +193,11 @@ class LocalProvider(Provider):
         # is still billed from (just before) its real start. The wrapper writes its own pid file first thing.
         write_atomic(node_dir / STARTED_FILE, started.isoformat())
         try:
-            with open(node_dir / "wrapper.err", "ab") as wrapper_err:
+            with open(node_dir / "wrapper.err", "ab", opener=_private) as wrapper_err:
                 proc = subprocess.Popen(
                     [self.python, "-m", "gpuplan.jobs.runner", str(node_dir)],
                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=wrapper_err,
-                    env=env, cwd=str(node_dir), start_new_session=True, close_fds=True,
+                    env=env, cwd=str(node_dir), start_new_session=True, close_fds=True, umask=0o077,
                 )
         except OSError as exc:
             raise ProviderError(f"could not start the local job wrapper: {exc}") from exc
@@ -240,7 +243,10 @@ class LocalProvider(Provider):
             return self._instance(node_dir, InstanceState.RUNNING, **common)  # type: ignore[arg-type]
         if pid is None:
             return self._instance(node_dir, InstanceState.PENDING, **common)  # type: ignore[arg-type]
-        # The wrapper died without recording an exit (killed -9, machine rebooted): the outcome is unknown.
+        # The wrapper died without recording an exit (killed -9, machine rebooted): the outcome is unknown. What
+        # its job left running is ended now and billed until now (gpuplan.jobs.job_group).
+        if _end_orphans(node_dir, pid, launch):
+            return self._describe_one(node_dir)
         return self._instance(node_dir, InstanceState.FAILED, reason="the job wrapper vanished without an exit code",
                               ended=_mtime(node_dir / LOG_FILE), **common)  # type: ignore[arg-type]
 
@@ -265,6 +271,7 @@ class LocalProvider(Provider):
                 if pid is None:
                     continue
             if not _is_our_wrapper(pid, node_dir):
+                _end_orphans(node_dir, pid)  # its job may outlive it: end that too
                 continue
             try:
                 os.killpg(pid, signal.SIGTERM)  # the wrapper leads its own session: pgid == pid
@@ -306,6 +313,23 @@ class LocalProvider(Provider):
 
     def logs(self, instance: Instance, run_dir: str) -> str | None:
         return str(self.node_dir(instance.instance_id) / LOG_FILE)
+
+
+def _end_orphans(node_dir: Path, pid: int, launch: NodeLaunch | None = None) -> bool:
+    """End what a vanished wrapper (`pid`) left of its job: its processes, and its container when it had an image
+    (gpuplan.jobs.job_group.end_orphans)."""
+    if launch is None:
+        try:
+            launch = NodeLaunch.from_json((node_dir / LAUNCH_FILE).read_text())
+        except (OSError, ValueError, TypeError):
+            return False
+    return end_orphans(node_dir, pid, node_dir / EXIT_FILE, launch.run_id,
+                       container_name(launch) if launch.image else None)
+
+
+def _private(path: str, flags: int) -> int:
+    """`open(..., opener=_private)`: a file the owner alone can read, whatever the umask."""
+    return os.open(path, flags, 0o600)
 
 
 def _read_pid(path: Path) -> int | None:

@@ -238,7 +238,10 @@ def load_module(spec: str) -> nn.Module:
         raise UserError(f"--module {spec}: cannot import {module_name}: {exc}") from exc
     except AttributeError as exc:
         raise UserError(f"--module {spec}: {module_name} has no {attr}") from exc
-    model = factory() if callable(factory) and not isinstance(factory, nn.Module) else factory
+    try:  # the user's code: whatever it raises (`json:dumps` wants an argument) is their module, not a crash
+        model = factory() if callable(factory) and not isinstance(factory, nn.Module) else factory
+    except Exception as exc:
+        raise UserError(f"--module {spec}: calling {attr}() failed: {type(exc).__name__}: {exc}") from exc
     if not isinstance(model, nn.Module):
         raise UserError(f"--module {spec} returned {type(model).__name__}, not a torch.nn.Module")
     return model

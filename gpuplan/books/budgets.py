@@ -2,11 +2,14 @@
 
 A budget is an amount per period (calendar month or ISO week in UTC, or `total` for a lifetime cap),
 optionally limited to one project and/or some clouds. Its *spent* is the ledger's spend of matching instance
-rows in the current period (running instances accrue to now); *committed* is what the matching live runs are
-still expected to cost (their launch estimate minus what they have cost so far); *remaining* is
-amount - spent - committed. A launch whose estimate exceeds what remains is refused (exit 2) unless forced,
-and a forced launch leaves an event behind. When spent reaches the amount, the watch loop stops the matching
-live runs (state `capped`, reason recorded).
+rows in the current period (running instances accrue to now); *reserved* is what the matching live runs may
+still spend: each run's reservation (the most it can spend, its machine fail-safe x price x nodes, taken when it
+was recorded: gpuplan.launching.reserve) less what it has cost so far; a run recorded before reservations counts
+its launch estimate instead. *free* is amount - spent - reserved. A launch whose estimate exceeds what is free is
+refused (exit 2) unless forced, and a forced launch leaves an event behind. Because every launch takes its
+reservation under a lock in the transaction that records it, and its machines' fail-safe is exactly that
+reservation, concurrent launches cannot together spend more than a budget holds. When spent reaches the
+amount, the watch loop stops the matching live runs (state `capped`, reason recorded).
 """
 
 from __future__ import annotations
@@ -43,8 +46,8 @@ class BudgetStatus:
     period_start: dt.datetime | None
     period_end: dt.datetime | None
     spent_usd: Decimal
-    committed_usd: Decimal
-    remaining_usd: Decimal
+    reserved_usd: Decimal
+    free_usd: Decimal
     burn_usd_per_hour: Decimal
     running_usd_per_hour: Decimal
     forecast_usd: Decimal | None
@@ -60,16 +63,16 @@ class Violation:
     period: str
     amount_usd: Decimal
     spent_usd: Decimal
-    committed_usd: Decimal
-    remaining_usd: Decimal
+    reserved_usd: Decimal
+    free_usd: Decimal
     est_cost_usd: Decimal | None
 
     @property
     def message(self) -> str:
         est = "an unknown cost" if self.est_cost_usd is None else f"${self.est_cost_usd:,.2f}"
         period = "in total" if self.period == "total" else f"this {self.period}"
-        return (f"budget '{self.budget}' (${self.amount_usd:,.2f} {period}) has ${max(self.remaining_usd, ZERO):,.2f} "
-                f"left (spent ${self.spent_usd:,.2f}, committed ${self.committed_usd:,.2f}); this job is estimated "
+        return (f"budget '{self.budget}' (${self.amount_usd:,.2f} {period}) has ${max(self.free_usd, ZERO):,.2f} "
+                f"left (spent ${self.spent_usd:,.2f}, reserved ${self.reserved_usd:,.2f}); this job is estimated "
                 f"at {est}")
 
 
@@ -98,6 +101,9 @@ def set_budget(session: Session, name: str, amount_usd: Decimal, period: str, pr
         raise UserError(f"--amount must be a positive number of dollars, got {amount_usd}")
     if amount_usd >= MONEY_LIMIT:
         raise UserError(f"--amount must be less than ${MONEY_LIMIT:,}, got {amount_usd}")
+    if amount_usd.quantize(costing.CENT_PRECISION) <= 0:  # 1e-400 would be stored as $0: a cap of nothing
+        raise UserError(f"--amount must be at least ${costing.CENT_PRECISION} (the books keep 6 decimal places), "
+                        f"got {amount_usd}")
     if period not in periods.BUDGET_PERIODS:
         raise UserError(f"--period must be one of {', '.join(periods.BUDGET_PERIODS)}, got {period!r}")
     if project is not None and not project.strip():
@@ -158,15 +164,19 @@ def _live_runs(session: Session, budget: Any) -> list[Any]:
     return [r for r in runs if applies(budget, r.project, r.cloud)]
 
 
-def _committed(run: Run, now: dt.datetime) -> Decimal:
-    """What a live run is still expected to cost: its estimate minus what it has cost so far (never < 0)."""
-    if run.est_cost_usd is None:
+def reserved(run: Run, now: dt.datetime) -> Decimal:
+    """What a live run may still spend: its reservation minus what it has cost so far (never < 0).
+
+    A run without a reservation (recorded before reservations existed, or no cap bounds it) counts its launch
+    estimate the same way, as budgets did before."""
+    held = run.reserved_usd if run.reserved_usd is not None else run.est_cost_usd
+    if held is None:
         return ZERO
-    return max(Decimal(run.est_cost_usd) - costing.total_cost(run.instances, now), ZERO)
+    return max(Decimal(held) - costing.total_cost(run.instances, now), ZERO)
 
 
 def status(session: Session, budget: Any, now: dt.datetime, exclude_run_id: str | None = None) -> BudgetStatus:
-    """Spent, committed, remaining, burn rate and forecast of one budget at `now`.
+    """Spent, reserved, free, burn rate and forecast of one budget at `now`.
 
     burn = spent / hours elapsed in the period (for `total`, since the first matching instance started);
     forecast = spent + burn x hours left in the period (None for `total`, which has no end).
@@ -179,7 +189,7 @@ def status(session: Session, budget: Any, now: dt.datetime, exclude_run_id: str 
     scope = ledger.Scope(budget.project, tuple(parse_clouds(budget.clouds) or ()) or None)
     spent = ledger.spend(session, now=now, since=start, until=end, scope=scope).total_cost
     live = [r for r in _live_runs(session, budget) if r.id != exclude_run_id]
-    committed = sum((_committed(r, now) for r in live), ZERO)
+    held = sum((reserved(r, now) for r in live), ZERO)
     running_rate = sum((Decimal(i.price_per_hour) for r in live for i in r.instances if i.terminated_at is None),
                        ZERO)
     if start is None:
@@ -201,7 +211,7 @@ def status(session: Session, budget: Any, now: dt.datetime, exclude_run_id: str 
     return BudgetStatus(
         name=budget.name, period=budget.period, amount_usd=amount, project=budget.project,
         clouds=parse_clouds(budget.clouds), period_start=start, period_end=end, spent_usd=spent,
-        committed_usd=committed, remaining_usd=amount - spent - committed, burn_usd_per_hour=burn,
+        reserved_usd=held, free_usd=amount - spent - held, burn_usd_per_hour=burn,
         running_usd_per_hour=running_rate, forecast_usd=forecast, live_runs=len(live), exhausted=spent >= amount,
     )
 
@@ -211,17 +221,17 @@ def check_launch(session: Session, project: str | None, cloud: str | None, est_c
     """Every budget the job would break. A job without an estimate breaks only an already-used-up budget.
 
     `exclude_run_id`: the job's own run row when launch has already recorded it (so it is not counted as
-    committed against itself).
+    reserved against itself).
     """
     violations = []
     for budget in list_budgets(session):
         if not applies(budget, project, cloud):
             continue
         st = status(session, budget, now, exclude_run_id=exclude_run_id)
-        over = st.remaining_usd <= 0 if est_cost_usd is None else Decimal(est_cost_usd) > st.remaining_usd
+        over = st.free_usd <= 0 if est_cost_usd is None else Decimal(est_cost_usd) > st.free_usd
         if over:
-            violations.append(Violation(budget.name, budget.period, st.amount_usd, st.spent_usd, st.committed_usd,
-                                        st.remaining_usd, None if est_cost_usd is None else Decimal(est_cost_usd)))
+            violations.append(Violation(budget.name, budget.period, st.amount_usd, st.spent_usd, st.reserved_usd,
+                                        st.free_usd, None if est_cost_usd is None else Decimal(est_cost_usd)))
     return violations
 
 
@@ -267,7 +277,7 @@ def record_override(session: Session, violations: list[Violation], run_id: str |
 
 def _violation_json(v: Violation) -> dict[str, Any]:
     return {"budget": v.budget, "period": v.period, "amount_usd": str(v.amount_usd), "spent_usd": str(v.spent_usd),
-            "committed_usd": str(v.committed_usd), "remaining_usd": str(v.remaining_usd),
+            "reserved_usd": str(v.reserved_usd), "free_usd": str(v.free_usd),
             "est_cost_usd": None if v.est_cost_usd is None else str(v.est_cost_usd)}
 
 

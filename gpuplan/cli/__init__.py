@@ -7,18 +7,21 @@ COMMANDS below; a command module imports what it needs (SQLAlchemy, pandas, boto
 
 from __future__ import annotations
 
-import importlib
-import os
-import sys
-import traceback
-from typing import Any
+from gpuplan.cli.interrupt import EXIT_INTERRUPTED, during_start_up
 
-import click
+during_start_up()  # before the imports below: a Ctrl-C during them is one line and exit 130, not a traceback
 
-from gpuplan import __version__
-from gpuplan.cli.brokenpipe import EXIT_BROKEN_PIPE, OutputClosed, output_closed_guard
-from gpuplan.cli.context import AppContext
-from gpuplan.cli.interrupt import EXIT_INTERRUPTED
+import importlib  # noqa: E402
+import os  # noqa: E402
+import sys  # noqa: E402
+import traceback  # noqa: E402
+from typing import Any  # noqa: E402
+
+import click  # noqa: E402
+
+from gpuplan import __version__  # noqa: E402
+from gpuplan.cli.brokenpipe import EXIT_BROKEN_PIPE, OutputClosed, output_closed_guard  # noqa: E402
+from gpuplan.cli.context import AppContext  # noqa: E402
 
 # name -> ("module:attribute", one-line help shown by `gpuplan --help` without importing the module).
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -108,6 +111,8 @@ class LazyGroup(click.Group):
         141 (killed by SIGPIPE, from the console script) when the reader of the output went away.
         """
         argv = list(sys.argv[1:] if args is None else args)
+        if any("\x00" in str(arg) for arg in argv):  # no exec can pass one; a caller in-process could
+            _fail("an argument contains a NUL character (\\0), which no file name or value can hold", 2)
         verbose = _wants_verbose(argv)
         extra.pop("standalone_mode", None)
         try:
@@ -133,8 +138,14 @@ class LazyGroup(click.Group):
         except OutputClosed:
             sys.exit(EXIT_BROKEN_PIPE)  # the entry point turns this into a quiet SIGPIPE death
         except Exception as exc:
+            from gpuplan.cli.db_errors import database_problem
+
             if verbose:
                 traceback.print_exc()
+            problem = database_problem(exc)
+            if problem is not None:
+                _fail(problem, 2)
+            if verbose:
                 _fail(f"unexpected {type(exc).__name__}: {exc}", 1)
             _fail(f"unexpected {type(exc).__name__}: {exc} (run with -v for the traceback)", 1)
         if isinstance(rv, int) and rv:
@@ -180,8 +191,10 @@ def _print_detail(exc: BaseException) -> None:
 
 
 def _fail(message: str, code: int) -> None:
+    from gpuplan.cli.inert import inert
+
     first_line = message.strip().splitlines()[0] if message.strip() else "failed"
-    click.echo(f"error: {first_line}", err=True)
+    click.echo(f"error: {inert(first_line)}", err=True)
     sys.exit(code)
 
 
@@ -248,11 +261,15 @@ def main() -> None:
     try:
         cli.main()
     except SystemExit as exc:
-        if exc.code == interrupt.EXIT_INTERRUPTED:
+        try:
+            if exc.code == interrupt.EXIT_INTERRUPTED:
+                interrupt.exit_interrupted()
+            if exc.code == EXIT_BROKEN_PIPE:
+                brokenpipe.die_quietly()
+            brokenpipe.flush_or_die()  # the last buffered lines, while a broken pipe can still end quietly
+            interrupt.command_done()
+        except KeyboardInterrupt:  # a Ctrl-C in the instant between the command's end and command_done
             interrupt.exit_interrupted()
-        if exc.code == EXIT_BROKEN_PIPE:
-            brokenpipe.die_quietly()
-        brokenpipe.flush_or_die()  # the last buffered lines, while a broken pipe can still end quietly
         raise
     except KeyboardInterrupt:  # before or after the group's own handler could take it
         click.echo("error: interrupted", err=True)

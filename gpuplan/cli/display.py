@@ -70,10 +70,12 @@ def show_summary(summary: dict[str, Any], as_json: bool) -> None:
 
 def print_summary(s: dict[str, Any]) -> None:
     """A few lines about one run, on stdout."""
+    from gpuplan.cli.inert import inert
+
     code = f" (exit {s['exit_code']})" if s.get("exit_code") is not None else ""
-    click.echo(f"run {s['run_id']}  {s['name']}  on {s['provider']}: {s['state']}{code}")
+    click.echo(f"run {s['run_id']}  {inert(s['name'])}  on {s['provider']}: {s['state']}{code}")
     if s.get("state_reason"):
-        click.echo(f"  reason: {s['state_reason']}")
+        click.echo(f"  reason: {inert(s['state_reason'])}")
     if s.get("resumed"):
         click.echo(f"  {s['resumed']}")
     line = f"  duration {duration(s.get('elapsed_hours'))}   cost {money(s.get('cost_usd'))}"

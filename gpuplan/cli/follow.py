@@ -77,6 +77,8 @@ def follow(store: Store, run_id: str, *, interval: float = 1.0, show_logs: bool 
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from gpuplan.cli.inert import inert_markup
+
     console = Console(file=sys.stderr)
     result = watch_run(store, run_id)
     next_budget_check = time.monotonic()
@@ -84,7 +86,7 @@ def follow(store: Store, run_id: str, *, interval: float = 1.0, show_logs: bool 
     columns = [TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
                TimeElapsedColumn(), TextColumn("{task.fields[eta]}"), TextColumn("{task.fields[info]}")]
     with Progress(*columns, console=console, transient=False, refresh_per_second=4) as bar:
-        task = bar.add_task(result.summary["name"][:30], total=100, eta="ETA ?", info="")
+        task = bar.add_task(inert_markup(result.summary["name"][:30]), total=100, eta="ETA ?", info="")
         while True:
             text = tail.read()
             if show_logs and text:

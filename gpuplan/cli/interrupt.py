@@ -29,7 +29,25 @@ import threading
 from types import FrameType
 from typing import NoReturn
 
+from gpuplan import interrupted_at_start
+
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for Ctrl-C
+
+
+def during_start_up() -> None:
+    """Ctrl-C while the CLI's own modules are still importing (click alone takes ~0.1 s): one line and exit 130 at
+    once, not a KeyboardInterrupt traceback from inside an import (nothing has been started or opened yet, so
+    there is nothing to unwind). Only in the `gpuplan` process itself (`gpuplan ...` or `python -m gpuplan`): a
+    program or test that imports gpuplan.cli keeps its own Ctrl-C. `ignore_repeats` takes over in main()."""
+    if threading.current_thread() is not threading.main_thread() or not _is_cli_process():
+        return
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, interrupted_at_start)
+
+
+def _is_cli_process() -> bool:
+    argv0 = sys.argv[0] if sys.argv else ""
+    return os.path.basename(argv0) == "gpuplan" or argv0.endswith(os.path.join("gpuplan", "__main__.py"))
 
 
 def ignore_repeats() -> None:
@@ -40,13 +58,24 @@ def ignore_repeats() -> None:
     """
     if threading.current_thread() is not threading.main_thread():
         return
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+    if signal.getsignal(signal.SIGINT) in (signal.default_int_handler, interrupted_at_start):
         signal.signal(signal.SIGINT, _first_interrupt)
 
 
 def _first_interrupt(signum: int, frame: FrameType | None) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the command is stopping already
     raise KeyboardInterrupt
+
+
+def command_done() -> None:
+    """The command is over and the process is about to exit: from here a Ctrl-C is ignored.
+
+    At its shutdown the interpreter resets a signal handled by a Python function (ours) to the default action, so
+    a Ctrl-C in the last instants (say, just as `gpuplan runs` finished) killed the process by the signal (status
+    -2, no message); an ignored signal is left ignored. The command's outcome stands."""
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) in (
+            _first_interrupt, interrupted_at_start):
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def exit_interrupted() -> NoReturn:

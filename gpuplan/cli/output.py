@@ -49,12 +49,16 @@ def emit_json(value: Any) -> None:
 
 
 def note(message: str) -> None:
-    """A human message on stderr (never pollutes --json output)."""
-    click.echo(message, err=True)
+    """A human message on stderr (never pollutes --json output); control characters shown, not obeyed."""
+    from gpuplan.cli.inert import inert_lines
+
+    click.echo(inert_lines(message), err=True)
 
 
 def warn(message: str) -> None:
-    click.echo(f"warning: {message}", err=True)
+    from gpuplan.cli.inert import inert_lines
+
+    click.echo(f"warning: {inert_lines(message)}", err=True)
 
 
 def print_table(
@@ -67,12 +71,16 @@ def print_table(
     """Print a rich table to stdout; rich is imported here so only commands that draw tables pay for it."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
+
+    from gpuplan.cli.inert import inert
 
     table = Table(title=title, show_edge=False, header_style="bold")
     for name in columns:
         table.add_column(name, justify="right" if name in justify_right else "left")
     for row in rows:
-        table.add_row(*("" if cell is None else str(cell) for cell in row))
+        # Text, not str: a cell is shown as written (no rich markup), its control characters as escapes.
+        table.add_row(*(Text("" if cell is None else inert(cell)) for cell in row))
     console = Console(file=sys.stdout, soft_wrap=False, width=max(_terminal_width(), 80))
     # rich answers a closed pipe with SystemExit(1); let it be the BrokenPipeError every other write raises, so
     # the entry point ends the process the Unix way (gpuplan.cli.brokenpipe).

@@ -262,6 +262,9 @@ def from_hf_config(config: dict[str, Any], name: str = "custom") -> Architecture
     )
 
 
+MAX_CONFIG_BYTES = 4 * 1024 * 1024  # Hugging Face config.json files are a few KB
+
+
 def load_hf_config(path: str | Path) -> Architecture:
     """Read a config.json (a file, a model directory or a Hub id in the local HF cache: hf_cache); raises
     ValueError with a user-facing message on a bad or missing file."""
@@ -269,11 +272,18 @@ def load_hf_config(path: str | Path) -> Architecture:
 
     path = resolve_config_path(path)
     try:
-        config = json.loads(path.read_text())
+        with open(path, "rb") as fh:  # at most MAX_CONFIG_BYTES: /dev/zero never ends
+            raw = fh.read(MAX_CONFIG_BYTES + 1)
+        if len(raw) > MAX_CONFIG_BYTES:
+            raise ValueError(f"model config {path} is over {MAX_CONFIG_BYTES // 1024 // 1024} MB; a config.json is a "
+                             "few KB")
+        config = json.loads(raw.decode("utf-8"))
     except FileNotFoundError as exc:
         raise ValueError(f"model config {path} does not exist") from exc
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ValueError(f"model config {path} is not valid JSON: {exc}") from exc
+    except OSError as exc:  # a folder, a device, no permission
+        raise ValueError(f"cannot read model config {path}: {exc.strerror or exc}") from exc
     if not isinstance(config, dict):
         raise ValueError(f"model config {path} must be a JSON object")
     name = path.stem if path.stem != "config" else path.parent.name or "custom"

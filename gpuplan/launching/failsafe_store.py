@@ -39,7 +39,7 @@ def covering_budgets(session: Session, project: str | None, cloud: str | None, n
     """
     from gpuplan.books.budgets import applies, list_budgets, status
 
-    return [CoveringBudget(b.name, status(session, b, now, exclude_run_id=exclude_run_id).remaining_usd)
+    return [CoveringBudget(b.name, status(session, b, now, exclude_run_id=exclude_run_id).free_usd)
             for b in list_budgets(session) if applies(b, project, cloud)]
 
 
@@ -65,12 +65,24 @@ def run_inputs(session: Session, run: Run, *, price_per_hour: Decimal | None, no
     from gpuplan.runs.cost import run_cost
     from gpuplan.runs.records import elapsed_hours
 
+    spent = run_cost(run, now)
     return FailSafeInputs(
         now=now, max_hours=run.max_hours, hours_used=elapsed_hours(run, now) or 0.0,
-        budget_usd=None if run.budget_usd is None else Decimal(run.budget_usd), spent_usd=run_cost(run, now),
+        budget_usd=None if run.budget_usd is None else Decimal(run.budget_usd), spent_usd=spent,
         deadline_at=run.deadline_at, price_per_hour=price_per_hour, nodes=nodes,
         min_billed_seconds=min_billed_seconds, forced=was_forced(run),
-        budgets=covering_budgets(session, run.project, run.cloud, now, exclude_run_id=run.id))
+        budgets=reserved_budgets(session, run, spent, now))
+
+
+def reserved_budgets(session: Session, run: Run, spent: Decimal, now: dt.datetime) -> list[CoveringBudget]:
+    """What each covering budget holds for a recorded run: its reservation less what it has spent
+    (gpuplan.launching.reserve), so its machines can never spend more than was reserved, at whatever price the
+    placement that has capacity charges. A run recorded before reservations reads the budgets' free money."""
+    budgets = covering_budgets(session, run.project, run.cloud, now, exclude_run_id=run.id)
+    if run.reserved_usd is None:
+        return budgets
+    left = max(Decimal(run.reserved_usd) - spent, Decimal(0))
+    return [CoveringBudget(b.name, left) for b in budgets]
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,10 @@ from gpuplan.launching.offer import LaunchPlan
 from gpuplan.runs.events import EventKind
 
 if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
     from gpuplan.store.db import Store
+    from gpuplan.store.models import Run
 
 
 def read_secrets(spec: JobSpec, environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -32,12 +35,20 @@ def read_secrets(spec: JobSpec, environ: Mapping[str, str] | None = None) -> dic
 def record_run(store: Store, plan: LaunchPlan, *, now: dt.datetime | None = None, schedule_id: int | None = None,
                run_id: str | None = None) -> str:
     """Commit the Run row (state pending) and its `created` event; returns the run id. No provider call here."""
-    from gpuplan.paths import runs_dir
-    from gpuplan.runs.events import record_event
-    from gpuplan.store.models import Run, RunState
     from gpuplan.store.types import utcnow
 
     now = now or utcnow()
+    run = new_run(plan, now=now, schedule_id=schedule_id, run_id=run_id)
+    with store.session() as session:
+        add_run(session, run, plan)
+    return str(run.id)
+
+
+def new_run(plan: LaunchPlan, *, now: dt.datetime, schedule_id: int | None = None, run_id: str | None = None) -> Run:
+    """The Run row of a launch (state pending), not yet added to a session; a passed deadline is refused."""
+    from gpuplan.paths import runs_dir
+    from gpuplan.store.models import Run, RunState
+
     spec, offer, est = plan.spec, plan.offer, plan.estimate
     deadline_at = spec.limits.deadline_at(now)
     if deadline_at is not None and deadline_at <= now:
@@ -57,13 +68,19 @@ def record_run(store: Store, plan: LaunchPlan, *, now: dt.datetime | None = None
         schedule_id=schedule_id,
     )
     run.run_dir = str(runs_dir() / run.id)
-    with store.session() as session:
-        session.add(run)
-        session.flush()
-        record_event(session, run, EventKind.CREATED, f"launch of {spec.name} on {offer.provider} recorded",
-                     provider=offer.provider, instance_type=offer.instance_type, region=offer.region,
-                     nodes=offer.nodes, est_hours=est.hours if est else None)
-    return run.id
+    return run
+
+
+def add_run(session: Session, run: Run, plan: LaunchPlan) -> None:
+    """Add the Run row and its `created` event to `session` (committed with the caller's unit of work)."""
+    from gpuplan.runs.events import record_event
+
+    spec, offer, est = plan.spec, plan.offer, plan.estimate
+    session.add(run)
+    session.flush()
+    record_event(session, run, EventKind.CREATED, f"launch of {spec.name} on {offer.provider} recorded",
+                 provider=offer.provider, instance_type=offer.instance_type, region=offer.region,
+                 nodes=offer.nodes, est_hours=est.hours if est else None)
 
 
 def _user() -> str | None:

@@ -43,15 +43,23 @@ def set_state(session: Session, run: Run, state: str, reason: str | None = None,
 
 
 
+MAX_RUN_REF = 200  # the longest run name (runs.name); ids are 12 characters
+
+
 def get_run(session: Session, ref: str) -> Run:
     """A run by id, unique id prefix, or name (the newest run of that name)."""
     ref = ref.strip()
     if not ref:
         raise UserError("give a run id (see `gpuplan runs`)")
+    if len(ref) > MAX_RUN_REF or "\x00" in ref:
+        # Longer than any id or name (SQLite refuses a LIKE pattern over 50,000 bytes; PostgreSQL any NUL).
+        raise NotFoundError(f"no run {ref[:40]!r}... (a run id or name is at most {MAX_RUN_REF} characters)"
+                            if len(ref) > MAX_RUN_REF else f"no run {ref!r} (see `gpuplan runs`)")
     run = session.get(Run, ref)
     if run is not None:
         return run
-    matches = session.scalars(select(Run).where(Run.id.startswith(ref)).limit(3)).all()
+    # autoescape: `%` and `_` in a ref are characters, not LIKE wildcards ('%e81' must not match r-5bc2d5ae81).
+    matches = session.scalars(select(Run).where(Run.id.startswith(ref, autoescape=True)).limit(3)).all()
     if len(matches) == 1:
         return matches[0]
     if len(matches) > 1:

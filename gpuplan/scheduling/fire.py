@@ -72,7 +72,10 @@ def make_launcher(store: Store, *, spec_dir: str | None = None) -> Launcher:
         except BudgetRefused as exc:  # skipped (recorded with the reason), not failed: the next slot may fit
             raise SkipFire("; ".join(v.message for v in exc.violations)) from exc
         secrets = read_secrets(spec)
-        run_id = launch(store, plan, provider, secrets, gates=gates, schedule_id=request.schedule_id)
+        try:
+            run_id = launch(store, plan, provider, secrets, gates=gates, schedule_id=request.schedule_id)
+        except BudgetRefused as exc:  # a concurrent launch reserved the money between the gate and the record
+            raise SkipFire("; ".join(v.message for v in exc.violations)) from exc
         log.info("schedule %s: launched run %s", request.schedule_name, run_id)
         return run_id
 

@@ -64,8 +64,11 @@ def make_engine(url: str) -> Engine:
             # The books (and every run's spec) are the user's alone: a new database file is 0600 in a folder
             # gpuplan creates 0700, whatever the umask; SQLite gives its -wal/-shm files the database's mode.
             path = Path(database).expanduser()
-            make_private_dir(path.parent)
-            create_private_file(path)
+            try:
+                make_private_dir(path.parent)
+                create_private_file(path)
+            except OSError as exc:  # /proc/self/x.db, a read-only folder, a path through a file
+                raise UserError(f"cannot create the database file {path}: {exc.strerror or exc}") from exc
         kwargs["connect_args"] = {"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}
     else:
         kwargs["pool_pre_ping"] = True
@@ -110,7 +113,7 @@ class Store:
         migrate.upgrade(self.engine, "head")
 
     def current_revision(self) -> str | None:
-        """The Alembic revision stamped in the database, or None for an empty database.
+        """The Alembic revision stamped in the database, or None for an empty database; more than one is refused.
 
         The first query on a new URL is where a wrong --db shows: a server or file that cannot be opened is a
         failure (exit 1), a file that is not a database at all (SQLite's 'file is not a database') is the
@@ -120,11 +123,19 @@ class Store:
             with self.engine.connect() as conn:
                 if not inspect(conn).has_table("alembic_version"):
                     return None
-                return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+                versions = list(conn.execute(text("SELECT version_num FROM alembic_version")).scalars())
         except OperationalError as exc:
             raise GpuplanError(f"cannot open the database {self.safe_url}: {exc.orig}") from exc
         except DatabaseError as exc:
             raise UserError(f"{self.safe_url} is not a database: {exc.orig}") from exc
+        if len(versions) > 1:
+            # Alembic keeps one row per branch head; gpuplan's history has one branch, so more rows mean a schema
+            # this gpuplan did not write (a newer one with branches, or a hand edit): reading only the first row
+            # would take it for one it knows.
+            raise GpuplanError(f"the database {self.safe_url} has {len(versions)} schema versions "
+                               f"({', '.join(sorted(map(str, versions)))}); this gpuplan writes one: upgrade gpuplan "
+                               "or repair the alembic_version table")
+        return versions[0] if versions else None
 
     @property
     def safe_url(self) -> str:

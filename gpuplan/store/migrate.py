@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from alembic.config import Config
     from sqlalchemy import Engine
 
-HEAD_REVISION = "0003"
+HEAD_REVISION = "0004"
 
 
 def script_location() -> str:
@@ -39,12 +39,19 @@ def alembic_config(engine: Engine | None = None) -> Config:
 
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
+    """Upgrade under the migration lock (gpuplan.store.migrate_lock): processes starting together on a new
+    database wait for the first, and then find nothing left to do."""
     from alembic import command
 
+    from gpuplan.store.migrate_lock import in_transaction, migration_lock
+    from gpuplan.testpoint import pause_point
+
     cfg = alembic_config(engine)
-    with engine.begin() as connection:
+    with migration_lock(engine), engine.begin() as connection:
+        in_transaction(connection)
         cfg.attributes["connection"] = connection
         command.upgrade(cfg, revision)
+        pause_point("migrated")  # every step done, nothing committed yet (tests kill the process here)
 
 
 def known_revisions() -> set[str]:

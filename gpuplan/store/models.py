@@ -114,6 +114,14 @@ class Run(Base):
     budget_usd: Mapped[Decimal | None] = mapped_column(Money)
     max_hours: Mapped[float | None] = mapped_column(Float)
     deadline_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
+    # The most the run can spend (fail-safe hours x price x nodes), reserved against every covering budget when
+    # it was recorded (gpuplan.launching.reserve); None: recorded before reservations, or no cap bounds it.
+    reserved_usd: Mapped[Decimal | None] = mapped_column(Money)
+
+    # The process that recorded the run: a run left pending/provisioning by a dead launcher settles at once.
+    launcher_host: Mapped[str | None] = mapped_column(String(255))
+    launcher_pid: Mapped[int | None] = mapped_column(Integer)
+    launcher_started: Mapped[int | None] = mapped_column(BigInteger)  # its start, clock ticks since boot
 
     # Measured from the job's metrics.
     tokens_done: Mapped[int | None] = mapped_column(BigInteger)

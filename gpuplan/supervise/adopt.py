@@ -29,7 +29,7 @@ import socket
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from gpuplan.jobs.processes import command_line, pid_alive
+from gpuplan.jobs.processes import command_line, pid_alive, same_process
 from gpuplan.launching.launch_plan import launch_plans
 from gpuplan.providers.base import Instance, InstanceState, Provider
 from gpuplan.runs.events import EventKind
@@ -68,15 +68,21 @@ def _gpuplan_alive(pid: int) -> bool:
 
 def launcher_alive(run: Run) -> bool | None:
     """Whether the process that wrote the run's last launch plan is alive: None when it cannot be told (another
-    host, or no launch plan). This very process counts as alive: it may be asking from inside its own launch."""
+    host, or no record of it). This very process counts as alive: it may be asking from inside its own launch.
+
+    Before a launch plan exists (the launch died between recording the run and writing the plan), the run's own
+    record of its launcher (host, pid, start time: gpuplan.launching.reserve) answers, so such a run is settled
+    at once rather than after ORPHAN_AFTER; the start time tells a reused pid from the launcher."""
     plans = launch_plans(run)
-    if not plans:
+    if plans:
+        data = plans[-1][1]
+        host, pid = data.get("host"), data.get("pid")
+        ticks = run.launcher_started if pid == run.launcher_pid else None
+    else:
+        host, pid, ticks = run.launcher_host, run.launcher_pid, run.launcher_started
+    if host != socket.gethostname() or not isinstance(pid, int):
         return None
-    data = plans[-1][1]
-    pid = data.get("pid")
-    if data.get("host") != socket.gethostname() or not isinstance(pid, int):
-        return None
-    return pid == os.getpid() or _gpuplan_alive(pid)
+    return pid == os.getpid() or (same_process(pid, ticks) and _gpuplan_alive(pid))
 
 
 def plan_in_flight(run: Run, now: dt.datetime) -> bool:

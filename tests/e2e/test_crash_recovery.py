@@ -163,6 +163,23 @@ def test_killed_before_the_provider_call_status_says_failed_and_nothing_runs(tmp
     assert gpuplan("reconcile", "--json").json() == []
 
 
+def test_killed_before_its_launch_plan_the_run_settles_at_once(tmp_path: Path, local_price: None) -> None:
+    """Killed right after the run and its reservation were committed, before the launch plan: the run records its
+    launcher (host, pid, start time), so `status` sees the launcher gone and settles the run at once (it used to
+    stay `pending` for ORPHAN_AFTER, holding its budget reservation)."""
+    assert gpuplan("budget", "set", "all", "--amount", "100", "--period", "total").exit_code == 0
+    killed_launch(tmp_path, LOCAL_JOB, "reserved", "--detach")
+    run = books()
+    assert run["state"] == "pending" and run["plans"] == [] and run["rows"] == []
+    [held] = gpuplan("budget", "status", "--json").json()
+    assert held["reserved_usd"] == 36  # max_hours 1 at $36/h, held by the dead launch
+    status = gpuplan("status", run["id"], "--json")
+    assert status.exit_code == 0, status.stderr
+    assert status.json()["state"] == "failed" and status.json()["cost_usd"] == 0
+    [released] = gpuplan("budget", "status", "--json").json()
+    assert released["reserved_usd"] == 0 and released["free_usd"] == 100
+
+
 def test_killed_after_the_machine_started_stop_adopts_and_ends_it(tmp_path: Path, local_price: None) -> None:
     killed_launch(tmp_path, LOCAL_JOB, "launched", "--detach")
     run = books()

@@ -190,7 +190,8 @@ def test_budget_cap_by_watch_for_a_detached_run(tmp_path: Path) -> None:
     assert watched.exit_code == 0, watched.stderr
     (data,) = [r for r in watched.json() if r["run_id"] == run_id]
     assert data["state"] == "capped" and data["state_reason"].startswith("budget"), data
-    assert data["cost_usd"] >= 1.5
+    # The machine's own timer (set from the $1.50) ends the job by the time it has cost that, never later.
+    assert 1.0 <= data["cost_usd"] <= 1.5
     assert q("watch", "--once", "--json").json() == []  # nothing left to look after
 
 

@@ -88,7 +88,11 @@ def list_(app: AppContext, as_json: bool) -> None:
 @click.option("--now", "now_text", envvar="GPUPLAN_NOW", hidden=True, help=NOW_HELP)
 @pass_app
 def status(app: AppContext, name: str | None, as_json: bool, now_text: str | None) -> None:
-    """Spent, committed (running jobs' estimated remainder), remaining, burn rate and forecast per budget."""
+    """Spent, reserved, free, burn rate and forecast per budget.
+
+    Reserved: what live runs may still spend (each launch reserves its most possible spend, its machine
+    fail-safe x price x nodes, and its machines stop by themselves when that is spent). Free: amount - spent -
+    reserved, what the next launch may reserve."""
     from gpuplan.books import budgets, periods
 
     now = periods.resolve_now(now_text)
@@ -103,12 +107,12 @@ def status(app: AppContext, name: str | None, as_json: bool, now_text: str | Non
         return "-" if v is None else ("-" if v < 0 else "") + f"${abs(v):,.2f}"
 
     print_table(
-        ["budget", "period", "amount", "spent", "committed", "remaining", "burn/h", "forecast", "live runs"],
+        ["budget", "period", "amount", "spent", "reserved", "free", "burn/h", "forecast", "live runs"],
         [[s.name, s.period if s.period_start is None else f"{s.period} from {s.period_start:%Y-%m-%d}",
-          usd(s.amount_usd), usd(s.spent_usd), usd(s.committed_usd),
-          usd(s.remaining_usd) + (" EXHAUSTED" if s.exhausted else ""), usd(s.burn_usd_per_hour),
+          usd(s.amount_usd), usd(s.spent_usd), usd(s.reserved_usd),
+          usd(s.free_usd) + (" EXHAUSTED" if s.exhausted else ""), usd(s.burn_usd_per_hour),
           usd(s.forecast_usd), s.live_runs] for s in statuses],
-        justify_right=("amount", "spent", "committed", "remaining", "burn/h", "forecast", "live runs"),
+        justify_right=("amount", "spent", "reserved", "free", "burn/h", "forecast", "live runs"),
     )
 
 

@@ -43,7 +43,7 @@ def launch(app: AppContext, spec_path: Path, provider_name: str | None, allow_cp
     from gpuplan.jobs.spec import load_spec
     from gpuplan.launching.plan import source_dir_of
     from gpuplan.launching.record import read_secrets
-    from gpuplan.launching.sequence import check_gates, launch
+    from gpuplan.launching.sequence import LaunchInterrupted, check_gates, launch
     from gpuplan.launching.where import decide_launch
 
     own = load_spec(spec_path)
@@ -93,7 +93,13 @@ def launch(app: AppContext, spec_path: Path, provider_name: str | None, allow_cp
         click.confirm("the caps stop this job before it ends; start it anyway?", default=False, abort=True, err=True)
     elif not yes:
         click.confirm("start it?", default=True, abort=True, err=True)
-    run_id = launch(app.store, plan, provider, secrets, gates=gates)
+    try:
+        run_id = launch(app.store, plan, provider, secrets, gates=gates)
+    except LaunchInterrupted as exc:
+        from gpuplan.cli.interrupted_launch import what_runs
+
+        note("\n" + what_runs(app.store, exc.run_id))
+        sys.exit(130)
     note(f"run {run_id} started (logs: gpuplan logs {run_id} -f; stop: gpuplan stop {run_id})")
     if detach:
         from gpuplan.supervise.watch import watch_run

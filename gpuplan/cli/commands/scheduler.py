@@ -15,6 +15,7 @@ from gpuplan.cli.commands.params import bounded
 from gpuplan.cli.context import AppContext, pass_app
 from gpuplan.cli.output import emit_json, print_table
 from gpuplan.errors import UserError
+from gpuplan.limits import limit
 
 log = logging.getLogger("gpuplan.scheduling.scheduler")
 
@@ -31,7 +32,18 @@ def _parse_at(value: str) -> dt.datetime:
         at = dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
     except ValueError as exc:
         raise UserError(f"--at must be an ISO time like 2026-11-23T02:00:00Z, not {value!r}") from exc
-    return at if at.tzinfo else at.replace(tzinfo=dt.timezone.utc)
+    at = at if at.tzinfo else at.replace(tzinfo=dt.timezone.utc)
+    # Within 100 years of now (the `hours` limit): at 0001-01-01 or 9999-12-31 the cron arithmetic and the books'
+    # times overflow the datetime range (OverflowError), and nothing is scheduled that far away.
+    span = dt.timedelta(hours=limit("hours").high)
+    try:
+        now = dt.datetime.now(dt.timezone.utc)
+        inside = now - span <= at.astimezone(dt.timezone.utc) <= now + span
+    except OverflowError:
+        inside = False
+    if not inside:
+        raise UserError(f"--at must be within 100 years of now, not {value!r}")
+    return at
 
 
 def _result_rows(results: list) -> list[dict]:  # type: ignore[type-arg]

@@ -103,16 +103,19 @@ def _size(value: str | None, what: str) -> int | None:
 
 def count_module_params(target: str) -> int:
     """Build `pkg.mod:factory`'s nn.Module with torch and count its parameters (torch is imported only here)."""
-    if ":" not in target:
+    module_name, _, attr = target.partition(":")
+    if not module_name or not attr:  # `--module :` reached import_module('') (ValueError)
         raise UserError(f"--module must look like pkg.mod:factory, not {target!r}")
-    module_name, attr = target.split(":", 1)
     if str(Path.cwd()) not in sys.path:
         sys.path.insert(0, str(Path.cwd()))
     try:
         factory = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
         raise UserError(f"cannot load --module {target}: {exc}") from exc
-    model = factory() if callable(factory) and not hasattr(factory, "parameters") else factory
+    try:  # the user's code: whatever it raises is their module's problem, said in one line
+        model = factory() if callable(factory) and not hasattr(factory, "parameters") else factory
+    except Exception as exc:
+        raise UserError(f"--module {target}: calling {attr}() failed: {type(exc).__name__}: {exc}") from exc
     if not hasattr(model, "parameters"):
         raise UserError(f"--module {target} did not build a torch nn.Module")
     return int(sum(p.numel() for p in model.parameters()))

@@ -31,8 +31,8 @@ def test_set_list_status_rm() -> None:
     status = run_cli("budget", "status", "--json", "--now", lf.NOW_TEXT).json()
     team = next(s for s in status if s["name"] == "team")
     # December so far: $229.374111 spent; r-3 is estimated at $301.80 and has cost $229.368: $72.432 committed.
-    assert team["spent_usd"] == 229.374111 and team["committed_usd"] == 72.432
-    assert team["remaining_usd"] == pytest.approx(300 - 229.374111 - 72.432)
+    assert team["spent_usd"] == 229.374111 and team["reserved_usd"] == 72.432
+    assert team["free_usd"] == pytest.approx(300 - 229.374111 - 72.432)
     assert team["period_start"] == "2026-12-01T00:00:00Z" and team["period_end"] == "2027-01-01T00:00:00Z"
     # 228 h into December: burn = spent / 228 h; forecast adds burn x the 516 h left.
     assert team["burn_usd_per_hour"] == pytest.approx(229.374111 / 228, abs=1e-6)
@@ -70,7 +70,7 @@ def test_launch_gate_refuses_then_force_records_an_event(db_url: str) -> None:
             # December: nlp spent $0.006111 of $100. A $99.99 job fits, a $100 one does not.
             assert budgets.check_launch(s, "nlp", "aws", Decimal("99.99"), lf.NOW) == []
             [v] = budgets.check_launch(s, "nlp", "aws", Decimal("100"), lf.NOW)
-            assert v.budget == "nlp-month" and v.remaining_usd == Decimal("99.993889")
+            assert v.budget == "nlp-month" and v.free_usd == Decimal("99.993889")
             assert budgets.check_launch(s, "vision", "aws", Decimal("5000"), lf.NOW) == []  # no budget covers it
             assert [x.budget for x in budgets.check_launch(s, "nlp", "gcp", Decimal("2000"), lf.NOW)] == [
                 "gcp-total", "nlp-month"]

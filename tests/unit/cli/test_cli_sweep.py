@@ -26,29 +26,10 @@ import pytest
 from gpuplan.cli import COMMANDS, LazyGroup, cli
 
 from support.clihelp import Result, run_cli, run_subprocess
-
-Path_ = tuple[str, ...]
-
+from support.clitree import Path_, command_tree
 
 # ---------------------------------------------------------------------------------------------------------------
 # The command tree
-
-
-def command_tree() -> dict[Path_, click.Command]:
-    """Every command and subcommand, by its path under `gpuplan` (the root is the empty path)."""
-    found: dict[Path_, click.Command] = {}
-
-    def walk(cmd: click.Command, path: Path_, parent: click.Context | None) -> None:
-        found[path] = cmd
-        if isinstance(cmd, click.Group):
-            ctx = click.Context(cmd, info_name=path[-1] if path else "gpuplan", parent=parent)
-            for name in cmd.list_commands(ctx):
-                sub = cmd.get_command(ctx, name)
-                assert sub is not None, f"{' '.join((*path, name))} is listed but cannot be loaded"
-                walk(sub, (*path, name), ctx)
-
-    walk(cli, (), None)
-    return found
 
 
 TREE = command_tree()

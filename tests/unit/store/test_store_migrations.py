@@ -6,6 +6,7 @@ upgrade-with-data test proves the next revision keeps them.
 
 from __future__ import annotations
 
+import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
@@ -49,6 +50,7 @@ SEEDS: dict[str, tuple[list[str], dict[str, int]]] = {
         {"instances": 1},
     ),
     "0003": ([], {}),  # renames event kinds only (test_0003_renames_dotted_event_kinds)
+    "0004": ([], {}),  # adds nullable columns to runs (reservations, launcher identity)
 }
 
 
@@ -153,3 +155,15 @@ def test_newer_database_is_refused(tmp_path) -> None:
     result = run_cli("--db", url, "db", "upgrade")
     assert result.exit_code == 1
     assert "9999" in result.stderr and "newer" in result.stderr
+
+
+def test_an_extra_schema_version_row_is_refused(db_url: str) -> None:
+    """Only the first alembic_version row used to be read: a second (a branch this gpuplan never wrote) passed."""
+    from gpuplan.errors import GpuplanError
+
+    store = Store.open(db_url)
+    with store.engine.begin() as conn:
+        conn.execute(text("INSERT INTO alembic_version (version_num) VALUES ('9999')"))
+    with pytest.raises(GpuplanError, match=r"has 2 schema versions \(0004, 9999\)"):
+        Store.open(db_url)
+    store.close()
