@@ -504,6 +504,7 @@ def parse_spec(text: str, source: str = "<spec>") -> JobSpec:
     import yaml
 
     from gpuplan.jobs.spec_bounds import SpecBoundsError, find_nul, load_bounded
+    from gpuplan.jobs.spec_errors import describe, find_duplicate_key
 
     try:
         node, data = load_bounded(text)  # size, depth, aliases, recursion: checked before anything walks it
@@ -523,92 +524,11 @@ def parse_spec(text: str, source: str = "<spec>") -> JobSpec:
     if nul is not None:
         raise SpecError(f"{source}: {nul!r}: contains a NUL character (\\0), which no command, name or "
                         "environment variable can carry")
-    duplicate = _find_duplicate_key(node)
+    duplicate = find_duplicate_key(node)
     if duplicate is not None:
         key, line = duplicate
         raise SpecError(f"{source}:{line}: {key}: key given twice")
     try:
         return JobSpec.model_validate(data)
     except ValidationError as exc:
-        raise SpecError("; ".join(_describe(err, node, source) for err in exc.errors())) from None
-
-
-def _describe(err: Any, root: Any, source: str) -> str:
-    loc = tuple(err.get("loc", ()))
-    line = _line_of(root, loc)
-    # A key that is not a plain word (`'\n'`, `'a.b'`) is quoted, so the path stays on one line and unambiguous.
-    path = ".".join(str(p) if re.fullmatch(r"[\w-]+", str(p)) else repr(p) for p in loc if _is_field(p)) or "spec"
-    kind = err.get("type")
-    if kind == "extra_forbidden":
-        message = f"unknown key {loc[-1]!r}" + _suggest(loc)
-    elif kind == "missing":
-        message = "required but missing"
-    else:
-        message = str(err.get("msg", "invalid")).removeprefix("Value error, ")
-    return f"{source}:{line}: {path}: {message}"
-
-
-def _is_field(part: Any) -> bool:
-    """Pydantic puts union branch tags (`str`, `list[str]`, `function-after[...]`) in locations; skip them."""
-    return isinstance(part, int) or (isinstance(part, str) and not re.search(r"[\[\]]", part)
-                                     and part not in ("str", "int", "float", "bool", "datetime", "decimal"))
-
-
-def _line_of(root: Any, loc: tuple[Any, ...]) -> int:
-    """1-based line of the YAML node that `loc` points at (or the deepest node found on the way)."""
-    import yaml
-
-    node = root
-    for index, part in enumerate(loc):
-        if isinstance(node, yaml.MappingNode):
-            match = next(((k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == str(part)),
-                         None)
-            if match is None:
-                continue  # a union tag or a missing key: stay at this mapping
-            key_node, value_node = match
-            if index == len(loc) - 1:
-                return int(key_node.start_mark.line) + 1
-            node = value_node
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
-            node = node.value[part]
-    return int(node.start_mark.line) + 1
-
-
-def _find_duplicate_key(node: Any) -> tuple[str, int] | None:
-    """PyYAML keeps the last of two equal keys silently; a spec with `max_hours:` twice is a mistake."""
-    import yaml
-
-    if isinstance(node, yaml.MappingNode):
-        seen: set[str] = set()
-        for key, value in node.value:
-            if isinstance(key, yaml.ScalarNode):
-                if key.value in seen:
-                    return key.value, key.start_mark.line + 1
-                seen.add(key.value)
-            found = _find_duplicate_key(value)
-            if found:
-                return found
-    elif isinstance(node, yaml.SequenceNode):
-        for item in node.value:
-            found = _find_duplicate_key(item)
-            if found:
-                return found
-    return None
-
-
-def _suggest(loc: tuple[Any, ...]) -> str:
-    """`max_hour` -> did you mean max_hours?"""
-    import difflib
-
-    model: type[BaseModel] = JobSpec
-    for part in loc[:-1]:
-        field = model.model_fields.get(str(part))
-        annotation = getattr(field, "annotation", None) if field else None
-        candidates = [a for a in getattr(annotation, "__args__", (annotation,)) if isinstance(a, type)
-                      and issubclass(a, BaseModel)]
-        if not candidates:
-            return ""
-        model = candidates[0]
-    names = [f.alias or name for name, f in model.model_fields.items()]
-    close = difflib.get_close_matches(str(loc[-1]), names, n=1, cutoff=0.6)
-    return f" (did you mean {close[0]}?)" if close else f" (known: {', '.join(names)})"
+        raise SpecError("; ".join(describe(err, node, source, JobSpec) for err in exc.errors())) from None
