@@ -46,13 +46,13 @@ def test_durations_take_an_exponent_as_sizes_do() -> None:
     assert parse_duration_hours("1e3") == 1000
     assert parse_duration_hours("2.5E+1h") == 25
     assert parse_duration_hours("6e1 minutes") == 1
-    with pytest.raises(ValueError, match="at most 876,600 hours"):
+    with pytest.raises(ValueError, match="and 876,600 hours, not .1e9."):
         parse_duration_hours("1e9", what="--deadline")
     with pytest.raises(ValueError, match="look like"):
         parse_duration_hours("3e")
     result = run_cli("plan", "--params", "7B", "--tokens", "10B", "--gpu", "H100", "--deadline", "1e9")
     assert result.exit_code == 2
-    assert result.stderr.strip().splitlines() == [result.stderr.strip()] and "at most 876,600 hours" in result.stderr
+    assert result.stderr.strip().splitlines() == [result.stderr.strip()] and "and 876,600 hours" in result.stderr
 
 
 @pytest.mark.parametrize("text", ["72h", "3d", "3 days", "3 d", "72 hours", "3D", "4320m", "4320 minutes",
