@@ -149,3 +149,16 @@ def test_the_jobs_code_comes_from_gs(tmp_path: Path, gcs: Running, metadata: Run
     assert run(boot, tmp_path) == 0, (base / "boot.log").read_text()
     assert (base / "run" / "out.txt").read_text().strip() == f"hello from {base / 'code' / 'sub'}"
     assert gcs.state.media_reads == [f"{RUN}/code.tar.gz"]
+
+
+def test_the_largest_gs_boot_script_fits_gces_metadata_value_limit() -> None:
+    """The startup-script is one metadata value: at most 256 KiB (the strict GCE layer refuses more)."""
+    from support.strict_gce import MAX_METADATA_VALUE, metadata_error
+
+    boot = BootPlan(run_id="r-" + "x" * 40, name="n" * 63, argv=["python", "train.py", "--x" * 200],
+                    checkpoint_dir="ck", interruption_watch="gce", guest_attributes=True,
+                    storage_url="gs://b/p/node-0", checkpoint_url="gs://b/p/checkpoints", code_url="gs://b/p/code.tar.gz")
+    script = render_boot_script(boot)
+    assert "gcs_pull_dir" in script and len(script.encode()) < MAX_METADATA_VALUE // 4
+    assert metadata_error([{"key": "startup-script", "value": script}]) is None
+    assert metadata_error([{"key": "startup-script", "value": "x" * (MAX_METADATA_VALUE + 1)}]) is not None
