@@ -162,3 +162,16 @@ def test_the_largest_gs_boot_script_fits_gces_metadata_value_limit() -> None:
     assert "gcs_pull_dir" in script and len(script.encode()) < MAX_METADATA_VALUE // 4
     assert metadata_error([{"key": "startup-script", "value": script}]) is None
     assert metadata_error([{"key": "startup-script", "value": "x" * (MAX_METADATA_VALUE + 1)}]) is not None
+
+
+def test_the_periodic_push_uploads_only_what_changed_since_the_last_one(tmp_path: Path, gcs: Running,
+                                                                          metadata: Running) -> None:
+    job = ["/bin/bash", "-c", 'ck="$GPUPLAN_CHECKPOINT_DIR"; mkdir -p "$ck"; echo a > "$ck/a"; sleep 3.5; '
+           'echo b > "$ck/b"; sleep 2.5']
+    base = tmp_path / "m1"
+    assert run(plan(base, gcs, metadata, 0, argv=job, checkpoint_sync_seconds=1), tmp_path) == 0
+    pushes = (base / "run" / "job.log").read_text().count("checkpoints copied to the run's storage")
+    assert pushes >= 4, (base / "run" / "job.log").read_text()
+    names = [n for n, _ in gcs.state.uploads]
+    prefix = f"{RUN}/checkpoints/"
+    assert (names.count(f"{prefix}a"), names.count(f"{prefix}b")) == (1, 1), names
