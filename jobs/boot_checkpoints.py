@@ -22,13 +22,16 @@ job writes to `$GPUPLAN_CHECKPOINT_DIR` only survive an interruption when they a
   may be relaunched (a power-off would read as the machine shutting itself down). Only if the cloud has not
   taken the machine after NOTICE_LINGER seconds does the script power it off itself.
 
-The copy tools are the ones the default images ship: the AWS CLI on the Deep Learning AMIs (`aws s3 sync`), the
-Cloud SDK on Google's images (`gcloud storage rsync`, falling back to `gsutil rsync`); a folder path needs `cp`.
+The copy tools: the AWS CLI on the Deep Learning AMIs (`aws s3 sync`); for gs:// curl alone against the Cloud
+Storage JSON API with the VM's metadata-server token (gpuplan.jobs.boot_gcs_sync: no Cloud SDK needed on the
+image); a folder path needs `cp`.
 """
 
 from __future__ import annotations
 
 import shlex
+
+from gpuplan.jobs.boot_gcs_sync import GCS_SYNC_FUNCTIONS
 
 NOTICE_POLL_SECONDS = 5  # AWS's recommended interval for the instance-action check
 NOTICE_LINGER_SECONDS = 300  # after a notice: how long to wait for the cloud to take the machine
@@ -208,21 +211,21 @@ on_interruption() {
 }
 """
 
-# gs:// copies need the Cloud SDK (on Google's Deep Learning VM images); a script whose run has no gs:// storage
-# carries none of it (its outputs go to GCS with curl alone: gpuplan.jobs.boot_gcs).
-_GS_SYNC = r"""      if command -v gcloud >/dev/null 2>&1; then
-        gcloud storage rsync --recursive --quiet "$from" "$to"
-      else
-        gsutil -m -q rsync -r "$from" "$to"
-      fi"""
-_GS_COPY = r"""      gcloud storage cp --quiet "$1" "$2" >/dev/null 2>&1"""
+# gs:// copies with curl against the Cloud Storage JSON API (gpuplan.jobs.boot_gcs_sync); a script whose run has
+# no gs:// storage carries none of it.
+_GS_SYNC = r"""      case "$to" in
+        gs://*) gcs_push_dir "$from" "$to" ;;
+        *) gcs_pull_dir "$from" "$to" ;;
+      esac"""
+_GS_COPY = r"""      gcs_file "$1" "$2" >/dev/null 2>&1"""
 _NO_GS = r"""      return 1"""
 
 
 def checkpoint_functions(gs: bool) -> str:
-    """CHECKPOINT_FUNCTIONS, with the Cloud SDK calls only for a run whose storage is gs://."""
-    return CHECKPOINT_FUNCTIONS.replace("@GS_SYNC@", _GS_SYNC if gs else _NO_GS).replace(
+    """CHECKPOINT_FUNCTIONS, with the JSON API copies (curl) only for a run whose storage is gs://."""
+    functions = CHECKPOINT_FUNCTIONS.replace("@GS_SYNC@", _GS_SYNC if gs else _NO_GS).replace(
         "@GS_COPY@", _GS_COPY if gs else _NO_GS)
+    return f"{functions}\n{GCS_SYNC_FUNCTIONS}" if gs else functions
 
 
 # The steps in the script's flow (after the shipper starts; before the job starts).

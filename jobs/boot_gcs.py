@@ -40,7 +40,7 @@ urlencode() {
 }
 
 gcs_upload() {
-  # One file to gs://BUCKET/PREFIX/NAME through the GCS JSON API's media upload (no gsutil/gcloud needed).
+  # One file to gs://BUCKET/PREFIX/NAME through the GCS JSON API's media upload (curl alone).
   local file=$1 name=$2 token=$3 rest bucket object type=text/plain
   rest=${STORAGE_URL#gs://}
   bucket=${rest%%/*}

@@ -27,6 +27,9 @@ Rules (notes, GCP 10-12):
   GoogleCloudPlatform/cluster-toolkit#6279). GCE's error for it is UNDOCUMENTED and was not observed anywhere; this
   layer fails the operation with UNSUPPORTED_OPERATION (the code GCE uses for an incompatible configuration above)
   and a made-up message.
+- `metadata`: each metadata value (the startup-script: the boot script) is at most 262144 bytes (256 KiB) and all
+  keys and values together under 512 KB — https://cloud.google.com/compute/docs/reference/rest/v1/instances
+  (Metadata.items[].value, Metadata.items). GCE's exact message was not found: HTTP 400 `invalid`, ours made up.
 """
 
 from __future__ import annotations
@@ -57,6 +60,8 @@ PUBLISHED_FAMILIES: frozenset[tuple[str, str]] = frozenset({
 HYPERDISK_ONLY = ("a4-", "a4x-", "a3-ultragpu-", "g4-")
 NOT_ON_DEMAND = frozenset({"a3-highgpu-1g", "a3-highgpu-2g", "a3-highgpu-4g", "a4-highgpu-8g"})
 MAX_LABELS = 64
+MAX_METADATA_VALUE = 262144
+MAX_METADATA_TOTAL = 512 * 1024
 
 _INSERT = re.compile(r"^/compute/v1/projects/([^/]+)/zones/([^/]+)/instances$")
 _FAMILY = re.compile(r"^/compute/v1/projects/([^/]+)/global/images/family/([^/]+)$")
@@ -71,12 +76,13 @@ class StrictGceRules:
     image_families: bool = True
     boot_disks: bool = True
     markets: bool = True
+    metadata: bool = True
     families: set[tuple[str, str]] = field(default_factory=lambda: set(PUBLISHED_FAMILIES))
     refused: list[str] = field(default_factory=list)  # the rule of each refusal, in order
 
     def off(self) -> StrictGceRules:
         """Every rule off: the plain fake's behaviour."""
-        self.labels = self.image_families = self.boot_disks = self.markets = False
+        self.labels = self.image_families = self.boot_disks = self.markets = self.metadata = False
         return self
 
 
@@ -110,6 +116,19 @@ def label_error(labels: dict[str, Any], field_name: str) -> ApiError | None:
                             "format constraints. The value can only contain lowercase letters, numeric "
                             "characters, underscores and dashes. The value can be at most 63 characters long. "
                             "International characters are allowed.", "invalid")
+    return None
+
+
+def metadata_error(items: list[dict[str, Any]]) -> ApiError | None:
+    """GCE's 400 for metadata over its size limits (module docstring; the message is made up), or None."""
+    sizes = [(str(i.get("key") or ""), len(str(i.get("value") or "").encode())) for i in items]
+    for key, size in sizes:
+        if size > MAX_METADATA_VALUE:
+            return ApiError(400, f"Invalid value for field 'resource.metadata': metadata value for key {key!r} is "
+                            f"{size} bytes; the limit is {MAX_METADATA_VALUE} (made-up message).", "invalid")
+    if sum(len(k.encode()) + size for k, size in sizes) >= MAX_METADATA_TOTAL:
+        return ApiError(400, "Invalid value for field 'resource.metadata': all metadata keys and values must be "
+                        "under 512 KB (made-up message).", "invalid")
     return None
 
 
@@ -163,6 +182,10 @@ class StrictGceApp:
                      or label_error(params.get("labels") or {}, "resource.disks[0].initializeParams.labels"))
             if error is not None:
                 self._refuse("labels", error)
+        if rules.metadata:
+            error = metadata_error((body.get("metadata") or {}).get("items") or [])
+            if error is not None:
+                self._refuse("metadata", error)
         source = _SOURCE_FAMILY.match(str(params.get("sourceImage") or ""))
         if rules.image_families and source and (source.group(1), source.group(2)) not in rules.families:
             self._refuse("image_families", _not_found(source.group(1), source.group(2)))

@@ -6,7 +6,8 @@ port. It answers only what gpuplan uses:
 
 - `POST /upload/storage/v1/b/B/o?uploadType=media&name=N` (the boot script) and `uploadType=multipart` (the
   client's `upload_from_string`, which tests use to seed objects);
-- `GET /storage/v1/b/B/o?prefix=P` (list, with the real API's `items`/`nextPageToken` shape);
+- `GET /storage/v1/b/B/o?prefix=P` (list, with the real API's `items`/`nextPageToken` shape, pages of
+  `page_size`, and the `fields` partial response the boot script asks for);
 - `GET /storage/v1/b/B/o/N?alt=media` and `GET /download/storage/v1/b/B/o/N?alt=media` (the object's bytes, with
   `x-goog-hash` so the client can verify them), and `GET .../o/N` (its metadata).
 
@@ -60,6 +61,8 @@ class FakeGcs:
     buckets: set[str] = field(default_factory=lambda: {"gpuplan-runs"})
     upload_token: str | None = None
     can_overwrite: bool = True
+    read_token: str | None = None  # set: a list or read must carry `Authorization: Bearer <it>` (a private bucket)
+    page_size: int = 1000  # the list's page (the real default and maximum); tests set it small to force paging
     objects: dict[tuple[str, str], StoredObject] = field(default_factory=dict)
     uploads: list[tuple[str, bool]] = field(default_factory=list)
     media_reads: list[str] = field(default_factory=list)  # object names whose bytes were downloaded
@@ -138,14 +141,18 @@ class GcsApp:
         bucket = args["bucket"]
         if endpoint == "upload":
             return self._json(request, self._upload(request, bucket))
+        if self.state.read_token is not None and \
+                request.headers.get("Authorization") != f"Bearer {self.state.read_token}":
+            raise ApiError(401, "Anonymous caller does not have storage.objects.get access", "required")
         if endpoint == "list":
             found = self.state.list(bucket, request.args.get("prefix", ""))
             start = int(request.args.get("pageToken") or 0)
-            page = found[start:start + PAGE_SIZE]
+            size = min(self.state.page_size, int(request.args.get("maxResults") or PAGE_SIZE))
+            page = found[start:start + size]
             body: dict[str, Any] = {"kind": "storage#objects", "items": [self._resource(request, o) for o in page]}
-            if start + PAGE_SIZE < len(found):
-                body["nextPageToken"] = str(start + PAGE_SIZE)
-            return Response(json.dumps(body), mimetype="application/json")
+            if start + size < len(found):
+                body["nextPageToken"] = str(start + size)
+            return Response(json.dumps(_partial(body, request.args.get("fields"))), mimetype="application/json")
         obj = self.state.get(bucket, args["name"])
         if endpoint == "media" or request.args.get("alt") == "media":
             self.state.media_reads.append(obj.name)
@@ -189,6 +196,24 @@ class GcsApp:
             "mediaLink": f"{base}/download/storage/v1/b/{obj.bucket}/o/{quoted}?generation={obj.generation}"
                          "&alt=media",
         }
+
+
+def _partial(body: dict[str, Any], fields: str | None) -> dict[str, Any]:
+    """The `fields` partial response (https://cloud.google.com/storage/docs/json_api#partial-response), in the one
+    form the list uses here: top-level names, and `items(a,b)` for the keys kept in each item."""
+    if not fields:
+        return body
+    kept: dict[str, Any] = {}
+    for part in re.findall(r"\w+(?:\([^)]*\))?", fields):
+        key, _, inner = part.partition("(")
+        if key not in body:
+            continue
+        if inner and key == "items":
+            names = set(inner.rstrip(")").split(","))
+            kept[key] = [{k: v for k, v in item.items() if k in names} for item in body[key]]
+        else:
+            kept[key] = body[key]
+    return kept
 
 
 def _multipart(request: Request) -> tuple[dict[str, Any], bytes, str]:

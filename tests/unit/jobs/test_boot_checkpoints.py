@@ -155,19 +155,27 @@ def test_the_jobs_code_is_unpacked_and_a_relative_workdir_is_inside_it(tmp_path:
     assert (base / "run" / "out.txt").read_text().strip() == f"hello from {base / 'code' / 'sub'}"
 
 
-def test_only_a_run_with_gs_storage_carries_the_cloud_sdk_calls(tmp_path: Path) -> None:
+def test_only_a_run_with_gs_storage_carries_the_json_api_copies(tmp_path: Path) -> None:
+    """gs:// checkpoints and code go through curl and the JSON API (run for real in test_boot_checkpoints_gcs.py);
+    no script calls the Cloud SDK, which the image may not have."""
     import shutil
 
     common = {"run_id": "r-gs", "name": "n", "argv": ["true"], "checkpoint_dir": "ck", "interruption_watch": "gce"}
     plain = render_boot_script(BootPlan(**common, checkpoint_url="/shared/r-gs/checkpoints"))
     with_gs = render_boot_script(BootPlan(**common, checkpoint_url="gs://bkt/runs/r-gs/checkpoints",
                                           code_url="gs://bkt/runs/r-gs/code.tar.gz"))
-    assert "gcloud storage" not in plain and "gsutil -m" not in plain
-    assert 'gcloud storage rsync --recursive --quiet "$from" "$to"' in with_gs
+    for script in (plain, with_gs):
+        assert "gcloud" not in script and "gsutil" not in script
+    assert "gcs_push_dir" not in plain and "gcs_pull_dir" not in plain
+    assert 'gs://*) gcs_push_dir "$from" "$to" ;;' in with_gs and '*) gcs_pull_dir "$from" "$to" ;;' in with_gs
+    assert '"$GCS_ENDPOINT/storage/v1/b/$(urlencode "$bucket")/o?$query"' in with_gs
+    assert "?alt=media" in with_gs and "uploadType=media" in with_gs
     if shutil.which("shellcheck"):
         for script in (plain, with_gs):
             proc = subprocess.run(["shellcheck", "-s", "bash", "-"], input=script, capture_output=True, text=True)
             assert proc.returncode == 0, proc.stdout
+    else:
+        pytest.skip("shellcheck is not installed (scripts/test-services.sh installs it)")
 
 
 def test_a_job_that_ignores_the_notice_still_gets_its_checkpoints_copied_before_the_machine_goes(

@@ -139,3 +139,21 @@ def test_a_replayed_request_id_leaves_no_failure_queued(gce: RunningFake) -> Non
     first = instances.insert(request=request)
     assert instances.insert(request=request).name == first.name
     assert gce.state.failures.get(ZONE, []) == [] and gce.strict.refused == ["markets"]
+
+
+def test_metadata_rule(gce: RunningFake) -> None:
+    """A startup-script over 256 KiB: the plain fake takes it, GCE does not; exactly 256 KiB is allowed."""
+    def with_script(size: int) -> compute_v1.Instance:
+        instance = body()
+        instance.metadata = compute_v1.Metadata(items=[compute_v1.Items(key="startup-script", value="x" * size)])
+        return instance
+
+    gce.strict.metadata = False
+    assert not insert(gce, with_script(262145)).error
+    gce.strict.metadata = True
+    assert not insert(gce, with_script(262144)).error
+    with pytest.raises(gexc.BadRequest) as caught:
+        insert(gce, with_script(262145))
+    code, reason, text = error_body(caught.value)
+    assert (code, reason) == (400, "invalid") and "startup-script" in text
+    assert len(gce.state.live()) == 2 and gce.strict.refused == ["metadata"]
