@@ -1,6 +1,6 @@
 """`gpuplan exec RUN -- CMD` and `gpuplan ssh RUN`: into a live run's machine, as its provider allows.
 
-The command line comes from gpuplan.providers.attach (built from the recorded instance rows); this module picks
+The command line comes from gpuplan.cli.attach_route (built from the recorded instance rows); this module picks
 the node, runs the line with the terminal handed over, and exits with the command's own status.
 """
 
@@ -57,10 +57,10 @@ def _run(app: AppContext, run_ref: str, command: list[str] | None, *, node: int,
          print_only: bool) -> None:
     import sys
 
+    from gpuplan.cli.attach_route import attach_command, check_via
     from gpuplan.cli.output import note
     from gpuplan.config import provider_settings
     from gpuplan.errors import UserError
-    from gpuplan.providers.attach import attach_command, check_via
 
     target = _target(app, run_ref, node)
     try:

@@ -13,7 +13,8 @@ else the run's folder on that machine. A shell (`ssh`) or one command (`exec`):
 
 A plugin provider may offer the same with a method `attach_command(target, command, interactive) -> Attach`.
 The cloud builders only build argv (the user's aws/gcloud CLI does the talking): tests check them without a
-cloud, and no credential passes through gpuplan.
+cloud, and no credential passes through gpuplan. The routing lives in the CLI, the one layer above every provider
+package, so the providers' shared root never imports a cloud's package (which imports the root back).
 """
 
 from __future__ import annotations
