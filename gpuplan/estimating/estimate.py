@@ -65,17 +65,19 @@ class Workload:
     mode: str = "train"
     batch: int = 1  # inference: concurrent sequences
     context: int = 2048  # inference: tokens of context per sequence (prompt + generated)
-    # flash: fused attention that never stores the s x s scores (PyTorch 2 SDPA, FlashAttention); eager:
-    # softmax(QK^T) materialised (torch < 2.0, custom attention). Only the activation memory depends on it.
+    # flash: fused attention that never stores the s x s scores (PyTorch 2 SDPA, FlashAttention-2); flash1: the
+    # same memory at FlashAttention-1's speed (half); eager: softmax(QK^T) materialised (torch < 2.0, custom
+    # attention). The activation memory and the config model's attention time depend on it.
     attention: str = "flash"
     # How the job runs, when the user says (the config-aware model, gpuplan.estimating.throughput, then answers):
     # tensor and pipeline parallel sizes, the recomputation (None: from activation_checkpointing), the pipeline
-    # schedule and the inter-node network in Gbit/s per node.
+    # schedule, the inter-node network in Gbit/s per node and whether TP exchanges overlap the GEMMs.
     tp: int = 1
     pp: int = 1
     recompute: str | None = None
     schedule: str = "1f1b"
     interconnect_gbps: float | None = None
+    tp_overlap: bool = False
     # Serving: the stored weights' format (None = the precision) and the int4 quantization group size.
     weight_format: str | None = None
     group_size: int = serving.DEFAULT_GROUP_SIZE
@@ -497,7 +499,7 @@ def _inference_estimate(workload: Workload, hardware: Hardware, throughput: Thro
     peak = _peak(gpu, compute_precision)
     mem = serving_memory_of(workload, shape, gpus)
     # Decode reads the weights and KV cache, never the prefill's attention scores: time it on the fused working set.
-    timed = mem if workload.attention == "flash" else serving_memory_of(replace(workload, attention="flash"), shape,
+    timed = mem if workload.attention != "eager" else serving_memory_of(replace(workload, attention="flash"), shape,
                                                                        gpus)
     fits = mem.total <= gpu.memory_gb
     needed = min_gpus(workload, gpu, gpus_per_node=hardware.per_node)

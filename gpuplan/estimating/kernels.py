@@ -16,6 +16,11 @@ Each constant names where its number comes from:
   2024, FlashAttention-3, abstract: "FlashAttention-2 achieves only 35% utilization on H100"). The causal mask
   skips half the score blocks, so the executed FLOPs are half of the 4·s·h per token the MFU convention counts;
   the backward pass does 2.5x the forward's FLOPs (it recomputes the scores: Dao 2023, sec. 3.1.2).
+- FlashAttention-1 class kernels (the original CUDA FlashAttention, and the Triton kernel flash_attn_triton.py that
+  MPT/llm-foundry ran as `attn_impl: triton` because it takes an ALiBi bias; its docstring: "Overall Triton
+  forward + backward is slightly slower than CUDA forward + backward") run at half the FlashAttention-2 rate:
+  "FlashAttention-2 ... yields around 2x speedup compared to FlashAttention" (Dao 2023, abstract), whose 25-40% of
+  the A100 peak is half of FlashAttention-2's 50-73%.
 - Memory-bound ops (norms, residual adds, the MLP activation, rotary embedding, cross-entropy over the vocabulary,
   the optimizer step) move bytes, not FLOPs: their element passes are counted per token below and timed at 70% of
   the HBM bandwidth (STREAM-like copy kernels reach 80-90% of the datasheet bandwidth; PyTorch eager element-wise
@@ -38,6 +43,7 @@ GEMM_K0 = 256.0
 MAMF_K = 5120.0  # fixed cost per GEMM / fused kernel (launch + tail wave)
 FLASH_EFFICIENCY = {"ampere": 0.60, "hopper": 0.35, "blackwell": 0.35, "ada": 0.50, "cdna3": 0.35}
 FLASH_FALLBACK = 0.40
+FLASH1_SPEEDUP = 2.0  # FlashAttention-2 over FlashAttention-1 (Dao 2023, abstract)
 FLASH_BACKWARD_RATIO = 2.5
 BANDWIDTH_EFFICIENCY = 0.7
 EAGER_SCORE_BYTES = 10.0
@@ -79,13 +85,16 @@ def gemm_seconds(m: float, n: float, k: float, *, gpu: GpuSpec, peak_flops: floa
 
 
 def flash_attention_seconds(tokens: float, seq_len: int, heads_dim: float, *, gpu: GpuSpec, peak_flops: float,
-                            backward: bool) -> float:
+                            backward: bool, generation: int = 2) -> float:
     """Causal fused attention for `tokens` tokens in sequences of `seq_len`, `heads_dim` = heads x head size on
-    this GPU: forward 4·s·d per token halved by the mask; backward 2.5x that."""
+    this GPU: forward 4·s·d per token halved by the mask; backward 2.5x that. `generation` 1 = a
+    FlashAttention-1 class kernel (half the FlashAttention-2 rate)."""
     flops = 0.5 * 4.0 * tokens * seq_len * heads_dim
     if backward:
         flops *= FLASH_BACKWARD_RATIO
     efficiency = FLASH_EFFICIENCY.get(gpu.generation, FLASH_FALLBACK)
+    if generation == 1:
+        efficiency /= FLASH1_SPEEDUP
     return flops / (peak_flops * efficiency) + KERNEL_OVERHEAD_S
 
 

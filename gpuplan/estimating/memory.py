@@ -50,7 +50,8 @@ OPTIMIZERS = tuple(_OPTIMIZER_STATE_BYTES)
 SHARDINGS = ("none", "zero1", "zero2", "zero3", "fsdp")
 # flash: a fused kernel (FlashAttention, PyTorch SDPA flash / memory-efficient) that never stores the s x s scores;
 # eager: softmax(QK^T) computed and kept by ordinary ops.
-ATTENTIONS = ("flash", "eager")
+ATTENTIONS = ("flash", "flash1", "eager")
+FUSED_ATTENTIONS = ("flash", "flash1")  # scores never stored; flash1 = FlashAttention-1 class kernels (speed only)
 LOGSUMEXP_BYTES = 4.0  # FlashAttention's softmax statistic is fp32 whatever the activation precision
 
 
@@ -88,7 +89,7 @@ def attention_activation_bytes(shape: Shape, tokens: int, precision: str, *, seq
     b = activation_bytes(precision)
     h, a = shape.hidden, shape.heads
     s = seq_len or tokens
-    if attention == "flash":
+    if attention in FUSED_ATTENTIONS:
         # Layer input, Q and O (h each), K and V at their own width (GQA), and the fp32 logsumexp per query head.
         per_token = b * (3 * h + 2 * shape.kv_dim) + LOGSUMEXP_BYTES * a
     else:

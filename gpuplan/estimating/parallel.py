@@ -16,9 +16,9 @@ activation recomputation, GPUs per node and the inter-node network. The volumes 
   ZeRO-3/FSDP all-gather the weights in forward and again in backward and reduce-scatter the gradients: 3·(d-1)/d,
   every micro-batch (Zhao et al. 2023, PyTorch FSDP, sec. 3.3), overlapped layer by layer with compute.
 - Links: inside a node NVLink (or PCIe) at 80% of the unidirectional peak (nccl-tests all_reduce busbw on DGX H100
-  ~360-370 GB/s of 450); a collective that spans nodes runs at the node's NIC bandwidth shared by its GPUs, at 70% of
-  the line rate (comms.NETWORK_EFFICIENCY). The inter-node network comes from `--interconnect` or the GPU's usual
-  cloud instance (comms.default_network_gbps).
+  ~360-370 GB/s of 450); a ring that spans nodes runs at the NICs of its members in each node, at 70% of the line
+  rate (comms.NETWORK_EFFICIENCY; ring_bus_bytes_per_s), a pipeline send at the sending GPU's own NIC share. The
+  inter-node network comes from `--interconnect` or the GPU's usual cloud instance (comms.default_network_gbps).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from gpuplan.estimating import comms
 from gpuplan.hardware.gpus import GpuSpec
 
-RECOMPUTES = ("none", "selective", "full")
+RECOMPUTES = ("none", "selective", "op", "full")
 SCHEDULES = ("1f1b", "interleaved")
 # Named inter-node fabrics, Gbit/s per node of 8 GPUs: InfiniBand NDR 8 x 400 (DGX H100 SuperPOD) and HDR 8 x 200
 # (DGX A100 / Selene), AWS EFA on p5 (3200) and p4d (400), and plain Ethernet.
@@ -58,6 +58,9 @@ class ParallelConfig:
     recompute_share: float = 1.0
     # Model chunks per GPU in the interleaved schedule (Megatron's virtual pipeline size).
     virtual_stages: int = INTERLEAVED_CHUNKS
+    # Tensor-parallel exchanges overlapped with the GEMMs they feed (Megatron-Core + Transformer Engine's
+    # userbuffers, `--tp-comm-overlap`) instead of waiting on the critical path.
+    tp_overlap: bool = False
 
     def __post_init__(self) -> None:
         problems = []
@@ -69,6 +72,8 @@ class ParallelConfig:
             problems.append(f"recompute must be one of {', '.join(RECOMPUTES)}")
         if self.schedule not in SCHEDULES:
             problems.append(f"schedule must be one of {', '.join(SCHEDULES)}")
+        if self.tp_overlap and self.tp < 2:
+            problems.append("--tp-overlap needs --tp of 2 or more")
         if self.micro_batch < 1 or self.global_batch < 1:
             problems.append("micro-batch and global batch must be at least 1")
         if problems:
@@ -90,17 +95,33 @@ def intra_node_bytes_per_s(gpu: GpuSpec) -> float:
 
 
 def inter_node_bytes_per_s(network_gbps: float, gpus_per_node: int) -> float:
-    """Achievable bytes/s per GPU for a collective across nodes: the node's NICs shared by its GPUs."""
+    """Achievable bytes/s of one GPU's own share of its node's NICs (a point-to-point send across nodes)."""
     return network_gbps / 8 * 1e9 * comms.NETWORK_EFFICIENCY / max(1, gpus_per_node)
 
 
+def ring_bus_bytes_per_s(gpu: GpuSpec, *, network_gbps: float, gpus_per_node: int, members_per_node: int) -> float:
+    """Bus bandwidth of a ring collective that spans nodes, with `members_per_node` of its ranks in each node.
+
+    NCCL runs one ring per NIC (its channels), each ring through every rank, crossing the network once per node;
+    each ring carries its share of the buffer, so the crossing links together move the collective at the NICs of
+    the group's members in that node: with all 8 GPUs of a node in the group, the node's whole network (busbw of
+    multi-node all_reduce on DGX nodes approaches the node's total NIC rate: nccl-tests doc/PERFORMANCE.md defines
+    busbw as the per-link figure to compare with the hardware peak), never more than NVLink inside the node.
+    """
+    members = max(1, min(members_per_node, gpus_per_node))
+    return min(intra_node_bytes_per_s(gpu), inter_node_bytes_per_s(network_gbps, gpus_per_node) * members)
+
+
 def ring_seconds(nbytes: float, ranks: int, *, spans_nodes: bool, gpu: GpuSpec, network_gbps: float,
-                 gpus_per_node: int, factor: float = 2.0) -> float:
-    """A ring collective of `nbytes` per rank over `ranks` GPUs: factor·(r-1)/r·nbytes at the slowest link's rate
-    (factor 2 for an all-reduce, 1 for a reduce-scatter or an all-gather)."""
+                 gpus_per_node: int, factor: float = 2.0, members_per_node: int = 1) -> float:
+    """A ring collective of `nbytes` per rank over `ranks` GPUs: factor·(r-1)/r·nbytes at the bus bandwidth
+    (factor 2 for an all-reduce, 1 for a reduce-scatter or an all-gather); across nodes `members_per_node` of the
+    ranks share each node (ring_bus_bytes_per_s)."""
     if ranks <= 1 or nbytes <= 0:
         return 0.0
-    rate = inter_node_bytes_per_s(network_gbps, gpus_per_node) if spans_nodes else intra_node_bytes_per_s(gpu)
+    rate = (ring_bus_bytes_per_s(gpu, network_gbps=network_gbps, gpus_per_node=gpus_per_node,
+                                 members_per_node=members_per_node)
+            if spans_nodes else intra_node_bytes_per_s(gpu))
     return factor * (ranks - 1) / ranks * nbytes / rate + COLLECTIVE_LATENCY_S
 
 
@@ -112,7 +133,8 @@ def tp_seconds_per_layer(config: ParallelConfig, *, tokens: float, hidden: int, 
         return 0.0
     spans = config.tp > config.gpus_per_node
     one = ring_seconds(tokens * hidden * act_bytes, config.tp, spans_nodes=spans, gpu=gpu,
-                       network_gbps=network_gbps, gpus_per_node=config.gpus_per_node)
+                       network_gbps=network_gbps, gpus_per_node=config.gpus_per_node,
+                       members_per_node=config.gpus_per_node)
     return one * 2 * (forward_passes + 1)
 
 
@@ -145,5 +167,9 @@ def dp_seconds(config: ParallelConfig, *, local_param_bytes: float, gpu: GpuSpec
     """One data-parallel exchange of the local gradients: an all-reduce (none), reduce-scatter + all-gather (ZeRO-1/2)
     or, for ZeRO-3/FSDP, the all-gathers and reduce-scatter of one micro-batch."""
     factor = 3.0 if config.sharding in ("zero3", "fsdp") else 2.0
+    # Ranks are laid out tensor-parallel first (Megatron's order), so a node holds gpus_per_node / tp of one
+    # data-parallel group (one, when a model replica fills the node).
+    members = min(config.dp, max(1, config.gpus_per_node // config.tp))
     return ring_seconds(local_param_bytes, config.dp, spans_nodes=dp_spans_nodes(config), gpu=gpu,
-                        network_gbps=network_gbps, gpus_per_node=config.gpus_per_node, factor=factor)
+                        network_gbps=network_gbps, gpus_per_node=config.gpus_per_node, factor=factor,
+                        members_per_node=members)

@@ -5,8 +5,10 @@ et al. 2021; Korthikanti et al. 2022): for one micro-batch on one pipeline stage
 its four GEMMs (QKV, attention output, MLP up, MLP down: kernels.gemm_seconds at the shape tensor parallelism
 leaves on this GPU), fused causal attention (kernels.flash_attention_seconds) and its memory-bound ops
 (kernels.elementwise_bytes at the HBM bandwidth); backward costs two GEMMs per forward GEMM (input and weight
-gradients). Recomputation adds the forward again (full), or the attention core again (selective: Korthikanti et
-al. 2022, sec. 5). Tensor-parallel all-reduces add per layer, pipeline sends per micro-batch, the last stage the
+gradients). Recomputation adds the forward again (full), the attention core again (selective: Korthikanti et
+al. 2022, sec. 5), or every second matmul and the memory-bound ops (op: torchtitan's selective op policy).
+Tensor-parallel all-reduces add per layer (or only what the GEMMs cannot hide, when overlapped: Megatron-Core's
+--tp-comm-overlap), pipeline sends per micro-batch, the last stage the
 output head and cross-entropy. The pipeline runs m micro-batches plus its bubble (parallel.bubble_slots); the
 data-parallel gradient exchange is overlapped with the backward pass (DDP/ZeRO: with the last micro-batch only,
 whatever does not fit shows; FSDP/ZeRO-3: layer by layer each micro-batch, one layer's gather never hidden); the
@@ -34,7 +36,7 @@ EXPOSED_TAIL = 0.1
 # the power cap are below the boost clock MAMF measures; framework overhead, allocator, data loading, logging).
 # Fitted per generation by bench/throughput_accuracy.py as the median over sources of each source's median ratio,
 # so that a source with 200 rows weighs no more than one with 4; the bench scores it leave-one-source-out.
-SUSTAINED_EFFICIENCY = {"ampere": 0.865, "hopper": 0.702}
+SUSTAINED_EFFICIENCY = {"ampere": 0.858, "hopper": 0.784}
 SUSTAINED_FALLBACK = 0.75  # generations without a published table: between the two
 
 
@@ -66,9 +68,21 @@ class StepBreakdown:
         return f"step {self.step_s:.3g} s over {self.micro_batches} micro-batches: {shown}"
 
 
+def _op_recompute_seconds(shape: Shape, gpu: GpuSpec, *, tokens: float, tp: int, peak: float) -> float:
+    """The matmuls torchtitan's selective op checkpointing recomputes in one layer's forward: its policy saves "all
+    compute ops, except every second mm" (torchtitan parallelize_llama.py, `_save_list`; the mm count restarts per
+    layer), so of the projections q, k, v, o, then the MLP's (gate, up, down or up, down) in call order, the 2nd,
+    4th, 6th... run again. Attention's output is saved; the memory-bound ops are recomputed (added by the caller)."""
+    h, kv, i = shape.hidden, shape.kv_dim, shape.intermediate
+    mlp = [(i / tp, h), (i / tp, h), (h, i / tp)] if shape.gated_mlp else [(i / tp, h), (h, i / tp)]
+    projections = [(h / tp, h), (kv / tp, h), (kv / tp, h), (h, h / tp), *mlp]  # (n, k) of each mm
+    return sum(kernels.gemm_seconds(tokens, n, k, gpu=gpu, peak_flops=peak) for n, k in projections[1::2])
+
+
 def _layer_times(shape: Shape, gpu: GpuSpec, *, tokens: float, seq_len: int, tp: int, peak: float,
-                 attention_peak: float, act_bytes: float, attention: str) -> tuple[float, float, float]:
-    """(forward, backward, attention-core forward) seconds of one layer for one micro-batch on one GPU."""
+                 attention_peak: float, act_bytes: float, attention: str) -> tuple[float, float, float, float]:
+    """(forward, backward, attention-core forward, memory-bound forward) seconds of one layer for one micro-batch
+    on one GPU."""
     h, kv, i = shape.hidden, shape.kv_dim, shape.intermediate
     up = (2 * i if shape.gated_mlp else i) / tp
     gemms = (kernels.gemm_seconds(tokens, (h + 2 * kv) / tp, h, gpu=gpu, peak_flops=peak)
@@ -83,14 +97,14 @@ def _layer_times(shape: Shape, gpu: GpuSpec, *, tokens: float, seq_len: int, tp:
     else:
         attention_fwd, attention_bwd = (
             kernels.flash_attention_seconds(tokens, seq_len, h / tp, gpu=gpu, peak_flops=attention_peak,
-                                            backward=backward)
+                                            backward=backward, generation=1 if attention == "flash1" else 2)
             for backward in (False, True))
     # Sequence parallelism (Korthikanti et al. 2022) splits the norms and residuals over the tp ranks too.
     elementwise = kernels.memory_seconds(
         kernels.elementwise_bytes(tokens / tp, h, i, gated=shape.gated_mlp, act_bytes=act_bytes), gpu)
     forward = gemms + attention_fwd + elementwise
     backward = 2 * gemms + attention_bwd + kernels.BACKWARD_ELEMENTWISE_RATIO * elementwise
-    return forward, backward, attention_fwd
+    return forward, backward, attention_fwd, elementwise
 
 
 def step_breakdown(shape: Shape, gpu: GpuSpec, config: ParallelConfig, *, params: int, seq_len: int,
@@ -110,17 +124,25 @@ def step_breakdown(shape: Shape, gpu: GpuSpec, config: ParallelConfig, *, params
     tokens = config.micro_batch * seq_len
     tp, pp = config.tp, config.pp
 
-    forward, backward, attention_core = _layer_times(shape, gpu, tokens=tokens, seq_len=seq_len, tp=tp, peak=peak,
-                                                     attention_peak=attention_peak, act_bytes=act_bytes,
-                                                     attention=attention)
+    forward, backward, attention_core, elementwise = _layer_times(
+        shape, gpu, tokens=tokens, seq_len=seq_len, tp=tp, peak=peak, attention_peak=attention_peak,
+        act_bytes=act_bytes, attention=attention)
     if config.recompute == "full":
         recompute, passes = forward * config.recompute_share, 1.0 + config.recompute_share
     elif config.recompute == "selective":
         recompute, passes = attention_core, 1.0
+    elif config.recompute == "op":
+        recompute = _op_recompute_seconds(shape, gpu, tokens=tokens, tp=tp, peak=peak) + elementwise
+        passes = 1.0
     else:
         recompute, passes = 0.0, 1.0
     tp_layer = parallel.tp_seconds_per_layer(config, tokens=tokens, hidden=shape.hidden, act_bytes=act_bytes,
                                              gpu=gpu, network_gbps=network, forward_passes=passes)
+    if config.tp_overlap:
+        # Overlapped with the layer's GEMMs (forward, two backward GEMMs each): only what they cannot cover shows,
+        # and at least the first chunk's exchange of each split GEMM (EXPOSED_TAIL, as for the DP buckets).
+        layer_gemms = 3 * (forward - attention_core - elementwise)
+        tp_layer = max(EXPOSED_TAIL * tp_layer, tp_layer - layer_gemms)
     layers = math.ceil(shape.layers / pp)
     head = 3 * kernels.gemm_seconds(tokens, shape.vocab / tp, shape.hidden, gpu=gpu, peak_flops=peak) + \
         kernels.memory_seconds(tokens * shape.vocab / tp * kernels.LOGIT_BYTES, gpu)

@@ -51,19 +51,25 @@ _OPTIONS = [
                       "the least sharded of none/zero1/zero2/zero3 that fits (estimate and plan choose alike)."),
     click.option("--activation-checkpointing", is_flag=True, help="Recompute activations in the backward pass."),
     click.option("--attention", type=click.Choice(ATTENTIONS), default="flash", show_default=True,
-                 help="Attention kernel, for activation memory. flash: fused kernels that never store the s x s "
-                      "scores (PyTorch >= 2.0 scaled_dot_product_attention, FlashAttention; fp32 uses SDPA's "
-                      "memory-efficient kernel). eager: the scores are kept (a·s² per layer and sequence); pick it "
+                 help="Attention kernel, for activation memory and the config model's speed. flash: fused "
+                      "kernels that never store the s x s scores (PyTorch >= 2.0 scaled_dot_product_attention, "
+                      "FlashAttention-2; fp32 uses SDPA's memory-efficient kernel). flash1: the same memory at "
+                      "FlashAttention-1's speed (the original CUDA kernel, MPT's attn_impl triton). eager: the scores "
+                      "are kept (a·s² per layer and sequence); pick it "
                       "for torch < 2.0, custom attention the fused kernels cannot run (your own softmax/bias, "
                       "output_attentions, attn_implementation=\"eager\") or GPUs/backends without fused kernels."),
     click.option("--tp", type=click.IntRange(1, 1024), help="Tensor-parallel size (Megatron-style; default 1). "
                  "Stating --tp, --pp, --recompute or --interconnect times a step with the config-aware model."),
+    click.option("--tp-overlap", is_flag=True,
+                 help="Tensor-parallel exchanges overlap the GEMMs (Megatron-Core + Transformer Engine "
+                      "--tp-comm-overlap); without it they wait on the critical path. Needs --tp 2 or more."),
     click.option("--pp", type=click.IntRange(1, 1024), help="Pipeline-parallel stages (default 1)."),
     click.option("--pp-schedule", type=click.Choice(SCHEDULES), default="1f1b", show_default=True,
                  help="Pipeline schedule: 1f1b, or interleaved (2 virtual stages per GPU, a smaller bubble)."),
     click.option("--recompute", type=click.Choice(RECOMPUTES),
-                 help="Activation recomputation: none, selective (attention core only, Korthikanti et al. 2022) "
-                      "or full (= --activation-checkpointing)."),
+                 help="Activation recomputation: none, selective (attention core only, Korthikanti et al. 2022; "
+                      "Megatron's --recompute-granularity selective), op (torchtitan's selective op checkpointing: "
+                      "every second matmul and the element-wise ops) or full (= --activation-checkpointing)."),
     click.option("--interconnect", metavar="FABRIC|GBPS",
                  help=f"Inter-node network per node: {', '.join(INTERCONNECTS)}, or Gbit/s (e.g. 3200)."),
     click.option("--lora", type=bounded_int("lora"), metavar="RANK", help="Train LoRA adapters of this rank only."),
@@ -216,9 +222,9 @@ def build_workload(options: dict[str, Any]) -> Workload:
     if recompute and options["activation_checkpointing"] and recompute != "full":
         raise UserError(f"--activation-checkpointing means --recompute full, not {recompute}")
     if mode == "inference" and (recompute or (options.get("pp") or 1) > 1 or (options.get("tp") or 1) > 1
-                                or options.get("interconnect")):
-        raise UserError("--tp, --pp, --recompute and --interconnect apply to training; in --mode inference the "
-                        "GPU count (--gpus) is the tensor-parallel size")
+                                or options.get("interconnect") or options.get("tp_overlap")):
+        raise UserError("--tp, --pp, --tp-overlap, --recompute and --interconnect apply to training; in --mode "
+                        "inference the GPU count (--gpus) is the tensor-parallel size")
     try:
         return Workload(
             params=params, tokens=tokens, architecture=arch, seq_len=seq_len,
@@ -231,6 +237,7 @@ def build_workload(options: dict[str, Any]) -> Workload:
             tp=options.get("tp") or 1, pp=options.get("pp") or 1, recompute=recompute,
             schedule=options.get("pp_schedule") or "1f1b",
             interconnect_gbps=interconnect_gbps(options.get("interconnect")),
+            tp_overlap=bool(options.get("tp_overlap")),
             weight_format=options.get("weight_format"), group_size=options.get("group_size") or DEFAULT_GROUP_SIZE,
         )
     except ValueError as exc:

@@ -143,6 +143,8 @@ def test_user_throughput_and_mfu() -> None:
     (["--params", "7B", "--tokens", "1T", "--gpu", "H100", "--weights", "int4"], "--mode inference"),
     (["--params", "7B", "--tokens", "1T", "--gpu", "H100", "--recompute", "selective",
       "--activation-checkpointing"], "--recompute full"),
+    (["--params", "7B", "--tokens", "1T", "--gpu", "H100", "--tp-overlap"], "--tp-overlap needs --tp of 2"),
+    (["--params", "7B", "--mode", "inference", "--gpu", "L4", "--tp-overlap"], "--tp-overlap"),
 ])
 def test_bad_input_is_one_line_exit_2(args: list[str], message: str) -> None:
     result = run_cli("estimate", *args)
@@ -211,6 +213,15 @@ def test_stated_parallel_config_uses_the_config_model() -> None:
     assert (layout["tp"], layout["pp"], layout["dp"]) == (8, 4, 16) and layout["recompute"] == "selective"
     assert sum(layout["seconds"].values()) == pytest.approx(layout["step_s"])
     assert "80% of published throughput rows" in run_cli(*args).stdout
+    overlapped = run_cli(*args, "--tp-overlap", "--json").json()
+    assert overlapped["parallel"]["tp_overlap"] is True
+    assert overlapped["parallel"]["seconds"]["tensor_parallel"] < layout["seconds"]["tensor_parallel"]
+    assert overlapped["tokens_per_s_per_gpu"] > data["tokens_per_s_per_gpu"]
+    kernels = [run_cli("estimate", "--model", "llama-2-7b", "--tokens", "1B", "--gpu", "A100-80GB", "--seq-len",
+                       "32768", "--recompute", "full", "--attention", kind, "--json").json()
+               for kind in ("flash", "flash1")]
+    assert kernels[1]["tokens_per_s_per_gpu"] < 0.75 * kernels[0]["tokens_per_s_per_gpu"]
+    assert kernels[1]["memory_gb_per_gpu"] == kernels[0]["memory_gb_per_gpu"]  # same fused memory, slower
 
 
 def test_estimate_shards_and_falls_back_like_plan() -> None:

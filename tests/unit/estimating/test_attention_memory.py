@@ -57,7 +57,7 @@ def test_fp32_flash_is_the_memory_efficient_kernel_without_scores() -> None:
 
 
 def test_unknown_attention_is_rejected() -> None:
-    with pytest.raises(ValueError, match="attention must be one of flash, eager"):
+    with pytest.raises(ValueError, match="attention must be one of flash, flash1, eager"):
         Workload(params=10**9, tokens=10**9, attention="sdpa")
     with pytest.raises(ValueError, match="attention must be one of"):
         memory.layer_activation_bytes(LLAMA2, 16, "bf16", attention="math")
@@ -140,7 +140,7 @@ def test_cli_bad_attention_is_one_line_exit_2() -> None:
     result = run_cli("estimate", "--params", "7B", "--tokens", "1B", "--gpu", "H100", "--attention", "sdpa")
     assert result.exit_code == 2
     assert result.stdout == ""
-    assert "'sdpa' is not one of 'flash', 'eager'" in result.stderr
+    assert "'sdpa' is not one of 'flash', 'flash1', 'eager'" in result.stderr
 
 
 @pytest.mark.parametrize("attention", ["flash", "eager"])

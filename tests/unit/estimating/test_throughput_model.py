@@ -55,9 +55,29 @@ def test_ring_collective_volume_and_links() -> None:
     inside = parallel.ring_seconds(nbytes, 8, spans_nodes=False, gpu=A100, network_gbps=1600, gpus_per_node=8)
     # 2·(8-1)/8 of the bytes at 80% of 300 GB/s (A100 NVLink 600 GB/s both ways).
     assert inside == pytest.approx(2 * 7 / 8 * nbytes / 240e9 + parallel.COLLECTIVE_LATENCY_S)
-    across = parallel.ring_seconds(nbytes, 64, spans_nodes=True, gpu=A100, network_gbps=1600, gpus_per_node=8)
-    # The node's 1600 Gb/s at 70%, shared by its 8 GPUs.
-    assert across == pytest.approx(2 * 63 / 64 * nbytes / (1600 / 8 * 1e9 * 0.7 / 8) + parallel.COLLECTIVE_LATENCY_S)
+    # A ring with all 8 GPUs of each node in it: one NCCL ring per NIC, so the node's whole 1600 Gb/s at 70%.
+    across = parallel.ring_seconds(nbytes, 64, spans_nodes=True, gpu=A100, network_gbps=1600, gpus_per_node=8,
+                                   members_per_node=8)
+    assert across == pytest.approx(2 * 63 / 64 * nbytes / (1600 / 8 * 1e9 * 0.7) + parallel.COLLECTIVE_LATENCY_S)
+    # One member per node (a data-parallel group of tp=8 replicas): that GPU's own eighth of the NICs.
+    lone = parallel.ring_seconds(nbytes, 64, spans_nodes=True, gpu=A100, network_gbps=1600, gpus_per_node=8)
+    assert lone == pytest.approx(2 * 63 / 64 * nbytes / (1600 / 8 * 1e9 * 0.7 / 8) + parallel.COLLECTIVE_LATENCY_S)
+    # Never faster than NVLink inside the node: 3200 Gb/s x 0.7 = 280 GB/s > A100's 240 GB/s.
+    fast = parallel.ring_seconds(nbytes, 64, spans_nodes=True, gpu=A100, network_gbps=3200, gpus_per_node=8,
+                                 members_per_node=8)
+    assert fast == pytest.approx(2 * 63 / 64 * nbytes / 240e9 + parallel.COLLECTIVE_LATENCY_S)
+
+
+def test_data_parallel_ring_members_per_node_follow_the_tensor_parallel_size() -> None:
+    """Ranks are tensor-parallel first: with tp=8 a node holds one rank of each data-parallel group, with tp=2
+    four; the exchange of the same bytes is then 4x faster."""
+    wide = ParallelConfig(gpus=64, gpus_per_node=8, tp=2, sharding="zero1", global_batch=64)
+    narrow = replace(wide, tp=8)
+    nbytes = 1e9
+    one_each = parallel.dp_seconds(narrow, local_param_bytes=nbytes, gpu=A100, network_gbps=1600)
+    four_each = parallel.dp_seconds(wide, local_param_bytes=nbytes, gpu=A100, network_gbps=1600)
+    ring = parallel.COLLECTIVE_LATENCY_S
+    assert (one_each - ring) / (7 / 8) == pytest.approx(4 * (four_each - ring) / (31 / 32))
     assert parallel.ring_seconds(nbytes, 1, spans_nodes=True, gpu=A100, network_gbps=1600, gpus_per_node=8) == 0
 
 
@@ -92,9 +112,12 @@ def test_step_parts_add_up_and_follow_the_config() -> None:
     assert none.tokens_per_s_per_gpu > selective.tokens_per_s_per_gpu > full.tokens_per_s_per_gpu
     # Full recomputation adds a forward pass: about a third of forward + backward.
     assert full.step_s / none.step_s == pytest.approx(4 / 3, rel=0.08)
-    # Across nodes the same FSDP step is bound by the network: recomputation then hides behind it.
+    # Across nodes on 1600 Gb/s the ring runs at the node's network and FSDP's gathers still hide; on 100 Gb/s
+    # Ethernet the same step is bound by the network.
     wide = replace(base, gpus=64, global_batch=128, network_gbps=1600)
-    exposed = step_breakdown(shape, A100, wide, params=arch.param_count(), seq_len=4096)
+    hidden = step_breakdown(shape, A100, wide, params=arch.param_count(), seq_len=4096)
+    assert hidden.data_parallel_exposed_s < 0.01 * hidden.step_s
+    exposed = step_breakdown(shape, A100, replace(wide, network_gbps=100), params=arch.param_count(), seq_len=4096)
     assert exposed.data_parallel_exposed_s > 0.2 * exposed.step_s
     piped = replace(wide, sharding="none", tp=8, pp=4, global_batch=16, micro_batch=1)
     few = step_breakdown(shape, A100, piped, params=arch.param_count(), seq_len=4096)
@@ -137,3 +160,51 @@ def test_estimate_uses_the_config_model_when_the_config_is_stated() -> None:
     assert result.memory_gb_per_gpu.weights == pytest.approx(unsplit.memory_gb_per_gpu.weights / 32)
     with pytest.raises(ValueError, match="do not split"):
         estimate(workload, Hardware(H100, gpus=260, gpus_per_node=4))
+
+
+def test_flash_attention_1_runs_at_half_the_flash_attention_2_rate() -> None:
+    """FlashAttention-2 is ~2x FlashAttention (Dao 2023, abstract): MPT's Triton kernel (attn_impl: triton)."""
+    tokens, s, d = 8192, 8192, 4096
+    two = kernels.flash_attention_seconds(tokens, s, d, gpu=A100, peak_flops=312e12, backward=True)
+    one = kernels.flash_attention_seconds(tokens, s, d, gpu=A100, peak_flops=312e12, backward=True, generation=1)
+    assert one - kernels.KERNEL_OVERHEAD_S == pytest.approx(2 * (two - kernels.KERNEL_OVERHEAD_S))
+    arch = preset("llama-2-7b")
+    shape = shape_of(arch.param_count(), arch)
+    config = ParallelConfig(gpus=8, gpus_per_node=8, sharding="fsdp", micro_batch=1, global_batch=8)
+    short = [step_breakdown(shape, A100, config, params=arch.param_count(), seq_len=512, attention=kind)
+             for kind in ("flash", "flash1")]
+    long = [step_breakdown(shape, A100, config, params=arch.param_count(), seq_len=32768, attention=kind)
+            for kind in ("flash", "flash1")]
+    # The older kernel costs little at 512 tokens and a lot at 32k, where attention dominates.
+    assert short[1].step_s / short[0].step_s < 1.05
+    assert long[1].step_s / long[0].step_s > 1.4
+
+
+def test_op_recompute_runs_every_second_matmul_again() -> None:
+    """torchtitan's selective op policy: of q, k, v, o, gate, up, down the k, o and up projections run again,
+    plus the memory-bound ops; more than Megatron's selective (attention core), less than a full forward."""
+    arch = preset("llama-2-13b")
+    shape = shape_of(arch.param_count(), arch)
+    base = ParallelConfig(gpus=8, gpus_per_node=8, sharding="fsdp", micro_batch=2, global_batch=16)
+    times = {mode: step_breakdown(shape, A100, replace(base, recompute=mode), params=arch.param_count(),
+                                  seq_len=4096) for mode in ("none", "selective", "op", "full")}
+    assert times["selective"].recompute_s < times["op"].recompute_s < times["full"].recompute_s
+    h, kv, i = shape.hidden, shape.kv_dim, shape.intermediate
+    share = (kv + h + i) / (2 * h + 2 * kv + 3 * i)  # FLOP share of the k, o and up projections
+    forward_gemms = times["full"].recompute_s
+    assert times["op"].recompute_s / forward_gemms == pytest.approx(share, abs=0.03)
+
+
+def test_overlapped_tensor_parallel_exchanges_hide_behind_the_gemms() -> None:
+    """Megatron-Core's --tp-comm-overlap: the same TP volume, only what the layer's GEMMs cannot cover shows."""
+    arch = preset("llama-3-70b")
+    shape = shape_of(arch.param_count(), arch)
+    config = ParallelConfig(gpus=64, gpus_per_node=8, tp=4, pp=8, global_batch=256, schedule="interleaved",
+                            virtual_stages=5, network_gbps=3200)
+    plain = step_breakdown(shape, H100, config, params=arch.param_count(), seq_len=8192, precision="fp8")
+    hidden = step_breakdown(shape, H100, replace(config, tp_overlap=True), params=arch.param_count(), seq_len=8192,
+                            precision="fp8")
+    assert hidden.tensor_parallel_s == pytest.approx(0.1 * plain.tensor_parallel_s)  # the first chunk only
+    assert hidden.tokens_per_s_per_gpu > plain.tokens_per_s_per_gpu
+    with pytest.raises(ValueError, match="--tp-overlap needs --tp of 2 or more"):
+        ParallelConfig(gpus=8, gpus_per_node=8, tp_overlap=True)
