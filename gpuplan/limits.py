@@ -88,6 +88,8 @@ LIMITS: Mapping[str, Limit] = MappingProxyType({
                    integer=True),
     "launch_nodes": Limit(1, 1024, "nodes", "machines one launch starts (one provider call each); larger jobs are "
                                             "a cluster, not a spec", integer=True),
+    "model_parallel": Limit(1, 1024, "GPUs", "tensor or pipeline parallel sizes past 1,024 GPUs per replica "
+                                             "are past any published run", integer=True),
     "gpus_per_node": Limit(1, 64, "GPUs", "the largest machines hold 8-16 GPUs; 64 leaves room", integer=True),
     "gpus_per_instance": Limit(0, 64, "GPUs", "clouds sell from a fraction of a GPU to 16 per instance",
                                low_open=True),

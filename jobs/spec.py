@@ -212,8 +212,18 @@ class WorkloadSpec(_Model):
     sharding: Literal["none", "zero1", "zero2", "zero3", "fsdp"] = "none"
     activation_checkpointing: bool = False
     lora: Annotated[int, _within("lora")] | None = None
-    attention: Literal["flash", "eager"] = Field(
-        default="flash", description="flash: fused attention (no s x s scores kept); eager: scores materialised")
+    attention: Literal["flash", "flash1", "eager"] = Field(
+        default="flash", description="flash: fused attention (no s x s scores kept); flash1: the same at "
+                                     "FlashAttention-1's speed; eager: scores materialised")
+    # How the training code lays the job out, when it says (the config-aware estimate then times a step; gpuplan
+    # does not configure the framework): the same choices as estimate's --tp/--pp/--pp-schedule/--recompute/
+    # --tp-overlap/--interconnect.
+    tp: Annotated[int, _within("model_parallel")] = 1
+    pp: Annotated[int, _within("model_parallel")] = 1
+    pp_schedule: Literal["1f1b", "interleaved"] = "1f1b"
+    recompute: Literal["none", "selective", "op", "full"] | None = None
+    tp_overlap: bool = False
+    interconnect: str | None = Field(default=None, description="inter-node network: a fabric name or Gbit/s")
     throughput: Annotated[float, _within("throughput")] | None = Field(default=None,
                                                                         description="measured tokens/s per GPU")
     mfu: Annotated[float, _within("mfu")] | None = None
@@ -230,6 +240,15 @@ class WorkloadSpec(_Model):
             preset(value)  # ValueError lists close matches
         return value
 
+    @field_validator("interconnect")
+    @classmethod
+    def _known_network(cls, value: str | None) -> str | None:
+        if value is not None:
+            from gpuplan.estimating.parallel import parse_interconnect
+
+            parse_interconnect(str(value))  # ValueError names the fabrics
+        return value
+
     @model_validator(mode="after")
     def _one_model(self) -> WorkloadSpec:
         given = [k for k, v in (("params", self.params), ("model", self.model),
@@ -238,6 +257,11 @@ class WorkloadSpec(_Model):
             raise ValueError(f"give one of params, model or model_config, not {' and '.join(given)}")
         if self.samples is not None and self.seq_len is None:
             raise ValueError("samples needs seq_len to turn into tokens")
+        if self.recompute not in (None, "full") and self.activation_checkpointing:
+            raise ValueError(f"activation_checkpointing means recompute full, not {self.recompute}")
+        if self.tp_overlap and self.tp < 2:
+            raise ValueError("tp_overlap needs tp of 2 or more")
+
         if self.tokens is None and self.total_tokens is not None:  # each factor is in range, the product need not be
             check("tokens", self.total_tokens, "samples x seq_len x epochs")
         return self

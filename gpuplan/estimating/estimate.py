@@ -17,7 +17,7 @@ from gpuplan.estimating.architecture import Architecture
 from gpuplan.estimating.configured import default_global_batch
 from gpuplan.estimating.memory import ATTENTIONS, OPTIMIZERS, SHARDINGS
 from gpuplan.estimating.mfu import PRIOR_RATIO_BAND, default_mfu, mfu_prior
-from gpuplan.estimating.parallel import RECOMPUTES, SCHEDULES
+from gpuplan.estimating.parallel import RECOMPUTES, SCHEDULES, parse_interconnect
 from gpuplan.estimating.shape import Shape, shape_of
 from gpuplan.hardware.gpus import PRECISIONS, GpuSpec
 
@@ -562,12 +562,19 @@ def workload_from_job(job_workload: Any) -> tuple[Workload, Throughput | None]:
     if not params or not tokens:
         raise ValueError("the workload needs a model (params, model or model_config) and tokens")
     seq_len = job_workload.seq_len or (min(arch.max_seq_len, 4096) if arch else 2048)
+    interconnect = getattr(job_workload, "interconnect", None)
     workload = Workload(
         params=int(params), tokens=int(tokens), architecture=arch, seq_len=seq_len,
         global_batch=job_workload.global_batch, micro_batch=job_workload.micro_batch or 1,
         precision=job_workload.precision, optimizer=job_workload.optimizer, sharding=job_workload.sharding,
-        activation_checkpointing=job_workload.activation_checkpointing, lora_rank=job_workload.lora,
+        activation_checkpointing=job_workload.activation_checkpointing
+        or getattr(job_workload, "recompute", None) == "full", lora_rank=job_workload.lora,
         attention=getattr(job_workload, "attention", None) or "flash",
+        tp=getattr(job_workload, "tp", 1), pp=getattr(job_workload, "pp", 1),
+        recompute=getattr(job_workload, "recompute", None),
+        schedule=getattr(job_workload, "pp_schedule", "1f1b"),
+        tp_overlap=getattr(job_workload, "tp_overlap", False),
+        interconnect_gbps=parse_interconnect(interconnect) if interconnect else None,
     )
     throughput = None
     if getattr(job_workload, "throughput", None):

@@ -89,6 +89,22 @@ class ParallelConfig:
         return max(1, math.ceil(self.global_batch / (self.micro_batch * self.dp)))
 
 
+def parse_interconnect(value: str) -> float:
+    """A named fabric (INTERCONNECTS) or Gbit/s per node (`3200`, `400g`, `100gbps`) as Gbit/s; ValueError
+    names what is accepted."""
+    key = value.strip().lower()
+    if key in INTERCONNECTS:
+        return INTERCONNECTS[key]
+    try:
+        gbps = float(key.removesuffix("gbps").removesuffix("g"))
+    except ValueError:
+        raise ValueError(f"interconnect {value!r}: give one of {', '.join(INTERCONNECTS)} or Gbit/s per node") \
+            from None
+    if not 0 < gbps <= 1e6:
+        raise ValueError(f"interconnect {value!r}: Gbit/s per node must be in (0, 1000000]")
+    return gbps
+
+
 def intra_node_bytes_per_s(gpu: GpuSpec) -> float:
     """Achievable bytes/s per GPU for a collective inside a node."""
     return comms.intra_node_gbps(gpu) * 1e9

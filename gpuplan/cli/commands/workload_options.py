@@ -19,7 +19,7 @@ from gpuplan.cli.commands.params import bounded, bounded_int
 from gpuplan.errors import UserError
 from gpuplan.estimating.architecture import Architecture, load_hf_config, preset
 from gpuplan.estimating.estimate import ATTENTIONS, MODES, OPTIMIZERS, PRECISIONS, SHARDINGS, Workload
-from gpuplan.estimating.parallel import INTERCONNECTS, RECOMPUTES, SCHEDULES
+from gpuplan.estimating.parallel import INTERCONNECTS, RECOMPUTES, SCHEDULES, parse_interconnect
 from gpuplan.estimating.serving import DEFAULT_GROUP_SIZE, WEIGHT_FORMATS
 from gpuplan.limits import check
 from gpuplan.units import parse_size
@@ -183,17 +183,10 @@ def interconnect_gbps(value: str | None) -> float | None:
     """`--interconnect ib-ndr` or `--interconnect 3200` as Gbit/s per node; a bad value is a UserError."""
     if not value:
         return None
-    key = value.strip().lower()
-    if key in INTERCONNECTS:
-        return INTERCONNECTS[key]
     try:
-        gbps = float(key.removesuffix("gbps").removesuffix("g"))
-    except ValueError:
-        raise UserError(f"--interconnect {value!r}: give one of {', '.join(INTERCONNECTS)} or Gbit/s per node") \
-            from None
-    if not 0 < gbps <= 1e6:
-        raise UserError(f"--interconnect {value!r}: Gbit/s per node must be in (0, 1000000]")
-    return gbps
+        return parse_interconnect(value)
+    except ValueError as exc:
+        raise UserError(f"--{exc}") from None
 
 
 def tokens_given(options: dict[str, Any]) -> bool:

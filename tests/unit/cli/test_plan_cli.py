@@ -70,6 +70,27 @@ def test_job_spec_drives_the_plan(tmp_path: Path) -> None:
     assert all(r["interruption_stretch"] > 1 for r in rows)
 
 
+def test_a_spec_that_states_the_layout_is_planned_with_the_config_model(tmp_path: Path) -> None:
+    """The spec's tp/pp/pp_schedule/recompute/tp_overlap/interconnect reach the estimate as estimate's flags do:
+    plan's speed for that shape is the one `estimate` gives with the same flags."""
+    spec = tmp_path / "job.yaml"
+    layout = ("  tp: 8\n  pp: 2\n  pp_schedule: interleaved\n  recompute: selective\n  tp_overlap: true\n"
+              "  interconnect: efa-p5\n")
+    head = "name: x\ncommand: torchrun train.py\nresources:\n  gpu: H100\n  clouds: [aws]\n  nodes: 8\n"
+    spec.write_text(head + "workload:\n  model: llama-2-70b\n  tokens: 20B\n  sharding: zero1\n" + layout)
+    rows = run_cli("plan", str(spec), "--json", "--no-spot").json()
+    assert rows and all(r["mfu_source"] == "config" for r in rows)
+    same = run_cli("estimate", "--model", "llama-2-70b", "--tokens", "20B", "--gpu", "H100", "--gpus", "64",
+                   "--sharding", "zero1", "--tp", "8", "--pp", "2", "--pp-schedule", "interleaved", "--recompute",
+                   "selective", "--tp-overlap", "--interconnect", "efa-p5", "--json").json()
+    assert rows[0]["tokens_per_s_per_gpu"] == pytest.approx(same["tokens_per_s_per_gpu"])
+    # Without the layout the job (FSDP and checkpointing now, to fit 64 GPUs) is the MFU prior's.
+    spec.write_text(head + "workload:\n  model: llama-2-70b\n  tokens: 20B\n  sharding: fsdp\n"
+                    "  activation_checkpointing: true\n")
+    plain = run_cli("plan", str(spec), "--json", "--no-spot").json()
+    assert plain and all(r["mfu_source"] == "default" for r in plain)
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

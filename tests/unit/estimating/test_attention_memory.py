@@ -106,7 +106,7 @@ def test_job_spec_attention_key() -> None:
     assert default.attention == "flash"
     eager, _ = workload_from_job(parse_spec(text + "  attention: eager\n").workload)
     assert eager.attention == "eager" and eager.seq_len == 16384
-    with pytest.raises(SpecError, match=r":7: workload.attention: Input should be .flash. or .eager."):
+    with pytest.raises(SpecError, match=r":7: workload.attention: Input should be .flash., .flash1. or .eager."):
         parse_spec(text + "  attention: sdpa\n")
 
 

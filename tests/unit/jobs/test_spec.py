@@ -109,6 +109,16 @@ def test_deadline_relative_to_launch() -> None:
         ("name: x\ncommand: a\nschedule:\n  cron: 0 0 30 2 *\n", 4, "never fires"),
         ("name: x\ncommand: a\nworkload:\n  params: " + "9" * 400 + "\n", 4, "size must be a finite number"),
         ("name: x\ncommand: a\nlimits:\n  max_hours: " + "9" * 400 + "\n", 4, "must be a finite number"),
+        ("name: x\ncommand: a\nworkload:\n  params: 7B\n  tokens: 1B\n  tp: 0\n", 6, "workload.tp"),
+        ("name: x\ncommand: a\nworkload:\n  params: 7B\n  tokens: 1B\n  pp: 5000\n", 6, "workload.pp"),
+        ("name: x\ncommand: a\nworkload:\n  params: 7B\n  tokens: 1B\n  recompute: some\n", 6,
+         "workload.recompute"),
+        ("name: x\ncommand: a\nworkload:\n  params: 7B\n  tokens: 1B\n  tp_overlap: true\n", 3,
+         "tp_overlap needs tp of 2 or more"),
+        ("name: x\ncommand: a\nworkload:\n  params: 7B\n  tokens: 1B\n  interconnect: fast\n", 6,
+         "interconnect 'fast': give one of ib-ndr"),
+        ("name: x\ncommand: a\nworkload:\n  params: 7B\n  tokens: 1B\n  recompute: selective\n"
+         "  activation_checkpointing: true\n", 3, "activation_checkpointing means recompute full"),
     ],
 )
 def test_errors_name_the_line(text: str, line: int, fragment: str) -> None:
