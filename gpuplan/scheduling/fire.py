@@ -50,6 +50,7 @@ def make_launcher(store: Store, *, spec_dir: str | None = None) -> Launcher:
 
     def launcher(request: FireRequest) -> str:
         from gpuplan.books.budgets import BudgetRefused
+        from gpuplan.jobs.defaults import with_defaults
         from gpuplan.jobs.spec import parse_spec
         from gpuplan.launching.choose import provider_for
         from gpuplan.launching.gpu_check import check_gpus
@@ -58,7 +59,9 @@ def make_launcher(store: Store, *, spec_dir: str | None = None) -> Launcher:
         from gpuplan.launching.sequence import check_gates, launch
         from gpuplan.store.models import Schedule
 
-        spec = parse_spec(request.spec_text, source=f"schedule {request.schedule_name}")
+        # The config file's [defaults] (budget, project, clouds, regions) where the spec is silent, read at each
+        # fire as `gpuplan launch` reads them: a default budget caps scheduled runs too.
+        spec = with_defaults(parse_spec(request.spec_text, source=f"schedule {request.schedule_name}"))
         provider = provider_for(provider_name_for(spec))
         # a GPU job where there are no GPUs fails the fire (UserError), never runs on a CPU (launching.gpu_check)
         spec = check_gpus(spec, provider, allow_cpu=False).spec

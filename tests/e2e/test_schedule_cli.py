@@ -131,6 +131,19 @@ def test_add_takes_cron_and_tz_from_the_spec_and_its_limits_apply_to_the_fire(tm
     _wait_finished(fire["run_id"])
 
 
+def test_a_fire_takes_the_config_files_defaults_where_the_spec_is_silent(tmp_path: Path, monkeypatch) -> None:
+    """`[defaults] budget` and `project` cap and label a scheduled run as they do a `gpuplan launch`."""
+    config = tmp_path / "config.toml"
+    config.write_text('[defaults]\nbudget = 7\nproject = "nightly-team"\n')
+    monkeypatch.setenv("GPUPLAN_CONFIG", str(config))
+    assert run_cli("schedule", "add", str(_spec(tmp_path)), "--cron", "0 2 * * *").exit_code == 0
+    fires = run_cli("scheduler", "tick", "--at", _next_slot(), "--json").json()["fires"]
+    assert [f["outcome"] for f in fires] == ["launched"], fires
+    status = run_cli("status", fires[0]["run_id"], "--json").json()
+    assert float(status["budget_usd"]) == 7 and status["project"] == "nightly-team"
+    _wait_finished(fires[0]["run_id"])
+
+
 def test_update_with_a_spec_whose_cron_changed_says_the_cron_is_kept(tmp_path: Path) -> None:
     spec = _spec(tmp_path)
     assert run_cli("schedule", "add", str(spec)).exit_code == 0
