@@ -70,6 +70,8 @@ class LaunchPlan:
     source_dir: str | None
     offer: ChosenOffer
     estimate: RunEstimate | None
+    # --allow-cpu turned a GPU spec into this CPU job: why, recorded with the run (the spec text still asks for GPUs)
+    cpu_fallback: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         est = self.estimate

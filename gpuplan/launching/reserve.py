@@ -35,6 +35,7 @@ from gpuplan.launching.failsafe import FailSafe
 from gpuplan.launching.failsafe_store import check, for_plan
 from gpuplan.launching.offer import LaunchPlan
 from gpuplan.launching.record import add_run, new_run
+from gpuplan.runs.events import EventKind, record_event
 from gpuplan.store.types import utcnow
 
 if TYPE_CHECKING:
@@ -99,6 +100,8 @@ def reserve_and_record(store: Store, plan: LaunchPlan, *, min_billed_seconds: in
         add_run(session, run, plan)
         if overridden:
             record_override(session, overridden, run.id, now)
+        if plan.cpu_fallback:
+            record_event(session, run, EventKind.CPU_FALLBACK, plan.cpu_fallback)
         run_id = str(run.id)
         reserved = run.reserved_usd
     return Reservation(run_id, reserved, fs, tuple(overridden))

@@ -15,7 +15,7 @@ is refused, or with --allow-cpu planned as the CPU job it will be.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 
 from gpuplan.errors import UserError
@@ -92,6 +92,8 @@ def decide(spec: JobSpec, spec_text: str, found: Candidates, *, make_provider: C
         provider = make_provider(found.names[0])
         gpu = check_gpus(spec, provider, allow_cpu=allow_cpu)
         plan = plan_launch(gpu.spec, spec_text, provider=provider, source_dir=source_dir, db_url=db_url)
+        if gpu.cpu_fallback:
+            plan = replace(plan, cpu_fallback=gpu.note)
         return Decision(provider, plan, found.source, found.why, cpu_fallback=gpu.cpu_fallback,
                         notes=tuple(notes + ([gpu.note] if gpu.note else [])))
     planned: list[tuple[int, Provider, LaunchPlan]] = []

@@ -29,6 +29,7 @@ class EventKind:
     LAUNCHED = "launched"  # machines started and recorded
     FAILSAFE = "failsafe"  # the machines' own timer and the cap that set it
     BUDGET_OVERRIDE = "budget_override"  # a launch --force'd past its budgets
+    CPU_FALLBACK = "cpu_fallback"  # --allow-cpu: a spec that asks for GPUs runs on the CPU
     CAP = "cap"  # max_hours, budget or deadline reached: the run is stopped
     CAPPED = "capped"  # a covering budget ran out: the budget code capped the run
     STOP = "stop"  # stopped on purpose

@@ -154,6 +154,14 @@ def test_gpu_spec_on_this_cpu_machine_is_refused_unless_allow_cpu(tmp_path: Path
     assert "--allow-cpu: this machine has no NVIDIA GPU" in allowed.stderr and ", CPU, " in allowed.stderr
     [run] = recorded_runs()
     assert run["state"] == "succeeded" and run["gpu"] is None and not run["gpus_per_node"]
+    # The books say why a spec that asks for 8 x H100 ran on the CPU (its stored text still says H100).
+    events = gp("status", run["run_id"], "--json").json()["events"]
+    [fallback] = [e for e in events if e["kind"] == "cpu_fallback"]
+    assert "instead of 8 x H100 per node" in fallback["message"]
+    shown = gp("status", run["run_id"], "--events")
+    assert shown.exit_code == 0 and "  history:" in shown.stdout
+    assert any(" cpu_fallback: --allow-cpu: this machine has no NVIDIA GPU" in line
+               for line in shown.stdout.splitlines())
 
 
 # ------------------------------------------------------------------------------------------------- caps

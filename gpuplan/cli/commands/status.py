@@ -15,9 +15,12 @@ from gpuplan.cli.context import AppContext, pass_app
 @click.argument("run_ref", metavar="[RUN]", required=False, shell_complete=complete.run_refs)
 @click.option("--ended", "ended_count", type=bounded_int("rows", low=0), default=5, show_default=True,
               help="Without RUN: also list this many of the most recently ended runs.")
+@click.option("--events", "with_events", is_flag=True,
+              help="With RUN: also print the run's history (launch, fail-safe, budget overrides, CPU fallback, "
+                   "relaunches, caps, stops), oldest first. --json always includes it as `events`.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @pass_app
-def status(app: AppContext, run_ref: str | None, ended_count: int, as_json: bool) -> None:
+def status(app: AppContext, run_ref: str | None, ended_count: int, with_events: bool, as_json: bool) -> None:
     """Show a run's state, progress, ETA, cost so far and estimate vs actual (caps are enforced, too).
 
     Without RUN: one line per live run (machines, GPU, cost so far, progress, ETA), then the last few that
@@ -33,7 +36,32 @@ def status(app: AppContext, run_ref: str | None, ended_count: int, as_json: bool
     with app.store.session() as session:
         run_id = get_run(session, run_ref).id
     result = watch_run(app.store, run_id)
-    show_summary(result.summary, as_json)
+    history = _history(app, run_id)
+    show_summary({**result.summary, "events": history} if as_json else result.summary, as_json)
+    if with_events and not as_json:
+        _print_history(history)
+
+
+def _history(app: AppContext, run_id: str) -> list[dict[str, Any]]:
+    """The run's events, oldest first: when, what kind, the message and its data."""
+    from gpuplan.runs.events import event_data
+    from gpuplan.store.models import Run
+
+    with app.store.session() as session:
+        run = session.get(Run, run_id)
+        assert run is not None
+        events = sorted(run.events, key=lambda e: (e.at, e.id or 0))
+        return [{"at": e.at, "kind": e.kind, "message": e.message, "data": event_data(e)} for e in events]
+
+
+def _print_history(history: list[dict[str, Any]]) -> None:
+    from gpuplan.cli.inert import inert
+
+    click.echo("  history:")
+    for event in history:
+        at = event["at"].strftime("%Y-%m-%d %H:%M:%S") if event["at"] is not None else "?"
+        message = f": {inert(event['message'])}" if event["message"] else ""
+        click.echo(f"    {at}  {event['kind']}{message}")
 
 
 def _queue(app: AppContext, ended_count: int, as_json: bool) -> None:
