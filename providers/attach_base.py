@@ -35,12 +35,22 @@ class Attach:
     how: str
     cwd: str | None = None
     env: Mapping[str, str] = field(default_factory=dict)
+    # When the tool does not pass the remote command's exit status back (Session Manager's start-session exits 0
+    # whatever ran: aws/session-manager-plugin#59), the remote line ends by printing `MARKER=STATUS`; the caller
+    # strips that line from the output and exits with STATUS (gpuplan.cli.remote_status).
+    status_marker: str | None = None
 
     def shell_line(self) -> str:
         """The command line as one would type it (for --print): variables, then argv, quoted."""
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items()))
         cd = f"cd {shlex.quote(self.cwd)} && " if self.cwd else ""
         return cd + (f"env {env} " if env else "") + shlex.join(self.argv)
+
+
+def reporting_status(command_line: str, marker: str) -> str:
+    """A remote shell line that runs `command_line` (one command: a child process, so an `exit` or `exec` inside
+    what it runs cannot skip the report), then prints `MARKER=its exit status`."""
+    return f"{command_line}; echo {marker}=$?"
 
 
 def container_name(run_id: str, node_rank: int) -> str:

@@ -2,7 +2,9 @@
 the user's own AWS CLI and credentials (gpuplan builds the command line only).
 
 - `--via ssm` (default): `aws ssm start-session --target i-... --document-name AWS-StartInteractiveCommand
-  --parameters '{"command": [...]}'`, the command (or a login shell) in the job's container or run folder.
+  --parameters '{"command": [...]}'`, the command (or a login shell) in the job's container or run folder. The
+  plugin exits 0 whatever the command did (https://github.com/aws/session-manager-plugin/issues/59), so `exec`'s
+  line ends by printing a one-time marker with the status, which gpuplan strips and exits with.
   https://docs.aws.amazon.com/systems-manager/latest/userguide/session-manager-working-with-sessions-start.html
   (AWS-StartInteractiveCommand runs one command interactively; it needs the Session Manager plugin locally and
   the SSM agent plus an instance profile allowing ssm:UpdateInstanceInformation / ssmmessages:* on the machine:
@@ -18,10 +20,11 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shlex
 from collections.abc import Mapping, Sequence
 
-from gpuplan.providers.attach_base import Attach, AttachTarget, remote_snippet
+from gpuplan.providers.attach_base import Attach, AttachTarget, remote_snippet, reporting_status
 from gpuplan.providers.base import ProviderError
 
 SSH_USER = "ubuntu"  # the DLAMI gpuplan boots is Ubuntu (providers/aws/rules.py DEFAULT_AMI_PARAMETER)
@@ -37,10 +40,14 @@ def aws_attach(target: AttachTarget, command: Sequence[str] | None, *, interacti
     where = ["--region", region] if region else []
     snippet = remote_snippet(target, command)
     if (via or "ssm") == "ssm":
-        params = json.dumps({"command": [f"sudo -i sh -c {shlex.quote(snippet)}"]})
+        line = f"sudo -i sh -c {shlex.quote(snippet)}"
+        # `exec` must exit with the command's status; start-session does not pass it back, so the line reports it
+        # after a marker only this call knows (a command's own output cannot fake it).
+        marker = f"__gpuplan_exit_{secrets.token_hex(8)}__" if command is not None else None
+        params = json.dumps({"command": [reporting_status(line, marker) if marker else line]})
         return Attach(["aws", "ssm", "start-session", *where, "--target", target.instance_id,
                        "--document-name", "AWS-StartInteractiveCommand", "--parameters", params],
-                      f"Session Manager into {target.instance_id}")
+                      f"Session Manager into {target.instance_id}", status_marker=marker)
     if via == "ip":
         return _direct(target, snippet, region, provider, prepare=prepare,
                        tty=["-t"] if interactive or command is None else [])

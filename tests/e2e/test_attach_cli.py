@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -125,10 +127,47 @@ def test_aws_exec_is_a_session_manager_command_line() -> None:
                         "--document-name", "AWS-StartInteractiveCommand"]
     (command,) = json.loads(argv[argv.index("--parameters") + 1])["command"]
     assert command.startswith("sudo -i sh -c ") and "gpuplan-r-aws-1" in command and "nvidia-smi -L" in command
+    assert re.search(r"; echo __gpuplan_exit_[0-9a-f]{16}__=\$\?$", command)  # exec's status comes back
     via_ssh = shlex.split(run_cli("ssh", "r-aws", "--via", "ssh", "--print").stdout)
     assert via_ssh[:3] == ["ssh", "-t", "-o"] and via_ssh[4] == "ubuntu@i-0abc0"
     assert via_ssh[3] == ("ProxyCommand=aws ssm start-session --region eu-west-1 --target %h --document-name "
                           "AWS-StartSSHSession --parameters portNumber=%p")
+
+
+FAKE_AWS = """\
+import json, os, subprocess, sys
+args = sys.argv[1:]
+(line,) = json.loads(args[args.index("--parameters") + 1])["command"]
+print("\\nStarting session with SessionId: test-1\\n", flush=True)  # what the plugin prints around a session
+if os.environ.get("FAKE_SSM") != "drop":  # "drop": the session ends before the command does
+    subprocess.call(["sh", "-c", line])
+print("\\n\\nExiting session with sessionId: test-1.\\n", flush=True)
+sys.exit(0)  # start-session's own status, whatever the command did (aws/session-manager-plugin#59)
+"""
+
+
+def test_aws_exec_exits_with_the_commands_status_though_session_manager_says_0(tmp_path: Path) -> None:
+    """A stand-in `aws` runs the Session Manager line here (as the SSM agent would, with sudo as a pass-through)
+    and, like the real plugin, always exits 0: gpuplan exits with the command's own status, read from the
+    one-time marker line, which it leaves out of the output."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "aws").write_text(f"#!{sys.executable}\n{FAKE_AWS}")
+    (bin_dir / "sudo").write_text('#!/bin/sh\n[ "$1" = -i ] && shift\nexec "$@"\n')
+    for tool in ("aws", "sudo"):
+        (bin_dir / tool).chmod(0o755)
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    _record_cloud_run("r-ssm", "aws", "i-0ssm", region="eu-west-1", zone="euw1-az1")
+    out = gp("exec", "r-ssm", "--", "sh", "-c", "echo from the machine; printf 'no newline'; exit 7", env=env)
+    assert out.exit_code == 7, out.stderr
+    assert "from the machine" in out.stdout and "no newline" in out.stdout and "__gpuplan_exit_" not in out.stdout
+    # A command printing something marker-like does not choose gpuplan's status: the marker is new each call.
+    fake = gp("exec", "r-ssm", "--", "sh", "-c", "echo __gpuplan_exit_0123456789abcdef__=0; exit 3", env=env)
+    assert fake.exit_code == 3 and "__gpuplan_exit_0123456789abcdef__=0" in fake.stdout
+    ok = gp("exec", "r-ssm", "--", "true", env=env)
+    assert ok.exit_code == 0, ok.stderr
+    dropped = gp("exec", "r-ssm", "--", "true", env={**env, "FAKE_SSM": "drop"})
+    assert dropped.exit_code == 255 and "did not report the command's exit status" in dropped.stderr
 
 
 def test_gce_ssh_is_an_iap_command_line() -> None:

@@ -118,6 +118,7 @@ def _spawn(attach: object) -> int:
     import os
     import signal
     import subprocess
+    import sys
 
     from gpuplan.errors import UserError
     from gpuplan.providers.attach_base import Attach
@@ -125,9 +126,15 @@ def _spawn(attach: object) -> int:
     assert isinstance(attach, Attach)
     env = {**os.environ, **attach.env}
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    reported: int | None = None
     try:
         proc = subprocess.Popen(attach.argv, cwd=attach.cwd, env=env,
+                                stdout=subprocess.PIPE if attach.status_marker else None,
                                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        if attach.status_marker and proc.stdout is not None:
+            from gpuplan.cli.remote_status import forward_with_status
+
+            reported = forward_with_status(proc.stdout, sys.stdout.buffer, attach.status_marker)
         code = proc.wait()
     except FileNotFoundError:
         hint = {"aws": " (the AWS CLI v2 with the Session Manager plugin)", "gcloud": " (the Google Cloud CLI)",
@@ -135,4 +142,11 @@ def _spawn(attach: object) -> int:
         raise UserError(f"{attach.argv[0]} is not installed here{hint}; `--print` shows the command") from None
     finally:
         signal.signal(signal.SIGINT, previous)
+    if attach.status_marker and code == 0:
+        if reported is not None:
+            return reported
+        from gpuplan.cli.output import warn
+
+        warn("the machine did not report the command's exit status (the session ended before it did)")
+        return 255  # as ssh says a connection, not the command, failed
     return 128 - code if code < 0 else code
