@@ -78,7 +78,6 @@ gcs_push_dir() {
   local dir=$1 url=${2%/} token entry rel failed=0 manifest="$RUN_DIR/.gcs-pushed" next
   local -A pushed=()
   [ -d "$dir" ] || return 0
-  token=$(gcs_token) || return 1
   if [ -f "$manifest" ]; then
     while IFS= read -r -d '' entry; do pushed[$entry]=1; done <"$manifest"
   fi
@@ -87,7 +86,9 @@ gcs_push_dir() {
   while IFS= read -r -d '' entry; do
     rel=${entry#* }
     rel=${rel#* }
-    if [ -z "${pushed[$entry]:-}" ] && ! gcs_put "$dir/$rel" "$url/$rel" "$token"; then
+    # A token per object: the metadata server hands out its cached token, which may have only ~4 minutes left
+    # (the shortest cache it keeps), so one token for a long pass would run out part way.
+    if [ -z "${pushed[$entry]:-}" ] && ! { token=$(gcs_token) && gcs_put "$dir/$rel" "$url/$rel" "$token"; }; then
       failed=1
       continue
     fi
@@ -122,7 +123,6 @@ gcs_pull_dir() {
   bucket=${parts[0]}
   prefix=${parts[1]:+${parts[1]}/}
   mkdir -p "$2" || return 1
-  token=$(gcs_token) || return 1
   pattern='"name"[[:space:]]*:[[:space:]]*"([^"\\]*(\\.[^"\\]*)*)"'
   token_pattern='"nextPageToken"[[:space:]]*:[[:space:]]*"([^"\\]*)"'
   while :; do
@@ -130,6 +130,7 @@ gcs_pull_dir() {
     if [ -n "$page" ]; then
       query+="&pageToken=$(urlencode "$page")"
     fi
+    token=$(gcs_token) || return 1  # fresh per page and per object (see gcs_push_dir)
     body=$(printf 'Authorization: Bearer %s\n' "$token" | curl -fsS -m 60 --retry 3 -H @- \
       "$GCS_ENDPOINT/storage/v1/b/$(urlencode "$bucket")/o?$query") || return 1
     page=''
@@ -154,7 +155,7 @@ gcs_pull_dir() {
         failed=1
         continue
       fi
-      gcs_get "gs://$bucket/$name" "$target" "$token" || failed=1
+      { token=$(gcs_token) && gcs_get "gs://$bucket/$name" "$target" "$token"; } || failed=1
     done
     [ -n "$page" ] || break
   done

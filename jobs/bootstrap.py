@@ -289,7 +289,7 @@ ship() {
     [ -f "$RUN_DIR/$f" ] || continue
     case "$STORAGE_URL" in
       s3://*) aws s3 cp --only-show-errors -- "$RUN_DIR/$f" "${STORAGE_URL%/}/$f" || true ;;
-      gs://*) gcs_upload "$RUN_DIR/$f" "$f" "$token" || true ;;
+      gs://*) { token=$(gcs_token) && gcs_upload "$RUN_DIR/$f" "$f" "$token"; } || true ;;  # fresh: see boot_gcs_sync
       /*)  # a shared folder (Slurm, local): replaced whole, so a reader never sees half a file
         { mkdir -p "$STORAGE_URL" && cp -p "$RUN_DIR/$f" "${STORAGE_URL%/}/.$f.tmp" \
           && mv -f "${STORAGE_URL%/}/.$f.tmp" "${STORAGE_URL%/}/$f"; } || true

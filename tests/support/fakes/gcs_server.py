@@ -30,7 +30,8 @@ import itertools
 import json
 import re
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -63,6 +64,10 @@ class FakeGcs:
     can_overwrite: bool = True
     read_token: str | None = None  # set: a list or read must carry `Authorization: Bearer <it>` (a private bucket)
     page_size: int = 1000  # the list's page (the real default and maximum); tests set it small to force paging
+    # set: every call's bearer token must pass it (a token the fake metadata server issued and that has not
+    # expired: FakeMetadata.valid), instead of matching upload_token / read_token
+    accepts: Callable[[str], bool] | None = None
+    delay_s: float = 0.0  # each upload and download takes this long (so a token can expire during a long copy)
     objects: dict[tuple[str, str], StoredObject] = field(default_factory=dict)
     uploads: list[tuple[str, bool]] = field(default_factory=list)
     media_reads: list[str] = field(default_factory=list)  # object names whose bytes were downloaded
@@ -141,8 +146,7 @@ class GcsApp:
         bucket = args["bucket"]
         if endpoint == "upload":
             return self._json(request, self._upload(request, bucket))
-        if self.state.read_token is not None and \
-                request.headers.get("Authorization") != f"Bearer {self.state.read_token}":
+        if not self._authorized(request, self.state.read_token):
             raise ApiError(401, "Anonymous caller does not have storage.objects.get access", "required")
         if endpoint == "list":
             found = self.state.list(bucket, request.args.get("prefix", ""))
@@ -155,14 +159,22 @@ class GcsApp:
             return Response(json.dumps(_partial(body, request.args.get("fields"))), mimetype="application/json")
         obj = self.state.get(bucket, args["name"])
         if endpoint == "media" or request.args.get("alt") == "media":
+            time.sleep(self.state.delay_s)
             self.state.media_reads.append(obj.name)
             headers = {"x-goog-hash": f"crc32c={_crc32c(obj.data)},md5={_md5(obj.data)}",
                        "x-goog-generation": str(obj.generation)}
             return Response(obj.data, mimetype=obj.content_type, headers=headers)
         return self._json(request, obj)
 
+    def _authorized(self, request: Request, expected: str | None) -> bool:
+        header = request.headers.get("Authorization", "")
+        if self.state.accepts is not None:
+            return header.startswith("Bearer ") and self.state.accepts(header.removeprefix("Bearer "))
+        return expected is None or header == f"Bearer {expected}"
+
     def _upload(self, request: Request, bucket: str) -> StoredObject:
-        had_token = request.headers.get("Authorization") == f"Bearer {self.state.upload_token}"
+        time.sleep(self.state.delay_s)
+        had_token = self._authorized(request, self.state.upload_token)
         kind = request.args.get("uploadType")
         if kind == "media":
             name = request.args.get("name", "")
@@ -176,7 +188,7 @@ class GcsApp:
         if not name:
             raise ApiError(400, "Required parameter: name", "required")
         self.state.uploads.append((name, had_token))
-        if self.state.upload_token is not None and not had_token:
+        if not had_token:
             raise ApiError(401, "Anonymous caller does not have storage.objects.create access", "required")
         return self.state.put(bucket, name, data, content_type)
 
@@ -249,6 +261,15 @@ class FakeMetadata:
     token: str | None  # None: the VM has no service account (GCE answers 404 for its token)
     guest_attributes: dict[str, str] = field(default_factory=dict)
     token_requests: int = 0
+    # set: each request gets a new token (`token-N`) that expires this many seconds later, as the real server's
+    # cached token may have only ~4 minutes left when handed out
+    lifetime_s: float | None = None
+    issued: dict[str, float] = field(default_factory=dict)  # token -> monotonic expiry
+
+    def valid(self, token: str) -> bool:
+        """Whether `token` was issued here and has not expired (FakeGcs.accepts)."""
+        expiry = self.issued.get(token)
+        return expiry is not None and time.monotonic() < expiry
 
 
 class MetadataApp:
@@ -264,7 +285,11 @@ class MetadataApp:
             response = Response("service account not found", status=404)
         elif path == "/computeMetadata/v1/instance/service-accounts/default/token" and request.method == "GET":
             self.state.token_requests += 1
-            response = Response(json.dumps({"access_token": self.state.token, "expires_in": 3599,
+            token, lifetime = self.state.token, self.state.lifetime_s or 3599
+            if self.state.lifetime_s is not None:
+                token = f"{token}-{self.state.token_requests}"
+                self.state.issued[token] = time.monotonic() + lifetime
+            response = Response(json.dumps({"access_token": token, "expires_in": int(lifetime),
                                             "token_type": "Bearer"}), mimetype="application/json")
         elif path.startswith("/computeMetadata/v1/instance/guest-attributes/") and request.method == "PUT":
             key = path.split("/guest-attributes/", 1)[1]
@@ -303,9 +328,9 @@ def serve(state: FakeGcs | None = None, host: str = "127.0.0.1") -> Iterator[Run
 
 
 @contextmanager
-def serve_metadata(token: str | None, host: str = "127.0.0.1") -> Iterator[Running]:
+def serve_metadata(token: str | None, host: str = "127.0.0.1", lifetime_s: float | None = None) -> Iterator[Running]:
     """Serve the metadata server's token and guest-attribute paths; the base URL for the boot script is
     `<url>/computeMetadata/v1`."""
-    state = FakeMetadata(token)
+    state = FakeMetadata(token, lifetime_s=lifetime_s)
     with _serve(MetadataApp(state), state, host, "fake-metadata") as running:
         yield running

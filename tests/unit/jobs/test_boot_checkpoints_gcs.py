@@ -111,6 +111,30 @@ def test_a_gs_run_pushes_its_checkpoints_and_the_next_machine_restores_them_page
     assert not list(tmp_path.rglob("PWNED*")), "the token was parsed as shell"
 
 
+def test_a_copy_longer_than_a_token_lives_asks_for_a_fresh_token_per_object(tmp_path: Path) -> None:
+    """The metadata server hands out its cached token, which may have only ~4 minutes left (the shortest cache it
+    keeps), so a copy that takes longer than that must not ride on one token. Here each token lives 1 s and each
+    transfer takes 0.4 s: six checkpoint files go up, and come back on the next machine, every one with a token
+    that was still good."""
+    job = ('ck="$GPUPLAN_CHECKPOINT_DIR"; mkdir -p "$ck"; step=$(cat "$ck/step" 2>/dev/null || echo 0); '
+           'echo "resumed at $step"; for i in 1 2 3 4 5; do echo "shard $i" > "$ck/shard-$i"; done; '
+           'echo $((step + 1)) > "$ck/step"')
+    with serve_metadata(TOKEN, lifetime_s=1.0) as metadata:
+        state = FakeGcs(buckets={BUCKET}, accepts=metadata.state.valid, delay_s=0.4)
+        with serve(state) as gcs:
+            m1 = tmp_path / "m1"
+            assert run(plan(m1, gcs, metadata, 0, argv=["/bin/bash", "-c", job]), tmp_path) == 0, \
+                (m1 / "boot.log").read_text()
+            prefix = f"{RUN}/checkpoints/"
+            assert checkpoint_names(state) == [f"{prefix}shard-{i}" for i in range(1, 6)] + [f"{prefix}step"]
+            assert all(had for _, had in state.uploads), state.uploads  # no upload with an expired token
+            m2 = tmp_path / "m2"
+            assert run(plan(m2, gcs, metadata, 0, argv=["/bin/bash", "-c", job]), tmp_path) == 0, \
+                (m2 / "boot.log").read_text()
+            assert "resumed at 1" in (m2 / "run" / "job.log").read_text()
+            assert metadata.state.token_requests >= 12  # one per object each way, not one per pass
+
+
 def test_a_hostile_object_name_never_lands_outside_the_checkpoint_folder(tmp_path: Path, gcs: Running,
                                                                          metadata: Running) -> None:
     state: FakeGcs = gcs.state
