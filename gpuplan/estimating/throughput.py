@@ -36,7 +36,7 @@ EXPOSED_TAIL = 0.1
 # the power cap are below the boost clock MAMF measures; framework overhead, allocator, data loading, logging).
 # Fitted per generation by bench/throughput_accuracy.py as the median over sources of each source's median ratio,
 # so that a source with 200 rows weighs no more than one with 4; the bench scores it leave-one-source-out.
-SUSTAINED_EFFICIENCY = {"ampere": 0.858, "hopper": 0.784}
+SUSTAINED_EFFICIENCY = {"ampere": 0.858, "hopper": 0.785}
 SUSTAINED_FALLBACK = 0.75  # generations without a published table: between the two
 
 
@@ -117,7 +117,10 @@ def step_breakdown(shape: Shape, gpu: GpuSpec, config: ParallelConfig, *, params
     if not peak_tflops:
         raise ValueError(f"{gpu.name} has no {precision} throughput")
     peak = peak_tflops * 1e12
-    # fp8 recipes (Transformer Engine, torchao Float8Linear) run the GEMMs in fp8 and attention in bf16.
+    # fp8 recipes (Transformer Engine, torchao Float8Linear) run the transformer blocks' GEMMs in fp8; attention
+    # and the output head stay bf16: Megatron-Core's output_layer is a plain ColumnParallelLinear (not a TE
+    # module, so fp8_autocast leaves it alone) and torchtitan converts every Linear but `output`
+    # (module_filter_fn=lambda mod, fqn: fqn != "output", torchtitan/float8.py at 9dec370).
     attention_peak = (gpu.peak_tflops("bf16") or peak_tflops) * 1e12 if precision == "fp8" else peak
     act_bytes = 4.0 if precision in ("fp32", "tf32") else 2.0
     network = config.network_gbps or parallel.comms.default_network_gbps(gpu)
@@ -144,7 +147,7 @@ def step_breakdown(shape: Shape, gpu: GpuSpec, config: ParallelConfig, *, params
         layer_gemms = 3 * (forward - attention_core - elementwise)
         tp_layer = max(EXPOSED_TAIL * tp_layer, tp_layer - layer_gemms)
     layers = math.ceil(shape.layers / pp)
-    head = 3 * kernels.gemm_seconds(tokens, shape.vocab / tp, shape.hidden, gpu=gpu, peak_flops=peak) + \
+    head = 3 * kernels.gemm_seconds(tokens, shape.vocab / tp, shape.hidden, gpu=gpu, peak_flops=attention_peak) + \
         kernels.memory_seconds(tokens * shape.vocab / tp * kernels.LOGIT_BYTES, gpu)
     p2p = parallel.pp_p2p_seconds(config, tokens=tokens, hidden=shape.hidden, act_bytes=act_bytes,
                                   network_gbps=network)

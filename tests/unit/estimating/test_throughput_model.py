@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from gpuplan.estimating import kernels, parallel
-from gpuplan.estimating.architecture import preset
+from gpuplan.estimating.architecture import Architecture, preset
 from gpuplan.estimating.configured import default_global_batch, precision_for
 from gpuplan.estimating.estimate import Hardware, Workload, estimate
 from gpuplan.estimating.parallel import ParallelConfig
@@ -208,3 +208,20 @@ def test_overlapped_tensor_parallel_exchanges_hide_behind_the_gemms() -> None:
     assert hidden.tokens_per_s_per_gpu > plain.tokens_per_s_per_gpu
     with pytest.raises(ValueError, match="--tp-overlap needs --tp of 2 or more"):
         ParallelConfig(gpus=8, gpus_per_node=8, tp_overlap=True)
+
+
+def test_under_fp8_the_output_head_still_runs_in_bf16() -> None:
+    """Transformer Engine's fp8 covers the blocks' linear layers, not Megatron-Core's output layer, and
+    torchtitan's float8 conversion skips `output`: a bigger vocabulary costs the same time under fp8 as in bf16."""
+    small, big = (replace(preset("llama-2-7b"), vocab_size=vocab) for vocab in (32000, 256000))
+    config = ParallelConfig(gpus=8, gpus_per_node=8, sharding="zero1", micro_batch=1, global_batch=8)
+
+    def step(arch: Architecture, precision: str) -> float:
+        shape = shape_of(arch.param_count(), arch)
+        return step_breakdown(shape, H100, config, params=arch.param_count(), seq_len=4096, precision=precision,
+                              sustained=1.0).step_s
+
+    extra_fp8 = step(big, "fp8") - step(small, "fp8")
+    extra_bf16 = step(big, "bf16") - step(small, "bf16")
+    assert extra_fp8 == pytest.approx(extra_bf16, rel=0.02)
+    assert step(small, "fp8") < step(small, "bf16")  # the blocks themselves do speed up
