@@ -57,6 +57,7 @@ def predict(row: dict[str, str], sustained: dict[str, float] | None = None) -> f
         sharding=row["sharding"], micro_batch=int(row["micro_batch"]), global_batch=int(row["global_batch"]),
         recompute=recompute, schedule=schedule, network_gbps=float(row["network_gbps"]),
         recompute_share=share, virtual_stages=chunks, tp_overlap=row.get("tp_overlap") == "1",
+        dp_overlap=row.get("dp_overlap") == "1",
     )
     gpu = resolve_gpu(row["gpu"])
     step = step_breakdown(shape, gpu, config, params=arch.param_count(), seq_len=int(row["seq_len"]),

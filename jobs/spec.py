@@ -217,12 +217,13 @@ class WorkloadSpec(_Model):
                                      "FlashAttention-1's speed; eager: scores materialised")
     # How the training code lays the job out, when it says (the config-aware estimate then times a step; gpuplan
     # does not configure the framework): the same choices as estimate's --tp/--pp/--pp-schedule/--recompute/
-    # --tp-overlap/--interconnect.
+    # --tp-overlap/--dp-overlap/--interconnect.
     tp: Annotated[int, _within("model_parallel")] = 1
     pp: Annotated[int, _within("model_parallel")] = 1
     pp_schedule: Literal["1f1b", "interleaved"] = "1f1b"
     recompute: Literal["none", "selective", "op", "full"] | None = None
     tp_overlap: bool = False
+    dp_overlap: bool = False
     interconnect: str | None = Field(default=None, description="inter-node network: a fabric name or Gbit/s")
     throughput: Annotated[float, _within("throughput")] | None = Field(default=None,
                                                                         description="measured tokens/s per GPU")
@@ -261,6 +262,8 @@ class WorkloadSpec(_Model):
             raise ValueError(f"activation_checkpointing means recompute full, not {self.recompute}")
         if self.tp_overlap and self.tp < 2:
             raise ValueError("tp_overlap needs tp of 2 or more")
+        if self.dp_overlap and self.sharding not in ("zero1", "zero2"):
+            raise ValueError("dp_overlap needs sharding zero1 or zero2 (the sharded optimizer's all-gather)")
 
         if self.tokens is None and self.total_tokens is not None:  # each factor is in range, the product need not be
             check("tokens", self.total_tokens, "samples x seq_len x epochs")

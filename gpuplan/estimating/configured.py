@@ -21,7 +21,7 @@ from gpuplan.hardware.gpus import GpuSpec
 # 10th and 90th percentile of published / predicted tokens/s per GPU when each source of
 # bench/data/throughput_tables.csv is predicted with the constant fitted on the other sources
 # (`python bench/throughput_accuracy.py`): the band the config-aware answer prints.
-CONFIG_RATIO_BAND = (0.87, 1.22)
+CONFIG_RATIO_BAND = (0.89, 1.23)
 
 
 def typical_global_batch(params: int, seq_len: int) -> int:
@@ -73,12 +73,13 @@ class LaidOutWorkload(Protocol):
     schedule: str
     interconnect_gbps: float | None
     tp_overlap: bool
+    dp_overlap: bool
 
 
 def stated(workload: LaidOutWorkload) -> bool:
     """Whether the user said how the job runs, so the config model answers instead of the MFU prior."""
     return bool(workload.tp > 1 or workload.pp > 1 or workload.recompute or workload.interconnect_gbps
-                or workload.tp_overlap)
+                or workload.tp_overlap or workload.dp_overlap)
 
 
 def configured_speed(workload: LaidOutWorkload, shape: Shape, gpu: GpuSpec, *, gpus: int, gpus_per_node: int,
@@ -89,7 +90,7 @@ def configured_speed(workload: LaidOutWorkload, shape: Shape, gpu: GpuSpec, *, g
         gpus=gpus, gpus_per_node=gpus_per_node, tp=workload.tp, pp=workload.pp, sharding=workload.sharding,
         micro_batch=workload.micro_batch, global_batch=global_batch, recompute=recompute,
         schedule=workload.schedule, network_gbps=workload.interconnect_gbps or network_gbps,
-        tp_overlap=workload.tp_overlap,
+        tp_overlap=workload.tp_overlap, dp_overlap=workload.dp_overlap,
     )
     step = step_breakdown(shape, gpu, config, params=workload.params, seq_len=workload.seq_len,
                           precision=workload.precision, attention=workload.attention)
@@ -102,7 +103,7 @@ def step_summary(speed: ConfiguredSpeed) -> dict[str, Any]:
     return {
         "tp": c.tp, "pp": c.pp, "dp": c.dp, "sharding": c.sharding, "micro_batch": c.micro_batch,
         "micro_batches": step.micro_batches, "schedule": c.schedule, "recompute": c.recompute,
-        "tp_overlap": c.tp_overlap,
+        "tp_overlap": c.tp_overlap, "dp_overlap": c.dp_overlap,
         "network_gbps": c.network_gbps,
         "step_s": step.step_s, "seconds": {
             "compute": step.compute_s, "recompute": step.recompute_s, "tensor_parallel": step.tensor_parallel_s,

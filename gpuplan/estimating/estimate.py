@@ -78,6 +78,7 @@ class Workload:
     schedule: str = "1f1b"
     interconnect_gbps: float | None = None
     tp_overlap: bool = False
+    dp_overlap: bool = False
     # Serving: the stored weights' format (None = the precision) and the int4 quantization group size.
     weight_format: str | None = None
     group_size: int = serving.DEFAULT_GROUP_SIZE
@@ -574,6 +575,7 @@ def workload_from_job(job_workload: Any) -> tuple[Workload, Throughput | None]:
         recompute=getattr(job_workload, "recompute", None),
         schedule=getattr(job_workload, "pp_schedule", "1f1b"),
         tp_overlap=getattr(job_workload, "tp_overlap", False),
+        dp_overlap=getattr(job_workload, "dp_overlap", False),
         interconnect_gbps=parse_interconnect(interconnect) if interconnect else None,
     )
     throughput = None

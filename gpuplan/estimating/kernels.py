@@ -55,6 +55,10 @@ BACKWARD_ELEMENTWISE_RATIO = 2.0
 # Cross-entropy over the vocabulary per token: bf16 logits written and read, fp32 up-cast, softmax and its
 # gradient (~16 bytes per logit over forward and backward).
 LOGIT_BYTES = 16.0
+# fp8 training (Transformer Engine, torchao Float8Linear) casts every GEMM input in the forward pass and every
+# output gradient in the backward pass to fp8 with a transposed copy for the other GEMM (TE's fused
+# cast_transpose: read 2 bytes, write 1 + 1), and each step casts the weights once the same way: bytes per element.
+FP8_CAST_BYTES = 4.0
 # AdamW step per local parameter in mixed precision: read fp32 master, m, v and the gradient, write master, m, v
 # and the 16-bit copy (4+4+4+2 + 4+4+4+2 bytes; PyTorch's fused/foreach AdamW is bandwidth bound).
 OPTIMIZER_BYTES_PER_PARAM = 28.0
@@ -114,6 +118,18 @@ def memory_seconds(nbytes: float, gpu: GpuSpec) -> float:
     """Seconds to stream `nbytes` through HBM at the achievable bandwidth."""
     bandwidth = bandwidth_bytes_per_s(gpu)
     return nbytes / bandwidth if bandwidth and nbytes > 0 else 0.0
+
+
+def fp8_cast_bytes(tokens: float, hidden: float, kv_dim: float, intermediate: float, *,
+                   gated: bool) -> tuple[float, float]:
+    """(forward, backward) bytes of one layer's fp8 casts for `tokens` tokens (this GPU's share): the inputs of the
+    QKV, output, MLP-up and MLP-down GEMMs (h, h, h, i), then the gradients of their outputs (h + 2·kv, h, the
+    MLP-up width, h). TE's LayerNormLinear/LayerNormMLP fuse two of the forward casts into the norm and the
+    activation; counted anyway, as torchao and te.Linear run them."""
+    up = (2.0 if gated else 1.0) * intermediate
+    forward = tokens * (3.0 * hidden + intermediate) * FP8_CAST_BYTES
+    backward = tokens * (3.0 * hidden + 2.0 * kv_dim + up) * FP8_CAST_BYTES
+    return forward, backward
 
 
 def elementwise_bytes(tokens: float, hidden: float, intermediate: float, *, gated: bool, act_bytes: float) -> float:

@@ -61,6 +61,9 @@ class ParallelConfig:
     # Tensor-parallel exchanges overlapped with the GEMMs they feed (Megatron-Core + Transformer Engine's
     # userbuffers, `--tp-comm-overlap`) instead of waiting on the critical path.
     tp_overlap: bool = False
+    # ZeRO-1/2's parameter all-gather overlaps the next step's first forward instead of following the backward
+    # (Megatron's --overlap-param-gather with the distributed optimizer, NeMo's overlap_param_sync).
+    dp_overlap: bool = False
 
     def __post_init__(self) -> None:
         problems = []
@@ -74,6 +77,9 @@ class ParallelConfig:
             problems.append(f"schedule must be one of {', '.join(SCHEDULES)}")
         if self.tp_overlap and self.tp < 2:
             problems.append("--tp-overlap needs --tp of 2 or more")
+        if self.dp_overlap and self.sharding not in ("zero1", "zero2"):
+            problems.append("--dp-overlap is the sharded optimizer's parameter all-gather: it needs --sharding "
+                            "zero1 or zero2 (FSDP/ZeRO-3 gathers layer by layer already)")
         if self.micro_batch < 1 or self.global_batch < 1:
             problems.append("micro-batch and global batch must be at least 1")
         if problems:

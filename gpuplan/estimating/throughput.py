@@ -1,18 +1,19 @@
 """Tokens/s per GPU of a training job from first principles, once the user has said how it runs.
 
-One optimizer step, in the style of Calculon (Isaev et al. 2023) and the Megatron papers' accounting (Narayanan
-et al. 2021; Korthikanti et al. 2022): for one micro-batch on one pipeline stage, each of the stage's layers runs
-its four GEMMs (QKV, attention output, MLP up, MLP down: kernels.gemm_seconds at the shape tensor parallelism
-leaves on this GPU), fused causal attention (kernels.flash_attention_seconds) and its memory-bound ops
+One optimizer step, in the style of Calculon (Isaev et al. 2023) and the Megatron papers' accounting (Narayanan et
+al. 2021; Korthikanti et al. 2022): for one micro-batch on one pipeline stage, each of the stage's layers runs its
+four GEMMs (QKV, attention output, MLP up, MLP down: kernels.gemm_seconds at the shape tensor parallelism leaves on
+this GPU), fused causal attention (kernels.flash_attention_seconds) and its memory-bound ops
 (kernels.elementwise_bytes at the HBM bandwidth); backward costs two GEMMs per forward GEMM (input and weight
-gradients). Recomputation adds the forward again (full), the attention core again (selective: Korthikanti et
-al. 2022, sec. 5), or every second matmul and the memory-bound ops (op: torchtitan's selective op policy).
+gradients). Recomputation adds the forward again (full), the attention core again (selective: Korthikanti et al.
+2022, sec. 5), or every second matmul and the memory-bound ops (op: torchtitan's selective op policy).
 Tensor-parallel all-reduces add per layer (or only what the GEMMs cannot hide, when overlapped: Megatron-Core's
---tp-comm-overlap), pipeline sends per micro-batch, the last stage the
-output head and cross-entropy. The pipeline runs m micro-batches plus its bubble (parallel.bubble_slots); the
-data-parallel gradient exchange is overlapped with the backward pass (DDP/ZeRO: with the last micro-batch only,
-whatever does not fit shows; FSDP/ZeRO-3: layer by layer each micro-batch, one layer's gather never hidden); the
-optimizer step streams its state through HBM. Tokens per step / step time / GPUs = tokens/s per GPU.
+--tp-comm-overlap), pipeline sends per micro-batch, the last stage the output head and cross-entropy. The pipeline
+runs m micro-batches plus its bubble (parallel.bubble_slots); the data-parallel gradient exchange is overlapped with
+the backward pass (DDP/ZeRO: with the last micro-batch only, whatever does not fit shows; ZeRO-1/2 with
+--dp-overlap: the all-gather half behind the next first forward; FSDP/ZeRO-3: layer by layer each micro-batch, one
+layer's gather never hidden); the optimizer step streams its state through HBM. Tokens per step / step time / GPUs =
+tokens/s per GPU.
 
 Every constant is a published hardware or kernel figure named in kernels.py or parallel.py except one:
 SUSTAINED_EFFICIENCY, the share of that ideal rate published runs reach, fitted per GPU generation on the
@@ -36,7 +37,7 @@ EXPOSED_TAIL = 0.1
 # the power cap are below the boost clock MAMF measures; framework overhead, allocator, data loading, logging).
 # Fitted per generation by bench/throughput_accuracy.py as the median over sources of each source's median ratio,
 # so that a source with 200 rows weighs no more than one with 4; the bench scores it leave-one-source-out.
-SUSTAINED_EFFICIENCY = {"ampere": 0.858, "hopper": 0.785}
+SUSTAINED_EFFICIENCY = {"ampere": 0.858, "hopper": 0.764}
 SUSTAINED_FALLBACK = 0.75  # generations without a published table: between the two
 
 
@@ -80,7 +81,8 @@ def _op_recompute_seconds(shape: Shape, gpu: GpuSpec, *, tokens: float, tp: int,
 
 
 def _layer_times(shape: Shape, gpu: GpuSpec, *, tokens: float, seq_len: int, tp: int, peak: float,
-                 attention_peak: float, act_bytes: float, attention: str) -> tuple[float, float, float, float]:
+                 attention_peak: float, act_bytes: float, attention: str,
+                 fp8: bool = False) -> tuple[float, float, float, float]:
     """(forward, backward, attention-core forward, memory-bound forward) seconds of one layer for one micro-batch
     on one GPU."""
     h, kv, i = shape.hidden, shape.kv_dim, shape.intermediate
@@ -102,8 +104,13 @@ def _layer_times(shape: Shape, gpu: GpuSpec, *, tokens: float, seq_len: int, tp:
     # Sequence parallelism (Korthikanti et al. 2022) splits the norms and residuals over the tp ranks too.
     elementwise = kernels.memory_seconds(
         kernels.elementwise_bytes(tokens / tp, h, i, gated=shape.gated_mlp, act_bytes=act_bytes), gpu)
+    backward_elementwise = kernels.BACKWARD_ELEMENTWISE_RATIO * elementwise
+    if fp8:
+        cast_fwd, cast_bwd = kernels.fp8_cast_bytes(tokens / tp, h, kv, i, gated=shape.gated_mlp)
+        elementwise += kernels.memory_seconds(cast_fwd, gpu)
+        backward_elementwise += kernels.memory_seconds(cast_bwd, gpu)
     forward = gemms + attention_fwd + elementwise
-    backward = 2 * gemms + attention_bwd + kernels.BACKWARD_ELEMENTWISE_RATIO * elementwise
+    backward = 2 * gemms + attention_bwd + backward_elementwise
     return forward, backward, attention_fwd, elementwise
 
 
@@ -129,7 +136,7 @@ def step_breakdown(shape: Shape, gpu: GpuSpec, config: ParallelConfig, *, params
 
     forward, backward, attention_core, elementwise = _layer_times(
         shape, gpu, tokens=tokens, seq_len=seq_len, tp=tp, peak=peak, attention_peak=attention_peak,
-        act_bytes=act_bytes, attention=attention)
+        act_bytes=act_bytes, attention=attention, fp8=precision == "fp8")
     if config.recompute == "full":
         recompute, passes = forward * config.recompute_share, 1.0 + config.recompute_share
     elif config.recompute == "selective":
@@ -162,11 +169,20 @@ def step_breakdown(shape: Shape, gpu: GpuSpec, config: ParallelConfig, *, params
     if sharded:
         per_micro = max(dp_comm / max(1, layers), dp_comm - micro)
         exposed = per_micro * m
+    elif config.dp_overlap:
+        # The reduce-scatter (half the volume) hides behind the last backward, the all-gather behind the next
+        # step's first forward; each shows what its window cannot cover, at least its last bucket.
+        half = dp_comm / 2
+        backward_last, forward_first = layers * (backward + recompute), layers * forward
+        exposed = (max(EXPOSED_TAIL * half, half - backward_last)
+                   + max(EXPOSED_TAIL * half, half - forward_first))
     else:
         backward_last = layers * (backward + recompute)
         exposed = max(EXPOSED_TAIL * dp_comm, dp_comm - backward_last)
     optimizer_params = params / (tp * pp) / (config.dp if config.sharding != "none" else 1)
     optimizer = kernels.memory_seconds(optimizer_params * kernels.OPTIMIZER_BYTES_PER_PARAM, gpu)
+    if precision == "fp8":  # the step's fp8 copy of the local weights (cached across its micro-batches)
+        optimizer += kernels.memory_seconds(params / (tp * pp) * kernels.FP8_CAST_BYTES, gpu)
 
     factor = SUSTAINED_EFFICIENCY.get(gpu.generation, SUSTAINED_FALLBACK) if sustained is None else sustained
     factor = factor or 1.0

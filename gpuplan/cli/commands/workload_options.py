@@ -63,6 +63,10 @@ _OPTIONS = [
     click.option("--tp-overlap", is_flag=True,
                  help="Tensor-parallel exchanges overlap the GEMMs (Megatron-Core + Transformer Engine "
                       "--tp-comm-overlap); without it they wait on the critical path. Needs --tp 2 or more."),
+    click.option("--dp-overlap", is_flag=True,
+                 help="The sharded optimizer's parameter all-gather overlaps the next step's forward (Megatron "
+                      "--overlap-param-gather, NeMo overlap_param_sync); without it only the gradient "
+                      "reduce-scatter hides, behind the last backward. Needs --sharding zero1 or zero2."),
     click.option("--pp", type=click.IntRange(1, 1024), help="Pipeline-parallel stages (default 1)."),
     click.option("--pp-schedule", type=click.Choice(SCHEDULES), default="1f1b", show_default=True,
                  help="Pipeline schedule: 1f1b, or interleaved (2 virtual stages per GPU, a smaller bubble)."),
@@ -215,9 +219,10 @@ def build_workload(options: dict[str, Any]) -> Workload:
     if recompute and options["activation_checkpointing"] and recompute != "full":
         raise UserError(f"--activation-checkpointing means --recompute full, not {recompute}")
     if mode == "inference" and (recompute or (options.get("pp") or 1) > 1 or (options.get("tp") or 1) > 1
-                                or options.get("interconnect") or options.get("tp_overlap")):
-        raise UserError("--tp, --pp, --tp-overlap, --recompute and --interconnect apply to training; in --mode "
-                        "inference the GPU count (--gpus) is the tensor-parallel size")
+                                or options.get("interconnect") or options.get("tp_overlap")
+                                or options.get("dp_overlap")):
+        raise UserError("--tp, --pp, --tp-overlap, --dp-overlap, --recompute and --interconnect apply to training; "
+                        "in --mode inference the GPU count (--gpus) is the tensor-parallel size")
     try:
         return Workload(
             params=params, tokens=tokens, architecture=arch, seq_len=seq_len,
@@ -230,7 +235,7 @@ def build_workload(options: dict[str, Any]) -> Workload:
             tp=options.get("tp") or 1, pp=options.get("pp") or 1, recompute=recompute,
             schedule=options.get("pp_schedule") or "1f1b",
             interconnect_gbps=interconnect_gbps(options.get("interconnect")),
-            tp_overlap=bool(options.get("tp_overlap")),
+            tp_overlap=bool(options.get("tp_overlap")), dp_overlap=bool(options.get("dp_overlap")),
             weight_format=options.get("weight_format"), group_size=options.get("group_size") or DEFAULT_GROUP_SIZE,
         )
     except ValueError as exc:

@@ -145,6 +145,8 @@ def test_user_throughput_and_mfu() -> None:
       "--activation-checkpointing"], "--recompute full"),
     (["--params", "7B", "--tokens", "1T", "--gpu", "H100", "--tp-overlap"], "--tp-overlap needs --tp of 2"),
     (["--params", "7B", "--mode", "inference", "--gpu", "L4", "--tp-overlap"], "--tp-overlap"),
+    (["--params", "7B", "--tokens", "1T", "--gpu", "H100", "--sharding", "fsdp", "--dp-overlap"],
+     "needs --sharding zero1 or zero2"),
 ])
 def test_bad_input_is_one_line_exit_2(args: list[str], message: str) -> None:
     result = run_cli("estimate", *args)
