@@ -59,7 +59,8 @@ _OPTIONS = [
                       "for torch < 2.0, custom attention the fused kernels cannot run (your own softmax/bias, "
                       "output_attentions, attn_implementation=\"eager\") or GPUs/backends without fused kernels."),
     click.option("--tp", type=click.IntRange(1, 1024), help="Tensor-parallel size (Megatron-style; default 1). "
-                 "Stating --tp, --pp, --recompute or --interconnect times a step with the config-aware model."),
+                 "Stating --tp, --pp, --recompute, --tp-overlap, --dp-overlap or --interconnect times a step with the "
+                 "config-aware model."),
     click.option("--tp-overlap", is_flag=True,
                  help="Tensor-parallel exchanges overlap the GEMMs (Megatron-Core + Transformer Engine "
                       "--tp-comm-overlap); without it they wait on the critical path. Needs --tp 2 or more."),
