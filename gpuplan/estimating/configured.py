@@ -21,7 +21,7 @@ from gpuplan.hardware.gpus import GpuSpec
 # 10th and 90th percentile of published / predicted tokens/s per GPU when each source of
 # bench/data/throughput_tables.csv is predicted with the constant fitted on the other sources
 # (`python bench/throughput_accuracy.py`): the band the config-aware answer prints.
-CONFIG_RATIO_BAND = (0.89, 1.23)
+CONFIG_RATIO_BAND = (0.87, 1.20)
 
 
 def typical_global_batch(params: int, seq_len: int) -> int:

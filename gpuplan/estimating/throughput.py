@@ -37,7 +37,7 @@ EXPOSED_TAIL = 0.1
 # the power cap are below the boost clock MAMF measures; framework overhead, allocator, data loading, logging).
 # Fitted per generation by bench/throughput_accuracy.py as the median over sources of each source's median ratio,
 # so that a source with 200 rows weighs no more than one with 4; the bench scores it leave-one-source-out.
-SUSTAINED_EFFICIENCY = {"ampere": 0.858, "hopper": 0.764}
+SUSTAINED_EFFICIENCY = {"ampere": 0.841, "hopper": 0.785}
 SUSTAINED_FALLBACK = 0.75  # generations without a published table: between the two
 
 
