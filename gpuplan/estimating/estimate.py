@@ -17,7 +17,7 @@ from gpuplan.estimating.architecture import Architecture
 from gpuplan.estimating.configured import default_global_batch
 from gpuplan.estimating.memory import ATTENTIONS, OPTIMIZERS, SHARDINGS
 from gpuplan.estimating.mfu import PRIOR_RATIO_BAND, default_mfu, mfu_prior
-from gpuplan.estimating.parallel import RECOMPUTES, SCHEDULES, parse_interconnect
+from gpuplan.estimating.parallel import RECOMPUTES, SCHEDULES
 from gpuplan.estimating.shape import Shape, shape_of
 from gpuplan.hardware.gpus import PRECISIONS, GpuSpec
 
@@ -543,59 +543,3 @@ def _inference_estimate(workload: Workload, hardware: Hardware, throughput: Thro
         mfu_detail=detail, fit_hint=None if fits else _fit_hint(workload, hardware), assumptions=assumptions,
     )
 
-
-def workload_from_job(job_workload: Any) -> tuple[Workload, Throughput | None]:
-    """The estimate Workload for a job spec's `workload` section, and the user's own throughput if it gives one.
-
-    Duck-typed on gpuplan.jobs.spec.WorkloadSpec, so this module does not import the job spec. Reads the model's
-    config.json when the spec names one (the only I/O here); raises ValueError when the workload says nothing
-    about the model or the tokens.
-    """
-    from gpuplan.estimating.architecture import load_hf_config, preset
-
-    arch: Architecture | None = None
-    if getattr(job_workload, "model", None):
-        arch = preset(job_workload.model)
-    elif getattr(job_workload, "model_config_path", None):
-        arch = load_hf_config(job_workload.model_config_path)
-    params = arch.param_count() if arch is not None else getattr(job_workload, "params", None)
-    tokens = getattr(job_workload, "total_tokens", None)
-    if not params or not tokens:
-        raise ValueError("the workload needs a model (params, model or model_config) and tokens")
-    seq_len = job_workload.seq_len or (min(arch.max_seq_len, 4096) if arch else 2048)
-    interconnect = getattr(job_workload, "interconnect", None)
-    workload = Workload(
-        params=int(params), tokens=int(tokens), architecture=arch, seq_len=seq_len,
-        global_batch=job_workload.global_batch, micro_batch=job_workload.micro_batch or 1,
-        precision=job_workload.precision, optimizer=job_workload.optimizer, sharding=job_workload.sharding,
-        activation_checkpointing=job_workload.activation_checkpointing
-        or getattr(job_workload, "recompute", None) == "full", lora_rank=job_workload.lora,
-        attention=getattr(job_workload, "attention", None) or "flash",
-        tp=getattr(job_workload, "tp", 1), pp=getattr(job_workload, "pp", 1),
-        recompute=getattr(job_workload, "recompute", None),
-        schedule=getattr(job_workload, "pp_schedule", "1f1b"),
-        tp_overlap=getattr(job_workload, "tp_overlap", False),
-        dp_overlap=getattr(job_workload, "dp_overlap", False),
-        interconnect_gbps=parse_interconnect(interconnect) if interconnect else None,
-    )
-    throughput = None
-    if getattr(job_workload, "throughput", None):
-        throughput = Throughput(tokens_per_s_per_gpu=job_workload.throughput, source="user",
-                                detail="workload.throughput")
-    elif getattr(job_workload, "mfu", None):
-        throughput = Throughput(mfu=job_workload.mfu, source="user", detail="workload.mfu")
-    return workload, throughput
-
-
-def estimate_for_job(job_workload: Any, *, gpu: str, gpus_per_node: int, nodes: int,
-                     throughput: Throughput | None = None) -> Estimate:
-    """The estimate for a job spec's `workload` section on `nodes` x `gpus_per_node` GPUs of type `gpu`.
-
-    The adapter `gpuplan.launching.start` calls. The workload's own `throughput` / `mfu` are the user's numbers and win;
-    otherwise `throughput`, else the default prior.
-    """
-    from gpuplan.hardware.gpus import resolve_gpu
-
-    workload, own = workload_from_job(job_workload)
-    hardware = Hardware(resolve_gpu(gpu), gpus=gpus_per_node * nodes, nodes=nodes, gpus_per_node=gpus_per_node)
-    return estimate(workload, hardware, own or throughput)

@@ -82,7 +82,7 @@ def planned_offer(spec: JobSpec, provider_name: str, cloud: str, *, db_url: str 
     """
     from gpuplan.catalog.catalog import Catalog
     from gpuplan.catalog.gpu_names import compile_region_patterns, resolve_gpus
-    from gpuplan.estimating.estimate import workload_from_job
+    from gpuplan.estimating.from_job import workload_from_job
     from gpuplan.planning.planner import Constraints, plan
 
     res, limits = spec.resources, spec.limits

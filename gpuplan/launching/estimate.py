@@ -71,7 +71,7 @@ def _estimate_from_cpu_bench(spec: JobSpec, offer: ChosenOffer, params: int | No
     if not offer.on_this_machine or offer.gpu or workload is None or db_url is None:
         return None
     from gpuplan.calibration.localbench import cpu_throughput
-    from gpuplan.estimating.estimate import workload_from_job
+    from gpuplan.estimating.from_job import workload_from_job
 
     try:
         shaped, _ = workload_from_job(workload)
@@ -111,7 +111,7 @@ def spec_params(spec: JobSpec) -> int | None:
 
 def _estimate_with_estimator(spec: JobSpec, offer: ChosenOffer, params: int | None,
                              db_url: str | None = None) -> RunEstimate | None:
-    """The estimator's answer (gpuplan.estimating.estimate.estimate_for_job) for the workload on the offer's GPUs.
+    """The estimator's answer (gpuplan.estimating.from_job.estimate_for_job) for the workload on the offer's GPUs.
 
     Throughput: the workload's own numbers, else a matching `gpuplan bench` record or calibration from the
     store, else the estimator's prior. None when the offer has no GPU (a CPU job on this machine: the estimator
@@ -120,7 +120,7 @@ def _estimate_with_estimator(spec: JobSpec, offer: ChosenOffer, params: int | No
     """
     if spec.workload is None or not offer.gpu:
         return None
-    from gpuplan.estimating.estimate import estimate_for_job, workload_from_job
+    from gpuplan.estimating.from_job import estimate_for_job, workload_from_job
 
     try:
         throughput = None

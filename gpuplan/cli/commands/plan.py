@@ -142,7 +142,7 @@ def _note_precision_fallbacks(precision: str, gpu_names: set[str]) -> None:
 
 def _workload(spec_path: Path | None, flags: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
     """(Workload, the spec's own throughput, the spec's constraints) from a job spec or the flags."""
-    from gpuplan.estimating.estimate import workload_from_job
+    from gpuplan.estimating.from_job import workload_from_job
 
     if spec_path is None:
         return build_workload(flags), None, {}

@@ -9,7 +9,8 @@ import pytest
 
 from gpuplan.estimating import memory
 from gpuplan.estimating.architecture import Architecture, preset
-from gpuplan.estimating.estimate import Hardware, Workload, estimate, min_gpus, workload_from_job
+from gpuplan.estimating.estimate import Hardware, Workload, estimate, min_gpus
+from gpuplan.estimating.from_job import workload_from_job
 from gpuplan.estimating.shape import shape_of
 from gpuplan.hardware.gpus import resolve_gpu
 from gpuplan.jobs.spec import SpecError, parse_spec

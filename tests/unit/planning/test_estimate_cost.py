@@ -7,7 +7,8 @@ from decimal import Decimal
 import pytest
 
 from gpuplan.catalog import Catalog
-from gpuplan.estimating.estimate import Hardware, Workload, estimate, estimate_for_job
+from gpuplan.estimating.estimate import Hardware, Workload, estimate
+from gpuplan.estimating.from_job import estimate_for_job
 from gpuplan.hardware.gpus import resolve_gpu
 from gpuplan.planning.estimate_cost import cheapest_offers
 
