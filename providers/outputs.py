@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpuplan.paths import make_private_dir
+from gpuplan.paths import PRIVATE_FILE_MODE, make_private_dir
 
 OUTPUT_FILES = ("job.log", "metrics.jsonl", "interruption.json", "exit.json")
 EXIT_FILE = "exit.json"
@@ -53,7 +53,9 @@ def store_output(run_dir: str | os.PathLike[str], rank: int, name: str, data: by
     path = local_path(run_dir, rank, name)
     make_private_dir(path.parent)  # shipped logs are job output: owner only, like a local run's
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
+    fd = os.open(tmp, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, PRIVATE_FILE_MODE)  # 0600 whatever the umask
+    with os.fdopen(fd, "wb") as out:
+        out.write(data)
     os.replace(tmp, path)
     return path
 

@@ -68,8 +68,9 @@ def test_local_run_folders_are_private(tmp_path: Path, open_umask: None) -> None
 
 def test_shipped_outputs_land_in_private_folders(tmp_path: Path, open_umask: None) -> None:
     run_dir = tmp_path / "runs" / "r-cloud00001"
-    store_output(run_dir, 1, "job.log", b"step 1\n")
+    log = store_output(run_dir, 1, "job.log", b"step 1\n")
     assert mode(run_dir) == 0o700 and mode(run_dir / "node-1") == 0o700
+    assert mode(log) == 0o600 and log.read_bytes() == b"step 1\n"  # the file too, not only its folder
 
 
 def test_make_private_dir_is_idempotent(tmp_path: Path) -> None:
