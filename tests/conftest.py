@@ -39,6 +39,9 @@ def _isolated_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
     # Anything that forgets to set its own endpoint fails fast on a closed loopback port, not on AWS.
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+    # ... at once: one attempt per call (providers/aws/retries.py honours it), not eight backed-off ones (~7 s). The
+    # moto fixtures, which give a live endpoint, remove it again (support.awsmoto.live_endpoint).
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
     monkeypatch.setenv("CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE", "http://127.0.0.1:9/compute/v1/")
     monkeypatch.setenv("CLOUDSDK_API_ENDPOINT_OVERRIDES_STORAGE", "http://127.0.0.1:9/storage/v1/")
     monkeypatch.setenv("CLOUDSDK_API_ENDPOINT_OVERRIDES_SECRETMANAGER", "http://127.0.0.1:9/")
