@@ -24,6 +24,15 @@ PG_BIN = Path("/usr/lib/postgresql/15/bin")
 pytest_plugins = ["support.awsmoto", "support.strict_aws.fixture"]
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Give the CLI child processes a bytecode cache when the environment forbids writing one (as on these
+    machines: PYTHONDONTWRITEBYTECODE=1 with no __pycache__ in the checkout, so every `python -m gpuplan` compiled
+    gpuplan's sources again, ~0.15 s each). The cache lives in a temp folder, never in the checkout."""
+    if os.environ.get("PYTHONDONTWRITEBYTECODE") and not os.environ.get("PYTHONPYCACHEPREFIX"):
+        os.environ["PYTHONPYCACHEPREFIX"] = str(Path(tempfile.gettempdir()) / f"gpuplan-test-pycache-{os.getuid()}")
+        del os.environ["PYTHONDONTWRITEBYTECODE"]
+
+
 @pytest.fixture(autouse=True)
 def _isolated_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each test gets its own gpuplan home and database, and no route to a real cloud."""
