@@ -93,7 +93,8 @@ class AwsProvider(AccountPlaces, RunStorage, Provider):
     `region` (default: the SDK's configured region, else us-east-1), `regions` (every region list_tagged and
     describe search), `ami_parameter` (SSM parameter holding the AMI id), `image_id` (explicit AMI, wins over the
     parameter), `ssh_from` (an address to open port 22 to; "auto" asks checkip.amazonaws.com), `key_name`,
-    `instance_profile`, `root_volume_gb`, `spot_max_price`, `retry_mode` and `max_attempts` (botocore retries),
+    `instance_profile`, `root_volume_gb`, `spot_max_price`, `retry_mode` and `max_attempts` (botocore retries;
+    default: the user's AWS_MAX_ATTEMPTS / config-file setting, else 8: gpuplan.providers.aws.retries),
     `waiter_delay` and `waiter_max_attempts` (waiting for `terminated`), `bucket` (else GPUPLAN_AWS_BUCKET: the
     S3 bucket the boot script ships each node's job.log, metrics and exit.json to, under
     `gpuplan/<run_id>/node-<rank>/`; without it a finished run cannot report its exit code).
@@ -123,7 +124,7 @@ class AwsProvider(AccountPlaces, RunStorage, Provider):
         root_volume_gb: int | None = None,
         spot_max_price: str | None = None,
         retry_mode: str = "adaptive",
-        max_attempts: int = 8,
+        max_attempts: int | None = None,
         waiter_delay: float = 5.0,
         waiter_max_attempts: int = 120,
         bucket: str | None = None,
@@ -183,7 +184,10 @@ class AwsProvider(AccountPlaces, RunStorage, Provider):
         if key not in self._clients:
             from botocore.config import Config
 
-            config = Config(retries={"mode": self.retry_mode, "max_attempts": attempts}, user_agent_extra="gpuplan")
+            from .retries import retries_config
+
+            config = Config(retries=retries_config(self._boto_session(), self.retry_mode, attempts),
+                            user_agent_extra="gpuplan")
             self._clients[key] = self._boto_session().client(service, region_name=region, config=config)
         return self._clients[key]
 

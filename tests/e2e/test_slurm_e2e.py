@@ -7,6 +7,7 @@ charge-back rate. Detached runs are started together and checked afterwards, so 
 from __future__ import annotations
 
 import datetime as dt
+import time
 from pathlib import Path
 
 import pytest
@@ -169,18 +170,27 @@ def test_reconcile_finds_and_cancels_a_gpuplan_job_the_books_do_not_know(
 
 def test_queue_time_is_not_billed(env: dict[str, str], slurm: SlurmCluster, tmp_path: Path) -> None:
     """A job that waits in the queue is billed (and its max_hours clock runs) from when Slurm starts it."""
+    # The blocker holds the node until the test releases it (at most 60 s): a fixed `sleep 8` left the job too
+    # little queue time when the launch itself was slow on a loaded machine.
+    release = tmp_path / "release"
     blocker = tmp_path / "blocker.sh"
-    blocker.write_text("#!/bin/sh\nsleep 8\n")
+    blocker.write_text(f"#!/bin/sh\nfor i in $(seq 300); do [ -e {release} ] && exit 0; sleep 0.2; done\n")
     blocker_id = slurm.run("sbatch", "--parsable", "--exclusive", "--job-name", "not-gpuplan",
                            "--output", str(tmp_path / "blocker.log"), str(blocker)).stdout.strip().split(";")[0]
-    assert wait_for(lambda: squeue_state(slurm, blocker_id) == "RUNNING")
-    spec = write_spec(tmp_path, "queued", "runtime: process\ncommand: echo ran\nlimits:\n  max_hours: 0.5\n")
-    launched = run_cli("launch", str(spec), "--provider", "slurm", "-y", "--detach", "--json")
-    assert launched.exit_code == 0, launched.stderr
-    out = launched.json()
-    run_id = out["run_id"]
-    job_id = out["instances"][0]["instance_id"]
-    assert squeue_state(slurm, job_id) == "PENDING"
+    try:
+        assert wait_for(lambda: squeue_state(slurm, blocker_id) == "RUNNING")
+        spec = write_spec(tmp_path, "queued", "runtime: process\ncommand: echo ran\nlimits:\n  max_hours: 0.5\n")
+        launched = run_cli("launch", str(spec), "--provider", "slurm", "-y", "--detach", "--json")
+        assert launched.exit_code == 0, launched.stderr
+        out = launched.json()
+        run_id = out["run_id"]
+        job_id = out["instances"][0]["instance_id"]
+        assert squeue_state(slurm, job_id) == "PENDING"
+        # Queued for 4.5 s from the run's creation (Slurm's start time has whole seconds: >= 3.5 s counted).
+        waited = (dt.datetime.now(dt.timezone.utc) - _time(out["created_at"])).total_seconds()
+        time.sleep(max(0.0, 4.5 - waited))
+    finally:
+        release.touch()
     final = wait_for(lambda: (s := run_cli("status", run_id, "--json").json())["state"] == "succeeded" and s,
                      timeout=60)
     [instance] = final["instances"]

@@ -110,6 +110,12 @@ def aws_session() -> Any:
                                  region_name="us-east-1")
 
 
+def live_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A live (moto) endpoint: the AWS clients retry as they do for a user again (the conftest guard's one attempt
+    is for its dead port)."""
+    monkeypatch.delenv("AWS_MAX_ATTEMPTS", raising=False)
+
+
 def _enable_type_validation(monkeypatch: pytest.MonkeyPatch) -> None:
     """moto reads MOTO_EC2_ENABLE_INSTANCE_TYPE_VALIDATION once, at import: set the env and the parsed setting."""
     import moto.settings
@@ -143,6 +149,7 @@ def moto_env(monkeypatch: pytest.MonkeyPatch, aws_clients: Clients) -> Iterator[
 
     assert_fake_credentials()
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)  # moto intercepts the real (amazonaws.com) endpoints
+    live_endpoint(monkeypatch)
     _enable_type_validation(monkeypatch)
     guard_http(monkeypatch)
     with mock_aws():
@@ -191,6 +198,7 @@ def moto_server(moto_server_module: MotoServer, monkeypatch: pytest.MonkeyPatch)
     moto_server_module.reset()
     for key, value in moto_server_module.env().items():
         monkeypatch.setenv(key, value)
+    live_endpoint(monkeypatch)
     guard_http(monkeypatch)
     import boto3
 

@@ -21,6 +21,7 @@ from support.awsmoto import (
     _enable_type_validation,
     assert_fake_credentials,
     guard_http,
+    live_endpoint,
     register_test_ami,
 )
 
@@ -107,6 +108,7 @@ def strict_aws(strict_aws_module: StrictAwsServer, monkeypatch: pytest.MonkeyPat
     strict_aws_module.reset()
     for key, value in strict_aws_module.env().items():
         monkeypatch.setenv(key, value)
+    live_endpoint(monkeypatch)
     guard_http(monkeypatch)
     # Registered through the layer: moto drops RegisterImage's Architecture, the layer keeps it.
     strict_aws_module.amis = {r: register_test_ami(strict_aws_module.client("ec2", r)) for r in TEST_REGIONS}
