@@ -166,6 +166,7 @@ def step_breakdown(shape: Shape, gpu: GpuSpec, config: ParallelConfig, *, params
     local_param_bytes = params / (tp * pp) * act_bytes
     sharded = config.sharding in ("zero3", "fsdp")
     dp_comm = parallel.dp_seconds(config, local_param_bytes=local_param_bytes, gpu=gpu, network_gbps=network)
+    backward_last = layers * (backward + recompute)
     if sharded:
         per_micro = max(dp_comm / max(1, layers), dp_comm - micro)
         exposed = per_micro * m
@@ -173,11 +174,9 @@ def step_breakdown(shape: Shape, gpu: GpuSpec, config: ParallelConfig, *, params
         # The reduce-scatter (half the volume) hides behind the last backward, the all-gather behind the next
         # step's first forward; each shows what its window cannot cover, at least its last bucket.
         half = dp_comm / 2
-        backward_last, forward_first = layers * (backward + recompute), layers * forward
         exposed = (max(EXPOSED_TAIL * half, half - backward_last)
-                   + max(EXPOSED_TAIL * half, half - forward_first))
+                   + max(EXPOSED_TAIL * half, half - layers * forward))
     else:
-        backward_last = layers * (backward + recompute)
         exposed = max(EXPOSED_TAIL * dp_comm, dp_comm - backward_last)
     optimizer_params = params / (tp * pp) / (config.dp if config.sharding != "none" else 1)
     optimizer = kernels.memory_seconds(optimizer_params * kernels.OPTIMIZER_BYTES_PER_PARAM, gpu)
