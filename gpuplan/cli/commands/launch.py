@@ -100,20 +100,22 @@ def launch(app: AppContext, spec_path: Path, provider_name: str | None, allow_cp
 
         note("\n" + what_runs(app.store, exc.run_id))
         sys.exit(130)
-    note(f"run {run_id} started (logs: gpuplan logs {run_id} -f; stop: gpuplan stop {run_id})")
-    if detach:
-        from gpuplan.supervise.watch import watch_run
-
-        _finish({**watch_run(app.store, run_id).summary, **decision.as_dict()}, as_json, exit_on_failure=False)
-        return
-    from gpuplan.cli.follow import follow
-
+    # From here the run is started: a Ctrl-C at any point (even before following begins) leaves it running and
+    # says how to reach it.
     try:
-        result = follow(app.store, run_id, interval=interval)
+        note(f"run {run_id} started (logs: gpuplan logs {run_id} -f; stop: gpuplan stop {run_id})")
+        if detach:
+            from gpuplan.supervise.watch import watch_run
+
+            summary = watch_run(app.store, run_id).summary
+        else:
+            from gpuplan.cli.follow import follow
+
+            summary = follow(app.store, run_id, interval=interval).summary
     except KeyboardInterrupt:
         note(f"\nstopped following; run {run_id} keeps going (gpuplan status {run_id}, gpuplan stop {run_id})")
         sys.exit(130)
-    _finish({**result.summary, **decision.as_dict()}, as_json, exit_on_failure=True)  # + where and why
+    _finish({**summary, **decision.as_dict()}, as_json, exit_on_failure=not detach)  # + where and why
 
 
 def _show_gates(gates: LaunchGates) -> FailSafe:
