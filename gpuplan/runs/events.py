@@ -76,10 +76,10 @@ def record_event(session: Session, run: Run, kind: str, message: str = "", **dat
     return event
 
 
-def events_of(run: Run, kinds: Iterable[str]) -> list[Event]:
-    """The run's events of these kinds, oldest first (by id within one timestamp: several share one)."""
-    wanted = set(kinds)
-    return sorted((e for e in run.events if e.kind in wanted), key=lambda e: (e.at, e.id or 0))
+def events_of(run: Run, kinds: Iterable[str] | None = None) -> list[Event]:
+    """The run's events of these kinds (None: all), oldest first (by id within one timestamp: several share one)."""
+    wanted = None if kinds is None else set(kinds)
+    return sorted((e for e in run.events if wanted is None or e.kind in wanted), key=lambda e: (e.at, e.id or 0))
 
 
 def event_data(event: Event) -> dict[str, Any] | None:

@@ -44,14 +44,13 @@ def status(app: AppContext, run_ref: str | None, ended_count: int, with_events: 
 
 def _history(app: AppContext, run_id: str) -> list[dict[str, Any]]:
     """The run's events, oldest first: when, what kind, the message and its data."""
-    from gpuplan.runs.events import event_data
+    from gpuplan.runs.events import event_data, events_of
     from gpuplan.store.models import Run
 
     with app.store.session() as session:
         run = session.get(Run, run_id)
         assert run is not None
-        events = sorted(run.events, key=lambda e: (e.at, e.id or 0))
-        return [{"at": e.at, "kind": e.kind, "message": e.message, "data": event_data(e)} for e in events]
+        return [{"at": e.at, "kind": e.kind, "message": e.message, "data": event_data(e)} for e in events_of(run)]
 
 
 def _print_history(history: list[dict[str, Any]]) -> None:
