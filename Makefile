@@ -18,11 +18,11 @@ $(PY):
 # torch==2.13.0 is pinned: on these machines it is a CPU build on local disk; a looser pin pulls CUDA (GBs).
 # The demo trains a tiny GPT, so `install` takes the bench extra; the core CLI never imports torch at start-up.
 $(VENV)/.installed: $(PY) pyproject.toml
-	$(PIP) install -e '.[bench,postgres,plot]' 'torch==2.13.0' numpy
+	$(PIP) install -e '.[bench,postgres,plot,ui]' 'torch==2.13.0' numpy
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed
-	$(PIP) install -e '.[bench,test,postgres,plot]' 'torch==2.13.0' numpy
+	$(PIP) install -e '.[bench,test,postgres,plot,ui]' 'torch==2.13.0' numpy
 	touch $@
 
 install: $(VENV)/.installed

@@ -89,3 +89,14 @@ def event_data(event: Event) -> dict[str, Any] | None:
     except ValueError:
         return None
     return data if isinstance(data, dict) else None
+
+
+def history(session: Session, run_id: str) -> list[dict[str, Any]]:
+    """A run's events, oldest first, as `status --events` and the dashboard show them: when, what kind, the
+    message and its data."""
+    from gpuplan.store.models import Run
+
+    run = session.get(Run, run_id)
+    if run is None:
+        raise LookupError(run_id)
+    return [{"at": e.at, "kind": e.kind, "message": e.message, "data": event_data(e)} for e in events_of(run)]
