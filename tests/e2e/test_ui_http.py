@@ -15,15 +15,14 @@ from typing import Any
 import pytest
 from markupsafe import escape
 
-from support.uihelp import IMG_NAME, LOG_SCRIPT, SCRIPT_NAME, Books, Dashboard, dashboard, make_books
+from support.uihelp import IMG_NAME, LOG_SCRIPT, SCRIPT_NAME, Books, Dashboard, book_env, dashboard, make_books
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def books(tmp_path_factory: pytest.TempPathFactory) -> Books:
-    folder = tmp_path_factory.mktemp("ui-books")
-    return make_books(folder, f"sqlite:///{folder / 'gpuplan.db'}")
+def books(ui_books: Books) -> Books:
+    return ui_books
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +58,8 @@ def _no_raw_markup(body: str) -> None:
     ("?provider=local&limit=2", ("--provider", "local", "--limit", "2")),
     ("?provider=aws", ("--provider", "aws")),
 ])
-def test_the_runs_endpoint_is_gpuplan_runs_json(books: Books, ui: Dashboard, query: str, flags: tuple[str, ...]) -> None:
+def test_the_runs_endpoint_is_gpuplan_runs_json(books: Books, ui: Dashboard, query: str,
+                                                 flags: tuple[str, ...]) -> None:
     assert ui.json(f"/api/runs{query}") == books.cli_json("runs", *flags)
 
 
@@ -195,7 +195,8 @@ def test_a_foreign_origin_is_refused_and_a_read_only_dashboard_stops_nothing(boo
 LIVE_JOB = "name: sleeper\nruntime: process\nrun: sleep 120\n"
 
 
-def test_actions_stop_a_live_run_only_after_a_confirmation_with_the_csrf_token(books: Books, tmp_path: Path) -> None:
+def test_actions_stop_a_live_run_only_after_a_confirmation_with_the_csrf_token(tmp_path: Path) -> None:
+    books = Books(book_env(tmp_path / "home", f"sqlite:///{tmp_path / 'gpuplan.db'}"))  # its own: a run ends here
     spec = tmp_path / "sleeper.yaml"
     spec.write_text(LIVE_JOB)
     launched = books.cli("launch", str(spec), "-y", "--detach", "--json")
@@ -259,7 +260,7 @@ def test_bad_options_are_one_line_and_exit_2(books: Books) -> None:
 
 @pytest.mark.postgres
 def test_on_postgresql_the_dashboard_shows_what_the_cli_shows(fresh_postgres_db: str, tmp_path: Path) -> None:
-    books = make_books(tmp_path / "pg", fresh_postgres_db)
+    books = make_books(tmp_path / "pg", fresh_postgres_db, few=True)
     with dashboard(books) as ui:
         assert ui.json("/api/runs") == books.cli_json("runs")
         assert ui.json("/api/report?by=project") == books.cli_json("report", "--by", "project")

@@ -62,19 +62,26 @@ def book_env(home: Path, db_url: str) -> dict[str, str]:
             "GPUPLAN_NOW": NOW}
 
 
-def make_books(folder: Path, db_url: str) -> Books:
-    """Three finished runs (two succeeded with hostile names, one failed) in two projects, and a budget."""
+def make_books(folder: Path, db_url: str, *, few: bool = False) -> Books:
+    """Three finished runs (two succeeded with hostile names, one failed) in two projects, and two budgets;
+    `few`: one run and one budget (for a second database, where only the plumbing differs)."""
     folder.mkdir(parents=True, exist_ok=True)
     books = Books(book_env(folder / "home", db_url))
     jobs = [(SCRIPT_NAME, "alpha", LOG_SCRIPT, 0), (IMG_NAME, "alpha", "<b>bold</b>", 0),
-            ("plain-failing", "beta", "plain", 3)]
-    for i, (name, project, log, code) in enumerate(jobs):
+            ("plain-failing", "beta", "plain", 3)][: 1 if few else 3]
+    launches = []
+    for i, (name, project, log, code) in enumerate(jobs):  # side by side: each launch is mostly waiting
         spec = folder / f"job{i}.yaml"
         spec.write_text(JOB.format(name=json.dumps(name), project=project, log=log, code=code))
-        done = books.cli("launch", str(spec), "-y", "--json")
-        assert (done.returncode == 0) == (code == 0), (done.returncode, done.stdout, done.stderr)
+        launches.append((code, subprocess.Popen([sys.executable, "-m", "gpuplan", "launch", str(spec), "-y", "--json"],
+                                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                                env=books.env)))
+    for code, proc in launches:
+        out, err = proc.communicate(timeout=180)
+        assert (proc.returncode == 0) == (code == 0), (proc.returncode, out, err)
     for args in (("budget", "set", "team", "--amount", "100", "--period", "total"),
-                 ("budget", "set", "alpha-only", "--amount", "0.001", "--period", "total", "--project", "alpha")):
+                 ("budget", "set", "alpha-only", "--amount", "0.001", "--period", "total", "--project", "alpha"))[
+                    : 1 if few else 2]:
         done = books.cli(*args)
         assert done.returncode == 0, done.stderr
     return books
