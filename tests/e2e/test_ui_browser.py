@@ -61,8 +61,10 @@ def test_every_page_loads_and_nothing_from_the_database_runs(ui: Dashboard, page
 def test_the_runs_page_shows_hostile_names_as_text_and_clicks_through_to_a_run(books: Books, ui: Dashboard,
                                                                                page: Any) -> None:
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
 
-    page.get(ui.url.rstrip("/") + "/runs")
+    page.get(ui.url.rstrip("/") + "/runs?refresh=off")
     shown = {cell.text for cell in page.find_elements(By.CSS_SELECTOR, "td.name")}
     assert {SCRIPT_NAME, IMG_NAME, "plain-failing"} <= shown
     _inert(page)
@@ -70,7 +72,7 @@ def test_the_runs_page_shows_hostile_names_as_text_and_clicks_through_to_a_run(b
                if r.find_element(By.CSS_SELECTOR, "td.name").text == SCRIPT_NAME)
     run_id = row.find_element(By.CSS_SELECTOR, "a.run-link").text
     row.find_element(By.CSS_SELECTOR, "a.run-link").click()
-    assert page.current_url.endswith(f"/runs/{run_id}")
+    WebDriverWait(page, 30).until(expected_conditions.url_to_be(f"{ui.url.rstrip('/')}/runs/{run_id}"))
     assert page.find_element(By.CSS_SELECTOR, "h1 span.name").text == SCRIPT_NAME
     assert LOG_SCRIPT in page.find_element(By.CSS_SELECTOR, "pre.log").text
     assert len(page.find_elements(By.CSS_SELECTOR, "svg.chart polyline.curve")) == 2
@@ -78,20 +80,21 @@ def test_the_runs_page_shows_hostile_names_as_text_and_clicks_through_to_a_run(b
     assert page.find_element(By.ID, "cost").text == f"${cost:,.4f}"
     _inert(page)
     page.find_element(By.LINK_TEXT, "Books").click()
-    assert page.find_element(By.TAG_NAME, "h1").text == "Books"
+    WebDriverWait(page, 30).until(expected_conditions.url_to_be(f"{ui.url.rstrip('/')}/books"))
     total = books.cli_json("report")["total"]["cost_usd"]
     assert page.find_element(By.ID, "total").text == f"${total:,.2f}"
 
 
 def test_the_filters_narrow_the_runs_as_the_cli_does(books: Books, ui: Dashboard, page: Any) -> None:
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import Select
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import Select, WebDriverWait
 
-    page.get(ui.url.rstrip("/") + "/runs")
+    page.get(ui.url.rstrip("/") + "/runs?refresh=off")
     Select(page.find_element(By.NAME, "project")).select_by_visible_text("alpha")
     Select(page.find_element(By.NAME, "state")).select_by_visible_text("succeeded")
     page.find_element(By.CSS_SELECTOR, "form.filters button").click()
-    assert "project=alpha" in page.current_url
+    WebDriverWait(page, 30).until(expected_conditions.url_contains("project=alpha"))
     shown = [a.text for a in page.find_elements(By.CSS_SELECTOR, "a.run-link")]
     expected = [r["run_id"] for r in books.cli_json("runs", "--project", "alpha", "--state", "succeeded")]
     assert shown == expected and len(shown) == 2
