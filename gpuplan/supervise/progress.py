@@ -185,9 +185,11 @@ def series(path: str | os.PathLike[str] | None, max_points: int = 400) -> list[M
         timed = record.get("time") is not None and record.get("tokens") is not None
         if timed and previous is not None:
             seconds = float(record["time"]) - float(previous["time"])
-            if seconds > 0 and int(record["tokens"]) >= int(previous["tokens"]):
+            if seconds > 0 and int(record["tokens"]) > int(previous["tokens"]):
                 rate = (int(record["tokens"]) - int(previous["tokens"])) / seconds
-        if timed:
+        # A record that did not advance the tokens (a checkpoint's note) has no rate of its own; the next one is
+        # measured from the last that did, so the time the checkpoint took still counts.
+        if timed and (previous is None or int(record["tokens"]) > int(previous["tokens"])):
             previous = record
         loss = record.get("loss")
         points.append(MetricPoint(step=int(record["step"]),

@@ -123,7 +123,7 @@ def scatter(points: Sequence[Point], *, x_label: str, y_label: str, title: str, 
         if len(chain) > 1:
             path = " ".join(f"{x.at(p.x):.1f},{y.at(p.y):.1f}" for p in chain)
             parts.append(f'<polyline class="front" points="{path}"/>')
-    for p in points:
+    for p in sorted(points, key=lambda p: p.kind == line_kind):  # the highlighted kind on top
         if (log and (p.x <= 0 or p.y <= 0)) or not (math.isfinite(p.x) and math.isfinite(p.y)):
             continue
         parts.append(f'<circle class="{escape(p.kind)}" cx="{x.at(p.x):.1f}" cy="{y.at(p.y):.1f}" r="4">'
