@@ -81,9 +81,22 @@ def run(app: AppContext, run_ref: str) -> dict[str, Any]:
                  for i in row.instances]
         events = history(session, run_id)
         run_dir = row.run_dir
+        labels = _labels(row.spec_text)
     metrics = series(f"{run_dir}/{METRICS_FILE}" if run_dir else None)
-    return {**found, "events": events, "machines": bills, "log_tail": _tail(log_path(run_dir)),
+    return {**found, "events": events, "labels": labels, "machines": bills, "log_tail": _tail(log_path(run_dir)),
             "metrics": metrics}
+
+
+def _labels(spec_text: str | None) -> dict[str, str]:
+    """The labels of the spec the run was launched from (empty when it no longer parses under today's rules)."""
+    from gpuplan.jobs.spec import SpecError, parse_spec
+
+    if not spec_text:
+        return {}
+    try:
+        return {str(k): str(v) for k, v in parse_spec(spec_text).labels.items()}
+    except (SpecError, ValueError):
+        return {}
 
 
 def _tail(path: Any) -> str:

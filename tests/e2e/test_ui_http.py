@@ -8,6 +8,7 @@ reading the same SQLite file (and, once, the same PostgreSQL database). Each JSO
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -86,6 +87,7 @@ def test_a_run_endpoint_is_gpuplan_status_json_and_its_page_shows_events_log_cur
     assert {k: found[k] for k in status} == status
     assert [m["cost_usd"] for m in found["machines"]] == [run["cost_usd"]]
     assert LOG_SCRIPT in found["log_tail"]
+    assert found["labels"] == {"team": "ml", "kind": "ui-test"}
     assert [p["step"] for p in found["metrics"]] == [1, 2, 3, 4]
     assert found["metrics"][-1]["loss"] == 0.5
     body = _page(ui, f"/runs/{run['run_id']}")
@@ -96,6 +98,7 @@ def test_a_run_endpoint_is_gpuplan_status_json_and_its_page_shows_events_log_cur
     assert body.count('class="curve"') == 2  # loss and throughput
     assert run["run_id"] + "/node-0" in body  # the machine and its bill
     assert "Stop this run" not in body  # read-only, and the run has ended
+    assert '<span class="label">team=ml</span>' in body
 
 
 def test_the_books_are_the_reports_and_budget_status_of_the_cli(books: Books, ui: Dashboard) -> None:
@@ -192,7 +195,26 @@ def test_a_foreign_origin_is_refused_and_a_read_only_dashboard_stops_nothing(boo
     assert ui.get(f"/runs/{run_id}/stop")[0] == 403
 
 
-LIVE_JOB = "name: sleeper\nruntime: process\nrun: sleep 120\n"
+LIVE_JOB = """\
+name: sleeper
+runtime: process
+workload: {params: 1M, tokens: 100000, throughput: 2000}
+run: |
+  python -c "from gpuplan.jobs.metrics import log_metrics; log_metrics(1, tokens=1000)"
+  sleep 1
+  python -c "from gpuplan.jobs.metrics import log_metrics; log_metrics(2, tokens=2000)"
+  sleep 120
+"""
+
+
+def _measured(ui: Dashboard, run_id: str) -> dict[str, Any]:
+    """The live run in /api/runs once its metrics give a progress (the job writes them within ~2 s)."""
+    deadline = time.monotonic() + 60
+    while True:
+        row = next(r for r in ui.json("/api/runs?state=live") if r["run_id"] == run_id)
+        if (row["progress"] is not None and row["progress"] >= 0.02) or time.monotonic() > deadline:
+            return row
+        time.sleep(0.5)
 
 
 def test_actions_stop_a_live_run_only_after_a_confirmation_with_the_csrf_token(tmp_path: Path) -> None:
@@ -204,6 +226,12 @@ def test_actions_stop_a_live_run_only_after_a_confirmation_with_the_csrf_token(t
     run_id = re.search(r'"run_id": "([^"]+)"', launched.stdout).group(1)  # type: ignore[union-attr]
     try:
         with dashboard(books, "--allow-actions") as ui:
+            live = _measured(ui, run_id)  # the live run's state, progress and ETA, asked of its provider now
+            assert live["state"] == "running" and live["progress"] == 0.02 and live["eta_seconds"] > 0
+            assert live["projected_cost_usd"] > live["cost_usd"]
+            assert [r["progress"] for r in books.cli_json("runs", "--state", "live")] == [0.02]
+            runs_page = _page(ui, "/runs?state=live")
+            assert '<td class="num">2%</td>' in runs_page
             page = _page(ui, f"/runs/{run_id}")
             assert f'href="/runs/{run_id}/stop"' in page
             confirm = _page(ui, f"/runs/{run_id}/stop")

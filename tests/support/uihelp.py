@@ -30,6 +30,7 @@ JOB = """\
 name: {name}
 runtime: process
 project: {project}
+labels: {{team: ml, kind: ui-test}}
 workload: {{params: 1M, tokens: 4000, throughput: 2000}}
 run: |
   echo 'starting {log}'
