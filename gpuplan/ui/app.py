@@ -34,6 +34,7 @@ def build_app(settings: UiSettings) -> Starlette:
         Route("/runs", pages.runs_page),
         Route("/runs/{run_id}", pages.run_page),
         Route("/runs/{run_id}/stop", pages.stop_page, methods=["GET", "POST"]),
+        Route("/launch", pages.launch_page, methods=["GET", "POST"]),
         Route("/books", pages.books_page),
         Route("/accuracy", pages.accuracy_page),
         Route("/plan", pages.plan_page),

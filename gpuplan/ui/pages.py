@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from gpuplan.errors import NotFoundError, UserError
-from gpuplan.ui import charts, views
+from gpuplan.ui import actions, charts, views
 from gpuplan.ui.format import FILTERS
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -82,33 +82,52 @@ def _live_states() -> frozenset[str]:
     return frozenset(RunState.LIVE)
 
 
-async def stop_page(request: Request) -> Response:
-    """GET: the confirmation; POST (with the CSRF token): stop the run as `gpuplan stop RUN` does."""
+def _action_allowed(request: Request) -> Any:
     settings = _settings(request)
     if not settings.allow_actions:
         raise HTTPException(403, "this dashboard is read-only: start it with `gpuplan ui --allow-actions` to stop "
-                                 "runs from here")
-    run_id = request.path_params["run_id"]
-    if request.method == "GET":
-        found = await run_in_threadpool(views.run, settings.app, run_id)
-        return _render(request, "confirm.html", run=found)
+                                 "or launch runs from here")
+    return settings
+
+
+async def _confirmed_form(request: Request) -> Any:
+    """The POSTed form, once its CSRF token and confirmation are checked (the gate checked Host and Origin)."""
+    settings = _settings(request)
     form = await request.form()
     token = form.get("csrf")
     if not settings.guard.csrf_ok(token if isinstance(token, str) else None):
         raise HTTPException(403, "refused: the form's CSRF token is missing or wrong")
     if form.get("confirm") != "yes":
-        raise HTTPException(400, "confirm the stop first")
-    await run_in_threadpool(_stop, settings.app, run_id)
+        raise HTTPException(400, "confirm first")
+    return form
+
+
+async def stop_page(request: Request) -> Response:
+    """GET: the confirmation; POST (with the CSRF token): stop the run as `gpuplan stop RUN` does."""
+    settings = _action_allowed(request)
+    run_id = request.path_params["run_id"]
+    if request.method == "GET":
+        found = await run_in_threadpool(views.run, settings.app, run_id)
+        return _render(request, "confirm.html", run=found)
+    await _confirmed_form(request)
+    await run_in_threadpool(actions.stop, settings.app, run_id)
     return RedirectResponse(f"/runs/{run_id}", status_code=303)
 
 
-def _stop(app: Any, run_ref: str) -> None:
-    from gpuplan.runs.records import get_run
-    from gpuplan.supervise.watch import stop_run
-
-    with app.store.session() as session:
-        run_id = get_run(session, run_ref).id
-    stop_run(app.store, run_id)
+async def launch_page(request: Request) -> Response:
+    """GET ?spec=PATH: what `launch --dry-run` says it would do; POST (CSRF, confirm): launch it, detached."""
+    settings = _action_allowed(request)
+    if request.method == "GET":
+        spec = request.query_params.get("spec", "")
+        try:
+            found = await run_in_threadpool(actions.launch_plan, settings.app, spec)
+        except UserError as exc:
+            return _render(request, "launch.html", status=400, spec=spec, plan=None, error=str(exc))
+        return _render(request, "launch.html", spec=spec, plan=found, error=None)
+    form = await _confirmed_form(request)
+    spec = form.get("spec")
+    run_id = await run_in_threadpool(actions.launch, settings.app, spec if isinstance(spec, str) else "")
+    return RedirectResponse(f"/runs/{run_id}", status_code=303)
 
 
 def books_page(request: Request) -> Response:

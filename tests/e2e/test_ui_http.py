@@ -193,6 +193,8 @@ def test_a_foreign_origin_is_refused_and_a_read_only_dashboard_stops_nothing(boo
                              headers={"Origin": f"http://{ui.host}"})
     assert status == 403 and "read-only" in body
     assert ui.get(f"/runs/{run_id}/stop")[0] == 403
+    assert ui.get("/launch?spec=examples/cpu-hello.yaml")[0] == 403
+    assert "launch a job spec" not in _page(ui, "/runs")
 
 
 LIVE_JOB = """\
@@ -217,7 +219,7 @@ def _measured(ui: Dashboard, run_id: str) -> dict[str, Any]:
         time.sleep(0.5)
 
 
-def test_actions_stop_a_live_run_only_after_a_confirmation_with_the_csrf_token(tmp_path: Path) -> None:
+def test_actions_stop_and_launch_only_after_a_confirmation_with_the_csrf_token(tmp_path: Path) -> None:
     books = Books(book_env(tmp_path / "home", f"sqlite:///{tmp_path / 'gpuplan.db'}"))  # its own: a run ends here
     spec = tmp_path / "sleeper.yaml"
     spec.write_text(LIVE_JOB)
@@ -249,6 +251,16 @@ def test_actions_stop_a_live_run_only_after_a_confirmation_with_the_csrf_token(t
             status, headers, _ = ui.get(f"/runs/{run_id}/stop", same, "POST", f"confirm=yes&csrf={token}")
             assert status == 303 and headers["location"] == f"/runs/{run_id}"
             assert books.cli_json("status", run_id)["state"] == "stopped"
+            quick = tmp_path / "quick.yaml"
+            quick.write_text("name: quick\nruntime: process\nrun: echo launched from the dashboard\n")
+            check = _page(ui, f"/launch?spec={quick}")
+            assert "--dry-run" in check and 'id="confirm-launch"' in check  # what launch would do, first
+            assert ui.get(f"/launch?spec={tmp_path / 'absent.yaml'}")[0] == 400
+            assert ui.get("/launch", same, "POST", f"confirm=yes&spec={quick}")[0] == 403  # no CSRF token
+            status, headers, _ = ui.get("/launch", same, "POST", f"confirm=yes&csrf={token}&spec={quick}")
+            assert status == 303 and headers["location"].startswith("/runs/r-")
+            launched_id = headers["location"].removeprefix("/runs/")
+            assert launched_id in {r["run_id"] for r in books.cli_json("runs")}
     finally:
         books.cli("stop", run_id)
 
