@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from starlette.applications import Starlette
@@ -11,21 +10,11 @@ from starlette.middleware import Middleware
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from gpuplan.cli.context import AppContext
 from gpuplan.ui import api, pages
-from gpuplan.ui.security import Guard, SecurityMiddleware
+from gpuplan.ui.security import SecurityMiddleware
+from gpuplan.ui.settings import UiSettings
 
 HERE = Path(__file__).parent
-
-
-@dataclass(frozen=True)
-class UiSettings:
-    """How this dashboard was started: its database, the gate, and whether it may stop runs."""
-
-    app: AppContext
-    guard: Guard
-    allow_actions: bool = False
-    refresh_seconds: int = 10
 
 
 def build_app(settings: UiSettings) -> Starlette:

@@ -49,8 +49,8 @@ class Axis:
             first, last = math.floor(math.log10(self.low)), math.ceil(math.log10(self.high))
             return [10.0 ** e for e in range(first, last + 1) if self.low <= 10.0 ** e <= self.high] or [self.low]
         step = _nice_step((self.high - self.low) / 4) if self.high > self.low else 1.0
-        first = math.ceil(self.low / step) * step
-        return [first + i * step for i in range(int((self.high - first) / step + 1e-9) + 1)]
+        start = math.ceil(self.low / step) * step
+        return [start + i * step for i in range(int((self.high - start) / step + 1e-9) + 1)]
 
 
 def _nice_step(raw: float) -> float:

@@ -6,12 +6,14 @@ gpuplan.ui.charts with every label escaped, and the pages carry no script at all
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, FileSystemLoader
 from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import FormData
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
@@ -19,6 +21,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from gpuplan.errors import NotFoundError, UserError
 from gpuplan.ui import actions, charts, views
 from gpuplan.ui.format import FILTERS
+from gpuplan.ui.settings import UiSettings
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -30,20 +33,23 @@ def environment() -> Environment:
     return env
 
 
-def _settings(request: Request) -> Any:
-    return request.app.state.settings
+def _settings(request: Request) -> UiSettings:
+    settings = request.app.state.settings
+    assert isinstance(settings, UiSettings)
+    return settings
 
 
 def _render(request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
     settings = _settings(request)
-    env: Environment = request.app.state.templates
+    env = request.app.state.templates
+    assert isinstance(env, Environment)
     html = env.get_template(name).render(request=request, allow_actions=settings.allow_actions,
                                          csrf=settings.guard.csrf_token(), page=name.removesuffix(".html"),
                                          **context)
     return HTMLResponse(html, status_code=status)
 
 
-def _now() -> Any:
+def _now() -> dt.datetime:
     """The clock of the books: GPUPLAN_NOW as `report`/`budget status` read it, else now."""
     from gpuplan.books.periods import resolve_now
 
@@ -82,7 +88,7 @@ def _live_states() -> frozenset[str]:
     return frozenset(RunState.LIVE)
 
 
-def _action_allowed(request: Request) -> Any:
+def _action_allowed(request: Request) -> UiSettings:
     settings = _settings(request)
     if not settings.allow_actions:
         raise HTTPException(403, "this dashboard is read-only: start it with `gpuplan ui --allow-actions` to stop "
@@ -90,7 +96,7 @@ def _action_allowed(request: Request) -> Any:
     return settings
 
 
-async def _confirmed_form(request: Request) -> Any:
+async def _confirmed_form(request: Request) -> FormData:
     """The POSTed form, once its CSRF token and confirmation are checked (the gate checked Host and Origin)."""
     settings = _settings(request)
     form = await request.form()
@@ -125,8 +131,8 @@ async def launch_page(request: Request) -> Response:
             return _render(request, "launch.html", status=400, spec=spec, plan=None, error=str(exc))
         return _render(request, "launch.html", spec=spec, plan=found, error=None)
     form = await _confirmed_form(request)
-    spec = form.get("spec")
-    run_id = await run_in_threadpool(actions.launch, settings.app, spec if isinstance(spec, str) else "")
+    posted = form.get("spec")
+    run_id = await run_in_threadpool(actions.launch, settings.app, posted if isinstance(posted, str) else "")
     return RedirectResponse(f"/runs/{run_id}", status_code=303)
 
 

@@ -20,8 +20,9 @@ from types import FrameType
 import uvicorn
 
 from gpuplan.cli.context import AppContext
-from gpuplan.ui.app import UiSettings, build_app
+from gpuplan.ui.app import build_app
 from gpuplan.ui.security import Guard, host_header
+from gpuplan.ui.settings import UiSettings
 
 
 @dataclass(frozen=True)

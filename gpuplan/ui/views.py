@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import click
@@ -99,7 +100,7 @@ def _labels(spec_text: str | None) -> dict[str, str]:
         return {}
 
 
-def _tail(path: Any) -> str:
+def _tail(path: Path | None) -> str:
     """The end of a log file, from a line start (empty when there is no log yet)."""
     if path is None:
         return ""
