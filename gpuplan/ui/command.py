@@ -20,7 +20,8 @@ from gpuplan.errors import UserError
 @click.option("--allow-host", "allow_hosts", multiple=True, metavar="NAME",
               help="Also answer to this Host name (e.g. the machine's DNS name behind --host 0.0.0.0).")
 @click.option("--allow-actions", is_flag=True,
-              help="Offer to stop live runs (each after a confirmation). Without it the dashboard only reads.")
+              help="Offer to stop live runs and launch job specs, each after a confirmation. Without it the "
+                   "dashboard only reads.")
 @click.option("--no-browser", is_flag=True, help="Do not open a browser; just print the URL.")
 @pass_app
 def ui(app: AppContext, host: str, port: int, token: str | None, allow_hosts: tuple[str, ...], allow_actions: bool,
