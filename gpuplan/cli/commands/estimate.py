@@ -21,6 +21,7 @@ from gpuplan.errors import UserError
 from gpuplan.estimating.configured import precision_for
 from gpuplan.estimating.defaults import auto_shard
 from gpuplan.estimating.estimate import PRECISIONS, Estimate, Hardware, estimate, min_gpus
+from gpuplan.estimating.values import USABLE_MEMORY
 from gpuplan.hardware.gpus import GpuSpec, resolve_gpu
 from gpuplan.limits import check
 from gpuplan.units import format_size
@@ -76,7 +77,7 @@ def run_estimate(app: AppContext, options: dict[str, Any], lookups: list[Any] | 
     if hardware is None:
         per_node = options["gpus_per_node"] or 8
         needed = min_gpus(workload, gpu, gpus_per_node=per_node) or 1
-        group = workload.tp * workload.pp  # a whole number of model replicas
+        group = workload.model_parallel  # a whole number of model replicas
         needed = max(group, -(-needed // group) * group)
         if needed > per_node:
             needed = -(-needed // per_node) * per_node
@@ -102,6 +103,20 @@ def _cost(app: AppContext, result: Estimate) -> list[dict[str, Any]]:
     return cheapest_offers(result, catalog.select(gpus={result.gpu}))
 
 
+def fits_text(result: Estimate) -> str:
+    """The "fits" line: yes (with a warning when little memory is left), or no with what would fit, said as a hint."""
+    m = result.memory_gb_per_gpu
+    if not result.fits:
+        return (f"not on {result.gpus} x {result.gpu} ({m.total:.1f} of {result.gpu_memory_gb:g} GB per GPU); it "
+                f"{result.fit_hint}")
+    text = f"yes (smallest that fits: {result.min_gpus} x {result.gpu})"
+    if m.total > USABLE_MEMORY * result.gpu_memory_gb:
+        free = 1 - m.total / result.gpu_memory_gb
+        text += (f", but only {free:.0%} of the memory left: allocator fragmentation or a longer sequence may not "
+                 "fit (more GPUs, sharding or recomputation leave room)")
+    return text
+
+
 def _fmt_hours(hours: float) -> str:
     from gpuplan.cli.display import hours_text
 
@@ -119,8 +134,10 @@ def render(result: Estimate, *, timed: bool = True) -> None:
     m = result.memory_gb_per_gpu
     echo = click.echo
     what = "training" if result.mode == "train" else "inference"
+    number_format = result.precision if not result.weight_format or result.weight_format == result.precision else \
+        f"weights {result.weight_format}, compute {result.precision}"
     echo(f"{what} {format_size(result.params)} parameters on {result.gpus} x {result.gpu}"
-         f" ({result.nodes} node{'s' if result.nodes != 1 else ''} x {result.gpus_per_node}), {result.precision}")
+         f" ({result.nodes} node{'s' if result.nodes != 1 else ''} x {result.gpus_per_node}), {number_format}")
     if result.mode == "train":
         trainable = "" if result.trainable_params == result.params else \
             f", {format_size(result.trainable_params)} trainable (LoRA)"
@@ -140,10 +157,7 @@ def render(result: Estimate, *, timed: bool = True) -> None:
         echo(f"  memory/GPU {m.total:.1f} GB of {result.gpu_memory_gb:g} GB: weights {m.weights:.1f}, KV cache "
              f"{m.kv_cache:.1f}, activations {m.activations:.1f}, overhead {m.overhead:.1f} (split over "
              f"{result.gpus} GPU{'s' if result.gpus != 1 else ''}, {result.attention} attention)")
-    if result.fits:
-        echo(f"  fits       yes (smallest that fits: {result.min_gpus} x {result.gpu})")
-    else:
-        echo(f"  fits       NO — {result.fit_hint}")
+    echo(f"  fits       {fits_text(result)}")
     echo(f"  speed      {result.tokens_per_s_per_gpu:,.0f} tokens/s per GPU, MFU {result.mfu:.1%}"
          f" ({result.mfu_source}: {result.mfu_detail}), scaling efficiency {result.scaling_efficiency:.1%}")
     if not timed:
@@ -151,13 +165,13 @@ def render(result: Estimate, *, timed: bool = True) -> None:
             echo(f"  assumed    {note}")
         echo("  time       give --tokens N for the time and cost")
         return
-    echo(f"  time       {_fmt_hours(result.wall_hours)} wall, {result.gpu_hours:,.0f} GPU-hours")
+    overhead = (f" (the steps x {result.run_overhead:.2f} run overhead: restarts, evaluation, checkpoints)"
+                if result.run_overhead != 1.0 else "")
+    echo(f"  time       {_fmt_hours(result.wall_hours)} wall, {result.gpu_hours:,.0f} GPU-hours{overhead}")
     if result.wall_hours_range is not None:
         low, high = result.wall_hours_range
-        why = ("80% of published throughput rows fell in this band around the config model, each source left out"
-               if result.mfu_source == "config" else
-               "80% of published runs fell in this band around the default prior")
-        echo(f"  likely     {_fmt_hours(low)} to {_fmt_hours(high)} wall: {why} (bench it for a measured figure)")
+        echo(f"  likely     {_fmt_hours(low)} to {_fmt_hours(high)} wall: 80% of published runs fell in this band "
+             "around the model (bench it for a measured figure)")
     for i, c in enumerate(result.cost[:3]):
         market = "spot" if c["spot"] else "on-demand"
         plural = "s" if c["gpus_per_node"] > 1 else ""
