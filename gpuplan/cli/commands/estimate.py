@@ -96,11 +96,13 @@ def _cost(app: AppContext, result: Estimate) -> list[dict[str, Any]]:
     """The cheapest catalog offers for this setup (the shipped snapshot, or a newer stored refresh)."""
     from gpuplan.catalog import CANONICAL_GPUS, Catalog
     from gpuplan.planning.estimate_cost import cheapest_offers
+    from gpuplan.planning.job_cost import billing_minimums
 
     if not result.fits or result.gpu not in CANONICAL_GPUS:
         return []  # consumer cards and MI300X are not sold by the clouds in the catalog
     catalog = Catalog.load(app.db_url)
-    return cheapest_offers(result, catalog.select(gpus={result.gpu}))
+    offers = catalog.select(gpus={result.gpu})
+    return cheapest_offers(result, offers, min_billed_seconds=billing_minimums(o.cloud for o in offers))
 
 
 def fits_text(result: Estimate) -> str:
@@ -115,6 +117,17 @@ def fits_text(result: Estimate) -> str:
         text += (f", but only {free:.0%} of the memory left: allocator fragmentation or a longer sequence may not "
                  "fit (more GPUs, sharding or recomputation leave room)")
     return text
+
+
+def dollars(value: Any) -> str:
+    from gpuplan.cli.display import dollars as shown
+
+    return shown(value)
+
+
+def hourly(price: Any) -> str:
+    """An hourly price as the catalog has it: four places below $1 (g6.xlarge $0.0913/h), cents above."""
+    return f"${price:,.4f}" if price < 1 else f"${price:,.2f}"
 
 
 def _fmt_hours(hours: float) -> str:
@@ -175,9 +188,9 @@ def render(result: Estimate, *, timed: bool = True) -> None:
     for i, c in enumerate(result.cost[:3]):
         market = "spot" if c["spot"] else "on-demand"
         plural = "s" if c["gpus_per_node"] > 1 else ""
-        echo(f"  {'cost' if i == 0 else '':10} ${c['total_usd']:,.0f}: {c['nodes']} x {c['cloud']} "
+        echo(f"  {'cost' if i == 0 else '':10} {dollars(c['total_usd'])}: {c['nodes']} x {c['cloud']} "
              f"{c['instance_type']} ({c['gpus_per_node']} GPU{plural}) {market} in {c['region']} at "
-             f"${c['price_per_hour']:,.2f}/h")
+             f"{hourly(c['price_per_hour'])}/h")
     for note in result.assumptions:
         echo(f"  assumed    {note}")
 
