@@ -63,6 +63,8 @@ def _training_memory(workload: Workload, shape: Shape, dp: int, sharding: str | 
         micro_batch=workload.micro_batch, seq_len=workload.seq_len,
         checkpointing=workload.activation_checkpointing if checkpointing is None else checkpointing,
         attention=workload.attention,
+        # A replica split over tensor or pipeline ranks runs Megatron-Core, whose SwiGLU is fused (memory.py).
+        fused_swiglu=workload.model_parallel > 1,
     )
 
 
