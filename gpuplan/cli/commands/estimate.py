@@ -14,7 +14,7 @@ import click
 
 from gpuplan.cli import complete
 from gpuplan.cli.commands.params import bounded, bounded_int
-from gpuplan.cli.commands.workload_options import build_workload, tokens_given, workload_options
+from gpuplan.cli.commands.workload_options import build_workload, defaulted_notes, tokens_given, workload_options
 from gpuplan.cli.context import AppContext, pass_app
 from gpuplan.cli.output import emit_json, to_jsonable
 from gpuplan.errors import UserError
@@ -87,8 +87,9 @@ def run_estimate(app: AppContext, options: dict[str, Any], lookups: list[Any] | 
         result = estimate(workload, hardware, throughput)
     except ValueError as exc:
         raise UserError(str(exc)) from exc
-    if shard_note:
-        result = replace(result, assumptions=[*result.assumptions, shard_note])
+    notes = [*defaulted_notes(options, workload), *([shard_note] if shard_note else [])]
+    if notes:
+        result = replace(result, assumptions=[*result.assumptions, *notes])
     return replace(result, cost=_cost(app, result))
 
 

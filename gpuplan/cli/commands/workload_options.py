@@ -26,6 +26,7 @@ from gpuplan.limits import check
 from gpuplan.units import parse_size
 
 F = TypeVar("F", bound=Callable[..., Any])
+DEFAULT_OPTIMIZER = "adamw"
 
 _OPTIONS = [
     click.option("--params", metavar="N", help="Parameter count: 125M, 1.3e9, 7B, 1.5T."),
@@ -45,8 +46,8 @@ _OPTIONS = [
                  help="Sequences per GPU per forward pass (default 1)."),
     click.option("--precision", type=click.Choice(PRECISIONS), default="bf16", show_default=True,
                  help="Number format of the matmuls (sets peak FLOPs and bytes per weight)."),
-    click.option("--optimizer", type=click.Choice(OPTIMIZERS), default="adamw", show_default=True,
-                 help="Optimizer, for the bytes of optimizer state per parameter."),
+    click.option("--optimizer", type=click.Choice(OPTIMIZERS),
+                 help="Optimizer, for the bytes of optimizer state per parameter (default adamw)."),
     click.option("--sharding", type=click.Choice(SHARDINGS),
                  help="How weights/gradients/optimizer state are split across GPUs (ZeRO stage or FSDP). Default: "
                       "the least sharded of none/zero1/zero2/zero3 that fits (estimate and plan choose alike)."),
@@ -199,6 +200,20 @@ def interconnect_gbps(value: str | None) -> float | None:
         raise UserError(f"--{exc}") from None
 
 
+def defaulted_notes(options: dict[str, Any], workload: Workload) -> list[str]:
+    """The "assumed" lines for the workload flags left out whose default the answer depends on (the layout's are
+    the estimate's own: gpuplan.estimating.layout)."""
+    if workload.mode != "train":
+        return []
+    notes = []
+    if not options.get("seq_len"):
+        why = "the model's context, up to 4096" if workload.architecture is not None else "no model context known"
+        notes.append(f"sequence length {workload.seq_len} ({why}; set --seq-len)")
+    if not options.get("optimizer"):
+        notes.append(f"optimizer {workload.optimizer} (set --optimizer {', '.join(OPTIMIZERS)})")
+    return notes
+
+
 def tokens_given(options: dict[str, Any]) -> bool:
     """Whether the flags say how much work there is (inference may leave it out and ask for memory only)."""
     return bool(options.get("tokens") or options.get("samples"))
@@ -231,7 +246,8 @@ def build_workload(options: dict[str, Any]) -> Workload:
         return Workload(
             params=params, tokens=tokens, architecture=arch, seq_len=seq_len,
             global_batch=options["global_batch"], micro_batch=options["micro_batch"] or 1,
-            precision=options["precision"], optimizer=options["optimizer"], sharding=options["sharding"] or "none",
+            precision=options["precision"], optimizer=options["optimizer"] or DEFAULT_OPTIMIZER,
+            sharding=options["sharding"] or "none",
             activation_checkpointing=bool(options["activation_checkpointing"]),
             lora_rank=options["lora"], mode=mode,
             batch=options["batch"] or 1, context=options["context"] or (arch.max_seq_len if arch else 2048),
