@@ -55,7 +55,8 @@ def _peak(gpu: GpuSpec, precision: str) -> float:
 
 
 def _training_memory(workload: Workload, shape: Shape, dp: int, sharding: str | None = None,
-                     checkpointing: bool | None = None) -> memory.MemoryParts:
+                     checkpointing: bool | None = None, split: int | None = None) -> memory.MemoryParts:
+    """Per-GPU memory before the model-parallel split (`split`: tp x pp instead of the workload's)."""
     trainable = lora_params(shape, workload.lora_rank) if workload.lora_rank else workload.params
     return memory.training_memory(
         shape, params=workload.params, trainable_params=trainable, precision=workload.precision,
@@ -64,7 +65,7 @@ def _training_memory(workload: Workload, shape: Shape, dp: int, sharding: str | 
         checkpointing=workload.activation_checkpointing if checkpointing is None else checkpointing,
         attention=workload.attention,
         # A replica split over tensor or pipeline ranks runs Megatron-Core, whose SwiGLU is fused (memory.py).
-        fused_swiglu=workload.model_parallel > 1,
+        fused_swiglu=(workload.model_parallel if split is None else split) > 1,
     )
 
 
@@ -97,10 +98,15 @@ def min_gpus(workload: Workload, gpu: GpuSpec, *, gpus_per_node: int = 8, max_gp
         workload = replace(workload, recompute="full")
     if workload.mode == "train" and workload.tp is None and workload.pp is None:
         # ... and split a replica over tensor and pipeline ranks: the fewest over the layouts it may choose.
-        counts_found = [n for tp in _tp_choices(shape, gpus_per_node) for pp in _pp_choices(shape)
-                        if (n := min_gpus(replace(workload, tp=tp, pp=pp), gpu, gpus_per_node=gpus_per_node,
-                                          max_gpus=max_gpus, sharding=sharding)) is not None]
-        return min(counts_found, default=None)
+        best: int | None = None
+        for tp, pp in _splits(shape, gpus_per_node):
+            if best is not None and tp * pp >= best:
+                continue  # a replica of tp x pp GPUs cannot fit on fewer than the best found
+            n = min_gpus(replace(workload, tp=tp, pp=pp), gpu, gpus_per_node=gpus_per_node, max_gpus=max_gpus,
+                         sharding=sharding)
+            if n is not None and (best is None or n < best):
+                best = n
+        return best
 
     group = workload.model_parallel if workload.mode == "train" else 1
     if group > 1:  # whole tp x pp replicas: search the data-parallel count
@@ -169,58 +175,64 @@ def _global_batch(workload: Workload, gpus: int, tp: int, pp: int) -> int:
                                                          micro_batch=workload.micro_batch)
 
 
-def _tp_choices(shape: Shape, gpus_per_node: int) -> list[int]:
-    """Tensor-parallel sizes the defaults may choose: inside a node, dividing the attention heads."""
-    return [t for t in (1, 2, 4, 8) if t <= gpus_per_node and shape.heads % t == 0]
-
-
-def _pp_choices(shape: Shape) -> list[int]:
-    """Pipeline-parallel sizes the defaults may choose: powers of two up to the layer count."""
-    return [p for p in (1, 2, 4, 8, 16, 32, 64) if p <= shape.layers]
-
-
-def _candidates(workload: Workload, shape: Shape, hardware: Hardware) -> list[Workload]:
-    """Every layout the defaults may choose, the user's stated fields fixed: tensor parallel 1-8 inside a node
-    dividing the heads, pipeline stages in powers of two up to the layers, recompute none/selective/full."""
-    gpus, per_node = hardware.gpus, hardware.per_node
-    tps = [workload.tp] if workload.tp is not None else _tp_choices(shape, per_node)
-    pps = [workload.pp] if workload.pp is not None else _pp_choices(shape)
-    recomputes = [workload.recompute] if workload.recompute is not None else list(layout.DEFAULT_RECOMPUTES)
-    out = []
-    for tp in tps:
-        for pp in pps:
-            if gpus % (tp * pp) == 0:
-                schedule = workload.schedule or ("interleaved" if pp > 1 else "1f1b")
-                out += [replace(workload, tp=tp, pp=pp, recompute=r, schedule=schedule) for r in recomputes]
+def _splits(shape: Shape, gpus_per_node: int, tp: int | None = None, pp: int | None = None) -> list[tuple[int, int]]:
+    """(tp, pp) the defaults may choose, in Megatron's order (Narayanan et al. 2021 sec. 3.3): tensor parallel inside
+    a node first (1, 2, 4, 8, dividing the heads), then pipeline stages (powers of two up to the layers) at the
+    largest tensor-parallel size; a stated size stays fixed."""
+    tps = [tp] if tp is not None else [t for t in (1, 2, 4, 8) if t <= gpus_per_node and shape.heads % t == 0]
+    pps = [pp] if pp is not None else [p for p in (1, 2, 4, 8, 16, 32, 64) if p <= shape.layers]
+    out = [(t, pps[0]) for t in tps]
+    out += [(tps[-1], p) for p in pps[1:]]
     return out
+
+
+def _fitting(workload: Workload, shape: Shape, hardware: Hardware, tp: int, pp: int) -> Workload | None:
+    """`workload` at tp x pp with the least recomputation that fits (none, selective, full; a stated one only),
+    None when none fits: less recomputation is never slower, so the least that fits is the fastest at this split."""
+    gpus = hardware.gpus
+    if gpus % (tp * pp):
+        return None
+    recomputes = [workload.recompute] if workload.recompute is not None else list(layout.DEFAULT_RECOMPUTES)
+    dp = configured.data_parallel_ranks(gpus, tp, pp)
+    for recompute in recomputes:
+        parts = _training_memory(workload, shape, dp, checkpointing=recompute == "full", split=tp * pp)
+        if configured.split_model_parallel(parts, tp, pp).total <= hardware.gpu.memory_gb:
+            return replace(workload, tp=tp, pp=pp, recompute=recompute,
+                           schedule=workload.schedule or ("interleaved" if pp > 1 else "1f1b"))
+    return None
 
 
 def resolve_layout(workload: Workload, hardware: Hardware) -> tuple[Workload, int, tuple[str, ...]]:
     """`workload` with every layout field filled, its global batch, and the notes for the fields the defaults chose.
 
-    The default for what the user left out is the fastest layout that fits (as tuned recipes are: Megatron and NeMo
-    ship per-size layouts chosen by measuring, torchtitan and llm-foundry per-size FSDP settings), searched over
-    layout.default candidates by the same step model that times the answer; when nothing fits, data parallel
-    only without recomputation (layout.default_layout), so the answer says what would fit. The global batch, when
-    not given, is a whole number of data-parallel ranks x micro-batches.
+    The defaults (gpuplan.estimating.layout): data parallel only without recomputation when that fits (what FSDP,
+    DeepSpeed, torchtitan and llm-foundry run a model that fits with); otherwise the fastest of the splits Megatron
+    would make (_splits), each with the least recomputation that fits, timed by the same step model that times the
+    answer (Megatron and NeMo ship per-size layouts chosen by measuring); when nothing fits, data parallel only
+    without recomputation (layout.default_layout), so the answer says what would fit. The global batch, when not
+    given, is a whole number of data-parallel ranks x micro-batches.
     """
     shape = shape_of(workload.params, workload.architecture)
-    gpu, gpus = hardware.gpu, hardware.gpus
+    gpus = hardware.gpus
+    chosen: Workload | None = None
     if workload.tp is not None and workload.pp is not None and workload.recompute is not None:
-        chosen: Workload | None = replace(workload, schedule=workload.schedule or "1f1b")
+        chosen = replace(workload, schedule=workload.schedule or "1f1b")
     else:
-        chosen, best = None, 0.0
-        for candidate in _candidates(workload, shape, hardware):
-            tp, pp = candidate.tp or 1, candidate.pp or 1
-            dp = configured.data_parallel_ranks(gpus, tp, pp)
-            mem = configured.split_model_parallel(_training_memory(candidate, shape, dp), tp, pp)
-            if mem.total > gpu.memory_gb:
-                continue
-            speed = configured.configured_speed(
-                candidate, shape, gpu, gpus=gpus, gpus_per_node=hardware.per_node,
-                global_batch=_global_batch(candidate, gpus, tp, pp), network_gbps=hardware.network_gbps)
-            if speed.step.tokens_per_s_per_gpu > best * (1 + layout.TIE):
-                chosen, best = candidate, speed.step.tokens_per_s_per_gpu
+        splits = _splits(shape, hardware.per_node, workload.tp, workload.pp)
+        plain = _fitting(workload, shape, hardware, *splits[0])
+        if plain is not None and plain.recompute == (workload.recompute or "none"):
+            chosen = plain
+        else:
+            best = 0.0
+            for tp, pp in splits:
+                candidate = _fitting(workload, shape, hardware, tp, pp)
+                if candidate is None:
+                    continue
+                speed = configured.configured_speed(
+                    candidate, shape, hardware.gpu, gpus=gpus, gpus_per_node=hardware.per_node,
+                    global_batch=_global_batch(candidate, gpus, tp, pp), network_gbps=hardware.network_gbps)
+                if speed.step.tokens_per_s_per_gpu > best * (1 + layout.TIE):
+                    chosen, best = candidate, speed.step.tokens_per_s_per_gpu
     if chosen is None:
         lay = layout.default_layout(tp=workload.tp, pp=workload.pp, schedule=workload.schedule,
                                     recompute=workload.recompute, tp_overlap=workload.tp_overlap,

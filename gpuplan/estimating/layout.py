@@ -3,14 +3,13 @@
 The estimate has one throughput model (gpuplan.estimating.throughput's step model). It needs every layout field;
 each one the user leaves out gets a default, and the estimate lists it under "assumed" with the flag that states it:
 
-- tensor parallel, pipeline parallel and recomputation: the fastest combination that fits in memory, timed by the
-  same step model (estimate.resolve_layout). That is how the common frameworks' own defaults are set: Megatron-LM and
-  NeMo ship a layout per model size and GPU count found by measuring (NeMo's performance recipes, Megatron-LM's
-  README tables), torchtitan and llm-foundry an FSDP setting per size; all of them stop at the first layout that
-  fits at full speed — data parallel only, no recomputation, for a model that fits; tensor parallel inside a node
-  (up to 8, dividing the heads: Narayanan et al. 2021 sec. 3.3) and pipeline stages across nodes for one that does
-  not (BLOOM-176B TP 4 x PP 12, Llama 3 405B TP 8 x PP 16); recomputation only when memory needs it. A layout within
-  TIE of the fastest but simpler (less model parallel, less recomputation) wins the tie, as a recipe would.
+- tensor parallel, pipeline parallel and recomputation (estimate.resolve_layout): data parallel only without
+  recomputation when that fits, as FSDP, DeepSpeed, torchtitan and llm-foundry run a model that fits; otherwise the
+  fastest of the splits Megatron would make — tensor parallel inside a node first (up to 8, dividing the heads:
+  Narayanan et al. 2021 sec. 3.3), then pipeline stages across nodes (BLOOM-176B TP 4 x PP 12, Llama 3 405B TP 8 x
+  PP 16) — each with the least recomputation that fits, timed by the same step model (Megatron-LM and NeMo ship a
+  layout per model size and GPU count found by measuring). A split within TIE of the fastest but earlier in that
+  order (less model parallel) wins the tie, as a recipe would.
 - pipeline schedule: interleaved when pipelined (Megatron-LM's `--num-layers-per-virtual-pipeline-stage` and the
   NeMo recipes of large models set it: Narayanan et al. 2021 sec. 2.2.2), 2 virtual stages.
 - overlaps: the data-parallel gradient reduction overlaps the backward pass (PyTorch DDP's buckets and FSDP's
@@ -120,8 +119,9 @@ def assumed_notes(stated: _Stated, chosen: _Stated) -> tuple[str, ...]:
     notes = []
     if stated.tp is None or stated.pp is None:
         tp, pp = chosen.tp or 1, chosen.pp or 1
-        what = "data parallel only" if tp * pp == 1 else f"tensor parallel {tp} x pipeline parallel {pp}"
-        notes.append(f"{what}: the fastest layout that fits (set --tp, --pp)")
+        what = "data parallel only: the model fits without splitting it" if tp * pp == 1 else \
+            f"tensor parallel {tp} x pipeline parallel {pp}: the fastest split that fits"
+        notes.append(f"{what} (set --tp, --pp)")
     if stated.schedule is None and (chosen.pp or 1) > 1:
         notes.append(f"pipeline schedule {chosen.schedule}, {DEFAULT_VIRTUAL_STAGES} virtual stages per GPU "
                      "(set --pp-schedule)")

@@ -26,10 +26,10 @@ from __future__ import annotations
 
 MFU_REFERENCE = 0.42
 SHRINK = 0.5
-RUN_OVERHEAD = {"ampere": 1.25, "hopper": 1.05, "volta": 4.0}
+RUN_OVERHEAD = {"ampere": 1.2, "hopper": 1.05, "volta": 3.0}
 FALLBACK_GENERATION = {"ada": "ampere", "turing": "ampere", "pascal": "volta", "blackwell": "hopper",
                        "cdna3": "hopper"}
-RUN_RATIO_BAND = (0.56, 1.82)
+RUN_RATIO_BAND = (0.58, 1.94)
 
 
 def run_overhead(generation: str, step_mfu: float, *, constants: dict[str, float] | None = None) -> float:

@@ -137,7 +137,8 @@ def test_default_layout_splits_a_replica_only_when_it_must() -> None:
     seven = estimate(w7, Hardware(A100, gpus=64))
     assert seven.parallel is not None
     assert (seven.parallel["tp"], seven.parallel["pp"], seven.parallel["recompute"]) == (1, 1, "none")
-    assert any("data parallel only: the fastest layout that fits (set --tp, --pp)" in n for n in seven.assumptions)
+    assert any("data parallel only: the model fits without splitting it (set --tp, --pp)" in n
+               for n in seven.assumptions)
     big = Architecture("bloom", 14336, 70, 112, 112, 57344, 250880, 2048, gated_mlp=False, tied_embeddings=True)
     w176 = Workload(params=big.param_count(), tokens=10**12, architecture=big, seq_len=2048, global_batch=2048,
                     sharding="zero1")
