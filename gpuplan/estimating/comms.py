@@ -98,15 +98,17 @@ def scaling_efficiency(*, gpu: GpuSpec, gpus_per_node: int, nodes: int, network_
     """Scaling efficiency of one optimizer step of data-parallel training (see the module docstring)."""
     if gpus_per_node * nodes <= 1:
         return CommModel(1.0, 0.0, 0.0, step_compute_s)
-    common = {"gpu": gpu, "gpus_per_node": gpus_per_node, "nodes": nodes, "network_gbps": network_gbps,
-              "model_parallel": model_parallel}
+    def collective(factor: float) -> float:
+        return allreduce_seconds(grad_bytes, gpu=gpu, gpus_per_node=gpus_per_node, nodes=nodes,
+                                 network_gbps=network_gbps, factor=factor, model_parallel=model_parallel)
+
     if full_shard:
-        per_micro = allreduce_seconds(grad_bytes, factor=3.0, **common)
+        per_micro = collective(3.0)
         micro_steps = max(1.0, step_compute_s / microbatch_compute_s) if microbatch_compute_s > 0 else 1.0
         exposed_micro = max(EXPOSED_TAIL * per_micro, per_micro - microbatch_compute_s)
         comm, exposed = per_micro * micro_steps, exposed_micro * micro_steps
     else:
-        comm = allreduce_seconds(grad_bytes, **common)
+        comm = collective(2.0)
         backward = microbatch_compute_s * 2 / 3
         exposed = max(EXPOSED_TAIL * comm, comm - backward)
     efficiency = step_compute_s / (step_compute_s + exposed) if step_compute_s > 0 else 1.0

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from gpuplan.estimating import memory
 from gpuplan.estimating.parallel import ParallelConfig
 from gpuplan.estimating.shape import Shape
 from gpuplan.estimating.throughput import StepBreakdown, step_breakdown
+from gpuplan.estimating.values import Workload
 from gpuplan.hardware.gpus import GpuSpec
 
 
@@ -53,27 +54,7 @@ class ConfiguredSpeed:
     config: ParallelConfig
 
 
-class LaidOutWorkload(Protocol):
-    """What the config model reads of an estimate Workload (gpuplan.estimating.estimate.Workload satisfies it;
-    a Protocol, because estimate imports this module)."""
-
-    params: int
-    seq_len: int
-    micro_batch: int
-    precision: str
-    sharding: str
-    activation_checkpointing: bool
-    attention: str
-    tp: int | None
-    pp: int | None
-    recompute: str | None
-    schedule: str | None
-    interconnect_gbps: float | None
-    tp_overlap: bool
-    dp_overlap: bool
-
-
-def configured_speed(workload: LaidOutWorkload, shape: Shape, gpu: GpuSpec, *, gpus: int, gpus_per_node: int,
+def configured_speed(workload: Workload, shape: Shape, gpu: GpuSpec, *, gpus: int, gpus_per_node: int,
                      global_batch: int, network_gbps: float | None) -> ConfiguredSpeed:
     """Time one step of `workload` (a gpuplan.estimating.estimate.Workload) on `gpus` x `gpu`."""
     config = ParallelConfig(

@@ -111,7 +111,7 @@ def min_gpus(workload: Workload, gpu: GpuSpec, *, gpus_per_node: int = 8, max_gp
     group = workload.model_parallel if workload.mode == "train" else 1
     if group > 1:  # whole tp x pp replicas: search the data-parallel count
         def fits_dp(dp: int) -> bool:
-            parts = _training_memory(workload, shape, dp, **overrides)
+            parts = _training_memory(workload, shape, dp, sharding=sharding)
             return configured.split_model_parallel(parts, workload.tp or 1, workload.pp or 1).total <= gpu.memory_gb
 
         top = max_gpus // group

@@ -36,10 +36,12 @@ def workload_from_job(job_workload: SpecWorkload) -> tuple[Workload, Throughput 
     from gpuplan.estimating.architecture import load_hf_config, preset
 
     arch: Architecture | None = None
-    if getattr(job_workload, "model", None):
-        arch = preset(job_workload.model)
-    elif getattr(job_workload, "model_config_path", None):
-        arch = load_hf_config(job_workload.model_config_path)
+    model: str | None = getattr(job_workload, "model", None)
+    model_config: str | None = getattr(job_workload, "model_config_path", None)
+    if model:
+        arch = preset(model)
+    elif model_config:
+        arch = load_hf_config(model_config)
     params = arch.param_count() if arch is not None else getattr(job_workload, "params", None)
     tokens = getattr(job_workload, "total_tokens", None)
     if not params or not tokens:
@@ -60,11 +62,13 @@ def workload_from_job(job_workload: SpecWorkload) -> tuple[Workload, Throughput 
         interconnect_gbps=parse_interconnect(interconnect) if interconnect else None,
     )
     throughput = None
-    if getattr(job_workload, "throughput", None):
-        throughput = Throughput(tokens_per_s_per_gpu=job_workload.throughput, source="user",
+    own_rate: float | None = getattr(job_workload, "throughput", None)
+    own_mfu: float | None = getattr(job_workload, "mfu", None)
+    if own_rate:
+        throughput = Throughput(tokens_per_s_per_gpu=own_rate, source="user",
                                 detail="workload.throughput")
-    elif getattr(job_workload, "mfu", None):
-        throughput = Throughput(mfu=job_workload.mfu, source="user", detail="workload.mfu")
+    elif own_mfu:
+        throughput = Throughput(mfu=own_mfu, source="user", detail="workload.mfu")
     return workload, throughput
 
 

@@ -108,10 +108,16 @@ def default_layout(*, tp: int | None, pp: int | None, schedule: str | None, reco
 
 
 class _Stated(Protocol):
-    tp: int | None
-    pp: int | None
-    schedule: str | None
-    recompute: str | None
+    """The layout fields of an estimate Workload (a Protocol: gpuplan.estimating.values imports this module)."""
+
+    @property
+    def tp(self) -> int | None: ...
+    @property
+    def pp(self) -> int | None: ...
+    @property
+    def schedule(self) -> str | None: ...
+    @property
+    def recompute(self) -> str | None: ...
 
 
 def assumed_notes(stated: _Stated, chosen: _Stated) -> tuple[str, ...]:
