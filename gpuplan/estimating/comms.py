@@ -8,7 +8,7 @@ The model (documented in the README's Estimate section):
   NICs carry 2·(n-1)/n x B in total. When a step has fewer sequences than GPUs, groups of m GPUs share one
   model replica (tensor/pipeline/context parallel, as Megatron-LM and Llama 3 do); the data-parallel
   collective then runs over gpus/m replicas, and a replica spanning k nodes puts only B/k on each node's NICs.
-  The cost of the model-parallel traffic itself is in the MFU prior's `parallel` factor (mfu.py).
+  Used for a measured or given per-GPU rate only; the step model (throughput.py) times its own exchanges.
 - Achievable bus bandwidth: 80% of the unidirectional NVLink peak (nccl-tests all_reduce busbw on DGX H100 is
   ~360-370 GB/s of 450) and 70% of the NIC line rate; PCIe-only GPUs get 16 GB/s (half of Gen4 x16 peak).
 - Overlap: DDP/FSDP overlap gradient buckets with the backward pass of the *last* micro-batch only (gradient

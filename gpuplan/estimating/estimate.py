@@ -2,8 +2,10 @@
 
 `estimate(workload, hardware, throughput)` answers FLOPs, memory per GPU, whether it fits, the smallest GPU
 count that fits, tokens/s per GPU, scaling efficiency, wall hours and GPU-hours. No I/O: the CLI resolves the
-throughput (user > bench > calibrated > default) and the prices, the planner calls this in a loop.
-The formulas live in gpuplan.estimating (flops, memory, mfu, comms), each citing its sources.
+throughput (user > bench > calibrated > the step model) and the prices, the planner calls this in a loop.
+One throughput model answers every path: the step model (throughput.py) with the layout the user states or
+layout.py's defaults, times run_overhead for whole runs. The formulas live in gpuplan.estimating (flops, memory,
+throughput, layout, run_overhead, comms), each citing its sources.
 """
 
 from __future__ import annotations

@@ -77,7 +77,7 @@ def estimate_for_job(job_workload: SpecWorkload, *, gpu: str, gpus_per_node: int
     """The estimate for a job spec's `workload` section on `nodes` x `gpus_per_node` GPUs of type `gpu`.
 
     The adapter `gpuplan.launching.start` calls. The workload's own `throughput` / `mfu` are the user's numbers and win;
-    otherwise `throughput`, else the default prior.
+    otherwise `throughput`, else the step model.
     """
     from gpuplan.hardware.gpus import resolve_gpu
 

@@ -45,7 +45,7 @@ class Workload:
     # same memory at FlashAttention-1's speed (half); eager: softmax(QK^T) materialised (torch < 2.0, custom
     # attention). The activation memory and the config model's attention time depend on it.
     attention: str = "flash"
-    # How the job runs, when the user says (the config-aware model, gpuplan.estimating.throughput, then answers):
+    # How the job runs (the step model, gpuplan.estimating.throughput, times it; None = layout.py's default):
     # tensor and pipeline parallel sizes, the recomputation (None: from activation_checkpointing), the pipeline
     # schedule, the inter-node network in Gbit/s per node and whether TP exchanges overlap the GEMMs.
     # None: not stated; the estimate fills it with layout.default_layout's default and lists it under "assumed".
@@ -152,7 +152,8 @@ class Hardware:
 
 @dataclass(frozen=True)
 class Throughput:
-    """A throughput to use instead of the default prior: tokens/s per GPU, or an MFU, and where it came from.
+    """A measured or given throughput to use instead of the step model: tokens/s per GPU, or an MFU, and where it
+    came from.
 
     Both describe one GPU's compute rate on one node; the communication model's scaling efficiency is applied on
     top for multi-GPU runs.
@@ -209,7 +210,7 @@ class Estimate:
     wall_hours: float
     gpu_hours: float
     cost: list[dict[str, Any]] = field(default_factory=list)
-    # With the default prior: the range 80% of published runs fell in (mfu.PRIOR_RATIO_BAND); None otherwise.
+    # With the model: the range 80% of published runs fell in (run_overhead.RUN_RATIO_BAND); None otherwise.
     wall_hours_range: tuple[float, float] | None = None
     gpu_hours_range: tuple[float, float] | None = None
     # Explanation.
@@ -236,7 +237,7 @@ class Estimate:
     fit_hint: str | None = None
     assumptions: list[str] = field(default_factory=list)
     mfu_ref: dict[str, Any] | None = None  # the bench record or calibration behind mfu_source, if any
-    # mfu_source "config": the layout and the step's seconds by part (configured.step_summary).
+    # mfu_source "model": the layout and the step's seconds by part (configured.step_summary).
     parallel: dict[str, Any] | None = None
 
 

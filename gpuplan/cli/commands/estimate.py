@@ -213,7 +213,8 @@ def estimate_command(app: AppContext, as_json: bool, **options: Any) -> None:
     """Estimate FLOPs, memory per GPU, wall time and GPU-hours of a training or inference job.
 
     Throughput, in order of preference: --throughput or --mfu, a matching `gpuplan bench` record, an MFU
-    calibrated from finished runs, or the default MFU prior (GPU generation, model size, precision, nodes).
+    calibrated from finished runs, or the step model with every layout flag left out set to its default
+    (listed as assumed).
     """
     if not options["gpu"]:
         if options["mode"] != "inference":
