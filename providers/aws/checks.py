@@ -1,6 +1,7 @@
 """The AWS provider's check of a launch before anything is recorded (`Provider.check_launch`).
 
 Refused with one line (UserError, exit 2), because each would fail only once machines bill:
+- a secret over SSM's 8 KB (Advanced tier; gpuplan.providers.aws.secrets: one over 4 KB gets that tier, noted);
 - the boot script over EC2's 16,384 bytes of user data even gzip-compressed (gpuplan.providers.aws.userdata);
 - machines that need credentials (the run's secrets in SSM, outputs to S3) without a usable instance profile:
   none configured, one that does not exist, one without a role (gpuplan.providers.aws.iam);
@@ -20,6 +21,7 @@ from typing import Any, Protocol
 
 from gpuplan.errors import UserError
 from gpuplan.providers.aws import iam as aws_iam
+from gpuplan.providers.aws import secrets as aws_secrets
 from gpuplan.providers.aws import userdata
 from gpuplan.providers.aws.image import ImageChoice
 from gpuplan.providers.base import LaunchCheck, LaunchRequest, ProviderError
@@ -43,14 +45,20 @@ def check_launch(provider: Checked, request: LaunchRequest) -> LaunchCheck:
     problem = userdata.too_big(userdata.compress(request.boot_script or ""))
     if problem:
         raise UserError(problem)
+    for name, value in sorted(request.secrets.items()):
+        problem = aws_secrets.too_big(name, value)
+        if problem:
+            raise UserError(problem)
+    advanced = sorted(n for n, v in request.secrets.items() if aws_secrets.parameter_tier(v) == "Advanced")
     region = request.region or provider.region
     notes: list[str] = []
     details: dict[str, Any] = {}
-    needed = aws_iam.needed_for(secrets=bool(request.secrets), bucket=provider.bucket,
-                                storage=request.options.get("run_storage_url"))
+    storage = request.options.get("run_storage_url")
+    needed = aws_iam.needed_for(secrets=bool(request.secrets), bucket=provider.bucket, storage=storage)
     profile = request.options.get("instance_profile") or provider.instance_profile
     try:
-        checked = aws_iam.check_profile(provider.client("iam", region), profile, needed)
+        checked = aws_iam.check_profile(provider.client("iam", region), profile, needed,
+                                        fix=aws_iam.setup_fix(provider.bucket, storage))
     except ProviderError as exc:
         notes.append(f"could not check the instance profile {profile}: {exc}")
     else:
@@ -60,6 +68,9 @@ def check_launch(provider: Checked, request: LaunchRequest) -> LaunchCheck:
             notes.append(f"instance profile {checked.name} (role {checked.role}) for {' and '.join(needed)}")
     if profile and needed:
         details["instance_profile"] = profile
+    if advanced:
+        notes.append(f"secret(s) {', '.join(advanced)} over 4 KB: stored as Advanced-tier SSM parameters "
+                     f"({aws_secrets.ADVANCED_COST})")
     if request.instance_type:
         try:
             choice = provider.image_for(request, region)

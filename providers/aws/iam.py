@@ -40,8 +40,18 @@ from gpuplan.providers.base import CREATED_BY, TAG_CREATED_BY
 
 DEFAULT_NAME = "gpuplan-instance"  # the role and the instance profile `gpuplan setup aws --create` makes
 POLICY_NAME = "gpuplan-instance"
-FIX = ("create one with `gpuplan setup aws --create --bucket BUCKET` and set GPUPLAN_AWS_INSTANCE_PROFILE to its "
-       "name")
+
+
+def setup_fix(bucket: str | None = None, storage: str | None = None) -> str:
+    """The command that makes a profile granting what this launch needs: `--bucket` for shipped outputs,
+    `--storage` for a spec's s3:// `storage:` (a role made with only one of them cannot do the other)."""
+    flags = "".join(f" {flag} {value}" for flag, value in (("--bucket", bucket), ("--storage", storage))
+                    if value and (flag == "--bucket" or value.startswith("s3://")))
+    return (f"create one with `gpuplan setup aws --create{flags}` (it records the profile in the config file as "
+            "[providers.aws] instance_profile)")
+
+
+FIX = setup_fix()
 
 
 @dataclass(frozen=True)
@@ -86,14 +96,15 @@ def profile_name(profile: str) -> str:
     return profile.rsplit("/", 1)[-1] if profile.startswith("arn:") else profile
 
 
-def check_profile(iam: Any, profile: str | None, needed: Sequence[str]) -> ProfileCheck:
-    """A usable profile when the machines need one: configured, existing, with a role."""
+def check_profile(iam: Any, profile: str | None, needed: Sequence[str], *, fix: str = FIX) -> ProfileCheck:
+    """A usable profile when the machines need one: configured, existing, with a role. `fix` is the command that
+    would make one granting what is needed (setup_fix)."""
     if not needed:
         return ProfileCheck(profile, ())
     why = " and ".join(needed)
     if not profile:
         return ProfileCheck(None, tuple(needed), f"the AWS machines need an instance profile for {why}, and none "
-                                                 f"is configured: {FIX}")
+                                                 f"is configured: {fix}")
     name = profile_name(profile)
     try:
         found = iam.get_instance_profile(InstanceProfileName=name)["InstanceProfile"]
@@ -101,12 +112,12 @@ def check_profile(iam: Any, profile: str | None, needed: Sequence[str]) -> Profi
         error = map_client_error(exc)
         if error.code == "NoSuchEntity":
             return ProfileCheck(profile, tuple(needed), f"the instance profile {name} does not exist (needed for "
-                                                        f"{why}): {FIX}")
+                                                        f"{why}): {fix}")
         raise error from exc
     roles = found.get("Roles") or []
     if not roles:
         return ProfileCheck(profile, tuple(needed), f"the instance profile {name} has no role, so the machines get "
-                                                    f"no credentials for {why}: add one, or {FIX}")
+                                                    f"no credentials for {why}: add one, or {fix}")
     return ProfileCheck(profile, tuple(needed), role=str(roles[0].get("RoleName")))
 
 

@@ -111,13 +111,21 @@ def test_llama_7b_example_two_spot_nodes_with_secrets(strict_aws: StrictAwsServe
     assert len(refused.stderr.strip().splitlines()[-1]) > 0
     assert _recorded_runs() == [] and strict_aws.layer.calls("RunInstances") == []
 
+    # Issue 32 item 1: EC2 does not see the new profile for the first RunInstances (IAM propagation, strict layer rule
+    # 11); the launch waits on the same placement with the same ClientToken instead of failing over, and finds the
+    # profile in the config file `setup aws --create` wrote (no export).
+    strict_aws.layer.account.profile_propagation = 2
+    monkeypatch.setenv("GPUPLAN_AWS_PROFILE_WAIT", "0.6")  # 12 retries 0.05 s apart instead of 5 s
     created = gpuplan("setup", "aws", "--create", "--json")
     assert created.exit_code == 0, created.stderr
     profile = created.json()["instance_profile"]
-    monkeypatch.setenv("GPUPLAN_AWS_INSTANCE_PROFILE", profile)
+    assert f'instance_profile = "{profile}"' in Path(created.json()["config_file"]).read_text()
 
     launched = gpuplan("launch", spec, "--provider", "aws", "-y", "--detach", "--json")
     assert launched.exit_code == 0, launched.stderr
+    sent = strict_aws.layer.calls("RunInstances")
+    assert [c.status for c in sent] == [400, 400, 200]  # refused twice while propagating, then started
+    assert len({(c.region, c.params["ClientToken"], c.params["InstanceType"]) for c in sent}) == 1  # one placement
     [run] = [c for c in strict_aws.layer.calls("RunInstances") if c.status == 200]
     assert run.params["MinCount"] == run.params["MaxCount"] == "2"  # all nodes in one request
     assert run.params["Placement.GroupName"].startswith("gpuplan-")

@@ -31,8 +31,8 @@ def test_help_explains_what_it_creates() -> None:
     result = run_cli("setup", "aws", "--help")
     assert result.exit_code == 0
     text = " ".join(result.stdout.split())
-    for fragment in ("--create", "instance profile", "ssm:GetParameter", "s3:PutObject", "GPUPLAN_AWS_INSTANCE_PROFILE",
-                     "iam:PassRole", "--json"):
+    for fragment in ("--create", "instance profile", "ssm:GetParameter", "s3:PutObject",
+                     "[providers.aws] instance_profile", "iam:PassRole", "--json"):
         assert fragment in text, fragment
 
 
@@ -70,8 +70,11 @@ def test_create_makes_a_least_privilege_tagged_role_in_a_profile(in_moto: dict[s
     assert "instance profile gpuplan-instance exists" in again.json()["actions"]
     profile = iam.get_instance_profile(InstanceProfileName=aws_iam.DEFAULT_NAME)["InstanceProfile"]
     assert len(profile["Roles"]) == 1
-    # And the check now passes with it configured.
-    ready = run_cli("setup", "aws", "--json", env={"GPUPLAN_AWS_INSTANCE_PROFILE": aws_iam.DEFAULT_NAME})
+    # And the check now passes: --create recorded the profile in the config file (issue 32: no export needed).
+    from gpuplan.config import provider_settings
+
+    assert provider_settings("aws") == {"instance_profile": aws_iam.DEFAULT_NAME, "bucket": BUCKET}
+    ready = run_cli("setup", "aws", "--json")
     assert ready.json()["usable"] is True
 
 

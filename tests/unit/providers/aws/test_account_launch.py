@@ -1,0 +1,90 @@
+"""Issue 32 on the AWS provider, through moto behind the strict layer's account rules (tests/support/strict_aws/
+account.py): a new instance profile waited for on the same placement (item 1), secrets in the SSM tier their size
+needs (item 2)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from gpuplan.errors import UserError
+from gpuplan.providers.aws import iam as aws_iam
+from gpuplan.providers.aws.provider import AwsProvider
+from gpuplan.providers.base import LaunchRequest, PlacementError, ProviderError
+
+from support.strict_aws.fixture import StrictAwsServer
+
+SCRIPT = "#!/bin/bash\necho hi\n"
+
+
+def request(run_id: str, **extra: object) -> LaunchRequest:
+    fields: dict[str, object] = {"run_id": run_id, "name": "acct", "command": "true", "run_dir": "",
+                                 "instance_type": "g5.xlarge", "region": "us-east-1", "boot_script": SCRIPT}
+    fields.update(extra)
+    return LaunchRequest(**fields)  # type: ignore[arg-type]
+
+
+def fresh_profile(strict_aws: StrictAwsServer, propagation: int) -> str:
+    """`gpuplan setup aws --create`'s profile, made through the layer, which EC2 then misses `propagation` times."""
+    strict_aws.layer.account.profile_propagation = propagation
+    return aws_iam.create_profile(strict_aws.client("iam"), bucket=None).instance_profile
+
+
+def test_a_new_instance_profile_is_waited_for_on_the_same_placement(strict_aws: StrictAwsServer,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpuplan.providers.aws import launch_call
+
+    profile = fresh_profile(strict_aws, propagation=3)
+    waits: list[float] = []
+    monkeypatch.setattr(launch_call, "time", SimpleNamespace(sleep=waits.append))  # this module's sleeps only
+    provider = AwsProvider(instance_profile=profile, profile_wait=1.2, waiter_delay=0.01)
+    [node] = provider.launch(request("r-prof", secrets={"HF_TOKEN": "v"}))
+    sent = strict_aws.layer.calls("RunInstances")
+    assert [c.status for c in sent] == [400, 400, 400, 200]
+    assert len({(c.params["ClientToken"], c.params["Placement.AvailabilityZone"]) for c in sent}) == 1
+    assert waits == pytest.approx([0.1, 0.1, 0.1])  # profile_wait / 12 each, not a 60 s sleep in a test
+    assert node.instance_type == "g5.xlarge"
+
+
+def test_a_profile_ec2_never_sees_ends_the_launch_instead_of_failing_over(strict_aws: StrictAwsServer) -> None:
+    profile = fresh_profile(strict_aws, propagation=100)
+    provider = AwsProvider(instance_profile=profile, profile_wait=0.06, waiter_delay=0.01)
+    with pytest.raises(ProviderError) as caught:
+        provider.launch(request("r-never", secrets={"HF_TOKEN": "v"}))
+    assert not isinstance(caught.value, PlacementError)  # no other zone or type would do better
+    assert "Invalid IAM Instance Profile" in str(caught.value)
+    assert len(strict_aws.layer.calls("RunInstances")) == 13  # the first try and 12 retries within the wait
+
+
+def test_the_missing_profile_hint_names_the_flag_that_grants_storage(strict_aws: StrictAwsServer) -> None:
+    provider = AwsProvider(waiter_delay=0.01)
+    storage = request("r-hint", options={"run_storage_url": "s3://ckpt/team/r-hint"})
+    with pytest.raises(UserError) as caught:
+        provider.check_launch(storage)
+    assert "gpuplan setup aws --create --storage s3://ckpt/team/r-hint" in str(caught.value)
+    assert "--bucket" not in str(caught.value)
+
+
+def test_secrets_get_the_tier_their_size_needs(strict_aws: StrictAwsServer) -> None:
+    profile = fresh_profile(strict_aws, propagation=0)
+    provider = AwsProvider(instance_profile=profile, waiter_delay=0.01)
+    secrets = {"SMALL": "s" * 4096, "SA_JSON": "j" * 6000}
+    launch = request("r-tier", secrets=secrets)
+    check = provider.check_launch(launch)
+    assert any("SA_JSON over 4 KB" in n and "$0.05" in n for n in check.notes)
+    provider.launch(launch)
+    ssm = strict_aws.client("ssm")
+    tiers = {p["Name"]: p["Tier"] for p in ssm.describe_parameters()["Parameters"]}
+    assert tiers == {"/gpuplan/r-tier/SMALL": "Standard", "/gpuplan/r-tier/SA_JSON": "Advanced"}
+    assert ssm.get_parameter(Name="/gpuplan/r-tier/SA_JSON", WithDecryption=True)["Parameter"]["Value"] == "j" * 6000
+
+
+def test_a_secret_over_8_kb_is_refused_before_anything_starts(strict_aws: StrictAwsServer) -> None:
+    provider = AwsProvider(instance_profile="any", waiter_delay=0.01)
+    with pytest.raises(UserError) as caught:
+        provider.check_launch(request("r-huge", secrets={"KUBECONFIG": "k" * 9000}))
+    message = str(caught.value)
+    assert "KUBECONFIG is 9000 bytes" in message and "8192" in message and "kkkk" not in message
+    assert "\n" not in message
+    assert strict_aws.layer.calls("RunInstances") == [] and strict_aws.layer.calls("AmazonSSM.PutParameter") == []
