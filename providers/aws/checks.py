@@ -4,7 +4,9 @@ Refused with one line (UserError, exit 2), because each would fail only once mac
 - a secret over SSM's 8 KB (Advanced tier; gpuplan.providers.aws.secrets: one over 4 KB gets that tier, noted);
 - the boot script over EC2's 16,384 bytes of user data even gzip-compressed (gpuplan.providers.aws.userdata);
 - machines that need credentials (the run's secrets in SSM, outputs to S3) without a usable instance profile:
-  none configured, one that does not exist, one without a role (gpuplan.providers.aws.iam);
+  none configured, one that does not exist, one without a role (gpuplan.providers.aws.iam), one whose role IAM's
+  policy simulator says may not do what the machines will (gpuplan.providers.aws.role_check; "not checked" when
+  the caller may not ask it);
 - a configured machine image of another architecture than the instance type's (gpuplan.providers.aws.image).
 
 What needs AWS (iam:GetInstanceProfile, the image look-up) refuses only on a definite answer (the profile does
@@ -21,8 +23,8 @@ from typing import Any, Protocol
 
 from gpuplan.errors import UserError
 from gpuplan.providers.aws import iam as aws_iam
+from gpuplan.providers.aws import role_check, userdata
 from gpuplan.providers.aws import secrets as aws_secrets
-from gpuplan.providers.aws import userdata
 from gpuplan.providers.aws.image import ImageChoice
 from gpuplan.providers.base import LaunchCheck, LaunchRequest, ProviderError
 
@@ -37,6 +39,23 @@ class Checked(Protocol):
     def client(self, service: str, region: str) -> Any: ...
 
     def image_for(self, request: LaunchRequest, region: str) -> ImageChoice: ...
+
+def _role_permissions(provider: Checked, request: LaunchRequest, region: str, checked: aws_iam.ProfileCheck,
+                      storage: str | None) -> str:
+    """Refuse a role that may not do what the boot script will (gpuplan.providers.aws.role_check); a note when it
+    can do it all, or when the simulator could not be asked ("not checked")."""
+    if not checked.role_arn:
+        return f"role {checked.role}: permissions not checked (its ARN is unknown)"
+    wanted = role_check.needs(region=region, account=role_check.account_of(checked.role_arn), run_id=request.run_id,
+                              secrets=list(request.secrets), bucket=provider.bucket, storage=storage)
+    verdict = role_check.simulate(provider.client("iam", region), checked.role_arn, wanted)
+    if not verdict.checked:
+        return f"role {checked.role}: permissions not checked (iam:SimulatePrincipalPolicy refused: {verdict.why})"
+    if verdict.denied:
+        raise UserError(role_check.describe_denied(str(checked.role), verdict.denied,
+                                                   aws_iam.setup_fix(provider.bucket, storage)))
+    return f"role {checked.role}: may do all {len(wanted)} thing(s) the machines need (iam:SimulatePrincipalPolicy)"
+
 
 REFUSED_IMAGE = frozenset({"ArchitectureMismatch", "NoImageForArchitecture", "ParameterNotFound"})
 
@@ -66,6 +85,7 @@ def check_launch(provider: Checked, request: LaunchRequest) -> LaunchCheck:
             raise UserError(checked.problem)
         if checked.name and checked.needed_for:
             notes.append(f"instance profile {checked.name} (role {checked.role}) for {' and '.join(needed)}")
+            notes.append(_role_permissions(provider, request, region, checked, storage))
     if profile and needed:
         details["instance_profile"] = profile
     if advanced:

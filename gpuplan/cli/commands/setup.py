@@ -36,10 +36,14 @@ def setup() -> None:
 @click.option("--storage", default=None, metavar="s3://BUCKET/PREFIX",
               help="The durable storage runs keep checkpoints in (a spec's `storage:`; default: the config's "
                    "[defaults] storage when it is s3://): the role may list, read and write under PREFIX only.")
+@click.option("--print-policy", "print_policy", is_flag=True,
+              help="Print the IAM policy the launching user needs (every call gpuplan makes: launch, spot, "
+                   "multi-node, storage, secrets, and this setup), with --name and the --bucket/--storage buckets "
+                   "filled in, and exit. Nothing is called.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 @pass_app
 def setup_aws(app: AppContext, create: bool, name: str, bucket: str | None, kms_key: str | None,
-              storage: str | None, as_json: bool) -> None:
+              storage: str | None, print_policy: bool, as_json: bool) -> None:
     """Check or create the instance profile gpuplan's AWS machines use.
 
     A run's machines read its secrets from SSM Parameter Store (/gpuplan/RUN_ID/NAME) and ship job.log, metrics
@@ -60,6 +64,13 @@ def setup_aws(app: AppContext, create: bool, name: str, bucket: str | None, kms_
         raise UserError(f"--name {name!r} is not an IAM role name (1-64 of letters, digits and +=,.@_-)")
     if kms_key is not None and not kms_key.startswith("arn:"):
         raise UserError(f"--kms-key must be a KMS key ARN (arn:aws:kms:REGION:ACCOUNT:key/ID), not {kms_key!r}")
+    if print_policy:
+        from gpuplan.providers.aws.policy import launch_policy
+
+        stores = [str(check).removeprefix("s3://").split("/", 1)[0] for check in (_s3_storage(storage),) if check]
+        buckets = tuple(dict.fromkeys([b for b in (bucket or os.environ.get("GPUPLAN_AWS_BUCKET"),) if b] + stores))
+        click.echo(json.dumps(launch_policy(instance_profile=name, buckets=buckets), indent=2))
+        return
     from gpuplan.providers.aws import iam as aws_iam
     from gpuplan.providers.aws.provider import AwsProvider
 
@@ -135,3 +146,28 @@ def _s3_storage(storage: str | None) -> str | None:
     if checked is None or storage_scheme(checked) != "s3":
         raise UserError(f"--storage {storage!r}: an AWS role can only be given an s3://BUCKET/PREFIX storage")
     return checked
+
+
+@setup.command("gcp")
+@click.option("--print-policy", "print_policy", is_flag=True,
+              help="Print the IAM roles (or, for a custom role, the exact permissions) the launching user needs.")
+@click.option("--json", "as_json", is_flag=True, help="Print the roles and permissions as JSON on stdout.")
+def setup_gcp(print_policy: bool, as_json: bool) -> None:
+    """What a GCP account needs before gpuplan can launch there: the launching user's roles.
+
+    Grant the predefined roles on the project (`gcloud projects add-iam-policy-binding PROJECT
+    --member=user:YOU --role=ROLE`), or make a custom role of exactly the listed permissions (`gcloud iam roles
+    create gpuplan --project=PROJECT --permissions=...`). Without --print-policy this says the same in short.
+    """
+    from gpuplan.providers.gcp.permissions import launch_roles
+
+    roles = launch_roles()
+    if as_json:
+        emit_json(roles)
+        return
+    if not print_policy:
+        click.echo("the launching user needs these roles (or the permissions `--print-policy` lists):")
+    for role in roles["roles"]:
+        click.echo(f"role {role}")
+    if print_policy:
+        click.echo("custom role permissions: " + ",".join(roles["permissions"]))

@@ -88,3 +88,51 @@ def test_a_secret_over_8_kb_is_refused_before_anything_starts(strict_aws: Strict
     assert "KUBECONFIG is 9000 bytes" in message and "8192" in message and "kkkk" not in message
     assert "\n" not in message
     assert strict_aws.layer.calls("RunInstances") == [] and strict_aws.layer.calls("AmazonSSM.PutParameter") == []
+
+
+# ---- item 6: the role's permissions, and one statement per storage prefix -----------------------------------------
+
+
+def test_a_second_storage_setup_keeps_the_first_prefix(strict_aws: StrictAwsServer) -> None:
+    iam = strict_aws.client("iam")
+    aws_iam.create_profile(iam, bucket="outs", storage="s3://ckpt/one")
+    policy = aws_iam.create_profile(iam, bucket=None, storage="s3://ckpt/two").policy
+    objects = {s["Resource"] for s in policy["Statement"] if s["Action"] == ["s3:GetObject", "s3:PutObject"]}
+    assert objects == {"arn:aws:s3:::ckpt/one/*", "arn:aws:s3:::ckpt/two/*"}
+    prefixes = [s["Condition"]["StringLike"]["s3:prefix"] for s in policy["Statement"]
+                if s["Action"] == "s3:ListBucket"]
+    assert sorted(prefixes) == [["one/*"], ["two/*"]]
+    assert "arn:aws:s3:::outs/gpuplan/*" in {s["Resource"] for s in policy["Statement"]}  # outputs kept too
+    assert aws_iam.current_policy(iam, aws_iam.DEFAULT_NAME) == policy
+    again = aws_iam.create_profile(iam, bucket=None, storage="s3://ckpt/two").policy
+    assert again["Statement"] == policy["Statement"]  # the same setup again adds nothing
+
+
+def test_a_role_made_for_another_prefix_is_refused_before_launch(strict_aws: StrictAwsServer) -> None:
+    """The role exists and has a role, so the old check passed; the simulator says it cannot write the run's
+    storage prefix, which the machine would learn only as AccessDenied while billing."""
+    profile = aws_iam.create_profile(strict_aws.client("iam"), bucket=None, storage="s3://ckpt/other").instance_profile
+    provider = AwsProvider(instance_profile=profile, waiter_delay=0.01)
+    launch = request("r-role", options={"run_storage_url": "s3://ckpt/team/r-role"})
+    with pytest.raises(UserError) as caught:
+        provider.check_launch(launch)
+    message = str(caught.value)
+    assert "may not s3:PutObject on arn:aws:s3:::ckpt/team/r-role/checkpoint" in message
+    assert "gpuplan setup aws --create --storage s3://ckpt/team/r-role" in message and "\n" not in message
+    aws_iam.create_profile(strict_aws.client("iam"), bucket=None, storage="s3://ckpt/team")
+    check = provider.check_launch(launch)
+    assert any("may do all 3 thing(s)" in n for n in check.notes)
+    assert strict_aws.layer.calls("SimulatePrincipalPolicy")
+
+
+def test_without_permission_to_simulate_the_role_is_not_checked(strict_aws: StrictAwsServer) -> None:
+    from gpuplan.providers.aws.policy import launch_policy
+
+    profile = aws_iam.create_profile(strict_aws.client("iam"), bucket=None, storage="s3://ckpt/other").instance_profile
+    policy = launch_policy()
+    policy["Statement"] = [dict(s, Action=[a for a in s["Action"] if a != "iam:SimulatePrincipalPolicy"])
+                           for s in policy["Statement"]]
+    strict_aws.layer.account.caller_policy = policy
+    provider = AwsProvider(instance_profile=profile, waiter_delay=0.01)
+    check = provider.check_launch(request("r-nosim", options={"run_storage_url": "s3://ckpt/team/r-nosim"}))
+    assert any("permissions not checked" in n and "AccessDenied" in n for n in check.notes)
