@@ -331,7 +331,7 @@ class GcpProvider(Provider):
             log.info("VM %s already exists in %s; reusing it", body.name, zone)
             return None
         except Exception as exc:
-            raise map_api_error(exc, zone=zone) from exc
+            raise map_api_error(exc, zone=zone, project=self.project) from exc
 
     def _wait(self, zone: str, operation: Any) -> None:
         """Wait for a zone operation with our own ZoneOperationsClient (operation.result() ignores the endpoint)."""
@@ -348,7 +348,7 @@ class GcpProvider(Provider):
             # wait() returns when the operation is DONE or after ~2 minutes, whichever comes first.
             current = self._call(ops.wait, project=self.project, zone=zone, operation=name)
         if current.error and list(current.error.errors):
-            raise map_operation_error(current, zone=zone)
+            raise map_operation_error(current, zone=zone, project=self.project)
 
     def _delete_quietly(self, zone: str, names: Iterable[str]) -> None:
         """All or nothing: a multi-node launch that failed half-way deletes the VMs it did start."""

@@ -30,6 +30,12 @@ Rules (notes, GCP 10-12):
 - `metadata`: each metadata value (the startup-script: the boot script) is at most 262144 bytes (256 KiB) and all
   keys and values together under 512 KB — https://cloud.google.com/compute/docs/reference/rest/v1/instances
   (Metadata.items[].value, Metadata.items). GCE's exact message was not found: HTTP 400 `invalid`, ours made up.
+- `gpus_all_regions` (off: None; a new project's value is 0): the project-wide GPU quota. An insert whose GPUs (its
+  guestAccelerators, or the GPUs an a2/a3/a4/g2 machine type comes with) would bring the project's live GPUs above it
+  is refused at once: HTTP 403, reason `quotaExceeded`, "Quota 'GPUS_ALL_REGIONS' exceeded. Limit: 0.0 globally."
+  (https://cloud.google.com/compute/resource-usage#gpu_quota; the HTTP shape:
+  https://cloud.google.com/compute/docs/troubleshooting/troubleshooting-bulk-vm-creation "HTTP 403 reason
+  quotaExceeded"; the message: fastai/course-v3#165). The plain fake has no quotas.
 """
 
 from __future__ import annotations
@@ -78,12 +84,27 @@ class StrictGceRules:
     markets: bool = True
     metadata: bool = True
     families: set[tuple[str, str]] = field(default_factory=lambda: set(PUBLISHED_FAMILIES))
+    gpus_all_regions: float | None = None
     refused: list[str] = field(default_factory=list)  # the rule of each refusal, in order
 
     def off(self) -> StrictGceRules:
         """Every rule off: the plain fake's behaviour."""
         self.labels = self.image_families = self.boot_disks = self.markets = self.metadata = False
+        self.gpus_all_regions = None
         return self
+
+
+# GPUs a G2 machine type comes with (https://cloud.google.com/compute/docs/gpus#l4-gpus); a2/a3/a4 say it: `-8g`.
+G2_GPUS = {"g2-standard-4": 1, "g2-standard-8": 1, "g2-standard-12": 1, "g2-standard-16": 1, "g2-standard-32": 1,
+           "g2-standard-24": 2, "g2-standard-48": 4, "g2-standard-96": 8}
+
+
+def gpus_of(body: dict[str, Any]) -> int:
+    """The GPUs one instances.insert body asks for."""
+    machine = str(body.get("machineType") or "").rstrip("/").rsplit("/", 1)[-1]
+    attached = sum(int(a.get("acceleratorCount") or 0) for a in body.get("guestAccelerators") or [])
+    fixed = re.search(r"^a\d[a-z]?-\w+-(\d+)g$", machine)
+    return attached + (int(fixed.group(1)) if fixed else G2_GPUS.get(machine, 0))
 
 
 def _label_char(ch: str) -> bool:
@@ -182,6 +203,12 @@ class StrictGceApp:
                      or label_error(params.get("labels") or {}, "resource.disks[0].initializeParams.labels"))
             if error is not None:
                 self._refuse("labels", error)
+        if rules.gpus_all_regions is not None:
+            live = sum(gpus_of(vm) for vm in self.state.live())
+            if gpus_of(body) and live + gpus_of(body) > rules.gpus_all_regions:
+                self._refuse("gpus_all_regions", ApiError(
+                    403, f"Quota 'GPUS_ALL_REGIONS' exceeded. Limit: {rules.gpus_all_regions:.1f} globally.",
+                    "quotaExceeded"))
         if rules.metadata:
             error = metadata_error((body.get("metadata") or {}).get("items") or [])
             if error is not None:
