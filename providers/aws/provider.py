@@ -352,8 +352,9 @@ class AwsProvider(AccountPlaces, RunStorage, Provider):
                 {"ResourceType": "volume", "Tags": tag_list(tags)},
             ],
         }
-        if network.wants_efa(self._type_info(region, str(request.instance_type)), request.nodes):
-            params["NetworkInterfaces"] = network.network_interfaces(subnet, groups)
+        info = self._type_info(region, str(request.instance_type))
+        if network.wants_efa(info, request.nodes):
+            params["NetworkInterfaces"] = network.network_interfaces(subnet, groups, info)
         else:
             params["SubnetId"] = subnet["SubnetId"]
             params["SecurityGroupIds"] = groups

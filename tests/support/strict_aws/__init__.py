@@ -67,6 +67,8 @@ errors-overview.html unless noted):
    instance profile unknown to EC2 for a few RunInstances (IAM propagation), SSM parameter tiers (4 KB Standard,
    8 KB Advanced), iam:SimulatePrincipalPolicy answered from the role's policies (moto lacks it), and the caller's
    own IAM policy (every call outside it refused as each service refuses it). Docs cited there.
+15. Network interfaces (efa.py): EFA-only never primary, cards and interface types the type has, at most its EFA
+   devices, one interface per (card, device), a public address only with one IP interface.
 
 Use from a test (the `strict_aws` fixture, tests/support/strict_aws/fixture.py; tests/conftest.py registers it):
 

@@ -14,6 +14,7 @@ from urllib.parse import parse_qs, urlparse
 
 from . import placement, rules
 from .account import AccountRules, simulate_principal_policy
+from .efa import check_network_interfaces
 from .model import Injection, Launch, LocalZone, PlacementGroup, Recorded, default_local_zones
 from .spot_prices import SpotPriceRow, describe_spot_price_history
 from .view import MotoView
@@ -270,6 +271,9 @@ class StrictAws:
                     zone = next((z for z in self.zones(req.region) if z.name == group.zone), None)
         image_id = params.get("ImageId")
         instance_type = params.get("InstanceType", "m1.small")
+        refused = check_network_interfaces(params, self.view.instance_type(instance_type))  # rule 15 (efa.py)
+        if refused:
+            return refused
         if image_id:
             image = self.view.image(req.region, image_id)
             if image is None:

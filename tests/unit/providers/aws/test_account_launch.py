@@ -136,3 +136,25 @@ def test_without_permission_to_simulate_the_role_is_not_checked(strict_aws: Stri
     provider = AwsProvider(instance_profile=profile, waiter_delay=0.01)
     check = provider.check_launch(request("r-nosim", options={"run_storage_url": "s3://ckpt/team/r-nosim"}))
     assert any("permissions not checked" in n and "AccessDenied" in n for n in check.notes)
+
+
+# ---- item 3: one EFA device per network card -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("instance_type", "efa_devices"), [("p5.48xlarge", 32), ("p4d.24xlarge", 4)])
+def test_multi_node_gets_an_efa_device_per_network_card(strict_aws: StrictAwsServer, instance_type: str,
+                                                        efa_devices: int) -> None:
+    """p5.48xlarge has 32 EFA-capable cards, p4d.24xlarge 4; one interface left NCCL on 1/32 (1/4) of the fabric."""
+    from support.strict_aws.efa import efa_devices as count
+    from support.strict_aws.efa import interfaces_of
+
+    provider = AwsProvider(waiter_delay=0.01)
+    nodes = provider.launch(request(f"r-efa-{efa_devices}", instance_type=instance_type, nodes=2))
+    assert len(nodes) == 2
+    [sent] = [c for c in strict_aws.layer.calls("RunInstances") if c.status == 200]
+    assert count(sent.params) == efa_devices
+    nics = interfaces_of(sent.params)
+    assert (nics[0]["NetworkCardIndex"], nics[0]["DeviceIndex"], nics[0]["InterfaceType"]) == ("0", "0", "interface")
+    assert sorted(int(n["NetworkCardIndex"]) for n in nics if n["InterfaceType"] == "efa-only") == list(
+        range(efa_devices))
+    assert all(strict_aws.efa_ready(n.instance_id) for n in nodes)

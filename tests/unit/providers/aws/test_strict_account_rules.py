@@ -98,3 +98,35 @@ def test_rule_14_a_call_outside_the_callers_policy_is_refused_as_each_service_do
     assert strict_aws.layer.account.denied == ["ec2:CreateTags", "iam:GetInstanceProfile", "ssm:AddTagsToResource",
                                                "s3:ListBucket"]
     assert launch(strict_aws.moto_client("ec2"), ami, **tagged)["Instances"]  # plain moto: anything goes
+
+
+def _nics(subnet: str, *specs: tuple[int, int, str], public: bool = False) -> list[dict[str, object]]:
+    nics: list[dict[str, object]] = [{"NetworkCardIndex": card, "DeviceIndex": device, "InterfaceType": kind,
+                                      "SubnetId": subnet} for card, device, kind in specs]
+    if public:
+        nics[0]["AssociatePublicIpAddress"] = True
+    return nics
+
+
+@pytest.mark.parametrize(("specs", "public", "code"), [
+    (((0, 0, "efa-only"),), False, "InvalidParameterValue"),  # EFA-only as the primary
+    (((0, 0, "interface"), (4, 0, "efa-only")), False, "InvalidParameterValue"),  # p4d has cards 0-3
+    (((0, 0, "interface"), (1, 0, "efa-only"), (1, 0, "efa-only")), False, "InvalidParameterValue"),  # twice
+    (((0, 0, "efa"), (1, 1, "efa")), True, "InvalidParameterCombination"),  # public IP, two IP interfaces
+])
+def test_rule_15_network_interfaces_as_ec2_checks_them(strict_aws: StrictAwsServer, specs: tuple, public: bool,
+                                                       code: str) -> None:
+    ami = strict_aws.amis["us-east-1"]
+    subnet = strict_aws.client("ec2").describe_subnets()["Subnets"][0]["SubnetId"]
+    nics = _nics(subnet, *specs, public=public)
+    assert launch(strict_aws.moto_client("ec2"), ami, InstanceType="p4d.24xlarge", NetworkInterfaces=nics)
+    assert refusal(lambda: launch(strict_aws.client("ec2"), ami, InstanceType="p4d.24xlarge",
+                                  NetworkInterfaces=nics))[:2] == (code, 400)
+
+
+def test_rule_15_accepts_one_efa_per_card_with_a_public_primary(strict_aws: StrictAwsServer) -> None:
+    ami = strict_aws.amis["us-east-1"]
+    subnet = strict_aws.client("ec2").describe_subnets()["Subnets"][0]["SubnetId"]
+    nics = _nics(subnet, (0, 0, "interface"), (0, 1, "efa-only"), (1, 0, "efa-only"), (2, 0, "efa-only"),
+                 (3, 0, "efa-only"), public=True)
+    assert launch(strict_aws.client("ec2"), ami, InstanceType="p4d.24xlarge", NetworkInterfaces=nics)["Instances"]
