@@ -42,6 +42,7 @@ from gpuplan.providers.base import (
     Provider,
     ProviderError,
 )
+from gpuplan.providers.gcp.firewall import ensure_internal_rule
 from gpuplan.providers.gcp.instance import image, instance_body, to_instance
 from gpuplan.providers.gcp.offered import offered_gpus
 from gpuplan.providers.gcp.outputs import GcsOutputs, outcome_from_attributes, read_guest_attributes
@@ -257,6 +258,8 @@ class GcpProvider(Provider):
         # A missing image family is the same 404 in every zone: stop before any insert (asked once, then cached).
         self.image_families.check(image(self, request), lambda: self.client("ImagesClient"), self._retry())
         gpus = offered_gpus(self.client, self.project, self._retry(), zone, machine_type, request)
+        if request.nodes > 1:  # the ranks must reach each other on a network of the user's own (.firewall)
+            ensure_internal_rule(self, str(self._option(request, "network", self.network)))
         generation = int(self._option(request, "generation", 0))
         started: list[tuple[str, Any]] = []  # (name, insert operation)
         try:

@@ -36,6 +36,8 @@ Rules (notes, GCP 10-12):
   (https://cloud.google.com/compute/resource-usage#gpu_quota; the HTTP shape:
   https://cloud.google.com/compute/docs/troubleshooting/troubleshooting-bulk-vm-creation "HTTP 403 reason
   quotaExceeded"; the message: fastai/course-v3#165). The plain fake has no quotas.
+- `reachable(state, a, b)` (a check a test asks, like the AWS layer's): VPC firewall rules between two VMs; the
+  `default` network's default-allow-internal, an implied deny-ingress everywhere else (docs at the function).
 """
 
 from __future__ import annotations
@@ -237,6 +239,46 @@ class StrictGceApp:
             state.failures.setdefault(zone, []).insert(
                 0, InsertFailure("UNSUPPORTED_OPERATION", message, 0, 1, op_status=400))
         self.rules.refused.append(rule)
+
+
+def _network(vm: dict[str, Any]) -> str:
+    nics = vm.get("networkInterfaces") or [{}]
+    return str(nics[0].get("network") or "default").rstrip("/").rsplit("/", 1)[-1]
+
+
+def reachable(state: FakeCompute, source: dict[str, Any], destination: dict[str, Any], *,
+              protocol: str = "tcp") -> bool:
+    """Whether `source` can open a connection to `destination` (rank 1 to rank 0's rendezvous port), as VPC firewall
+    rules decide. Every network has the implied rule denying all ingress
+    (https://cloud.google.com/firewall/docs/firewalls#default_firewall_rules); the auto-created `default` network
+    also comes with `default-allow-internal`, allowing "ingress connections for all protocols and ports among
+    instances in the network" (https://cloud.google.com/firewall/docs/firewalls#more_rules_default_vpc), which the
+    fake models; any other network needs an INGRESS rule of its own whose sourceTags hold a tag of the source
+    (or sourceRanges 0.0.0.0/0) and whose targetTags are empty or hold a tag of the destination. Egress is allowed
+    by the implied rule. The plain fake has no firewalls: everything reaches everything."""
+    network = _network(source)
+    if network != _network(destination):
+        return False
+    if network == "default":
+        return True
+    source_tags = set((source.get("tags") or {}).get("items") or [])
+    target_tags = set((destination.get("tags") or {}).get("items") or [])
+    with state._lock:
+        rules = list(state.firewalls.values())
+    for rule in rules:
+        if str(rule.get("network") or "").rstrip("/").rsplit("/", 1)[-1] != network:
+            continue
+        if rule.get("direction", "INGRESS") != "INGRESS" or rule.get("disabled"):
+            continue
+        protocols = {str(a.get("IPProtocol") or a.get("I_p_protocol") or "") for a in rule.get("allowed") or []}
+        if not protocols & {"all", protocol}:
+            continue
+        from_source = bool(source_tags & set(rule.get("sourceTags") or [])) or "0.0.0.0/0" in (
+            rule.get("sourceRanges") or [])
+        to_target = not rule.get("targetTags") or bool(target_tags & set(rule["targetTags"]))
+        if from_source and to_target:
+            return True
+    return False
 
 
 @contextmanager

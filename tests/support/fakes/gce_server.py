@@ -112,6 +112,8 @@ class FakeCompute:
     failures: dict[str, list[InsertFailure]] = field(default_factory=dict)
     guest: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)  # VM -> guest attributes
     calls: list[tuple[str, str, dict[str, str]]] = field(default_factory=list)
+    firewalls: dict[str, dict[str, Any]] = field(default_factory=dict)  # global firewall rules by name
+    firewall_insert_denied: bool = False  # the caller lacks compute.firewalls.create: 403 forbidden
     _ids: Iterator[int] = field(default_factory=lambda: itertools.count(7_000_000_000_000_000_001))
     _lock: threading.RLock = field(default_factory=threading.RLock)
     _polls: dict[tuple[str, str], int] = field(default_factory=dict)
@@ -442,6 +444,10 @@ class GceApp:
             Rule(f"{prefix}/zones/<zone>/acceleratorTypes", endpoint="accelerator_types", methods=["GET"]),
             Rule(f"{prefix}/zones/<zone>/acceleratorTypes/<name>", endpoint="accelerator_type", methods=["GET"]),
             Rule(f"{prefix}/global/images/family/<family>", endpoint="image_family", methods=["GET"]),
+            Rule(f"{prefix}/global/firewalls", endpoint="firewalls", methods=["GET", "POST"]),
+            Rule(f"{prefix}/global/firewalls/<name>", endpoint="firewall", methods=["GET"]),
+            Rule(f"{prefix}/global/operations/<name>", endpoint="global_operation", methods=["GET"]),
+            Rule(f"{prefix}/global/operations/<name>/wait", endpoint="global_operation", methods=["POST"]),
         ])
 
     def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
@@ -494,6 +500,8 @@ class GceApp:
             time.sleep(0.05)  # a held wait answers RUNNING after a moment; the client keeps waiting
         if endpoint in ("operation", "wait"):
             return _json(state.get_operation(zone, args["name"], wait=endpoint == "wait"))
+        if endpoint in ("firewalls", "firewall", "global_operation"):
+            return _json(firewall_call(state, endpoint, request, args.get("name")))
         if endpoint == "machine_types":
             state._check_zone(zone)
             return _json({"items": [self._machine_type(zone, m) for m in MACHINE_TYPES
@@ -544,6 +552,37 @@ def image_from_family(project: str, family: str) -> dict[str, Any]:
     return {"kind": "compute#image", "id": str(abs(hash((project, family))) % 10**18), "name": name,
             "family": family, "status": "READY", "archiveSizeBytes": "21474836480", "diskSizeGb": "50",
             "architecture": "X86_64", "selfLink": f"{BASE}/projects/{project}/global/images/{name}"}
+
+
+def firewall_call(state: FakeCompute, endpoint: str, request: Request, name: str | None) -> dict[str, Any]:
+    """firewalls.insert/get/list and globalOperations.get/wait: mechanics only (an insert is DONE at once)."""
+    base = f"{BASE}/projects/{state.project}/global"
+    if endpoint == "global_operation":
+        return {"kind": "compute#operation", "name": name, "status": "DONE", "progress": 100,
+                "selfLink": f"{base}/operations/{name}"}
+    if endpoint == "firewall":
+        with state._lock:
+            found = state.firewalls.get(str(name))
+        if found is None:
+            raise ApiError(404, f"The resource 'projects/{state.project}/global/firewalls/{name}' was not found",
+                           "notFound")
+        return found
+    if request.method == "GET":
+        with state._lock:
+            return {"kind": "compute#firewallList", "items": list(state.firewalls.values())}
+    if state.firewall_insert_denied:
+        raise ApiError(403, f"Required 'compute.firewalls.create' permission for 'projects/{state.project}/global/"
+                       "firewalls'", "forbidden")
+    body = request.get_json(force=True)
+    with state._lock:
+        if body["name"] in state.firewalls:
+            raise ApiError(409, f"The resource 'projects/{state.project}/global/firewalls/{body['name']}' already "
+                           "exists", "alreadyExists")
+        state.firewalls[body["name"]] = {**body, "kind": "compute#firewall", "selfLink": f"{base}/firewalls/"
+                                         f"{body['name']}", "direction": body.get("direction") or "INGRESS"}
+    op = f"operation-{uuid.uuid4().hex[:20]}"
+    return {"kind": "compute#operation", "name": op, "status": "DONE", "progress": 100, "operationType": "insert",
+            "targetLink": f"{base}/firewalls/{body['name']}", "selfLink": f"{base}/operations/{op}"}
 
 
 def _json(body: Any) -> Response:
