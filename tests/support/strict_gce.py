@@ -36,6 +36,8 @@ Rules (notes, GCP 10-12):
   (https://cloud.google.com/compute/resource-usage#gpu_quota; the HTTP shape:
   https://cloud.google.com/compute/docs/troubleshooting/troubleshooting-bulk-vm-creation "HTTP 403 reason
   quotaExceeded"; the message: fastai/course-v3#165). The plain fake has no quotas.
+- `caller_permissions` (off: None): the caller's IAM permissions; a request needing another gets 403 `forbidden`
+  "Required 'PERMISSION' permission for 'RESOURCE'" (support/gce_permissions.py maps methods to permissions).
 - `reachable(state, a, b)` (a check a test asks, like the AWS layer's): VPC firewall rules between two VMs; the
   `default` network's default-allow-internal, an implied deny-ingress everywhere else (docs at the function).
 """
@@ -52,6 +54,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from support.fakes.gce_errors import ApiError
+from support.gce_permissions import needed
 from support.fakes.gce_server import FakeCompute, GceApp, InsertFailure, RunningFake
 from support.fakes.wsgi import serve_wsgi
 
@@ -87,12 +90,15 @@ class StrictGceRules:
     metadata: bool = True
     families: set[tuple[str, str]] = field(default_factory=lambda: set(PUBLISHED_FAMILIES))
     gpus_all_regions: float | None = None
+    caller_permissions: set[str] | None = None  # None: the caller may do anything (support/gce_permissions.py)
+    denied: list[str] = field(default_factory=list)  # permissions the caller lacked, in order
     refused: list[str] = field(default_factory=list)  # the rule of each refusal, in order
 
     def off(self) -> StrictGceRules:
         """Every rule off: the plain fake's behaviour."""
         self.labels = self.image_families = self.boot_disks = self.markets = self.metadata = False
         self.gpus_all_regions = None
+        self.caller_permissions = None
         return self
 
 
@@ -173,6 +179,8 @@ class StrictGceApp:
     def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
         path, method = environ.get("PATH_INFO", ""), environ.get("REQUEST_METHOD", "GET")
         try:
+            if self.rules.caller_permissions is not None:
+                self._check_caller(environ, method, path)
             family = _FAMILY.match(path)
             if family and method == "GET":
                 self._check_family(family.group(1), family.group(2))
@@ -187,6 +195,21 @@ class StrictGceApp:
         except ApiError as exc:
             return exc.response()(environ, start_response)
         return self.inner(environ, start_response)
+
+    def _check_caller(self, environ: dict[str, Any], method: str, path: str) -> None:
+        """HTTP 403 for a request needing a permission the caller lacks (support/gce_permissions.py)."""
+        body = None
+        if method == "POST":
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+            raw = environ["wsgi.input"].read(length) if length else b""
+            environ["wsgi.input"] = io.BytesIO(raw)
+            body = json.loads(raw or b"{}")
+        allowed = self.rules.caller_permissions or set()
+        for permission in needed(method, path, body):
+            if permission not in allowed:
+                self.rules.denied.append(permission)
+                self._refuse("caller_permissions", ApiError(
+                    403, f"Required '{permission}' permission for '{path.removeprefix('/compute/v1/')}'", "forbidden"))
 
     def _refuse(self, rule: str, error: ApiError) -> None:
         self.rules.refused.append(rule)

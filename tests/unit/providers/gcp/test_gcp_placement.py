@@ -37,3 +37,25 @@ def test_single_nodes_and_attached_gpu_hosts_get_no_policy(gce: RunningFake) -> 
     provider.launch(req("r-compact003", gpu="T4", gpus_per_node=1, instance_type="n1-standard-8",
                         zones=("us-central1-a",)))
     assert gce.state.resource_policies == {}
+
+
+def test_every_gcp_launch_path_needs_only_the_documented_permissions(gce: RunningFake) -> None:
+    """Issue 32 item 7 on GCP: single node, multi-node (compact placement, firewall on an own network), teardown,
+    with exactly the shipped permission list as the caller's (the strict layer refuses anything else)."""
+    import pytest
+
+    from gpuplan.providers.base import AuthError
+    from gpuplan.providers.gcp.permissions import launch_roles
+
+    gce.strict.caller_permissions = set(launch_roles()["permissions"])
+    provider = GcpProvider(retry_initial=0.01, retry_timeout=5, network="global/networks/train-net")
+    single = provider.launch(req("r-perm000001", nodes=1, gpu="T4", gpus_per_node=1, instance_type="n1-standard-8",
+                                 zones=("us-central1-a",)))
+    multi = provider.launch(req("r-perm000002"))
+    provider.terminate([n.instance_id for n in [*single, *multi]])
+    assert gce.strict.denied == [] and gce.state.resource_policies == {}
+    gce.strict.caller_permissions -= {"compute.firewalls.create"}
+    gce.state.firewalls.clear()
+    with pytest.raises(AuthError):
+        provider.launch(req("r-perm000003"))
+    assert gce.strict.denied == ["compute.firewalls.create"]
