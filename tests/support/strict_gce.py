@@ -54,9 +54,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from support.fakes.gce_errors import ApiError
-from support.gce_permissions import needed
 from support.fakes.gce_server import FakeCompute, GceApp, InsertFailure, RunningFake
 from support.fakes.wsgi import serve_wsgi
+from support.gce_permissions import needed
 
 # Image families the strict layer treats as published (notes, GCP 11: Deep Learning VM families seen in 2024-2026
 # public code, and gpuplan's default). Listed literally, not imported from gpuplan: if the product's default family
