@@ -36,7 +36,7 @@ class Checked(Protocol):
     bucket: str | None
     instance_profile: str | None
 
-    def client(self, service: str, region: str) -> Any: ...
+    def client(self, service: str, region: str, *, retries: int | None = None) -> Any: ...
 
     def image_for(self, request: LaunchRequest, region: str) -> ImageChoice: ...
 
@@ -48,9 +48,10 @@ def _role_permissions(provider: Checked, request: LaunchRequest, region: str, ch
         return f"role {checked.role}: permissions not checked (its ARN is unknown)"
     wanted = role_check.needs(region=region, account=role_check.account_of(checked.role_arn), run_id=request.run_id,
                               secrets=list(request.secrets), bucket=provider.bucket, storage=storage)
-    verdict = role_check.simulate(provider.client("iam", region), checked.role_arn, wanted)
+    # Two tries at most: the answer only refines the check, and an endpoint without the API must not cost seconds.
+    verdict = role_check.simulate(provider.client("iam", region, retries=1), checked.role_arn, wanted)
     if not verdict.checked:
-        return f"role {checked.role}: permissions not checked (iam:SimulatePrincipalPolicy refused: {verdict.why})"
+        return f"role {checked.role}: permissions not checked (iam:SimulatePrincipalPolicy: {verdict.why})"
     if verdict.denied:
         raise UserError(role_check.describe_denied(str(checked.role), verdict.denied,
                                                    aws_iam.setup_fix(provider.bucket, storage)))

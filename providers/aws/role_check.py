@@ -84,7 +84,8 @@ def simulate(iam: Any, role_arn: str, wanted: Sequence[Need]) -> RoleVerdict:
                     denied.append(need)
     except Exception as exc:
         error = map_client_error(exc)
-        return RoleVerdict(False, why=f"{error.code}: {error}")
+        text = str(error).splitlines()[0][:160]  # an endpoint without the API answers an HTML page: keep it short
+        return RoleVerdict(False, why=f"{error.code}: {text}" if error.code else text)
     return RoleVerdict(True, tuple(denied))
 
 
