@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import random
 import time
 from collections.abc import Callable, Mapping
@@ -55,6 +56,11 @@ PROFILE_STEPS = 12  # retries within that wait: every 5 s by default
 _PROFILE_NOT_READY = "invalid iam instance profile"
 
 log = logging.getLogger(__name__)
+
+
+def default_profile_wait() -> float:
+    """GPUPLAN_AWS_PROFILE_WAIT seconds, else PROFILE_WAIT: how long a launch waits for a new instance profile."""
+    return float(os.environ.get("GPUPLAN_AWS_PROFILE_WAIT") or PROFILE_WAIT)
 
 
 def profile_not_ready(code: str, message: str) -> bool:

@@ -36,6 +36,7 @@ from typing import Any, ClassVar
 
 from gpuplan.providers.aws import iam as aws_iam
 from gpuplan.providers.aws import network, ranks, userdata
+from gpuplan.providers.aws.capabilities import AwsCapabilities
 from gpuplan.providers.aws.image import (
     ImageChoice,
     boots,
@@ -45,7 +46,7 @@ from gpuplan.providers.aws.image import (
     read_parameter,
 )
 from gpuplan.providers.aws.instance_types import TypeInfo, describe_type
-from gpuplan.providers.aws.launch_call import PROFILE_WAIT, client_token, run_instances
+from gpuplan.providers.aws.launch_call import client_token, default_profile_wait, run_instances
 from gpuplan.providers.aws.places import AccountPlaces
 from gpuplan.providers.aws.rules import (
     DEFAULT_AMI_PARAMETER,
@@ -84,7 +85,7 @@ from gpuplan.providers.base import (
 log = logging.getLogger(__name__)
 
 
-class AwsProvider(AccountPlaces, RunStorage, Provider):
+class AwsProvider(AccountPlaces, RunStorage, AwsCapabilities, Provider):
     """EC2 instances for gpuplan runs.
 
     Configuration (constructor keywords, else the environment variables GPUPLAN_AWS_REGIONS, GPUPLAN_AWS_IMAGE_ID,
@@ -110,6 +111,8 @@ class AwsProvider(AccountPlaces, RunStorage, Provider):
     min_billed_seconds: ClassVar[int] = 60
     boots_from_script: ClassVar[bool] = True  # each node runs jobs.bootstrap's script from its user data
     node_identity_tags = ranks.IDENTITY_TAGS  # multi-node: one script, rank and master address from tags
+    storage_schemes: ClassVar[tuple[str, ...]] = ("s3",)
+    credential_hint: ClassVar[str] = "configure them with `aws configure` or AWS_PROFILE / AWS_ACCESS_KEY_ID"
     secrets_by_reference: ClassVar[bool] = True
 
     def __init__(
@@ -159,8 +162,7 @@ class AwsProvider(AccountPlaces, RunStorage, Provider):
         self._group_of: dict[str, str] = {}
         self._ip_of: dict[str, str] = {}
         self.launch_retry_delay = launch_retry_delay
-        self.profile_wait = float(profile_wait if profile_wait is not None else
-                                  env.get("GPUPLAN_AWS_PROFILE_WAIT") or PROFILE_WAIT)
+        self.profile_wait = default_profile_wait() if profile_wait is None else float(profile_wait)
         self._zones = AccountZones(lambda region: self.client("ec2", region))
         self._regions = AccountRegions(lambda: self.client("ec2", self.region, retries=2))  # see AccountPlaces
         self._types: dict[tuple[str, str], TypeInfo] = {}
@@ -237,9 +239,8 @@ class AwsProvider(AccountPlaces, RunStorage, Provider):
         storage = request.options.get("run_storage_url")
         needed = aws_iam.needed_for(secrets=bool(request.secrets), bucket=self.bucket, storage=storage)
         if needed and not self._option(request, "instance_profile", self.instance_profile):
-            fix = aws_iam.setup_fix(self.bucket, storage)
-            raise ProviderError(str(aws_iam.check_profile(None, None, needed, fix=fix).problem),
-                                code="NoInstanceProfile", region=region)
+            raise ProviderError(str(aws_iam.check_profile(None, None, needed, fix=aws_iam.setup_fix(
+                self.bucket, storage)).problem), code="NoInstanceProfile", region=region)
         self._put_secrets(region, request)
         try:
             return self._launch_nodes(request, region, zone)
@@ -352,8 +353,7 @@ class AwsProvider(AccountPlaces, RunStorage, Provider):
                 {"ResourceType": "volume", "Tags": tag_list(tags)},
             ],
         }
-        info = self._type_info(region, str(request.instance_type))
-        if network.wants_efa(info, request.nodes):
+        if network.wants_efa(info := self._type_info(region, str(request.instance_type)), request.nodes):
             params["NetworkInterfaces"] = network.network_interfaces(subnet, groups, info)
         else:
             params["SubnetId"] = subnet["SubnetId"]
