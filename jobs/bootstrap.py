@@ -424,24 +424,17 @@ else
   if [ "$EXPECTED_GPUS" -gt 0 ]; then
     if [ "$RUNTIME" = docker ]; then RUN_ARGS+=(--gpus all); else RUN_ARGS+=(--device nvidia.com/gpu=all); fi
   fi
-  # EFA: its verbs devices and unlimited locked memory (libfabric pins buffers), or NCCL falls back to TCP sockets
-  # (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-start-nccl.html). GPUPLAN_EFA_DEVICES: tests only.
-  EFA_DEVICES="${GPUPLAN_EFA_DEVICES:-/dev/infiniband}"
-  if [ -d "$EFA_DEVICES" ]; then
-    RUN_ARGS+=(--device "$EFA_DEVICES" --ulimit memlock=-1:-1)
-  fi
+  # The machine's fabric (a hook: its devices and limits, one argument a line); none on most machines.
+  while IFS= read -r arg; do
+    RUN_ARGS+=("$arg")
+  done < <(fabric_run_args)
   for name in "${ENV_NAMES[@]}"; do
     RUN_ARGS+=(-e "$name")
   done
   if ! "$RUNTIME" image inspect "$IMAGE" >/dev/null 2>&1; then
     "$RUNTIME" pull "$IMAGE" >>"$LOG" 2>&1 || finish 125 "cannot pull the image"
   fi
-  OFI_LIBS="/opt/amazon/ofi-nccl/lib*/libnccl-net* /opt/aws-ofi-nccl/lib*/libnccl-net*"
-  OFI_LIBS="$OFI_LIBS /usr/local/lib/libnccl-net* /usr/lib/*/libnccl-net*"
-  if [ -d "$EFA_DEVICES" ] && ! "$RUNTIME" run --rm --entrypoint /bin/sh "$IMAGE" -c "ls $OFI_LIBS" >/dev/null 2>&1
-  then
-    echo "gpuplan: note: image $IMAGE has no aws-ofi-nccl plugin (libnccl-net*.so): NCCL will not use EFA" >>"$LOG"
-  fi
+  fabric_note "$RUNTIME" "$IMAGE" >>"$LOG" 2>&1 || true
   # Not detached: the runtime client forwards a SIGTERM to the container (sig-proxy).
   "$RUNTIME" "${RUN_ARGS[@]}" "$IMAGE" "${JOB_ARGV[@]}" >>"$LOG" 2>&1 &
 fi

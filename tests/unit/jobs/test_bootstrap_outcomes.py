@@ -196,8 +196,11 @@ def test_an_efa_machine_gives_the_container_its_devices_and_memlock(tmp_path: Pa
     devices = tmp_path / "infiniband"
     devices.mkdir()
     base = tmp_path / "base"
+    from gpuplan.providers.aws.boot import aws_boot_cloud  # the AWS hooks give the fabric's arguments
+
     script = render_boot_script(BootPlan(run_id="r-efa", name="efa", base_dir=str(base), poweroff=False,
-                                         argv=["true"], image="example/train:1", runtime="docker"))
+                                         argv=["true"], image="example/train:1", runtime="docker",
+                                         cloud=aws_boot_cloud()))
     path = tmp_path / "boot.sh"
     path.write_text(script)
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
