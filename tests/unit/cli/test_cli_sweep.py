@@ -151,6 +151,7 @@ def assert_json_only(result: Result, argv: list[str]) -> Any:
 # Read-only data commands, on the empty database the autouse fixture gives each test; no cloud needed.
 EMPTY_DB_JSON: list[tuple[str, ...]] = [
     ("runs", "--json"),
+    ("setup", "gcp", "--json"),
     ("runs", "--state", "succeeded", "--json"),
     ("budget", "list", "--json"),
     ("budget", "status", "--json"),
@@ -283,6 +284,7 @@ BAD_INPUT: list[tuple[tuple[str, ...], str]] = [
     # not an IAM name / not a KMS key ARN (checked before any AWS call)
     (("setup", "aws", "--name", "no spaces"), "not an IAM role name"),
     (("setup", "aws", "--kms-key", "alias/mine", "--json"), "--kms-key must be a KMS key ARN"),
+    (("setup", "gcp", "--project", "x"), "No such option"),
     # unknown names
     (("estimate", "--params", "7B", "--tokens", "1B", "--gpu", "H900"), "unknown GPU 'H900'"),
     (("estimate", "--model", "gpt-99", "--tokens", "1B", "--gpu", "H100"), "unknown model preset"),
