@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from gpuplan.errors import UserError
+from gpuplan.jobs import containment as contained
 from gpuplan.jobs.job_group import end_orphans
 from gpuplan.jobs.processes import command_line, pid_alive, working_dir
 from gpuplan.jobs.runner import (
@@ -202,8 +203,20 @@ class LocalProvider(Provider):
         except OSError as exc:
             raise ProviderError(f"could not start the local job wrapper: {exc}") from exc
         write_atomic(node_dir / PID_FILE, str(proc.pid))  # the wrapper wrote it too, unless not yet started
+        if request.max_hours:
+            self._spawn_watchdog(node_dir)
         return self._instance(node_dir, InstanceState.RUNNING, run_id=request.run_id, rank=rank, launched=started,
                               gpus=float(request.gpus_per_node or 0), tags=request.tags())
+
+    def _spawn_watchdog(self, node_dir: Path) -> None:
+        """The cap's second enforcer, independent of the wrapper being scheduled (gpuplan.jobs.watchdog)."""
+        try:
+            with open(node_dir / "watchdog.err", "ab", opener=_private) as err:
+                subprocess.Popen([self.python, "-m", "gpuplan.jobs.watchdog", str(node_dir)],
+                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+                                 cwd=str(node_dir), start_new_session=True, close_fds=True, umask=0o077)
+        except OSError as exc:
+            raise ProviderError(f"could not start the local job's watchdog: {exc}") from exc
 
     def _instance(self, node_dir: Path, state: str, *, run_id: str | None, rank: int,
                   launched: dt.datetime | None, gpus: float = 0, tags: dict[str, str] | None = None,
@@ -229,6 +242,13 @@ class LocalProvider(Provider):
         common = {"run_id": launch.run_id, "rank": launch.node_rank, "launched": launched,
                   "gpus": float(launch.gpus), "tags": tags, "created": launched or _mtime(node_dir / LAUNCH_FILE)}
         ended = read_exit(node_dir)
+        if ended is not None and contained.members(node_dir):
+            # Recorded as ended, yet something of it runs (it left before the wrapper looked): it is ended now,
+            # and the node is billed until then.
+            contained.kill_all(node_dir)
+            ended = {**ended, "ended_at": dt.datetime.now(dt.timezone.utc).isoformat(),
+                     "detail": "processes of the job outlived its recorded end; gpuplan ended them (billed until then)"}
+            write_atomic(node_dir / EXIT_FILE, json.dumps(ended))
         if ended is not None:
             code = int(ended["exit_code"])
             state = InstanceState.SUCCEEDED if code == 0 and not ended.get("reason") else InstanceState.FAILED
@@ -287,6 +307,9 @@ class LocalProvider(Provider):
         for pid in killed:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
+        for _, node_dir in signalled:  # what left the wrapper's group (gpuplan.jobs.containment)
+            if node_dir.exists() and contained.members(node_dir):
+                contained.kill_all(node_dir)
         self._record_unrecorded_stops(signalled, killed)
 
     @staticmethod
@@ -324,7 +347,7 @@ def _end_orphans(node_dir: Path, pid: int, launch: NodeLaunch | None = None) -> 
         except (OSError, ValueError, TypeError):
             return False
     return end_orphans(node_dir, pid, node_dir / EXIT_FILE, launch.run_id,
-                       container_name(launch) if launch.image else None)
+                       container_name(launch) if launch.image else None, contained.members(node_dir))
 
 
 def _private(path: str, flags: int) -> int:
