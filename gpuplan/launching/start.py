@@ -176,21 +176,42 @@ def start_and_record(store: Store, run_id: str, provider: Provider, request: Lau
     instances = start_instances(provider, request, on_attempt, placements=placements)
     pause_point("launched")
     now = utcnow()
-    with store.session() as session:
-        run = session.get(Run, run_id)
-        assert run is not None
-        record_instances(session, run, provider, instances, default_price=default_price, now=now)
-        if instances:  # failover may have moved the run to another zone, region or instance type
-            run.zone = instances[0].zone or run.zone
-            run.region = instances[0].region or run.region
-            run.instance_type = instances[0].instance_type or run.instance_type
-        record_event(session, run, EventKind.LAUNCHED, f"{len(instances)} instance(s) started",
-                     instances=[i.instance_id for i in instances])
-        set_state(session, run, RunState.RUNNING, at=min((i.launched_at for i in instances if i.launched_at),
-                                                         default=now))
-        if run.state in RunState.FINAL and any(row.terminated_at is None for row in run.instances):
-            session.commit()
-            from gpuplan.runs.machines import stop_instances
+    try:
+        with store.session() as session:
+            run = session.get(Run, run_id)
+            assert run is not None
+            record_instances(session, run, provider, instances, default_price=default_price, now=now)
+            if instances:  # failover may have moved the run to another zone, region or instance type
+                run.zone = instances[0].zone or run.zone
+                run.region = instances[0].region or run.region
+                run.instance_type = instances[0].instance_type or run.instance_type
+            record_event(session, run, EventKind.LAUNCHED, f"{len(instances)} instance(s) started",
+                         instances=[i.instance_id for i in instances])
+            set_state(session, run, RunState.RUNNING, at=min((i.launched_at for i in instances if i.launched_at),
+                                                             default=now))
+            if run.state in RunState.FINAL and any(row.terminated_at is None for row in run.instances):
+                session.commit()
+                from gpuplan.runs.machines import stop_instances
 
-            stop_instances(session, run, provider, utcnow())
+                stop_instances(session, run, provider, utcnow())
+    except Exception as exc:
+        _end_unrecorded(provider, instances, exc)
+        raise
     return instances
+
+
+def _end_unrecorded(provider: Provider, instances: Sequence[Instance], exc: Exception) -> None:
+    """The machines started but the books could not record them (a full disk, a database gone): a machine the
+    books do not hold must not run on, so they are terminated now. The run keeps its launch plan, so the next
+    `status`/`reconcile` adopts them, ended, and bills the seconds they ran (gpuplan.supervise.adopt)."""
+    import logging
+
+    try:
+        provider.terminate([i.instance_id for i in instances])
+    except Exception as stop_exc:  # the original error is the one to report; say this one too
+        logging.getLogger(__name__).error("could not terminate the machines the books could not record (%s): %s",
+                                          exc, stop_exc)
+        return
+    add_note = getattr(exc, "add_note", None)
+    if add_note is not None:
+        add_note("the machines that had started were terminated")

@@ -125,6 +125,9 @@ class Store:
                     return None
                 versions = list(conn.execute(text("SELECT version_num FROM alembic_version")).scalars())
         except OperationalError as exc:
+            full = self._full_disk()
+            if full:
+                raise UserError(f"cannot open the database {self.safe_url}: {full}") from exc
             raise GpuplanError(f"cannot open the database {self.safe_url}: {exc.orig}") from exc
         except DatabaseError as exc:
             raise UserError(f"{self.safe_url} is not a database: {exc.orig}") from exc
@@ -136,6 +139,17 @@ class Store:
                                f"({', '.join(sorted(map(str, versions)))}); this gpuplan writes one: upgrade gpuplan "
                                "or repair the alembic_version table")
         return versions[0] if versions else None
+
+    def _full_disk(self) -> str | None:
+        """Why a SQLite file cannot be opened when its disk is full (its -wal/-shm files cannot be made), else
+        None: the user's disk, not our failure (exit 2)."""
+        from gpuplan.store.space import free_bytes
+
+        parsed = make_url(self.url)
+        if parsed.get_backend_name() != "sqlite" or not parsed.database or parsed.database == ":memory:":
+            return None
+        free = free_bytes(Path(parsed.database).expanduser().parent)
+        return None if free is None or free > 64 * 1024 else f"the disk holding it is full ({free // 1024} KiB free)"
 
     @property
     def safe_url(self) -> str:
