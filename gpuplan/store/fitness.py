@@ -25,7 +25,6 @@ from gpuplan.store.db import Store
 from gpuplan.store.space import MIN_FREE_BYTES, free_bytes
 
 
-
 def sqlite_file(url: str) -> Path | None:
     """The file of a SQLite URL; None for another database. An in-memory one is refused here (see above)."""
     parsed = make_url(url)
