@@ -41,6 +41,8 @@ from typing import Any
 
 from gpuplan.errors import UserError
 
+MAX_CONFIG_BYTES = 256 * 1024  # a config file is a few hundred bytes; 10 MB of comments took seconds to parse
+
 
 @dataclass(frozen=True)
 class Setting:
@@ -89,8 +91,13 @@ def parse_toml(text: str, path: Path) -> dict[str, Any]:
         import tomllib
     else:  # pragma: no cover - Python 3.10
         import tomli as tomllib
+    from gpuplan.readfile import check_nesting
+
+    check_nesting(text, f"config file {path}", comment="#")
     try:
         return tomllib.loads(text)
+    except RecursionError:
+        raise UserError(f"config file {path} nests too deep") from None
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"config file {path} is not valid TOML: {exc}") from exc
 
@@ -103,10 +110,12 @@ def load_config(path: Path | None = None) -> dict[str, Any]:
             # Named on purpose, so a typo in the path must not silently drop the settings (e.g. the GCP project).
             raise UserError(f"config file {path} (from $GPUPLAN_CONFIG) does not exist")
         return {}
+    from gpuplan.readfile import read_text
+
     try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"cannot read the config file {path}: {exc}") from exc
+        text = read_text(path, "the config file", MAX_CONFIG_BYTES)  # regular files only, bounded
+    except FileNotFoundError as exc:
+        raise UserError(f"cannot read the config file {path}: {exc.strerror}") from exc
     data = parse_toml(text, path)
     check_config(data, path)
     return data

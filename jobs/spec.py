@@ -513,12 +513,15 @@ def spec_hash(text: str) -> str:
 def load_spec(path: str | Path) -> JobSpec:
     """Read and validate a job spec file; every problem is a SpecError naming `file:line`."""
     from gpuplan.jobs.spec_bounds import SpecBoundsError, read_bounded
+    from gpuplan.readfile import FileRefused
 
     path = Path(path)
     try:
         text = read_bounded(path)
     except FileNotFoundError as exc:
         raise SpecError(f"job spec {path} does not exist") from exc
+    except FileRefused as exc:  # not a regular file, too big, not UTF-8 (gpuplan.readfile)
+        raise SpecError(str(exc)) from None
     except SpecBoundsError as exc:
         raise SpecError(f"{path}: {exc}") from None
     except (OSError, UnicodeDecodeError) as exc:

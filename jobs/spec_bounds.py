@@ -31,11 +31,9 @@ class SpecBoundsError(ValueError):
 
 def read_bounded(path: Path) -> str:
     """The spec file's text, read at most MAX_SPEC_BYTES + 1 bytes (a device like /dev/zero never ends)."""
-    with open(path, "rb") as fh:
-        raw = fh.read(MAX_SPEC_BYTES + 1)
-    if len(raw) > MAX_SPEC_BYTES:
-        raise SpecBoundsError(f"the job spec is over {MAX_SPEC_BYTES // 1024} KB; a spec is a few KB of YAML")
-    return raw.decode("utf-8")
+    from gpuplan.readfile import read_text
+
+    return read_text(path, "the job spec", MAX_SPEC_BYTES)  # regular files only (gpuplan.readfile)
 
 
 def check_size(text: str) -> None:

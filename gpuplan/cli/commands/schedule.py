@@ -23,14 +23,14 @@ def _now() -> dt.datetime:
 
 def _read_spec(path: Path) -> tuple[str, Any]:
     """The spec's text and the JobSpec it parses to (validated for scheduling)."""
+    from gpuplan.jobs.spec_bounds import MAX_SPEC_BYTES
+    from gpuplan.readfile import read_text
     from gpuplan.scheduling.specs import validate_spec_text
 
     try:
-        text = path.read_text()
-    except OSError as exc:
+        text = read_text(path, "the job spec", MAX_SPEC_BYTES)  # /dev/zero, a FIFO: refused at once
+    except FileNotFoundError as exc:
         raise UserError(f"cannot read {path}: {exc.strerror}") from exc
-    except UnicodeDecodeError as exc:
-        raise UserError(f"cannot read {path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
     return text, validate_spec_text(text, source=str(path))
 
 
