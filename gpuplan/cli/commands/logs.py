@@ -51,6 +51,10 @@ def logs(app: AppContext, run_ref: str, keep_following: bool, node: int) -> None
                 break
             time.sleep(1.0)
     except KeyboardInterrupt:
-        pass
+        tail.drain(out, partial=True)
+        out.flush()
+        from gpuplan.cli.interrupt import EXIT_INTERRUPTED
+
+        sys.exit(EXIT_INTERRUPTED)  # Ctrl-C: 130, as a shell reports it (the run keeps going)
     tail.drain(out, partial=True)
     out.flush()
