@@ -11,7 +11,7 @@ import click
 from gpuplan.cli import complete
 from gpuplan.cli.commands.params import bounded_int
 from gpuplan.cli.context import AppContext, pass_app
-from gpuplan.cli.output import emit_json, print_table, warn
+from gpuplan.cli.output import emit_json, print_table, say, warn
 from gpuplan.errors import UserError
 
 JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
@@ -39,7 +39,7 @@ def _emit(row: dict[str, Any], as_json: bool, message: str) -> None:
     if as_json:
         emit_json(row)
     else:
-        click.echo(message)
+        say(message)
 
 
 def schedule_row(schedule: Any, now: dt.datetime) -> dict[str, Any]:
@@ -137,8 +137,8 @@ def show(app: AppContext, name: str, fires: int, as_json: bool) -> None:
     if as_json:
         emit_json(row)
         return
-    click.echo(f"{row['name']}: {row['cron']} ({row['tz']}) {'paused' if row['paused'] else 'active'}")
-    click.echo(f"  spec: {row['spec_path'] or '-'} (sha256 {row['spec_hash'][:12]})")
+    say(f"{row['name']}: {row['cron']} ({row['tz']}) {'paused' if row['paused'] else 'active'}")
+    say(f"  spec: {row['spec_path'] or '-'} (sha256 {row['spec_hash'][:12]})")
     click.echo(f"  last fire: {_fmt(row['last_fire_at'])}   next fire: {_fmt(row['next_fire_at'])}")
     if row["fires"]:
         print_table(["slot (UTC)", "outcome", "run", "reason"],
@@ -223,7 +223,7 @@ def rm(app: AppContext, name: str, yes: bool, as_json: bool) -> None:
     if as_json:
         emit_json({"name": name, "removed": True})
     else:
-        click.echo(f"removed {name}")
+        say(f"removed {name}")
 
 
 def _fmt(value: dt.datetime | None) -> str:
