@@ -64,6 +64,8 @@ def make_engine(url: str) -> Engine:
             # The books (and every run's spec) are the user's alone: a new database file is 0600 in a folder
             # gpuplan creates 0700, whatever the umask; SQLite gives its -wal/-shm files the database's mode.
             path = Path(database).expanduser()
+            if path.is_dir():
+                raise UserError(f"the database path {path} is a folder; name a file in it (e.g. {path / 'gpuplan.db'})")
             try:
                 make_private_dir(path.parent)
                 create_private_file(path)

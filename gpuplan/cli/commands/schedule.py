@@ -216,6 +216,8 @@ def rm(app: AppContext, name: str, yes: bool, as_json: bool) -> None:
     """Remove a schedule (its past runs stay in the books)."""
     from gpuplan.scheduling.scheduler import get_schedule
 
+    with app.store.session() as session:
+        get_schedule(session, name)  # no such schedule: said at once (exit 2), not after asking to confirm
     if not yes and not as_json:
         click.confirm(f"remove schedule {name!r}?", abort=True, err=True)
     with app.store.session() as session:
