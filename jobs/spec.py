@@ -132,6 +132,18 @@ class _Model(BaseModel):
     # allow_inf_nan=False: YAML reads `.inf` and `.nan` as floats; a throughput of infinity is no measurement.
     model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=False, allow_inf_nan=False)
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_as_number(cls, value: Any, info: ValidationInfo) -> Any:
+        """`tp: true` was taken as 1 (pydantic's lax mode turns a bool into a number): a true/false is refused
+        wherever the field is not itself a yes/no."""
+        if isinstance(value, bool) and info.field_name is not None:
+            annotation = str(cls.model_fields[info.field_name].annotation)
+            numeric = any(kind in annotation for kind in ("int", "float", "Decimal"))
+            if numeric and "bool" not in annotation and "list" not in annotation:
+                raise ValueError(f"expected a number, not {str(value).lower()} (a yes/no)")
+        return value
+
 
 # ---------------------------------------------------------------------------------------------- sections
 

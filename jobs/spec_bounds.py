@@ -137,11 +137,11 @@ def find_nul(data: Any, path: str = "") -> str | None:
 def load_bounded(text: str) -> tuple[Any, Any]:
     """(node tree, data) of YAML `text` once every bound holds; SpecBoundsError when one does not, and PyYAML's
     own errors for text that is not YAML. One parse: the data is constructed from the checked node tree."""
-    import yaml
+    from gpuplan.jobs.yaml11 import SpecLoader
 
     check_size(text)
-    check_events(text, yaml.SafeLoader)  # nesting depth, before any recursive code sees the text
-    loader = yaml.SafeLoader(text)
+    check_events(text, SpecLoader)  # nesting depth, before any recursive code sees the text
+    loader = SpecLoader(text)  # YAML 1.1's base-60, octal and yes/no surprises refused (gpuplan.jobs.yaml11)
     try:
         node = loader.get_single_node()
         if node is None:
