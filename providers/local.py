@@ -393,7 +393,8 @@ def _price(value: Decimal | float | str) -> Decimal:
         price = Decimal(str(value).strip().lstrip("$"))
     except ArithmeticError:
         price = None
-    if price is None or not price.is_finite() or price < 0 or price >= 10**10:
+    # Below a micro-dollar an hour (1e-400) is no price the books can hold (money is kept to 6 decimals).
+    if price is None or not price.is_finite() or price < 0 or price >= 10**10 or 0 < price < Decimal("0.000001"):
         raise ValueError(f"the local price per hour (GPUPLAN_LOCAL_PRICE_PER_HOUR or [providers.local] "
                          f"price_per_hour) must be an amount of dollars, 0 or more, not {value!r}")
     return price
