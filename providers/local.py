@@ -114,6 +114,7 @@ class LocalProvider(Provider):
         """An image means a container: refuse (one line, exit 2, nothing recorded) when no runtime can run one
         here, naming what was tried (gpuplan.jobs.container_runtime), or when podman could not be given the GPUs
         the job asks for (no CDI spec and no nvidia-ctk: gpuplan.jobs.gpu_devices); say which runtime will."""
+        _check_exec_limits(request)  # what execve would refuse (E2BIG) is refused before the run is recorded
         if not request.image or request.runtime == "process":
             return LaunchCheck()
         from gpuplan.jobs.container_runtime import find_runtime, no_runtime_message
@@ -348,6 +349,33 @@ def _end_orphans(node_dir: Path, pid: int, launch: NodeLaunch | None = None) -> 
             return False
     return end_orphans(node_dir, pid, node_dir / EXIT_FILE, launch.run_id,
                        container_name(launch) if launch.image else None, contained.members(node_dir))
+
+
+MAX_ARG_STRLEN = 32 * 4096  # Linux: no single argument or environment string may be longer (man 2 execve)
+
+
+def _check_exec_limits(request: LaunchRequest) -> None:
+    """Refuse (UserError) a job whose command line or environment execve(2) would refuse with E2BIG ("Argument
+    list too long"): each string under MAX_ARG_STRLEN, all of them under ARG_MAX. Found at exec, it left a
+    recorded run that failed at once; found here, nothing is recorded."""
+    argv = [str(a) for a in (request.options.get("argv") or ["/bin/sh", "-c", request.command])]
+    env = {**os.environ, **dict(request.env), **dict(request.secrets)}
+    strings = [("the command" if len(argv) == 3 and i == 2 else f"argument {i}", a) for i, a in enumerate(argv)]
+    strings += [(f"environment variable {k}", f"{k}={v}") for k, v in env.items()]
+    for what, text in strings:
+        size = len(text.encode(errors="surrogateescape")) + 1
+        if size > MAX_ARG_STRLEN:
+            raise UserError(f"{what} is {size:,} bytes: Linux refuses any one argument or environment string over "
+                            f"{MAX_ARG_STRLEN // 1024} KiB (execve: Argument list too long); put it in a script "
+                            "file and run that")
+    try:
+        arg_max = os.sysconf("SC_ARG_MAX")
+    except (ValueError, OSError):
+        return
+    total = sum(len(text.encode(errors="surrogateescape")) + 1 + 8 for _, text in strings)  # + the pointer
+    if total > arg_max - 4096:  # a margin for what the wrapper adds (GPUPLAN_* variables, PATH)
+        raise UserError(f"the job's command line and environment come to {total:,} bytes, over this machine's "
+                        f"{arg_max:,} (ARG_MAX: execve would refuse them); put the command in a script file")
 
 
 def _private(path: str, flags: int) -> int:

@@ -170,3 +170,13 @@ def test_a_disk_filling_up_during_the_launch_leaves_no_job_running_unbooked(tmp_
     status = run_subprocess("status", runs[0]["run_id"], "--json", env=env).json()
     assert status["state"] not in ("pending", "provisioning", "running"), status
     assert float(status["cost_usd"]) > 0
+
+
+def test_a_command_execve_would_refuse_is_refused_before_anything_is_recorded(tmp_path: Path) -> None:
+    """Issue 38, class 11: a 200,000-character command was recorded, then failed at exec (E2BIG)."""
+    spec = tmp_path / "job.yaml"
+    spec.write_text(f"name: long\nruntime: process\ncommand: \"echo {'x' * 200_000}\"\n")
+    out = run_subprocess("launch", str(spec), "-y", "--detach", env=PRICE)
+    assert out.exit_code == 2, out.stderr
+    assert "Argument list too long" in one_error_line(out.stderr)
+    assert run_subprocess("runs", "--json").json() == []
