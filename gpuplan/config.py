@@ -105,7 +105,11 @@ def parse_toml(text: str, path: Path) -> dict[str, Any]:
 def load_config(path: Path | None = None) -> dict[str, Any]:
     """The parsed and checked file, or {} when there is none; a malformed file is a UserError naming it."""
     path = path or config_path()
-    if not path.exists():
+    try:
+        exists = path.exists()
+    except OSError as exc:  # a name over 255 bytes (ENAMETOOLONG): no file can have it
+        raise UserError(f"config file {str(path)[:80]}...: {exc.strerror}") from None
+    if not exists:
         if os.environ.get("GPUPLAN_CONFIG") and path == config_path():
             # Named on purpose, so a typo in the path must not silently drop the settings (e.g. the GCP project).
             raise UserError(f"config file {path} (from $GPUPLAN_CONFIG) does not exist")
