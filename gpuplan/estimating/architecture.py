@@ -229,7 +229,7 @@ def from_hf_config(config: dict[str, Any], name: str = "custom") -> Architecture
             return int(value)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
                 or value != int(value) or value < 0:  # `num_local_experts: -8` is no count
-            raise ValueError(f"model config: {keys[0]} must be a whole number, 0 or more, not {value!r}")
+            raise ValueError(f"model config: {keys[0]} must be a whole number, not {value!r}")
         return int(value)
 
     hidden = whole("hidden_size", "n_embd", "d_model")

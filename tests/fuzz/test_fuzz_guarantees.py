@@ -120,8 +120,8 @@ def test_yaml_1_1_surprises_are_refused_with_how_to_write_them(tmp_path_factory:
     spec.write_text(SPEC + field % value + "\n")
     result = run_cli("launch", str(spec), "--dry-run")
     check(["launch", field % value], result)
-    if value == "true" and "spot" in field:
-        return  # a yes/no field takes true
+    if value in ("true", "y", "n") and "spot" in field:
+        return  # a yes/no field takes true (and pydantic reads the text y/n as one; YAML 1.1's yes/on are refused)
     assert result.exit_code == 2, (field % value, result.stderr)
     if value in ("1:30:00", "1:30", "0777", "010", "yes", "no", "on", "off", "Yes", "OFF"):
         assert "quote it" in result.stderr, result.stderr
