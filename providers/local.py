@@ -259,8 +259,9 @@ class LocalProvider(Attachable, Provider):
             # Recorded as ended, yet something of it runs (it left before the wrapper looked): it is ended now,
             # and the node is billed until then.
             contained.kill_all(node_dir)
+            detail = "processes of the job outlived its recorded end; gpuplan ended them (billed until then)"
             ended = {**ended, "ended_at": dt.datetime.now(dt.timezone.utc).isoformat(),
-                     "detail": "processes of the job outlived its recorded end; gpuplan ended them (billed until then)"}
+                     "detail": f"{ended['detail']}; {detail}" if ended.get("detail") else detail}
             write_atomic(node_dir / EXIT_FILE, json.dumps(ended))
         if ended is not None:
             code = int(ended["exit_code"])

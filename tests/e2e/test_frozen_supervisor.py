@@ -12,6 +12,8 @@ import datetime as dt
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from decimal import Decimal
 from pathlib import Path
@@ -22,7 +24,7 @@ from gpuplan.jobs.processes import pid_alive
 
 from support.clihelp import run_subprocess
 
-CAP_HOURS = 0.002  # 7.2 s
+CAP_HOURS = 0.003  # 10.8 s
 PRICE = Decimal(3600)  # a dollar a second: the cap is worth $7.20
 
 
@@ -43,12 +45,17 @@ def test_a_stopped_wrapper_does_not_let_the_job_run_past_its_cap(tmp_path: Path,
     command = "trap '' TERM; setsid sh -c \"trap '' TERM; sleep 300\" & sleep 300; sleep 300"
     spec.write_text(f"name: frozen\nruntime: process\ncommand: {json.dumps(command)}\n"
                     f"limits: {{max_hours: {CAP_HOURS}}}\n")
-    out = run_subprocess("launch", str(spec), "-y", "--detach", "--json", env=env)
-    assert out.exit_code == 0, out.stderr
-    run_id = out.json()["run_id"]
-    node = Path(run_subprocess("status", run_id, "--json", env=env).json()["run_dir"]) / "node-0"
-    wrapper = int(wait_for(lambda: (node / "job.pid").exists() and (node / "wrapper.pid").read_text().strip()))
+    # The wrapper is stopped as soon as its job runs, from the run folder, while `launch` is still returning (on a
+    # busy machine a CLI call takes seconds, a good part of the cap).
+    launch = subprocess.Popen([sys.executable, "-m", "gpuplan", "launch", str(spec), "-y", "--detach", "--json"],
+                              env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    runs = Path(os.environ["GPUPLAN_HOME"]) / "runs"
+    node = wait_for(lambda: next((n for n in runs.glob("*/node-0") if (n / "job.pid").exists()), None))
+    wrapper = int((node / "wrapper.pid").read_text().strip())
     os.kill(wrapper, signal.SIGSTOP)
+    out, err = launch.communicate(timeout=60)
+    assert launch.returncode == 0, err
+    run_id = json.loads(out)["run_id"]
     try:
         started = dt.datetime.fromisoformat((node / "started_at").read_text().strip()).timestamp()
         cap_at = started + CAP_HOURS * 3600
