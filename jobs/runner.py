@@ -53,11 +53,12 @@ STOPPING_FILE = "stopping"
 def failsafe_deadlines(started: float, hours: float) -> tuple[float, float]:
     """(SIGTERM at, SIGKILL at), as epoch seconds, for a node billed from `started` that may run `hours`.
 
-    The kill lands just before the cap (a hundredth of it, at most a second), so the last process is gone by
-    then; the stop begins one grace period earlier (at most a tenth of the time). The wrapper's own timer and
-    the independent watchdog (gpuplan.jobs.watchdog) use the same two instants."""
+    The kill lands just before the cap (a twentieth of it, at most two seconds: the time a busy machine takes
+    to schedule the killer and reap the job), so the last process is gone by then; the stop begins one grace
+    period earlier (at most a tenth of the time). The wrapper's own timer and the independent watchdog
+    (gpuplan.jobs.watchdog) use the same two instants."""
     total = hours * 3600
-    kill_at = started + total - min(1.0, total / 100)
+    kill_at = started + total - min(2.0, total / 20)
     grace = min(STOP_GRACE_SECONDS, total / 10)
     return kill_at - grace, kill_at
 
@@ -352,7 +353,9 @@ class NodeRunner:
         for it (gpuplan.launching.reserve)."""
         started = _billed_from(self.node_dir) or dt.datetime.now(dt.timezone.utc)
         term_at, kill_at = failsafe_deadlines(started.timestamp(), hours)
-        timer = threading.Timer(max(term_at - time.time(), 0.0), self.stop, args=("max_hours", kill_at - term_at))
+        # The grace ends at kill_at whenever the stop begins (a wrapper that started late has less of it).
+        timer = threading.Timer(max(term_at - time.time(), 0.0),
+                                lambda: self.stop("max_hours", max(kill_at - time.time(), 0.0)))
         timer.daemon = True
         timer.start()
 
@@ -395,15 +398,18 @@ class NodeRunner:
         if self.launch.max_hours:
             self.arm_failsafe(self.launch.max_hours)
         code = self._wait(child)
-        if _leads_group():  # what the job left behind ends before its end is recorded
-            kill_rest(os.getpgrp(), sparing=os.getpid())
+        gone_at = _now()  # the job's end, unless something it left runs on (then: when that is gone)
+        rest = kill_rest(os.getpgrp(), sparing=os.getpid()) if _leads_group() else 0
         left = contained.kill_all(self.node_dir, self.containment) if self.containment is not None else 0
+        if rest or left:
+            gone_at = _now()
         if left:
             self.log(f"ended {left} process(es) the job left running (they had left its process group)")
         self.log(f"job exited with code {code}")
-        if sync is not None:
+        if sync is not None:  # the machine works on while it copies the checkpoints: billed until done
             self.log(f"copied {sync.stop()} checkpoint file(s) to {sync.storage}")
-        record: dict[str, Any] = {"exit_code": code, "ended_at": _now(), "reason": self.reason,
+            gone_at = _now()
+        record: dict[str, Any] = {"exit_code": code, "ended_at": gone_at, "reason": self.reason,
                                   "runtime": self.runtime}
         cause = self.failure_cause(code) if self.reason is None else None
         if cause:
