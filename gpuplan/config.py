@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuplan.errors import UserError
+from gpuplan.paths import expand_user
 
 MAX_CONFIG_BYTES = 256 * 1024  # a config file is a few hundred bytes; 10 MB of comments took seconds to parse
 
@@ -68,9 +69,9 @@ SECTIONS = ("defaults", "providers")
 def config_path() -> Path:
     explicit = os.environ.get("GPUPLAN_CONFIG")
     if explicit:
-        return Path(explicit).expanduser()
+        return expand_user(explicit)
     xdg = os.environ.get("XDG_CONFIG_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".config"
+    base = expand_user(xdg) if xdg else Path.home() / ".config"
     return base / "gpuplan" / "config.toml"
 
 

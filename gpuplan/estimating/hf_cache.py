@@ -38,7 +38,9 @@ def resolve_config_path(spec: str | Path) -> Path:
 
     Raises ValueError with a one-line message when none of them exists.
     """
-    path = Path(spec).expanduser()
+    from gpuplan.paths import expand_user
+
+    path = expand_user(spec)
     try:
         path.exists()
     except OSError as exc:  # a name over 255 bytes (ENAMETOOLONG), a path through a file: no such config

@@ -19,7 +19,7 @@ from sqlalchemy.exc import ArgumentError, DatabaseError, NoSuchModuleError, Oper
 from sqlalchemy.orm import Session, sessionmaker
 
 from gpuplan.errors import GpuplanError, UserError
-from gpuplan.paths import create_private_file, default_db_url, make_private_dir
+from gpuplan.paths import create_private_file, default_db_url, expand_user, make_private_dir
 from gpuplan.store import migrate
 
 log = logging.getLogger(__name__)
@@ -63,7 +63,7 @@ def make_engine(url: str) -> Engine:
         if database and database != ":memory:" and not database.startswith("file:"):
             # The books (and every run's spec) are the user's alone: a new database file is 0600 in a folder
             # gpuplan creates 0700, whatever the umask; SQLite gives its -wal/-shm files the database's mode.
-            path = Path(database).expanduser()
+            path = expand_user(database)
             if path.is_dir():
                 raise UserError(f"the database path {path} is a folder; name a file in it (e.g. {path / 'gpuplan.db'})")
             try:

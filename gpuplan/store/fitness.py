@@ -21,6 +21,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 
 from gpuplan.errors import UserError
+from gpuplan.paths import expand_user
 from gpuplan.store.db import Store
 from gpuplan.store.space import MIN_FREE_BYTES, free_bytes
 
@@ -37,7 +38,7 @@ def sqlite_file(url: str) -> Path | None:
         raise UserError("the database is in memory (GPUPLAN_DB=sqlite://): a run launched into it would be "
                         "forgotten when this command ends, and nothing could see, bill or stop it; "
                         "point GPUPLAN_DB / --db at a file")
-    return Path(database.removeprefix("file:").split("?", 1)[0]).expanduser()
+    return expand_user(database.removeprefix("file:").split("?", 1)[0])
 
 
 def check_room(folder: Path, what: str) -> None:
