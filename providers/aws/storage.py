@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from gpuplan.providers.aws import secrets as aws_secrets
 from gpuplan.providers.aws.rules import Where, map_client_error, run_tags, tag_list
@@ -28,7 +28,7 @@ class RunStorage:
     """Needs `name`, `region`, `regions`, `bucket`, `client(service, region)`, `secret_parameter`, `_error`,
     `_find`, `_region_of` and `_etags` from the provider."""
 
-    name: str
+    name: ClassVar[str]
     region: str
     regions: list[str]
     bucket: str | None
