@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpuplan.jobs import containment as contained
 from gpuplan.jobs.failure_cause import OomWatch, failure_cause
 from gpuplan.jobs.gpu_devices import gpu_run_args
 from gpuplan.jobs.job_group import die_with_parent, kill_rest
@@ -46,6 +47,20 @@ LOG_FILE = "job.log"
 CONTAINER_RUN_DIR = "/gpuplan/run"
 STOP_GRACE_SECONDS = 10.0
 BILLED_FROM_FILE = "started_at"  # the local provider's STARTED_FILE: the node is billed from this time
+STOPPING_FILE = "stopping"
+
+
+def failsafe_deadlines(started: float, hours: float) -> tuple[float, float]:
+    """(SIGTERM at, SIGKILL at), as epoch seconds, for a node billed from `started` that may run `hours`.
+
+    The kill lands just before the cap (a twentieth of it, at most two seconds: the time a busy machine takes
+    to schedule the killer and reap the job), so the last process is gone by then; the stop begins one grace
+    period earlier (at most a tenth of the time). The wrapper's own timer and the independent watchdog
+    (gpuplan.jobs.watchdog) use the same two instants."""
+    total = hours * 3600
+    kill_at = started + total - min(2.0, total / 20)
+    grace = min(STOP_GRACE_SECONDS, total / 10)
+    return kill_at - grace, kill_at
 
 
 @dataclass(frozen=True)
@@ -255,6 +270,14 @@ class NodeRunner:
         self._stopping = threading.Event()
         self.output_from = 0
         self.oom: OomWatch | None = None
+        self.containment: contained.Containment | None = None
+
+    def _enter(self) -> None:
+        """`preexec_fn` of the job's first process: die with the wrapper, and be born into the node's cgroup
+        (gpuplan.jobs.containment), which everything it starts inherits."""
+        die_with_parent()
+        if self.containment is not None:
+            contained.enter(self.containment)
 
     def log(self, message: str) -> None:
         with open(self.node_dir / LOG_FILE, "a") as fh:
@@ -285,7 +308,7 @@ class NodeRunner:
         self.log(f"node {launch.node_rank} of {launch.nnodes} starting ({self.runtime})")
         self.output_from = (self.node_dir / LOG_FILE).stat().st_size  # what the job and its runtime print next
         self.child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                      env=env, cwd=cwd, preexec_fn=die_with_parent)
+                                      env=env, cwd=cwd, preexec_fn=self._enter)
         self.oom = OomWatch.start(self.child.pid)
         log.close()
         write_atomic(self.node_dir / "job.pid", str(self.child.pid))
@@ -299,11 +322,14 @@ class NodeRunner:
         self._stopping.set()
         self.reason = reason
         self.log(f"stopping: {reason}")
+        write_atomic(self.node_dir / STOPPING_FILE, reason)  # the watchdog's sign that the wrapper is at it
         threading.Thread(target=self._force_after_grace, args=(grace,), daemon=True).start()
         if self.child is not None and self.child.poll() is None:
             self.child.terminate()
             if _leads_group():
                 signal_group(os.getpgrp(), signal.SIGTERM, sparing=os.getpid())
+            if self.runtime == "process" and self.containment is not None:  # what left the group, too
+                contained.signal_all(self.node_dir, signal.SIGTERM, self.containment)
 
     def _force_after_grace(self, grace: float) -> None:
         deadline = time.monotonic() + grace
@@ -317,17 +343,19 @@ class NodeRunner:
             self.child.kill()
         if _leads_group():
             kill_rest(os.getpgrp(), sparing=os.getpid())
+        if self.containment is not None:
+            contained.kill_all(self.node_dir, self.containment)
 
     def arm_failsafe(self, hours: float) -> None:
         """The machine's own timer: the job must be gone `hours` after the node's billed start (the provider
         writes it before starting this wrapper), so its stop begins one grace period earlier (at most a tenth
         of the time) and anything left is killed at the end: what the node can be billed is what was reserved
         for it (gpuplan.launching.reserve)."""
-        total = hours * 3600
-        started = _billed_from(self.node_dir)
-        elapsed = (dt.datetime.now(dt.timezone.utc) - started).total_seconds() if started else 0.0
-        grace = min(STOP_GRACE_SECONDS, total / 10)
-        timer = threading.Timer(max(total - elapsed - grace, 0.0), self.stop, args=("max_hours", grace))
+        started = _billed_from(self.node_dir) or dt.datetime.now(dt.timezone.utc)
+        term_at, kill_at = failsafe_deadlines(started.timestamp(), hours)
+        # The grace ends at kill_at whenever the stop begins (a wrapper that started late has less of it).
+        timer = threading.Timer(max(term_at - time.time(), 0.0),
+                                lambda: self.stop("max_hours", max(kill_at - time.time(), 0.0)))
         timer.daemon = True
         timer.start()
 
@@ -369,20 +397,40 @@ class NodeRunner:
             child.terminate()
         if self.launch.max_hours:
             self.arm_failsafe(self.launch.max_hours)
-        code = child.wait()
-        if _leads_group():  # what the job left behind ends before its end is recorded
-            kill_rest(os.getpgrp(), sparing=os.getpid())
+        code = self._wait(child)
+        gone_at = _now()  # the job's end, unless something it left runs on (then: when that is gone)
+        rest = kill_rest(os.getpgrp(), sparing=os.getpid()) if _leads_group() else 0
+        left = contained.kill_all(self.node_dir, self.containment) if self.containment is not None else 0
+        if rest or left:
+            gone_at = _now()
+        if left:
+            self.log(f"ended {left} process(es) the job left running (they had left its process group)")
         self.log(f"job exited with code {code}")
-        if sync is not None:
+        if sync is not None:  # the machine works on while it copies the checkpoints: billed until done
             self.log(f"copied {sync.stop()} checkpoint file(s) to {sync.storage}")
-        record: dict[str, Any] = {"exit_code": code, "ended_at": _now(), "reason": self.reason,
+            gone_at = _now()
+        record: dict[str, Any] = {"exit_code": code, "ended_at": gone_at, "reason": self.reason,
                                   "runtime": self.runtime}
         cause = self.failure_cause(code) if self.reason is None else None
         if cause:
             record["cause"] = cause
             self.log(f"failed: {cause}")
-        write_atomic(self.node_dir / EXIT_FILE, json.dumps(record))
+        if read_exit(self.node_dir) is None:  # the watchdog records the end itself when this wrapper was frozen
+            write_atomic(self.node_dir / EXIT_FILE, json.dumps(record))
+        contained.remove(self.containment)
         return code
+
+    def _wait(self, child: subprocess.Popen[bytes]) -> int:
+        """Wait for the job; without a cgroup, keep a snapshot of its processes for whoever outlives this wrapper
+        (gpuplan.jobs.containment, the group fallback)."""
+        if self.containment is None or self.containment.kind == "cgroup":
+            return child.wait()
+        while True:
+            contained.snapshot_members(self.node_dir, os.getpid())
+            try:
+                return child.wait(timeout=0.5)
+            except subprocess.TimeoutExpired:
+                continue
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -398,6 +446,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     write_atomic(node_dir / PID_FILE, str(os.getpid()))
     launch = NodeLaunch.from_json((node_dir / LAUNCH_FILE).read_text())
     runner = NodeRunner(node_dir, launch)
+    contained.become_subreaper()  # a setsid or double-forked process of the job re-parents here, not to init
+    try:
+        runner.containment = contained.create(node_dir)
+    except OSError as exc:
+        runner.log(f"could not record how the job is contained: {exc}")
     signal.signal(signal.SIGTERM, lambda *_: runner.stop("stopped"))
     signal.signal(signal.SIGINT, lambda *_: runner.stop("stopped"))
     signal.signal(signal.SIGHUP, signal.SIG_IGN)

@@ -132,6 +132,18 @@ class _Model(BaseModel):
     # allow_inf_nan=False: YAML reads `.inf` and `.nan` as floats; a throughput of infinity is no measurement.
     model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=False, allow_inf_nan=False)
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_as_number(cls, value: Any, info: ValidationInfo) -> Any:
+        """`tp: true` was taken as 1 (pydantic's lax mode turns a bool into a number): a true/false is refused
+        wherever the field is not itself a yes/no."""
+        if isinstance(value, bool) and info.field_name is not None:
+            annotation = str(cls.model_fields[info.field_name].annotation)
+            numeric = any(kind in annotation for kind in ("int", "float", "Decimal"))
+            if numeric and "bool" not in annotation and "list" not in annotation:
+                raise ValueError(f"expected a number, not {str(value).lower()} (a yes/no)")
+        return value
+
 
 # ---------------------------------------------------------------------------------------------- sections
 
@@ -514,12 +526,15 @@ def spec_hash(text: str) -> str:
 def load_spec(path: str | Path) -> JobSpec:
     """Read and validate a job spec file; every problem is a SpecError naming `file:line`."""
     from gpuplan.jobs.spec_bounds import SpecBoundsError, read_bounded
+    from gpuplan.readfile import FileRefused
 
     path = Path(path)
     try:
         text = read_bounded(path)
     except FileNotFoundError as exc:
         raise SpecError(f"job spec {path} does not exist") from exc
+    except FileRefused as exc:  # not a regular file, too big, not UTF-8 (gpuplan.readfile)
+        raise SpecError(str(exc)) from None
     except SpecBoundsError as exc:
         raise SpecError(f"{path}: {exc}") from None
     except (OSError, UnicodeDecodeError) as exc:

@@ -147,8 +147,8 @@ class LazyGroup(click.Group):
             if problem is not None:
                 _fail(problem, 2)
             if verbose:
-                _fail(f"unexpected {type(exc).__name__}: {exc}", 1)
-            _fail(f"unexpected {type(exc).__name__}: {exc} (run with -v for the traceback)", 1)
+                _fail(f"unexpected {type(exc).__name__}: {exc} (a bug in gpuplan)", 1)
+            _fail(f"unexpected {type(exc).__name__}: {exc} (a bug in gpuplan: run with -v for the traceback)", 1)
         if isinstance(rv, int) and rv:
             sys.exit(rv)
         sys.exit(0)

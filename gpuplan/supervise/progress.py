@@ -91,8 +91,14 @@ def read_records(path: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]
         size = path.stat().st_size
     except FileNotFoundError:
         return None, [], 0
-    with open(path, "rb") as fh:
-        head = _parse([fh.readline().decode(errors="replace")])
+    from gpuplan.readfile import FileRefused, open_regular
+
+    try:
+        fh = open_regular(path, "the metrics file")
+    except (FileNotFoundError, FileRefused):
+        return None, [], 0  # a FIFO the job put there is no metrics (and must not hang the watch loop)
+    with fh:
+        head = _parse([fh.readline(TAIL_BYTES).decode(errors="replace")])  # a line of 600 MB: only its start
         if size > TAIL_BYTES:
             fh.seek(size - TAIL_BYTES)
             fh.readline()  # drop the partial line

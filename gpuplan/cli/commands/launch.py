@@ -48,7 +48,9 @@ def launch(app: AppContext, spec_path: Path, provider_name: str | None, allow_cp
 
     own = load_spec(spec_path)
     spec = with_defaults(own)  # the config file's [defaults] where the spec is silent
-    spec_text = spec_path.read_text()
+    from gpuplan.jobs.spec_bounds import read_bounded
+
+    spec_text = read_bounded(spec_path)  # the text load_spec validated (bounded, regular file only)
     # where (and whether a GPU job may run on a CPU) is decided before anything is planned or recorded
     decision = decide_launch(spec, spec_text, option=provider_name, allow_cpu=allow_cpu,
                              source_dir=source_dir_of(spec_path), db_url=app.store.url,

@@ -543,7 +543,7 @@ def test_unexpected_exception_is_one_line_with_a_hint(capsys: pytest.CaptureFixt
     assert exited.value.code == 1
     err = capsys.readouterr().err
     assert err.strip().splitlines() == [
-        "error: unexpected RuntimeError: the disk caught fire (run with -v for the traceback)"]
+        "error: unexpected RuntimeError: the disk caught fire (a bug in gpuplan: run with -v for the traceback)"]
 
     monkeypatch.setenv("GPUPLAN_DEBUG", "1")
     with pytest.raises(SystemExit):
