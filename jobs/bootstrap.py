@@ -70,6 +70,8 @@ DEFAULT_SECRETMANAGER_ENDPOINT = "https://secretmanager.googleapis.com"
 # The EC2 instance metadata service (a link-local address on every instance).
 DEFAULT_IMDS_URL = "http://169.254.169.254"
 SECRET_STORES = ("ssm", "secretmanager")
+# The contract's names for rank 0's address: set once the script knows it (torchrun reads PET_MASTER_ADDR).
+MASTER_VARIABLES = ("MASTER_ADDR", "GPUPLAN_MASTER_ADDR", "PET_MASTER_ADDR")
 
 
 @dataclass(frozen=True)
@@ -147,7 +149,7 @@ def render_boot_script(plan: BootPlan) -> str:
         run_dir=CONTAINER_RUN_DIR,
     )
     # The master address may only be known on the machine itself (rank 0): filled in at boot, below.
-    contract = {k: v for k, v in contract.items() if k not in ("MASTER_ADDR", "GPUPLAN_MASTER_ADDR")}
+    contract = {k: v for k, v in contract.items() if k not in MASTER_VARIABLES}
     user_env = {k: v for k, v in plan.env.items() if k not in contract}
     max_seconds = int(plan.max_hours * 3600) if plan.max_hours else ""
     by_reference = {k: v for k, v in plan.secret_params.items() if k not in plan.secrets}
@@ -156,7 +158,7 @@ def render_boot_script(plan: BootPlan) -> str:
         raise ValueError(f"secret names must be environment variable names: {bad!r}")
     if plan.secret_store not in SECRET_STORES:
         raise ValueError(f"unknown secret store {plan.secret_store!r} (one of {', '.join(SECRET_STORES)})")
-    names = [*user_env, *contract, "MASTER_ADDR", "GPUPLAN_MASTER_ADDR", *plan.secrets, *by_reference]
+    names = [*user_env, *contract, *MASTER_VARIABLES, *plan.secrets, *by_reference]
     if bool(plan.rank_tag) != bool(plan.master_tag):
         raise ValueError("rank_tag and master_tag go together: a node needs both its rank and the master's address")
     from_tags = bool(plan.rank_tag)
@@ -491,7 +493,7 @@ if [ -z "$MASTER_ADDR_" ]; then
   fi
   MASTER_ADDR_=${MASTER_ADDR_:-127.0.0.1}
 fi
-export MASTER_ADDR="$MASTER_ADDR_" GPUPLAN_MASTER_ADDR="$MASTER_ADDR_"
+export MASTER_ADDR="$MASTER_ADDR_" GPUPLAN_MASTER_ADDR="$MASTER_ADDR_" PET_MASTER_ADDR="$MASTER_ADDR_"
 
 # --- the container runtime
 RUNTIME=process
