@@ -149,6 +149,10 @@ class Resources(_Model):
     # Wavelength Zone (use1-atl2-az1), which needs its own opt-in and subnet.
     zones: StrList = Field(default_factory=list)
     max_price_per_hour: PricePerHour | None = None
+    # Failover never leaves the GPU count asked for (a 1-GPU job quoted at ~$1/h is never sent to a $16/h 8-GPU
+    # machine); `larger_machines: true` lets it go on to machines with more of the same GPU, each listed with its
+    # price before the launch (gpuplan.launching.placements.larger_fallbacks).
+    larger_machines: bool = False
 
     @field_validator("zones")
     @classmethod

@@ -54,7 +54,8 @@ def choose_offer(spec: JobSpec, provider: Provider, *, db_url: str | None = None
         from gpuplan.launching.placements import ranked_choices
 
         choices = ranked_choices(provider.cloud, res.gpu, gpus_per_node, spot=res.spot, regions=res.regions,
-                                 max_price=res.max_price_per_hour, db_url=db_url, usable=usable)
+                                 max_price=res.max_price_per_hour, db_url=db_url, usable=usable,
+                                 larger=res.larger_machines)
         if not choices:
             raise UserError(f"no {provider.cloud} offer in the catalog for {gpus_per_node} x {res.gpu}"
                             + (f" in {', '.join(res.regions)}" if res.regions else "")

@@ -63,7 +63,8 @@ def build_request(plan: LaunchPlan, run_id: str, run_dir: str, secrets: Mapping[
                  "checkpoint_dir": spec.checkpoint.dir if spec.checkpoint else None,
                  **storage_options(spec, run_id, offer.cloud, offer.spot),
                  "regions": list(spec.resources.regions), "zones": list(spec.resources.zones),
-                 "max_price_per_hour": spec.resources.max_price_per_hour},
+                 "max_price_per_hour": spec.resources.max_price_per_hour,
+                 "larger_machines": spec.resources.larger_machines},
     )
 
 
