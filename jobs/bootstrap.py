@@ -57,6 +57,7 @@ from gpuplan.jobs.boot_identity import (
     RANK_VARIABLES,
     identity_assignments,
 )
+from gpuplan.jobs.exec_form import exec_argv, forwarding_argv
 from gpuplan.jobs.runner import CONTAINER_RUN_DIR, NodeLaunch, job_environment, refuse_options
 from gpuplan.jobs.storage import node_storage_fields
 
@@ -191,7 +192,9 @@ def render_boot_script(plan: BootPlan) -> str:
                 else 0),
         _assign("NODE_RANK_", int(plan.node_rank)),
         _assign("MASTER_ADDR_", plan.master_addr or ""),
-        _array("JOB_ARGV", list(plan.argv)),
+        # The command in exec form, and under the signal forwarder in a container (gpuplan.jobs.exec_form).
+        _array("JOB_ARGV", exec_argv(plan.argv)),
+        _array("CONTAINER_ARGV", forwarding_argv(exec_argv(plan.argv))),
         _array("ENV_NAMES", names),
         _array("SECRET_NAMES", list(by_reference)),
         _array("SECRET_PARAMS", list(by_reference.values())),
@@ -539,7 +542,8 @@ if [ "$RUNTIME" = process ]; then
   # Its own process group (setsid execs in place: the pid stays the job's), so a stop reaches all of it.
   GPUPLAN_RUN_DIR="$RUN_DIR" GPUPLAN_METRICS="$RUN_DIR/metrics.jsonl" setsid "${JOB_ARGV[@]}" >>"$LOG" 2>&1 &
 else
-  RUN_ARGS=(run --rm --name "gpuplan-$RUN_ID-$NODE_RANK_" --network host --ipc host -v "$RUN_DIR:@RUN_DIR@"
+  # --init: PID 1 is an init that forwards the stop to the job (gpuplan.jobs.exec_form, with the docs).
+  RUN_ARGS=(run --rm --init --name "gpuplan-$RUN_ID-$NODE_RANK_" --network host --ipc host -v "$RUN_DIR:@RUN_DIR@"
     "${CODE_MOUNT[@]}")
   if [ -n "$WORKDIR" ]; then
     RUN_ARGS+=(-w "$WORKDIR")
@@ -554,7 +558,7 @@ else
     "$RUNTIME" pull "$IMAGE" >>"$LOG" 2>&1 || finish 125 "cannot pull the image"
   fi
   # Not detached: the runtime client forwards a SIGTERM to the container (sig-proxy).
-  "$RUNTIME" "${RUN_ARGS[@]}" "$IMAGE" "${JOB_ARGV[@]}" >>"$LOG" 2>&1 &
+  "$RUNTIME" "${RUN_ARGS[@]}" "$IMAGE" "${CONTAINER_ARGV[@]}" >>"$LOG" 2>&1 &
 fi
 JOB_PID=$!
 echo "$JOB_PID" >"$RUN_DIR/job.pid"

@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpuplan.jobs.exec_form import exec_argv, forwarding_argv
 from gpuplan.jobs.failure_cause import OomWatch, failure_cause
 from gpuplan.jobs.gpu_devices import gpu_run_args
 from gpuplan.jobs.job_group import die_with_parent, kill_rest
@@ -178,7 +179,8 @@ def container_argv(launch: NodeLaunch, runtime: str, env: Mapping[str, str]) -> 
     passed as bare `-e NAME`, so the runtime copies them from its own environment and no value shows in `ps`."""
     assert launch.image
     refuse_options(image=launch.image, workdir=launch.workdir)
-    argv = [runtime, "run", "--rm", "--name", container_name(launch), "--network", "host",
+    # --init: an init is PID 1 and forwards the stop to the job (gpuplan.jobs.exec_form says why and cites the docs).
+    argv = [runtime, "run", "--rm", "--init", "--name", container_name(launch), "--network", "host",
             "--label", f"gpuplan.run-id={launch.run_id}",
             "-v", f"{launch.run_dir}:{CONTAINER_RUN_DIR}"]
     if launch.source_dir:
@@ -190,7 +192,7 @@ def container_argv(launch: NodeLaunch, runtime: str, env: Mapping[str, str]) -> 
         argv += ["-e", f"{key}={value}"]
     for key in launch.secret_names:
         argv += ["-e", key]
-    return [*argv, launch.image, *launch.argv]
+    return [*argv, launch.image, *forwarding_argv(exec_argv(launch.argv))]
 
 
 def process_environment(launch: NodeLaunch, base: Mapping[str, str]) -> dict[str, str]:
@@ -296,7 +298,7 @@ class NodeRunner:
         make_private_dir(launch.run_dir)
         log = open(self.node_dir / LOG_FILE, "ab")  # noqa: SIM115 - handed to the child, closed in run()
         if self.runtime == "process":
-            argv = list(launch.argv)
+            argv = exec_argv(launch.argv)  # the program itself gets the stop (gpuplan.jobs.exec_form)
             env = process_environment(launch, os.environ)
             cwd = process_workdir(launch)
         else:

@@ -35,6 +35,8 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from gpuplan.jobs.exec_form import exec_script
+
 JOB_NAME_PREFIX = "gpuplan-"
 LOG_NAME = "job.log"
 METRICS_NAME = "metrics.jsonl"
@@ -214,9 +216,10 @@ def _task_command(shape: JobShape) -> tuple[list[str], str]:
         srun_opts += [f"--container-image={shape.image}", f"--container-mounts={shape.run_dir}:{shape.run_dir}"]
         if shape.workdir:
             srun_opts.append(f"--container-workdir={shape.workdir}")
-        body = "exec /bin/sh -c " + shlex.quote(shape.command)
-    else:
-        body = f"cd {shlex.quote(shape.start_dir)} || exit 1\nexec /bin/sh -c {shlex.quote(shape.command)}"
+        body = "exec /bin/sh -c " + shlex.quote(exec_script(shape.command))
+    else:  # the command exec'd where it is one program, so Slurm's SIGTERM reaches it (gpuplan.jobs.exec_form)
+        command = shlex.quote(exec_script(shape.command))
+        body = f"cd {shlex.quote(shape.start_dir)} || exit 1\nexec /bin/sh -c {command}"
     return srun_opts, per_task + body
 
 
