@@ -366,6 +366,8 @@ class JobSpec(_Model):
 
     name: str = Field(min_length=1, max_length=200)
     image: str | None = None
+    # The image's CPU architecture when its registry cannot be asked (gpuplan.launching.image_arch); default amd64.
+    arch: Literal["amd64", "arm64"] | None = None
     command: Annotated[str | list[str] | None, BeforeValidator(_command)] = None
     run: str | None = None
     runtime: Literal["auto", "process", "podman", "docker"] = "auto"

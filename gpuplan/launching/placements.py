@@ -71,7 +71,7 @@ def ranked_choices(cloud: str, gpu: str | None, gpus_per_node: int | None, *, sp
                          zones="standard" if usable is None else "all")  # usable.keep: named Local Zones
     best: dict[tuple[str, str], CloudChoice] = {}
     for offer in offers:
-        if usable is not None and not usable.keep(offer.region, offer.zone, offer.instance_type):
+        if usable is not None and not usable.keep(offer.region, offer.zone, offer.instance_type, offer.arch):
             continue
         if offer.gpu_count != wanted and not larger:
             continue
@@ -213,7 +213,9 @@ def planned_placements(provider: Provider, request: LaunchRequest, *,
     """
     patterns = [str(r) for r in request.options.get("regions") or ()]
     max_price = request.options.get("max_price_per_hour")
-    usable = usable_offers(provider, [str(z) for z in request.options.get("zones") or ()])
+    archs = request.options.get("image_archs")  # the image's architectures, found at plan time (image_arch)
+    usable = usable_offers(provider, [str(z) for z in request.options.get("zones") or ()],
+                           archs=[str(a) for a in archs] if archs else None)
     try:
         choices = ranked_choices(provider.cloud, request.gpu, int(request.gpus_per_node or 0) or None,
                                  spot=request.spot, regions=patterns,

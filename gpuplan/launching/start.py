@@ -64,7 +64,8 @@ def build_request(plan: LaunchPlan, run_id: str, run_dir: str, secrets: Mapping[
                  **storage_options(spec, run_id, offer.cloud, offer.spot),
                  "regions": list(spec.resources.regions), "zones": list(spec.resources.zones),
                  "max_price_per_hour": spec.resources.max_price_per_hour,
-                 "larger_machines": spec.resources.larger_machines},
+                 "larger_machines": spec.resources.larger_machines,
+                 "image_archs": sorted(plan.image_arch.catalog_archs) if plan.image_arch else None},
     )
 
 

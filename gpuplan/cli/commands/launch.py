@@ -57,6 +57,8 @@ def launch(app: AppContext, spec_path: Path, provider_name: str | None, allow_cp
     note(f"provider: {provider.name} ({decision.why})")
     for line in decision.notes:
         note(line)
+    if plan.image_arch is not None:  # which machines the image can run on, and how gpuplan knows
+        note(plan.image_arch.note)
     info = {**plan.as_dict(), **decision.as_dict()}
     where = " ".join(str(p) for p in (info["instance_type"], info["region"]) if p) or "(the provider chooses)"
     gpus = f"{info['nodes']} node(s) x {info['gpus_per_node']} {info['gpu'] or 'GPU'}" if info["gpu"] else \
