@@ -57,6 +57,13 @@ from gpuplan.jobs.boot_identity import (
     RANK_VARIABLES,
     identity_assignments,
 )
+from gpuplan.jobs.boot_peers import (
+    PEER_FUNCTIONS,
+    PEER_POLL_SECONDS,
+    PEER_STALE_SECONDS,
+    PEER_STEP,
+    peer_assignments,
+)
 from gpuplan.jobs.exec_form import exec_argv, forwarding_argv
 from gpuplan.jobs.runner import CONTAINER_RUN_DIR, NodeLaunch, job_environment, refuse_options
 from gpuplan.jobs.storage import node_storage_fields
@@ -121,6 +128,9 @@ class BootPlan:
     interruption_watch: str | None = None
     notice_poll_seconds: int = NOTICE_POLL_SECONDS
     code_url: str | None = None  # the job's packed folder, unpacked before the command runs
+    # Multi-node: how often a node checks its peers, and after how long a silent peer is gone (jobs.boot_peers).
+    peer_poll_seconds: int = PEER_POLL_SECONDS
+    peer_stale_seconds: int = PEER_STALE_SECONDS
 
 
 def q(value: object) -> str:
@@ -207,6 +217,7 @@ def render_boot_script(plan: BootPlan) -> str:
         *checkpoint_assignments(plan.checkpoint_url, plan.checkpoint_sync_seconds, plan.interruption_watch,
                                 plan.notice_poll_seconds),
         _assign("CODE_URL", plan.code_url or ""),
+        *peer_assignments(plan.peer_poll_seconds, plan.peer_stale_seconds),
         *(identity_assignments(plan.rank_tag, plan.master_tag, plan.identity_wait_seconds,
                                plan.identity_poll_seconds, rank_names) if from_tags else []),
         "",
@@ -221,7 +232,8 @@ def render_boot_script(plan: BootPlan) -> str:
         .replace("@CODE_STEP@\n", CODE_STEP)
         .replace("@SHIP_INTERVAL@", str(SHIP_INTERVAL_SECONDS)).replace("@RUN_DIR@", CONTAINER_RUN_DIR)
         .replace("@IDENTITY_FUNCTIONS@\n", IDENTITY_FUNCTIONS + "\n" if from_tags else "")
-        .replace("@IDENTITY_STEP@", IDENTITY_STEP if from_tags else ""),
+        .replace("@IDENTITY_STEP@", IDENTITY_STEP if from_tags else "")
+        .replace("@PEER_FUNCTIONS@\n", PEER_FUNCTIONS).replace("@PEER_STEP@\n", PEER_STEP),
     ]
     return "\n".join(lines).rstrip() + "\n"
 
@@ -267,7 +279,8 @@ def boot_script_for_request(request: Any, node_rank: int, *, storage_url: str | 
 
 
 # The fixed part: refers to the variables above only inside double quotes; contains no user text.
-_BODY = r"""RUN_DIR="$BASE_DIR/run"
+_BODY = r"""BOOT_EPOCH=$(date +%s)
+RUN_DIR="$BASE_DIR/run"
 LOG="$RUN_DIR/job.log"
 mkdir -p "$RUN_DIR"
 exec >>"$BASE_DIR/boot.log" 2>&1
@@ -327,6 +340,7 @@ imds_region() {
 
 @IDENTITY_FUNCTIONS@
 @CHECKPOINT_FUNCTIONS@
+@PEER_FUNCTIONS@
 fetch_secrets() {
   # Secret values live in the cloud's secret store (AWS SSM Parameter Store, GCP Secret Manager); the script
   # only knows their names. Values are exported to the job's environment, never printed or written.
@@ -413,7 +427,7 @@ finish() {
   local code=$1 reason=$2
   # The periodic shipper must not outlive the job (where power_off is off, nothing else would end it).
   local helper
-  for helper in "${SHIPPER:-}" "${CKPT_SYNCER:-}" "${NOTICE_WATCHER:-}"; do
+  for helper in "${SHIPPER:-}" "${CKPT_SYNCER:-}" "${NOTICE_WATCHER:-}" "${PEER_WATCHER:-}"; do
     [ -n "$helper" ] && kill "$helper" 2>/dev/null
   done
   checkpoint_push
@@ -562,6 +576,7 @@ else
 fi
 JOB_PID=$!
 echo "$JOB_PID" >"$RUN_DIR/job.pid"
+@PEER_STEP@
 wait "$JOB_PID"
 CODE=$?
 REASON=
@@ -569,6 +584,8 @@ if [ -f "$RUN_DIR/max_hours_reached" ]; then
   REASON=max_hours
 elif [ -f "$RUN_DIR/interruption.json" ]; then
   REASON=interrupted
+elif [ -f "$RUN_DIR/peer_lost" ]; then
+  REASON=peer_lost  # a node of the group is gone (jobs.boot_peers): status/watch relaunches the group
 fi
 if [ -n "$WATCHDOG" ]; then
   kill "$WATCHDOG" 2>/dev/null || true
