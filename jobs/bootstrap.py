@@ -48,6 +48,7 @@ from gpuplan.jobs.boot_checkpoints import (
     checkpoint_assignments,
     checkpoint_functions,
 )
+from gpuplan.jobs.boot_end import BootEnd
 from gpuplan.jobs.boot_gcs import GCS_FUNCTIONS
 from gpuplan.jobs.boot_identity import (
     IDENTITY_FUNCTIONS,
@@ -131,6 +132,7 @@ class BootPlan:
     # Multi-node: how often a node checks its peers, and after how long a silent peer is gone (jobs.boot_peers).
     peer_poll_seconds: int = PEER_POLL_SECONDS
     peer_stale_seconds: int = PEER_STALE_SECONDS
+    end: BootEnd = field(default_factory=BootEnd)  # how the machine ends itself (jobs.boot_end)
 
 
 def q(value: object) -> str:
@@ -218,6 +220,7 @@ def render_boot_script(plan: BootPlan) -> str:
                                 plan.notice_poll_seconds),
         _assign("CODE_URL", plan.code_url or ""),
         *peer_assignments(plan.peer_poll_seconds, plan.peer_stale_seconds),
+        *plan.end.rendered_assignments(),
         *(identity_assignments(plan.rank_tag, plan.master_tag, plan.identity_wait_seconds,
                                plan.identity_poll_seconds, rank_names) if from_tags else []),
         "",
@@ -233,7 +236,7 @@ def render_boot_script(plan: BootPlan) -> str:
         .replace("@SHIP_INTERVAL@", str(SHIP_INTERVAL_SECONDS)).replace("@RUN_DIR@", CONTAINER_RUN_DIR)
         .replace("@IDENTITY_FUNCTIONS@\n", IDENTITY_FUNCTIONS + "\n" if from_tags else "")
         .replace("@IDENTITY_STEP@", IDENTITY_STEP if from_tags else "")
-        .replace("@PEER_FUNCTIONS@\n", PEER_FUNCTIONS).replace("@PEER_STEP@\n", PEER_STEP),
+        .replace("@PEER_FUNCTIONS@\n", PEER_FUNCTIONS + plan.end.functions).replace("@PEER_STEP@\n", PEER_STEP),
     ]
     return "\n".join(lines).rstrip() + "\n"
 
@@ -243,7 +246,8 @@ def boot_plan_for(launch: NodeLaunch, *, secrets: Mapping[str, str], storage_url
                   base_dir: str = "/var/lib/gpuplan", secret_params: Mapping[str, str] | None = None,
                   guest_attributes: bool = False, gcs_endpoint: str | None = None, secret_store: str = "ssm",
                   secretmanager_endpoint: str | None = None, rank_tag: str | None = None,
-                  master_tag: str | None = None, interruption_watch: str | None = None) -> BootPlan:
+                  master_tag: str | None = None, interruption_watch: str | None = None,
+                  end: BootEnd | None = None) -> BootPlan:
     """A BootPlan from the same NodeLaunch the local runner uses, so clouds and local share one contract."""
     return BootPlan(run_id=launch.run_id, name=launch.name, argv=list(launch.argv), image=launch.image,
                     runtime=launch.runtime, workdir=launch.workdir, env=dict(launch.env), secrets=dict(secrets),
@@ -254,7 +258,7 @@ def boot_plan_for(launch: NodeLaunch, *, secrets: Mapping[str, str], storage_url
                     guest_attributes=guest_attributes, gcs_endpoint=gcs_endpoint, secret_store=secret_store,
                     secretmanager_endpoint=secretmanager_endpoint, rank_tag=rank_tag, master_tag=master_tag,
                     checkpoint_url=launch.checkpoint_url, checkpoint_sync_seconds=launch.checkpoint_sync_seconds,
-                    interruption_watch=interruption_watch, code_url=launch.code_url)
+                    interruption_watch=interruption_watch, code_url=launch.code_url, end=end or BootEnd())
 
 
 def boot_script_for_request(request: Any, node_rank: int, *, storage_url: str | None = None,
@@ -400,10 +404,11 @@ gcp_secret_value() {
 }
 
 power_off() {
+  # $1: `max_hours` when the fail-safe fired. machine_end: power off, or the provider's own end (jobs.boot_end).
   ship
   if [ "$POWEROFF" = 1 ]; then
-    log "powering off"
-    shutdown -h now || poweroff || true
+    log "ending the machine"
+    machine_end "${1:-}"
   else
     log "would power off now (power-off disabled)"
   fi
@@ -482,7 +487,7 @@ if [ -n "$MAX_SECONDS" ]; then
     if [ ! -f "$RUN_DIR/exit.json" ]; then
       record_exit 124 max_hours
     fi
-    power_off
+    power_off max_hours
   ) &
   WATCHDOG=$!
 fi

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, ClassVar
 
+from gpuplan.jobs.boot_end import BootEnd
+
 # Tags (AWS) / labels (GCP: lower-case, `-` instead of `:`) on every resource gpuplan creates.
 TAG_RUN_ID = "gpuplan:run-id"
 TAG_NAME = "gpuplan:name"
@@ -378,6 +380,11 @@ class Provider(abc.ABC):
 
     def secrets_endpoint(self) -> str | None:
         """The secret store's API endpoint the machines read from when it is not the cloud's default, or None."""
+        return None
+
+    def boot_end(self) -> BootEnd | None:
+        """How this provider's machines end themselves when the job is over (gpuplan.jobs.boot_end), or None for a
+        power-off (enough where a shutdown ends the machine and its bill, as AWS's terminate-on-shutdown)."""
         return None
 
     def list_secrets(self) -> list[CloudSecret]:

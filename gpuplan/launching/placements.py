@@ -172,6 +172,7 @@ def boot_script_renderer(request: LaunchRequest,
     secrets_endpoint = provider.secrets_endpoint() if by_reference and provider is not None else None
 
     tags = provider.node_identity_tags if provider is not None and request.nodes > 1 else None
+    end = provider.boot_end() if provider is not None else None  # how the machine ends itself (jobs.boot_end)
 
     def render(rank: int, master_addr: str | None) -> str:
         if tags:  # one script for every node: it reads its rank and the master's address at boot
@@ -190,7 +191,8 @@ def boot_script_renderer(request: LaunchRequest,
                                                 secret_store=store, secretmanager_endpoint=secrets_endpoint,
                                                 rank_tag=tags.rank if tags else None,
                                                 master_tag=tags.master_addr if tags else None,
-                                                interruption_watch=request.options.get("interruption_watch")))
+                                                interruption_watch=request.options.get("interruption_watch"),
+                                                end=end))
 
     return render
 

@@ -14,6 +14,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from gpuplan.jobs.boot_end import BootEnd
 from gpuplan.providers.base import Instance, InstanceState, LaunchRequest
 from gpuplan.providers.gcp.outputs import vm_service_account
 from gpuplan.providers.gcp.rules import (
@@ -58,6 +59,8 @@ class VmSettings(Protocol):
     def bucket(self) -> str | None: ...
 
     def outputs_url(self, run_id: str) -> str | None: ...
+
+    def boot_end(self) -> BootEnd: ...
 
     def outputs_endpoint(self) -> str | None: ...
 
@@ -195,7 +198,8 @@ def startup_script(provider: VmSettings, request: LaunchRequest, zone: str, rank
     plan = boot_plan_for(node, secrets={}, storage_url=storage_url, master_addr=master if rank else None,
                          gcs_endpoint=provider.outputs_endpoint(), secret_params=params,
                          secret_store=provider.secret_store, secretmanager_endpoint=provider.secrets_endpoint(),
-                         interruption_watch=request.options.get("interruption_watch"))
+                         interruption_watch=request.options.get("interruption_watch"),
+                         end=provider.boot_end())
     return render_boot_script(plan)
 
 

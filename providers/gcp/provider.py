@@ -32,6 +32,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar
 
 from gpuplan.errors import UserError
+from gpuplan.jobs.boot_end import BootEnd
 from gpuplan.providers.base import (
     CapacityError,
     CloudSecret,
@@ -73,6 +74,7 @@ from gpuplan.providers.gcp.rules import (
     retryable,
 )
 from gpuplan.providers.gcp.secrets import LABEL_SECRETS, LABEL_SECRETS_VALUE, SecretStore
+from gpuplan.providers.gcp.self_delete import gcp_boot_end
 from gpuplan.providers.outputs import read_exit_record, write_exit_record
 
 log = logging.getLogger(__name__)
@@ -433,6 +435,10 @@ class GcpProvider(Provider):
 
     def secrets_endpoint(self) -> str | None:
         return self.secrets.vm_endpoint()
+
+    def boot_end(self) -> BootEnd:
+        """The VM deletes itself through the Compute API instead of stopping (providers/gcp/self_delete.py)."""
+        return gcp_boot_end(self.endpoint.api_endpoint)
 
     def list_secrets(self) -> list[CloudSecret]:
         """gpuplan's secrets in the project's Secret Manager (names and runs only): reconcile's leftover check."""
