@@ -24,8 +24,7 @@ to curl on stdin, and the GCS JSON API's media upload); with `guest_attributes` 
 status are also written to the VM's guest attributes (`gpuplan/exit_code`, `gpuplan/status`, `gpuplan/reason`),
 readable through the Compute API without any bucket or IAM.
 
-A node may also learn its rank and the master's address at boot from instance tags (`rank_tag`/`master_tag`, AWS
-multi-node): gpuplan.jobs.boot_identity.
+A node may learn its rank and the master's address from instance tags (AWS): gpuplan.jobs.boot_identity.
 
 With the run's durable storage (`checkpoint_url`, `code_url`: gpuplan.jobs.storage) the script also unpacks the
 job's code before the command, restores the checkpoints, copies them back every `checkpoint_sync_seconds` and at
@@ -436,6 +435,7 @@ finish() {
     [ -n "$helper" ] && kill "$helper" 2>/dev/null
   done
   checkpoint_push
+  if [ "$code" != 0 ] || [ -n "$reason" ]; then group_broken "${reason:-exit code $code}"; fi  # boot_peers
   record_exit "$code" "$reason"
   log "job ended with exit code $code${reason:+ ($reason)}"
   if [ "$reason" = interrupted ] && [ "$POWEROFF" = 1 ]; then
