@@ -109,3 +109,9 @@ def test_docker_messages() -> None:
         "image pull failed for ghcr.io/x/y:1: manifest unknown."
     gpu = ('docker: Error response from daemon: could not select device driver "" with capabilities: [[gpu]].')
     assert failure_cause(125, runtime="docker", image="i", output=gpu).startswith("GPU not available")
+
+
+def test_a_runtime_without_an_init_says_what_to_install() -> None:
+    said = "Error: container-init binary not found on the host: stat /usr/libexec/podman/catatonit: no such file"
+    cause = failure_cause(125, runtime="podman", image="img", output=said)
+    assert cause is not None and cause.startswith("podman has no init for --init") and "install catatonit" in cause
