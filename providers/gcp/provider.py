@@ -32,7 +32,6 @@ from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar
 
 from gpuplan.errors import UserError
-from gpuplan.jobs.boot_end import BootEnd
 from gpuplan.providers.base import (
     CapacityError,
     CloudSecret,
@@ -43,6 +42,7 @@ from gpuplan.providers.base import (
     Provider,
     ProviderError,
 )
+from gpuplan.providers.gcp.capabilities import GcpCapabilities
 from gpuplan.providers.gcp.instance import image, instance_body, to_instance
 from gpuplan.providers.gcp.offered import offered_gpus
 from gpuplan.providers.gcp.outputs import GcsOutputs, outcome_from_attributes, read_guest_attributes
@@ -74,13 +74,12 @@ from gpuplan.providers.gcp.rules import (
     retryable,
 )
 from gpuplan.providers.gcp.secrets import LABEL_SECRETS, LABEL_SECRETS_VALUE, SecretStore
-from gpuplan.providers.gcp.self_delete import gcp_boot_end
 from gpuplan.providers.outputs import read_exit_record, write_exit_record
 
 log = logging.getLogger(__name__)
 
 
-class GcpProvider(Provider):
+class GcpProvider(GcpCapabilities, Provider):
     """Compute Engine VMs for gpuplan runs.
 
     Configuration (constructor keywords; most are overridable per launch through `LaunchRequest.options`):
@@ -102,9 +101,12 @@ class GcpProvider(Provider):
     cloud: ClassVar[str] = "gcp"
     min_billed_seconds: ClassVar[int] = 60
     boots_from_script: ClassVar[bool] = True  # each node runs jobs.bootstrap's script from its user data
-    reports_guest_attributes: ClassVar[bool] = True
     secrets_by_reference: ClassVar[bool] = True  # Secret Manager: the startup script names secrets, holds no value
-    secret_store: ClassVar[str] = "secretmanager"
+    storage_schemes: ClassVar[tuple[str, ...]] = ("gs",)
+    # GCE spot prices change at most once a month: the catalog's is what a spot VM was charged.
+    spot_priced_by_catalog: ClassVar[bool] = True
+    credential_hint: ClassVar[str] = ("run `gcloud auth application-default login` or set "
+                                      "GOOGLE_APPLICATION_CREDENTIALS")
 
     def __init__(
         self,
@@ -436,9 +438,9 @@ class GcpProvider(Provider):
     def secrets_endpoint(self) -> str | None:
         return self.secrets.vm_endpoint()
 
-    def boot_end(self) -> BootEnd:
-        """The VM deletes itself through the Compute API instead of stopping (providers/gcp/self_delete.py)."""
-        return gcp_boot_end(self.endpoint.api_endpoint)
+    def compute_endpoint(self) -> str | None:
+        """The Compute API the VMs call to delete themselves (providers/gcp/self_delete.py), when not Google's."""
+        return self.endpoint.api_endpoint
 
     def list_secrets(self) -> list[CloudSecret]:
         """gpuplan's secrets in the project's Secret Manager (names and runs only): reconcile's leftover check."""
@@ -508,7 +510,7 @@ class GcpProvider(Provider):
             log.warning("could not read preemption events in %s: %s", zone, exc)
             return set()
 
-    def list_tagged(self, run_id: str | None = None) -> list[Instance]:
+    def list_tagged(self, run_id: str | None = None, *, include_ended: bool = False) -> list[Instance]:
         """Every VM labelled by gpuplan (optionally of one run), across all zones (aggregatedList by label)."""
         from google.cloud import compute_v1
 

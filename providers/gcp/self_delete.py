@@ -1,4 +1,5 @@
-"""A GCE VM deletes itself when its job is over, instead of powering off (its part of the boot script).
+"""A GCE VM deletes itself when its job is over, instead of powering off: its `machine_end` boot hook
+(gpuplan.jobs.boot_cloud; providers/gcp/boot.py adds it).
 
 Why not power off: a VM shut down from inside is STOPPED, not deleted; "a stopped VM ... you are still charged for
 attached disks" (https://cloud.google.com/compute/docs/instances/stop-start-instance), and stopping a VM clears
@@ -21,8 +22,6 @@ it) — it waits for GCE to delete it, and powers off only if that never comes.
 """
 
 from __future__ import annotations
-
-from gpuplan.jobs.boot_end import BootEnd
 
 DEFAULT_COMPUTE_ENDPOINT = "https://compute.googleapis.com"
 # How long past the fail-safe a VM whose delete failed waits for GCE's own DELETE before powering off anyway:
@@ -56,7 +55,7 @@ GCP_MACHINE_END = r"""machine_end() {
 """
 
 
-def gcp_boot_end(compute_endpoint: str | None) -> BootEnd:
-    """The GCP VM's `machine_end`, with the Compute API endpoint it calls (a loopback fake in the tests)."""
-    return BootEnd(GCP_MACHINE_END, {"COMPUTE_ENDPOINT": (compute_endpoint or DEFAULT_COMPUTE_ENDPOINT).rstrip("/"),
-                                     "GCE_DEADLINE_WAIT": str(GCE_DEADLINE_WAIT_SECONDS)})
+def self_delete_assignments(compute_endpoint: str | None) -> dict[str, str]:
+    """The values GCP_MACHINE_END uses: the Compute API endpoint it calls (a loopback fake in the tests)."""
+    return {"COMPUTE_ENDPOINT": (compute_endpoint or DEFAULT_COMPUTE_ENDPOINT).rstrip("/"),
+            "GCE_DEADLINE_WAIT": str(GCE_DEADLINE_WAIT_SECONDS)}
