@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from gpuplan.jobs.bootstrap import BootPlan, render_boot_script
+from gpuplan.providers.aws.boot import aws_boot_cloud
 
 from support.fakes.interruption_metadata import serve_interruption_metadata
 from support.reaper import reap
@@ -48,7 +49,7 @@ def node(tmp_path: Path, rank: int, imds_url: str) -> tuple[subprocess.Popen[byt
                     poweroff=False, nnodes=2, node_rank=rank, master_addr="127.0.0.1" if rank else None,
                     checkpoint_dir="ckpt", checkpoint_url=str(storage / "checkpoints"),
                     checkpoint_sync_seconds=3600, storage_url=str(storage / f"node-{rank}"),
-                    interruption_watch="aws", notice_poll_seconds=1, imds_url=imds_url,
+                    interruption_watch=True, notice_poll_seconds=1, cloud=aws_boot_cloud(imds_url),
                     peer_poll_seconds=1, peer_stale_seconds=4)
     script = tmp_path / f"boot{rank}.sh"
     script.write_text(render_boot_script(plan))

@@ -21,6 +21,7 @@ import pytest
 from gpuplan.jobs.bootstrap import BootPlan, render_boot_script
 from gpuplan.jobs.exec_form import exec_script
 from gpuplan.jobs.runner import NodeLaunch, NodeRunner
+from gpuplan.providers.aws.boot import aws_boot_cloud
 
 from support.fakes.interruption_metadata import serve_interruption_metadata
 from support.hostimage import host_userland_env, host_userland_image
@@ -103,7 +104,7 @@ def test_a_spot_notice_reaches_a_script_job_in_the_boot_scripts_container(tmp_pa
                         argv=["/bin/sh", "-c", "cd /gpuplan/run && python3 train.py"], base_dir=str(base),
                         poweroff=False, checkpoint_dir="ckpt", checkpoint_url=str(storage / "checkpoints"),
                         checkpoint_sync_seconds=3600, storage_url=str(storage / "node-0"),
-                        interruption_watch="aws", notice_poll_seconds=1, imds_url=metadata.imds_url)
+                        interruption_watch=True, notice_poll_seconds=1, cloud=aws_boot_cloud(metadata.imds_url))
         (tmp_path / "boot.sh").write_text(render_boot_script(plan))
         proc = subprocess.Popen(["bash", str(tmp_path / "boot.sh")], cwd=tmp_path, start_new_session=True,
                                 env={**os.environ, **host_userland_env(tmp_path)})
