@@ -25,6 +25,7 @@ child: the exec'd program, or the forwarder.
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Sequence
 
@@ -37,6 +38,8 @@ _NOT_A_PROGRAM = frozenset({
     "umask", "unalias", "unset", "wait",
 })
 _OPERATOR_CHARS = set("();<>|&")
+# One leading `NAME=value` of a command (the value unquoted, '...' or "..."), with the blanks before it.
+_ASSIGNMENT = re.compile(r"""\s*[A-Za-z_][A-Za-z0-9_]*=(?:'[^']*'|"(?:[^"\\]|\\.)*"|\\.|[^\s'"\\])*""")
 
 # The forwarder: the job's script ($1) in a child shell; SIGTERM/SIGINT go to every process of the container but
 # init and this shell; it ends with the script's status once nothing of the job is left. Fixed text, no user value.
@@ -70,21 +73,13 @@ def exec_script(script: str) -> str:
     if assignments == len(words) or words[assignments] in _NOT_A_PROGRAM:
         return script
     # Insert `exec` in the original text (quoting kept as the user wrote it): after the leading assignments.
-    rest = script.lstrip()
-    for word in words[:assignments]:
-        rest = rest[rest.index(word.split("=", 1)[0]):]
-        rest = _skip_word(rest)
-    prefix = script[:len(script) - len(rest)]
-    return f"{prefix}exec {rest.lstrip()}" if assignments else f"exec {script.lstrip()}"
-
-
-def _skip_word(text: str) -> str:
-    """`text` after its first shell word (quotes respected), leading blanks kept off."""
-    lexer = shlex.shlex(text, posix=True, punctuation_chars=True)
-    lexer.whitespace_split = True
-    lexer.get_token()
-    remaining = lexer.instream.read()
-    return remaining.lstrip()
+    end = 0
+    for _ in range(assignments):
+        match = _ASSIGNMENT.match(script, end)
+        if match is None:  # quoting shlex read but this pattern does not: leave the script as it is
+            return script
+        end = match.end()
+    return f"{script[:end]} exec {script[end:].lstrip()}" if assignments else f"exec {script.lstrip()}"
 
 
 def exec_argv(argv: Sequence[str]) -> list[str]:
