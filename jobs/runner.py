@@ -9,8 +9,9 @@ when the job ends. `gpuplan status` reads that file, so it tells the truth even 
 
 Both ways of running get the same environment contract (see `job_environment`): GPUPLAN_RUN_ID,
 GPUPLAN_RUN_DIR, GPUPLAN_METRICS, GPUPLAN_NODE_RANK/NNODES/NPROC_PER_NODE/MASTER_ADDR/MASTER_PORT and the
-torchrun names MASTER_ADDR, MASTER_PORT, NODE_RANK, NNODES, NPROC_PER_NODE (plus RANK, WORLD_SIZE and LOCAL_RANK
-when each node runs one process, so `init_process_group("gloo")` works without torchrun).
+torchrun names MASTER_ADDR, MASTER_PORT, NODE_RANK, NNODES, NPROC_PER_NODE, torchrun's own PET_NNODES,
+PET_NODE_RANK, PET_MASTER_ADDR, PET_MASTER_PORT, PET_NPROC_PER_NODE (TORCHRUN_VARIABLES), plus RANK, WORLD_SIZE
+and LOCAL_RANK when each node runs one process, so `init_process_group("gloo")` works without torchrun.
 
 The wrapper also enforces `max_hours` on its own, like the power-off timer of a cloud boot script: a fail-safe
 that holds even when no gpuplan process is watching. Launch sets it to the tightest of the run's caps, not just
@@ -33,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuplan.jobs import containment as contained
+from gpuplan.jobs.exec_form import exec_argv, forwarding_argv
 from gpuplan.jobs.failure_cause import OomWatch, failure_cause
 from gpuplan.jobs.gpu_devices import gpu_run_args
 from gpuplan.jobs.job_group import die_with_parent, kill_rest
@@ -98,6 +100,21 @@ class NodeLaunch:
         return cls(**json.loads(text))
 
 
+# torchrun reads its options from the environment only under PET_<OPTION> (torch/distributed/argparse_util.py, the
+# `env` action: "Get argument values from PET_{dest} before defaulting to the given default value"; torch/distributed/
+# run.py declares --nnodes, --node-rank, --master-addr, --master-port and --nproc-per-node with it;
+# https://pytorch.org/docs/stable/elastic/run.html). Without them a bare `torchrun --nnodes 2 train.py` makes every
+# node rank 0 of a rendezvous on 127.0.0.1 and hangs. The plain names stay for `init_process_group("env://")`.
+TORCHRUN_VARIABLES = ("PET_NNODES", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT", "PET_NPROC_PER_NODE")
+
+
+def torchrun_variables(nnodes: int, node_rank: int, master_addr: str, master_port: int,
+                       nproc_per_node: int) -> dict[str, str]:
+    """torchrun's own environment variables for one node (see TORCHRUN_VARIABLES)."""
+    return dict(zip(TORCHRUN_VARIABLES, (str(nnodes), str(node_rank), master_addr, str(master_port),
+                                         str(nproc_per_node)), strict=True))
+
+
 def job_environment(launch: NodeLaunch, *, run_dir: str) -> dict[str, str]:
     """The variables every job sees, whatever runs it. `run_dir` is the run folder as the job sees it."""
     world = launch.nnodes * max(launch.nproc_per_node, 1)
@@ -117,6 +134,8 @@ def job_environment(launch: NodeLaunch, *, run_dir: str) -> dict[str, str]:
         "NODE_RANK": str(launch.node_rank),
         "NNODES": str(launch.nnodes),
         "NPROC_PER_NODE": str(launch.nproc_per_node),
+        **torchrun_variables(launch.nnodes, launch.node_rank, launch.master_addr, launch.master_port,
+                             launch.nproc_per_node),
     }
     if launch.nproc_per_node <= 1:
         # One process per node: it *is* the global rank, so plain `init_process_group` works without torchrun.
@@ -167,7 +186,8 @@ def container_argv(launch: NodeLaunch, runtime: str, env: Mapping[str, str]) -> 
     passed as bare `-e NAME`, so the runtime copies them from its own environment and no value shows in `ps`."""
     assert launch.image
     refuse_options(image=launch.image, workdir=launch.workdir)
-    argv = [runtime, "run", "--rm", "--name", container_name(launch), "--network", "host",
+    # --init: an init is PID 1 and forwards the stop to the job (gpuplan.jobs.exec_form says why and cites the docs).
+    argv = [runtime, "run", "--rm", "--init", "--name", container_name(launch), "--network", "host",
             "--label", f"gpuplan.run-id={launch.run_id}",
             "-v", f"{launch.run_dir}:{CONTAINER_RUN_DIR}"]
     if launch.source_dir:
@@ -179,7 +199,7 @@ def container_argv(launch: NodeLaunch, runtime: str, env: Mapping[str, str]) -> 
         argv += ["-e", f"{key}={value}"]
     for key in launch.secret_names:
         argv += ["-e", key]
-    return [*argv, launch.image, *launch.argv]
+    return [*argv, launch.image, *forwarding_argv(exec_argv(launch.argv))]
 
 
 def process_environment(launch: NodeLaunch, base: Mapping[str, str]) -> dict[str, str]:
@@ -293,7 +313,7 @@ class NodeRunner:
         make_private_dir(launch.run_dir)
         log = open(self.node_dir / LOG_FILE, "ab")  # noqa: SIM115 - handed to the child, closed in run()
         if self.runtime == "process":
-            argv = list(launch.argv)
+            argv = exec_argv(launch.argv)  # the program itself gets the stop (gpuplan.jobs.exec_form)
             env = process_environment(launch, os.environ)
             cwd = process_workdir(launch)
         else:

@@ -161,6 +161,10 @@ class Resources(_Model):
     # Wavelength Zone (use1-atl2-az1), which needs its own opt-in and subnet.
     zones: StrList = Field(default_factory=list)
     max_price_per_hour: PricePerHour | None = None
+    # Failover never leaves the GPU count asked for (a 1-GPU job quoted at ~$1/h is never sent to a $16/h 8-GPU
+    # machine); `larger_machines: true` lets it go on to machines with more of the same GPU, each listed with its
+    # price before the launch (gpuplan.launching.placements.larger_fallbacks).
+    larger_machines: bool = False
 
     @field_validator("zones")
     @classmethod
@@ -375,6 +379,8 @@ class JobSpec(_Model):
 
     name: str = Field(min_length=1, max_length=200)
     image: str | None = None
+    # The image's CPU architecture when its registry cannot be asked (gpuplan.launching.image_arch); default amd64.
+    arch: Literal["amd64", "arm64"] | None = None
     command: Annotated[str | list[str] | None, BeforeValidator(_command)] = None
     run: str | None = None
     runtime: Literal["auto", "process", "podman", "docker"] = "auto"

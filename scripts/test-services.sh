@@ -8,6 +8,10 @@ PACKAGES=(
   # Jobs: podman + runc run containers (tests/unit/jobs/test_runner.py, test_bootstrap.py); shellcheck lints boot
   # scripts.
   podman runc busybox-static shellcheck
+  # Containers run with an init as PID 1 (`--init`): podman's catatonit, docker's tini (tests/unit/jobs/
+  # test_container_signals.py). A real OCI registry on 127.0.0.1 answers the image-platform lookups
+  # (tests/unit/jobs/test_image_platforms.py); skopeo pushes images to it.
+  catatonit tini docker-registry skopeo
   # The GCP boot script uploads to GCS with curl (tests/unit/providers/gcp/test_gcs_outputs.py runs it against a
   # loopback fake).
   curl
