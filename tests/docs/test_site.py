@@ -1,0 +1,54 @@
+"""The documentation site builds strictly (a broken link, a missing page or any other warning fails), works
+offline (no web fonts, no CDN), and lists every page in its navigation; the README stays a short front door."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+EXTERNAL_ASSET = re.compile(r"""<(?:link|script|img)\b[^>]*\b(?:href|src)=["'](?:https?:)?//""", re.IGNORECASE)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("site")
+    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
+                          cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, f"mkdocs build --strict failed:\n{proc.stderr[-6000:]}"
+    assert "WARNING" not in proc.stderr, proc.stderr
+    return out
+
+
+def test_the_site_builds_strictly_with_the_generated_references(site: Path) -> None:
+    for page in ("index.html", "getting-started/index.html", "reference/cli/index.html",
+                 "reference/job-spec/index.html", "reference/config/index.html", "reference/errors/index.html",
+                 "troubleshooting/index.html"):
+        assert (site / page).is_file(), page
+    assert "gpuplan launch" in (site / "reference" / "cli" / "index.html").read_text()
+
+
+def test_the_site_loads_nothing_from_the_network(site: Path) -> None:
+    offenders = [str(p.relative_to(site)) for p in site.rglob("*.html") if EXTERNAL_ASSET.search(p.read_text())]
+    assert not offenders, f"pages that load fonts/scripts/images from the network: {offenders[:5]}"
+    assert "fonts.googleapis.com" not in "".join(p.read_text() for p in site.rglob("*.css"))
+
+
+def test_every_page_is_in_the_navigation(site: Path) -> None:
+    nav = (site / "index.html").read_text()
+    for md in (REPO / "docs").rglob("*.md"):
+        rel = md.relative_to(REPO / "docs").with_suffix("")
+        url = "" if rel.name == "index" else f"{rel.as_posix()}/"
+        if rel.name == "index":
+            url = f"{rel.parent.as_posix()}/" if rel.parent != Path(".") else ""
+        assert f'href="{url}"' in nav or f'href="./{url}"' in nav or url == "", f"{md} is not in the nav"
+
+
+def test_the_readme_is_short_and_says_the_two_commands() -> None:
+    readme = (REPO / "README.md").read_text()
+    assert len(readme.splitlines()) <= 250
+    assert "make demo" in readme and "make test" in readme
