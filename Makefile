@@ -60,10 +60,10 @@ bench: install-test
 DOCS_ADDR ?= 127.0.0.1:8000
 
 docs: install-test
-	$(VENV)/bin/mkdocs build --strict --site-dir $(CURDIR)/site
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir $(CURDIR)/site
 
 docs-serve: install-test
-	$(VENV)/bin/mkdocs serve --strict --dev-addr $(DOCS_ADDR)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve --strict --dev-addr $(DOCS_ADDR)
 
 lint: install-test
 	$(VENV)/bin/ruff check .

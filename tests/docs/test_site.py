@@ -3,6 +3,7 @@ offline (no web fonts, no CDN), and lists every page in its navigation; the READ
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -18,7 +19,8 @@ EXTERNAL_ASSET = re.compile(r"""<(?:link|script|img)\b[^>]*\b(?:href|src)=["'](?
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("site")
     proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
-                          cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
+                          cwd=REPO, capture_output=True, text=True, timeout=300, check=False,
+                          env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
     assert proc.returncode == 0, f"mkdocs build --strict failed:\n{proc.stderr[-6000:]}"
     assert "WARNING" not in proc.stderr, proc.stderr
     return out
