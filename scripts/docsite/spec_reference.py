@@ -33,19 +33,23 @@ def job_spec_schema() -> dict[str, JSONValue]:
     return JobSpec.model_json_schema(by_alias=True, mode="validation")
 
 
-def _resolve(schema: Mapping[str, JSONValue], root: Mapping[str, JSONValue]) -> Mapping[str, JSONValue]:
+def _resolve(schema: Mapping[str, JSONValue], root: Mapping[str, JSONValue], *,
+             overlay: bool = True) -> Mapping[str, JSONValue]:
+    """A schema through its $ref; with `overlay`, the referring field's own keys (its description) win."""
     ref = schema.get("$ref")
     if isinstance(ref, str):
         target: object = root
         for part in ref.removeprefix("#/").split("/"):
             target = target[part]  # type: ignore[index]
+        if not overlay:
+            return target  # type: ignore[return-value]
         return {**target, **{k: v for k, v in schema.items() if k != "$ref"}}  # type: ignore[dict-item]
     return schema
 
 
 def _object_of(schema: Mapping[str, JSONValue], root: Mapping[str, JSONValue]) -> Mapping[str, JSONValue] | None:
     """The object schema a field holds (a section such as `resources`), through $ref and `X | None`."""
-    schema = _resolve(schema, root)
+    schema = _resolve(schema, root, overlay=False)
     if schema.get("type") == "object" and "properties" in schema:
         return schema
     for option in schema.get("anyOf", []):  # type: ignore[union-attr]
