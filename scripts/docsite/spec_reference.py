@@ -166,7 +166,8 @@ def render_spec_reference() -> str:
         if obj is None:
             continue
         members = [f for f in fields if f.path.startswith(section.path + ".") and f.path.count(".") == 1]
-        about = str(obj.get("description", "")).strip()
+        model = root.get("$defs", {}).get(str(obj.get("title")), obj)  # type: ignore[union-attr]
+        about = str(model.get("description", "")).strip()  # the section's class docstring
         lines += _table(f"`{section.path}`", members, root, examples, about)
     lines += ["## The JSON schema", "",
               "The same schema as JSON, for editors that validate YAML against one "
