@@ -39,7 +39,7 @@ def root_command() -> click.Group:
 def walk_commands(root: click.Command | None = None) -> Iterator[CommandEntry]:
     """Every command and subcommand, depth first, in the order `--help` lists them (hidden ones left out)."""
     root = root or root_command()
-    yield from _walk(root, click.Context(root, info_name="gpuplan"), ("gpuplan",))
+    yield from _walk(root, click.Context(root, info_name="gpuplan", **root.context_settings), ("gpuplan",))
 
 
 def _walk(command: click.Command, ctx: click.Context, path: tuple[str, ...]) -> Iterator[CommandEntry]:
@@ -49,7 +49,9 @@ def _walk(command: click.Command, ctx: click.Context, path: tuple[str, ...]) -> 
             sub = command.get_command(ctx, name)
             if sub is None or sub.hidden:
                 continue
-            yield from _walk(sub, click.Context(sub, info_name=name, parent=ctx), (*path, name))
+            # The command's own context settings (`-h` as well as `--help`), as `gpuplan CMD --help` builds it.
+            sub_ctx = click.Context(sub, info_name=name, parent=ctx, **sub.context_settings)
+            yield from _walk(sub, sub_ctx, (*path, name))
 
 
 def _cell(text: str) -> str:
@@ -111,7 +113,7 @@ def _option_rows(entry: CommandEntry) -> list[str]:
             help_text = param.help or ""
             if param.required:
                 help_text += " (required)"
-            if param.envvar:
+            if param.envvar and str(param.envvar) not in help_text:
                 help_text += f" (env `{param.envvar}`)"
         else:  # pragma: no cover - Click has only options and arguments
             continue
