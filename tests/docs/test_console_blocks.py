@@ -60,3 +60,13 @@ def test_blocks_run_in_a_shared_home_and_report_a_diff(tmp_path: Path) -> None:
     assert [r.ok for r in results] == [True, False]
     explained = results[1].explain(session.blocks[2])
     assert "-three" in explained and "+two" in explained
+
+
+def test_accept_rewrites_only_the_failing_commands(tmp_path: Path) -> None:
+    from accept_examples import accept
+
+    page = tmp_path / "page.md"
+    page.write_text("```console\n$ echo one\nwrong\n$ echo two\n...\n$ sh -c 'echo three; exit 3'\n```\n")
+    assert accept(page) == 2
+    assert page.read_text() == "```console\n$ echo one\none\n$ echo two\n...\n$ sh -c 'echo three; exit 3'\nthree\n" \
+                               "[exit 3]\n```\n"
