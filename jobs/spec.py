@@ -35,6 +35,7 @@ from pydantic import (
 
 from gpuplan.errors import UserError
 from gpuplan.jobs.spec_bounds import deadline_in_range
+from gpuplan.jobs.spec_fields import describe_fields
 from gpuplan.limits import check
 from gpuplan.units import MONEY_LIMIT, parse_duration_hours, parse_size
 
@@ -130,10 +131,9 @@ SecretName = Annotated[str, AfterValidator(lambda key: _check_env_name(key, "sec
 
 class _Model(BaseModel):
     # allow_inf_nan=False: YAML reads `.inf` and `.nan` as floats; a throughput of infinity is no measurement.
-    # use_attribute_docstrings: the docstring under each field is its description in the JSON schema, which the
-    # job-spec reference (docs) and editors that validate YAML show.
+    # json_schema_extra: each field's description (jobs/spec_fields.py) in the JSON schema the docs and editors read.
     model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=False, allow_inf_nan=False,
-                              use_attribute_docstrings=True)
+                              json_schema_extra=describe_fields)
 
 
 # ---------------------------------------------------------------------------------------------- sections
@@ -143,25 +143,15 @@ class Resources(_Model):
     """What machines the job needs. No `gpu` means a CPU job (fine for the local provider)."""
 
     gpu: str | None = None
-    """GPU type, any name the GPU table knows (`H100`, `A100-80GB`, `L4`); `NAME:COUNT` also sets gpus_per_node. None:
-    a CPU job."""
     gpus_per_node: Annotated[int, _within("gpus_per_node", low=0)] | None = None  # 0: a CPU job
-    """GPUs on each machine (0: a CPU job); default 1 when `gpu` is set."""
     nodes: Annotated[int, _within("launch_nodes")] = 1
-    """Exactly this many machines: plan and launch never change it (torchrun's world size relies on it)."""
     spot: bool = False
-    """Spot/preemptible machines: cheaper, may be interrupted (relaunched from `checkpoint.dir`)."""
     clouds: StrList = Field(default_factory=list)
-    """Clouds to plan and launch on (`[aws, gcp]`); one cloud picks the provider. Default: `[defaults] clouds`, else
-    this machine."""
     regions: StrList = Field(default_factory=list)
-    """Region globs the plan may use (`[us-*, europe-west4]`)."""
     # Zone names (us-east-1a) or ids (use1-az4): the launch tries only these. The only way to use an AWS Local or
     # Wavelength Zone (use1-atl2-az1), which needs its own opt-in and subnet.
     zones: StrList = Field(default_factory=list)
-    """Zone names or ids the launch tries, and only those; the way to use an AWS Local or Wavelength Zone."""
     max_price_per_hour: PricePerHour | None = None
-    """Highest price per machine-hour (USD) an offer may cost."""
 
     @field_validator("zones")
     @classmethod
@@ -212,33 +202,19 @@ class WorkloadSpec(_Model):
     """What the job computes, for the estimate: a model (size, preset or config) and how many tokens."""
 
     params: Annotated[int, _size("params")] | None = None
-    """Model size in parameters (`7B`, `1.3e9`); or give `model` or `model_config`."""
     model: str | None = None
-    """A model preset (`gpuplan models` lists them): llama-2-7b, mistral-7b, gpt2, ..."""
     model_config_path: str | None = Field(default=None, alias="model_config")
-    """A Hugging Face config.json, model folder or cached Hub id (nothing is downloaded)."""
     tokens: Annotated[int, _size("tokens")] | None = None
-    """Tokens to train on (`200B`, `2T`); or samples x seq_len x epochs."""
     samples: Annotated[int, _size("samples")] | None = None
-    """Training samples (with seq_len and epochs, instead of tokens)."""
     epochs: Annotated[float, _within("epochs")] | None = None
-    """Passes over the samples."""
     seq_len: Annotated[int, _within("seq_len")] | None = None
-    """Sequence length in tokens."""
     micro_batch: Annotated[int, _within("micro_batch")] | None = None
-    """Sequences per GPU per forward/backward pass."""
     global_batch: Annotated[int, _within("global_batch")] | None = None
-    """Sequences per optimizer step, over all GPUs (default: typical for the size)."""
     precision: Literal["fp32", "tf32", "bf16", "fp16", "fp8"] = "bf16"
-    """Training precision (bf16 runs as fp16 on GPUs without bf16)."""
     optimizer: Literal["adamw", "adam", "sgd", "adafactor", "adam8bit"] = "adamw"
-    """Optimizer, for its memory per parameter."""
     sharding: Literal["none", "zero1", "zero2", "zero3", "fsdp"] = "none"
-    """ZeRO stage / FSDP: what is sharded across the data-parallel GPUs."""
     activation_checkpointing: bool = False
-    """Recompute activations in the backward pass (less memory, more FLOPs)."""
     lora: Annotated[int, _within("lora")] | None = None
-    """LoRA rank: fine-tune adapters only (the base weights frozen)."""
     attention: Literal["flash", "flash1", "eager"] = Field(
         default="flash", description="flash: fused attention (no s x s scores kept); flash1: the same at "
                                      "FlashAttention-1's speed; eager: scores materialised")
@@ -246,25 +222,18 @@ class WorkloadSpec(_Model):
     # does not configure the framework): the same choices as estimate's --tp/--pp/--pp-schedule/--recompute/
     # --tp-overlap/--dp-overlap/--interconnect.
     tp: Annotated[int, _within("model_parallel")] = 1
-    """Tensor-parallel degree your training code uses (times a step with the config-aware model)."""
     pp: Annotated[int, _within("model_parallel")] = 1
-    """Pipeline-parallel stages your training code uses."""
     pp_schedule: Literal["1f1b", "interleaved"] = "1f1b"
-    """Pipeline schedule."""
     recompute: Literal["none", "selective", "op", "full"] | None = None
-    """Recomputation policy: selective (attention core), op (torchtitan's), full."""
     tp_overlap: bool = False
-    """Tensor-parallel communication overlapped with the GEMMs (Megatron's --tp-comm-overlap)."""
     dp_overlap: bool = False
-    """The sharded optimizer's all-gather overlapped with the next forward (--overlap-param-gather)."""
     interconnect: str | None = Field(default=None, description="inter-node network: a fabric name or Gbit/s")
     throughput: Annotated[float, _within("throughput")] | None = Field(default=None,
                                                                         description="measured tokens/s per GPU")
     mfu: Annotated[float, _within("mfu")] | None = None
-    """Model FLOPs utilisation to assume (0-1) instead of the prior."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, protected_namespaces=(),
-                              use_attribute_docstrings=True,
+                              json_schema_extra=describe_fields,
                               allow_inf_nan=False)
 
     @field_validator("model")
@@ -318,11 +287,8 @@ class Limits(_Model):
     """Hard caps: the job is stopped (state `capped`) when one is reached."""
 
     budget_usd: Money | None = None
-    """Most the run may spend (USD); the run is capped there, and its machines stop themselves."""
     max_hours: Hours | None = None
-    """Longest the run may take (`48h`, `90m`, `3d`; a bare number is hours)."""
     deadline: dt.datetime | Hours | None = None
-    """When the run must end: an ISO time (`2025-07-01T12:00Z`) or a duration from launch (`48h`)."""
 
     @field_validator("deadline", mode="before")
     @classmethod
@@ -352,23 +318,17 @@ class Checkpoint(_Model):
     """Where the job writes checkpoints and how often (`interval` in hours; `30m` accepted)."""
 
     dir: str
-    """Where the job writes checkpoints (`$GPUPLAN_CHECKPOINT_DIR` points there); a spot relaunch resumes from it."""
     interval: Hours | None = None
-    """How often the job checkpoints (hours; `30m` accepted): the work a spot interruption loses."""
 
 
 class ScheduleSpec(_Model):
     """When the scheduler should fire this job (used by `gpuplan schedule`)."""
 
     cron: str
-    """When to fire: five cron fields (`0 2 * * *`) or @daily, @weekly, ..."""
     tz: str = "UTC"
-    """Time zone of the cron expression (an IANA name like Europe/Berlin)."""
     window: str | None = Field(default=None, description="only start inside HH:MM-HH:MM (local to tz)")
     max_price_per_hour: PricePerHour | None = None
-    """Skip a fire when the best offer costs more per machine-hour (USD)."""
     spot_only: bool = False
-    """Skip a fire when no spot offer fits."""
 
     @field_validator("cron")
     @classmethod
@@ -405,38 +365,22 @@ class JobSpec(_Model):
     """A job: only `name` and `command` (or `run`) are required."""
 
     name: str = Field(min_length=1, max_length=200)
-    """The job's name, shown in every listing and progress bar."""
     image: str | None = None
-    """A container image: the job runs in it (podman/docker locally), never on the host."""
     command: Annotated[str | list[str] | None, BeforeValidator(_command)] = None
-    """The command to run: a string (run by a shell) or a list of arguments."""
     run: str | None = None
-    """A multi-line shell script to run instead of `command`."""
     runtime: Literal["auto", "process", "podman", "docker"] = "auto"
-    """How the job runs: auto (a container when there is an image), process (directly), podman or docker."""
     workdir: str | None = None
-    """The folder the command starts in (inside the code folder or image when relative)."""
     env: dict[EnvName, EnvValue] = Field(default_factory=dict)
-    """Environment variables for the job (values are on the command line: not for secrets)."""
     secrets: list[SecretName] = Field(default_factory=list)
-    """Names of environment variables to pass to the job from the launching environment; never stored."""
     resources: Resources = Field(default_factory=Resources)
-    """What machines the job needs."""
     workload: WorkloadSpec | None = None
-    """What the job computes, for the estimate."""
     limits: Limits = Field(default_factory=Limits)
-    """Hard caps: the run is stopped (`capped`) when one is reached."""
     checkpoint: Checkpoint | None = None
-    """Where the job checkpoints and how often."""
     # Durable run storage (gpuplan.jobs.storage): s3://bucket/prefix, gs://bucket/prefix or a shared folder path.
     storage: str | None = None
-    """Durable run storage: s3://bucket/prefix, gs://bucket/prefix or a shared folder path."""
     schedule: ScheduleSpec | None = None
-    """When `gpuplan schedule` fires the job."""
     project: str | None = Field(default=None, max_length=200)
-    """The project the run is booked to (reports, budgets); default `[defaults] project`."""
     labels: dict[str, EnvValue] = Field(default_factory=dict)
-    """Tags/labels put on every cloud resource of the run (and on the run)."""
 
     @field_validator("labels")
     @classmethod

@@ -73,3 +73,18 @@ def test_every_error_class_is_in_the_reference_and_explained_in_troubleshooting(
     assert not missing, f"docs/troubleshooting.md does not say what to do about: {', '.join(missing)}"
     for err in errors:
         assert f"| `{err.name}` | {err.exit_code} |" in page
+
+
+def test_every_job_spec_field_says_what_it_is_for() -> None:
+    """Each field's line comes from jobs/spec_fields.py (or its own Field description); a new field without one,
+    or a line for a field that no longer exists, fails here with the name to fix."""
+    from gpuplan.jobs.spec_fields import FIELD_DOCS
+
+    schema = spec_reference.job_spec_schema()
+    models = {"JobSpec": schema, **schema["$defs"]}
+    undescribed = [f"{model}.{name}" for model, sub in models.items() if "properties" in sub
+                   for name, prop in sub["properties"].items() if not prop.get("description")]
+    assert not undescribed, f"add a line for these to FIELD_DOCS in jobs/spec_fields.py: {undescribed}"
+    stale = [f"{model}.{name}" for model, names in FIELD_DOCS.items() for name in names
+             if name not in models.get(model, {}).get("properties", {})]
+    assert not stale, f"FIELD_DOCS in jobs/spec_fields.py describes fields that do not exist: {stale}"
