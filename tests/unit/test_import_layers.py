@@ -1,5 +1,6 @@
 """The house stays one house: no import cycle (function-level and TYPE_CHECKING imports counted), no import
-against the layers, and the design page's Layout (docs/design/index.md) names every package. scripts/check_imports.py is the rule."""
+against the layers, and the design page's Layout (docs/design/index.md) names every package.
+scripts/check_imports.py is the rule."""
 
 from __future__ import annotations
 

@@ -74,9 +74,9 @@ def test_every_gcp_vm_and_disk_of_a_launch_is_labelled(gce: RunningFake) -> None
 
 
 def test_the_documented_instance_policy_is_scoped_to_gpuplans_prefixes() -> None:
-    """The documented IAM policies (docs/providers/aws.md): the instance role's, only PutObject under gpuplan/ and GetParameter under
-    /gpuplan/ (least privilege: no wildcard action, no whole bucket, no other parameters); reconcile's, only
-    listing parameter metadata and deleting under /gpuplan/."""
+    """The documented IAM policies (docs/providers/aws.md): the instance role's, only PutObject under gpuplan/
+    and GetParameter under /gpuplan/ (least privilege: no wildcard action, no whole bucket, no other
+    parameters); reconcile's, only listing parameter metadata and deleting under /gpuplan/."""
     import json
     import re
     from pathlib import Path
