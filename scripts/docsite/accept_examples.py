@@ -13,7 +13,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from console_blocks import ConsoleBlock, PageSession, normalise, parse_blocks
+from console_blocks import ConsoleBlock, PageSession, normalise, page_environments, parse_blocks
+from console_services import ConsoleServices
 
 
 def _expected_span(lines: list[str], block: ConsoleBlock, index: int) -> tuple[int, int]:
@@ -33,6 +34,16 @@ def accept(page: Path) -> int:
     blocks = parse_blocks(page)
     session = PageSession(page, Path(tempfile.mkdtemp(prefix="docs-accept-")), blocks)
     session.prepare()
+    services = ConsoleServices()
+    try:
+        for name in page_environments(page):  # the same loopback services the test suite gives the page
+            session.extra_env.update(services.start(name))
+        return _rewrite(page, lines, blocks, session)
+    finally:
+        services.stop_all()
+
+
+def _rewrite(page: Path, lines: list[str], blocks: list[ConsoleBlock], session: PageSession) -> int:
     edits: list[tuple[int, int, list[str]]] = []
     for block in blocks:
         indent = lines[block.line - 1][: len(lines[block.line - 1]) - len(lines[block.line - 1].lstrip())]

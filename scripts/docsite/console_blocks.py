@@ -10,6 +10,8 @@ The convention (docs/contributing.md says it for writers):
 - Commands run with bash, the repository as the working folder, the venv's `gpuplan` first on PATH, and a fresh
   GPUPLAN_HOME, SQLite GPUPLAN_DB, HOME and config folder per page (no config file, so the local provider),
   shared by the page's blocks in page order. Terminal width: COLUMNS (100); time zone UTC; no colour.
+- A page that holds the line `<!-- console-env: aws -->` gets an AWS of its own for its commands: a moto
+  server on 127.0.0.1 (started by the test suite), with AWS_ENDPOINT_URL, fake credentials and us-east-1.
 Commands that need a real cloud, or must not run, go in ```bash or ```text blocks instead.
 """
 
@@ -28,6 +30,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})\s*(?P<info>[^`\n]*)$")
 EXIT_LINE = re.compile(r"^\[exit (\d+)\]$")
+CONSOLE_ENV = re.compile(r"^<!-- console-env: (?P<name>[a-z0-9-]+) -->$", re.MULTILINE)
 COLUMNS = 100
 COMMAND_TIMEOUT_S = 120
 # Variables from the caller's environment that would point a page at real clouds, real books or a config file.
@@ -147,6 +150,11 @@ def _commands(body: list[str], first_line: int) -> Iterator[ConsoleCommand]:
         yield ConsoleCommand(command, normalise("\n".join(expected)), exit_code, line_no)
 
 
+def page_environments(page: Path) -> list[str]:
+    """The services a page asks for with `<!-- console-env: NAME -->` lines (e.g. `aws`)."""
+    return CONSOLE_ENV.findall(page.read_text())
+
+
 def docs_pages(root: Path = REPO) -> list[Path]:
     """The pages whose examples run: every Markdown file under docs/, and the README."""
     pages = sorted((root / "docs").rglob("*.md"))
@@ -166,6 +174,7 @@ class PageSession:
     home: Path
     blocks: list[ConsoleBlock] = field(default_factory=list)
     ran: set[int] = field(default_factory=set)
+    extra_env: dict[str, str] = field(default_factory=dict)  # what the page's services add (an AWS endpoint)
 
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(DROPPED_PREFIXES)}
@@ -186,6 +195,7 @@ class PageSession:
             "LC_ALL": "C.UTF-8",
             "PYTHONIOENCODING": "utf-8",
         })
+        env.update(self.extra_env)
         return env
 
     def prepare(self) -> None:
