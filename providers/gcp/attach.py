@@ -8,21 +8,21 @@ https://cloud.google.com/sdk/gcloud/reference/compute/ssh (--zone, --project, --
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from gpuplan.providers.attach_base import Attach, AttachTarget, remote_snippet
 from gpuplan.providers.base import ProviderError
 
 
 def gcp_attach(target: AttachTarget, command: Sequence[str] | None, *, interactive: bool,
-               settings: Mapping[str, object]) -> Attach:
+               project: str | None = None) -> Attach:
     # The recorded id is ZONE/NAME (providers/gcp/instance.py); the row's zone column says the same.
     zone, _, name = target.instance_id.rpartition("/")
     zone = zone or target.zone or ""
     if not zone or not name:
         raise ProviderError(f"run {target.run_id} node {target.node_rank}: no zone was recorded for "
                             f"{target.instance_id}; cannot reach it")
-    project = str(settings.get("project") or "") or os.environ.get("GOOGLE_CLOUD_PROJECT") or \
+    project = project or os.environ.get("GOOGLE_CLOUD_PROJECT") or \
         os.environ.get("CLOUDSDK_CORE_PROJECT")
     argv = ["gcloud", "compute", "ssh", name, f"--zone={zone}", "--tunnel-through-iap"]
     if project:
