@@ -41,9 +41,14 @@ demo: install
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n * 2 > 8 ? 8 : n * 2 )))
 TEST_DIST ?= worksteal
 
+# The static checks `make test` (what CI runs) and `make lint` share: ruff, mypy (scripts/typecheck.sh, cached in
+# .mypy_cache: a few seconds once warm) and vulture (dead code; framework-used names in scripts/vulture_whitelist.py).
+CHECK_STATIC = $(VENV)/bin/ruff check . && MYPY=$(CURDIR)/$(VENV)/bin/mypy bash scripts/typecheck.sh && \
+	$(VENV)/bin/vulture gpuplan providers jobs scripts/vulture_whitelist.py --min-confidence 61
+
 test: install-test
 	bash scripts/test-services.sh
-	$(VENV)/bin/ruff check .
+	$(CHECK_STATIC)
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist $(TEST_DIST) $(PYTEST_ARGS)
 
 # The property fuzz of the job spec and of every command's options, long: thousands of random examples (minutes).
@@ -66,7 +71,7 @@ docs-serve: install-test
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve --strict --dev-addr $(DOCS_ADDR)
 
 lint: install-test
-	$(VENV)/bin/ruff check .
+	$(CHECK_STATIC)
 
 clean:
-	rm -rf $(VENV) .demo build site *.egg-info .pytest_cache
+	rm -rf $(VENV) .demo build site *.egg-info .pytest_cache .mypy_cache

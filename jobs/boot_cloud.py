@@ -16,6 +16,9 @@ The hooks the script calls (each a shell function; the defaults below do nothing
 - `report_status KEY VALUE`: publish the job's status or exit code where the provider reads it back (GCP guest
   attributes); best effort.
 - `interruption_notice`: print the cloud's notice and succeed once the machine is about to be interrupted.
+- `fabric_run_args`: extra container run arguments for the machine's inter-node fabric, one a line (AWS EFA:
+  its devices and unlimited locked memory); `fabric_note RUNTIME IMAGE`: print a note when the image cannot use
+  that fabric. Both print nothing by default.
 - `instance_tag KEY`, `launch_index`: this machine's tag KEY and its index in the call that started it (a
   multi-node run whose nodes read their rank from tags: gpuplan.jobs.boot_identity).
 
@@ -63,6 +66,14 @@ instance_tag() {
 
 launch_index() {
   return 1
+}
+
+fabric_run_args() {
+  return 0
+}
+
+fabric_note() {
+  return 0
 }
 """
 

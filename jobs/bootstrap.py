@@ -424,12 +424,17 @@ else
   if [ "$EXPECTED_GPUS" -gt 0 ]; then
     if [ "$RUNTIME" = docker ]; then RUN_ARGS+=(--gpus all); else RUN_ARGS+=(--device nvidia.com/gpu=all); fi
   fi
+  # The machine's fabric (a hook: its devices and limits, one argument a line); none on most machines.
+  while IFS= read -r arg; do
+    RUN_ARGS+=("$arg")
+  done < <(fabric_run_args)
   for name in "${ENV_NAMES[@]}"; do
     RUN_ARGS+=(-e "$name")
   done
   if ! "$RUNTIME" image inspect "$IMAGE" >/dev/null 2>&1; then
     "$RUNTIME" pull "$IMAGE" >>"$LOG" 2>&1 || finish 125 "cannot pull the image"
   fi
+  fabric_note "$RUNTIME" "$IMAGE" >>"$LOG" 2>&1 || true
   # Not detached: the runtime client forwards a SIGTERM to the container (sig-proxy).
   "$RUNTIME" "${RUN_ARGS[@]}" "$IMAGE" "${JOB_ARGV[@]}" >>"$LOG" 2>&1 &
 fi

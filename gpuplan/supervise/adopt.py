@@ -150,8 +150,12 @@ def adopt(session: Session, run: Run, provider: Provider, now: dt.datetime,
 
 def session_url(session: Session) -> str | None:
     """The database URL the session works on (the catalog reads refreshed prices from the same database)."""
+    from sqlalchemy import Engine
+
     try:
-        return session.get_bind().url.render_as_string(hide_password=False)
+        bind = session.get_bind()
+        engine = bind if isinstance(bind, Engine) else bind.engine
+        return engine.url.render_as_string(hide_password=False)
     except AttributeError:  # not bound to an engine (never the case in gpuplan; kept from crashing adoption)
         return None
 

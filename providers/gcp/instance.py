@@ -38,8 +38,12 @@ log = logging.getLogger(__name__)
 class VmSettings(Protocol):
     """What a VM body needs from the GCP provider: its settings and its storage and secret endpoints."""
 
-    name: str
-    cloud: str
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def cloud(self) -> str: ...
+
     image: str | None
     image_project: str
     image_family: str
@@ -49,7 +53,9 @@ class VmSettings(Protocol):
     subnetwork: str | None
     external_ip: bool
     service_account: str | None
-    scopes: Sequence[str] | None
+
+    @property
+    def scopes(self) -> Sequence[str] | None: ...
 
     @property
     def project(self) -> str: ...
