@@ -14,6 +14,9 @@ PACKAGES=(
   # Slurm: tests/support/slurmhelp.py starts a throwaway one-node cluster (scripts/start_slurm.sh); slurmdbd and MariaDB
   # give it accounting so the sacct path is tested too.
   slurm-wlm munge slurmdbd mariadb-server
+  # `gpuplan ui` in a real browser: tests/e2e/test_ui_browser.py drives headless Chromium through Selenium and
+  # Debian's chromedriver (named explicitly, so Selenium Manager never downloads one).
+  chromium chromium-driver
 )
 
 missing=()

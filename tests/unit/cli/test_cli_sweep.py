@@ -248,6 +248,7 @@ NO_JSON: dict[Path_, str] = {
     ("completion",): "prints a shell script to be sourced, not data",
     ("exec",): "runs the user's command on the machine; its output is the command's own",
     ("ssh",): "an interactive shell on the machine",
+    ("ui",): "serves the dashboard; its JSON is the /api endpoints (tests/e2e/test_ui_http.py)",
 }
 
 
@@ -388,6 +389,9 @@ BAD_INPUT: list[tuple[tuple[str, ...], str]] = [
     (("lanch",), "No such command"),
     (("budget", "sett"), "No such command"),
     (("runs", "--jsn"), "--jsn"),
+    (("ui", "--no-browser", "--token", "short"), "--token"),
+    (("ui", "--port", "70000"), "--port"),
+    (("--db", "not a url", "ui", "--no-browser"), "not a database URL"),
 ]
 # Cases that run with $GPUPLAN_CONFIG pointing at a malformed TOML file, or at no file at all.
 CASE_CONFIG = {("launch", "{good}", "-y"): "bad_config", ("reconcile", "--cloud", "aws"): "bad_config",
