@@ -9,7 +9,7 @@ DEMO_HOME := $(CURDIR)/.demo
 # The local machine is billed at a pretend $2.50/h in the demo so the books have something to show.
 DEMO_ENV := GPUPLAN_DB=sqlite:///$(DEMO_HOME)/gpuplan.db GPUPLAN_HOME=$(DEMO_HOME) GPUPLAN_LOCAL_PRICE_PER_HOUR=2.50
 
-.PHONY: install install-test demo test fuzz bench lint clean ui ui-screenshots
+.PHONY: install install-test demo test fuzz bench lint docs docs-serve clean ui ui-screenshots
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -21,8 +21,9 @@ $(VENV)/.installed: $(PY) pyproject.toml
 	$(PIP) install -e '.[bench,postgres,plot,ui]' 'torch==2.13.0' numpy
 	touch $@
 
+# The docs extra too, so `make test` can build the site strictly (tests/docs/test_site.py).
 $(VENV)/.installed-test: $(VENV)/.installed
-	$(PIP) install -e '.[bench,test,postgres,plot,ui]' 'torch==2.13.0' numpy
+	$(PIP) install -e '.[bench,test,postgres,plot,ui,docs]' 'torch==2.13.0' numpy
 	touch $@
 
 install: $(VENV)/.installed
@@ -66,8 +67,19 @@ fuzz: install-test
 bench: install-test
 	$(PY) bench/run_all.py
 
+# The documentation site (docs/, mkdocs.yml): warnings are errors, so a broken link or a missing page fails.
+# The CLI, job-spec, config-file and error references are generated from the code at build time
+# (scripts/docsite/hooks.py). `make test` builds it the same way and runs every ```console example in docs/.
+DOCS_ADDR ?= 127.0.0.1:8000
+
+docs: install-test
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir $(CURDIR)/site
+
+docs-serve: install-test
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve --strict --dev-addr $(DOCS_ADDR)
+
 lint: install-test
 	$(CHECK_STATIC)
 
 clean:
-	rm -rf $(VENV) .demo build *.egg-info .pytest_cache .mypy_cache
+	rm -rf $(VENV) .demo build site *.egg-info .pytest_cache .mypy_cache

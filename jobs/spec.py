@@ -35,6 +35,7 @@ from pydantic import (
 
 from gpuplan.errors import UserError
 from gpuplan.jobs.spec_bounds import deadline_in_range
+from gpuplan.jobs.spec_fields import describe_fields
 from gpuplan.limits import check
 from gpuplan.units import MONEY_LIMIT, parse_duration_hours, parse_size
 
@@ -130,7 +131,9 @@ SecretName = Annotated[str, AfterValidator(lambda key: _check_env_name(key, "sec
 
 class _Model(BaseModel):
     # allow_inf_nan=False: YAML reads `.inf` and `.nan` as floats; a throughput of infinity is no measurement.
-    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=False, allow_inf_nan=False)
+    # json_schema_extra: each field's description (jobs/spec_fields.py) in the JSON schema the docs and editors read.
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=False, allow_inf_nan=False,
+                              json_schema_extra=describe_fields)
 
     @field_validator("*", mode="before")
     @classmethod
@@ -246,6 +249,7 @@ class WorkloadSpec(_Model):
     mfu: Annotated[float, _within("mfu")] | None = None
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, protected_namespaces=(),
+                              json_schema_extra=describe_fields,
                               allow_inf_nan=False)
 
     @field_validator("model")
