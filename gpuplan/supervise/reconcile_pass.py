@@ -21,6 +21,7 @@ from gpuplan.runs.events import EventKind
 from gpuplan.supervise.reconcile import Finding, OpenRow, Policy, Report
 
 if TYPE_CHECKING:
+    from gpuplan.providers.base import CloudSecret
     from gpuplan.store.db import Store
     from gpuplan.supervise.reconcile_secrets import SecretFinding
 
@@ -148,8 +149,9 @@ def _books(store: Store, clouds: tuple[str, ...]) -> tuple[list[str], list[OpenR
                                 InstanceRow.region, Run.state)
                          .join(Run, Run.id == InstanceRow.run_id)
                          .where(InstanceRow.terminated_at.is_(None))).all()
-        region_pairs = set(s.execute(select(InstanceRow.provider, InstanceRow.region).distinct()).all())
-        region_pairs |= set(s.execute(select(Run.provider, Run.region).distinct()).all())
+        region_pairs: set[tuple[str, str | None]] = {
+            (p, r) for p, r in s.execute(select(InstanceRow.provider, InstanceRow.region).distinct())}
+        region_pairs |= {(p, r) for p, r in s.execute(select(Run.provider, Run.region).distinct())}
         region_pairs |= {(p, r) for p, regions in planned_regions(s, utcnow()).items() for r in regions}
     recorded: dict[str, set[str]] = {}
     for provider, region in region_pairs:
@@ -191,9 +193,9 @@ def _secrets(store: Store, checked: list[str], regions_of: Callable[[str], list[
     from gpuplan.supervise.reconcile_secrets import check_secrets, delete_orphan_secrets
 
     found = check_secrets(checked, regions_of, policy)
-    for name, why in found.skipped.items():
-        warn(f"{name}: secrets not checked: {why}")
-    outcome: dict[Any, str | None] = {}
+    for name, reason in found.skipped.items():
+        warn(f"{name}: secrets not checked: {reason}")
+    outcome: dict[CloudSecret, str | None] = {}
     if terminate and found.orphans:
         confirm(f"Delete {len(found.orphans)} orphan secret(s): {', '.join(f.secret.name for f in found.orphans)}?")
         outcome = delete_orphan_secrets(found.orphans, regions_of)
