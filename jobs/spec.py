@@ -218,9 +218,9 @@ class WorkloadSpec(_Model):
     # How the training code lays the job out, when it says (the config-aware estimate then times a step; gpuplan
     # does not configure the framework): the same choices as estimate's --tp/--pp/--pp-schedule/--recompute/
     # --tp-overlap/--dp-overlap/--interconnect.
-    tp: Annotated[int, _within("model_parallel")] = 1
-    pp: Annotated[int, _within("model_parallel")] = 1
-    pp_schedule: Literal["1f1b", "interleaved"] = "1f1b"
+    tp: Annotated[int, _within("model_parallel")] | None = None  # None: the estimate's default (layout.py)
+    pp: Annotated[int, _within("model_parallel")] | None = None
+    pp_schedule: Literal["1f1b", "interleaved"] | None = None
     recompute: Literal["none", "selective", "op", "full"] | None = None
     tp_overlap: bool = False
     dp_overlap: bool = False
@@ -258,12 +258,13 @@ class WorkloadSpec(_Model):
             raise ValueError(f"give one of params, model or model_config, not {' and '.join(given)}")
         if self.samples is not None and self.seq_len is None:
             raise ValueError("samples needs seq_len to turn into tokens")
-        if self.recompute not in (None, "full") and self.activation_checkpointing:
-            raise ValueError(f"activation_checkpointing means recompute full, not {self.recompute}")
-        if self.tp_overlap and self.tp < 2:
-            raise ValueError("tp_overlap needs tp of 2 or more")
-        if self.dp_overlap and self.sharding not in ("zero1", "zero2"):
-            raise ValueError("dp_overlap needs sharding zero1 or zero2 (the sharded optimizer's all-gather)")
+        from gpuplan.estimating.layout import SPEC_NAMES, layout_problems
+
+        problems = layout_problems(SPEC_NAMES, tp=self.tp or 1, sharding=self.sharding, recompute=self.recompute,
+                                   activation_checkpointing=self.activation_checkpointing,
+                                   tp_overlap=self.tp_overlap, dp_overlap=self.dp_overlap)
+        if problems:
+            raise ValueError("; ".join(problems))
 
         if self.tokens is None and self.total_tokens is not None:  # each factor is in range, the product need not be
             check("tokens", self.total_tokens, "samples x seq_len x epochs")

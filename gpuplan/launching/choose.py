@@ -106,10 +106,12 @@ def planned_offer(spec: JobSpec, provider_name: str, cloud: str, *, db_url: str 
     if usable is not None:
         offers = [o for o in offers if usable.keep(o.region, o.zone, o.instance_type)]
     from gpuplan.calibration.startup import startup_allowance
+    from gpuplan.planning.job_cost import billing_minimums
 
     result = plan(workload, offers, constraints=constraints, throughput_for=lambda _gpu: own,
                   spot_model=spot_model_for(spec, db_url),
-                  startup_s={cloud: startup_allowance(provider_name, db_url).seconds})
+                  startup_s={cloud: startup_allowance(provider_name, db_url).seconds},
+                  min_billed_seconds=billing_minimums((cloud,)))
     wanted = [o for o in result.options
               if (res.gpus_per_node is None or o.gpus_per_node == res.gpus_per_node)
               and o.nodes == res.nodes]

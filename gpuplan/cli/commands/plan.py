@@ -112,8 +112,11 @@ def plan_command(app: AppContext, spec_path: Path | None, gpu_text: str | None, 
 
     # Each cloud's start-up allowance, as `gpuplan launch` adds it to the run's hours (gpuplan.estimating.job_hours).
     startup_s = {cloud: startup_allowance(cloud, app.db_url).seconds for cloud in {o.cloud for o in offers}}
+    from gpuplan.planning.job_cost import billing_minimums
+
     result = plan(workload, offers, constraints=constraints, throughput_for=throughput_for,
-                  spot_model=spot_model, shardings=shardings, startup_s=startup_s)
+                  spot_model=spot_model, shardings=shardings, startup_s=startup_s,
+                  min_billed_seconds=billing_minimums(o.cloud for o in offers))
 
     shown = list(result.options[:limit] if limit else result.options)
     _note_precision_fallbacks(workload.precision, {o.gpu for o in shown})
@@ -291,7 +294,9 @@ def _render(workload: Any, constraints: Any, spot_model: Any, result: Any, shown
             ["#", "cloud", "region", "instance", "nodes x GPUs", "market", "$/h", "hours", "cost", "sharding",
              "note"],
             [(i + 1, o.cloud, o.region, o.instance_type, f"{o.nodes} x {o.gpus_per_node:g} {o.gpu}",
-              "spot" if o.spot else "on-demand", f"{o.price_per_hour:,.2f}", hours_text(o.est_hours),
+              "spot" if o.spot else "on-demand",
+              f"{o.price_per_hour:,.4f}" if o.price_per_hour < 1 else f"{o.price_per_hour:,.2f}",
+              hours_text(o.est_hours),
               dollars(o.est_cost_usd), o.sharding, " ".join(o.tags)) for i, o in enumerate(shown)],
             justify_right=["#", "$/h", "hours", "cost"],
         )
