@@ -16,6 +16,10 @@ The hooks the script calls (each a shell function; the defaults below do nothing
 - `report_status KEY VALUE`: publish the job's status or exit code where the provider reads it back (GCP guest
   attributes); best effort.
 - `interruption_notice`: print the cloud's notice and succeed once the machine is about to be interrupted.
+- `machine_end REASON`: end this machine once its job is over (REASON: `max_hours` when the fail-safe fired, else
+  empty). Default: power off, which ends the machine and its bill where the provider launches it to terminate on
+  shutdown (AWS InstanceInitiatedShutdownBehavior=terminate). GCP deletes the VM instead (a stopped VM bills its
+  disk): providers/gcp/self_delete.py.
 - `fabric_run_args`: extra container run arguments for the machine's inter-node fabric, one a line (AWS EFA:
   its devices and unlimited locked memory); `fabric_note RUNTIME IMAGE`: print a note when the image cannot use
   that fabric. Both print nothing by default.
@@ -58,6 +62,10 @@ report_status() {
 
 interruption_notice() {
   return 1
+}
+
+machine_end() {
+  shutdown -h now || poweroff || true
 }
 
 instance_tag() {

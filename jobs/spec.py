@@ -35,6 +35,7 @@ from pydantic import (
 
 from gpuplan.errors import UserError
 from gpuplan.jobs.spec_bounds import deadline_in_range
+from gpuplan.jobs.spec_fields import describe_fields
 from gpuplan.limits import check
 from gpuplan.units import MONEY_LIMIT, parse_duration_hours, parse_size
 
@@ -130,7 +131,21 @@ SecretName = Annotated[str, AfterValidator(lambda key: _check_env_name(key, "sec
 
 class _Model(BaseModel):
     # allow_inf_nan=False: YAML reads `.inf` and `.nan` as floats; a throughput of infinity is no measurement.
-    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=False, allow_inf_nan=False)
+    # json_schema_extra: each field's description (jobs/spec_fields.py) in the JSON schema the docs and editors read.
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=False, allow_inf_nan=False,
+                              json_schema_extra=describe_fields)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_as_number(cls, value: Any, info: ValidationInfo) -> Any:
+        """`tp: true` was taken as 1 (pydantic's lax mode turns a bool into a number): a true/false is refused
+        wherever the field is not itself a yes/no."""
+        if isinstance(value, bool) and info.field_name is not None:
+            annotation = str(cls.model_fields[info.field_name].annotation)
+            numeric = any(kind in annotation for kind in ("int", "float", "Decimal"))
+            if numeric and "bool" not in annotation and "list" not in annotation:
+                raise ValueError(f"expected a number, not {str(value).lower()} (a yes/no)")
+        return value
 
 
 # ---------------------------------------------------------------------------------------------- sections
@@ -149,6 +164,10 @@ class Resources(_Model):
     # Wavelength Zone (use1-atl2-az1), which needs its own opt-in and subnet.
     zones: StrList = Field(default_factory=list)
     max_price_per_hour: PricePerHour | None = None
+    # Failover never leaves the GPU count asked for (a 1-GPU job quoted at ~$1/h is never sent to a $16/h 8-GPU
+    # machine); `larger_machines: true` lets it go on to machines with more of the same GPU, each listed with its
+    # price before the launch (gpuplan.launching.placements.larger_fallbacks).
+    larger_machines: bool = False
 
     @field_validator("zones")
     @classmethod
@@ -230,6 +249,7 @@ class WorkloadSpec(_Model):
     mfu: Annotated[float, _within("mfu")] | None = None
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, protected_namespaces=(),
+                              json_schema_extra=describe_fields,
                               allow_inf_nan=False)
 
     @field_validator("model")
@@ -363,6 +383,8 @@ class JobSpec(_Model):
 
     name: str = Field(min_length=1, max_length=200)
     image: str | None = None
+    # The image's CPU architecture when its registry cannot be asked (gpuplan.launching.image_arch); default amd64.
+    arch: Literal["amd64", "arm64"] | None = None
     command: Annotated[str | list[str] | None, BeforeValidator(_command)] = None
     run: str | None = None
     runtime: Literal["auto", "process", "podman", "docker"] = "auto"
@@ -514,12 +536,15 @@ def spec_hash(text: str) -> str:
 def load_spec(path: str | Path) -> JobSpec:
     """Read and validate a job spec file; every problem is a SpecError naming `file:line`."""
     from gpuplan.jobs.spec_bounds import SpecBoundsError, read_bounded
+    from gpuplan.readfile import FileRefused
 
     path = Path(path)
     try:
         text = read_bounded(path)
     except FileNotFoundError as exc:
         raise SpecError(f"job spec {path} does not exist") from exc
+    except FileRefused as exc:  # not a regular file, too big, not UTF-8 (gpuplan.readfile)
+        raise SpecError(str(exc)) from None
     except SpecBoundsError as exc:
         raise SpecError(f"{path}: {exc}") from None
     except (OSError, UnicodeDecodeError) as exc:

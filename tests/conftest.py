@@ -51,6 +51,8 @@ def _isolated_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     # ... at once: one attempt per call (providers/aws/retries.py honours it), not eight backed-off ones (~7 s). The
     # moto fixtures, which give a live endpoint, remove it again (support.awsmoto.live_endpoint).
     monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
+    # Image-platform lookups (gpuplan.jobs.image_registry) go nowhere but a closed loopback port: "unreachable".
+    monkeypatch.setenv("GPUPLAN_REGISTRY_ENDPOINT", "http://127.0.0.1:9")
     monkeypatch.setenv("CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE", "http://127.0.0.1:9/compute/v1/")
     monkeypatch.setenv("CLOUDSDK_API_ENDPOINT_OVERRIDES_STORAGE", "http://127.0.0.1:9/storage/v1/")
     monkeypatch.setenv("CLOUDSDK_API_ENDPOINT_OVERRIDES_SECRETMANAGER", "http://127.0.0.1:9/")

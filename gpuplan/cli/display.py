@@ -100,4 +100,4 @@ def print_summary(s: dict[str, Any]) -> None:
             caps.append(f"budget {money(s['budget_usd'])}")
         if fs.get("hours") is not None:
             caps.append(f"machine fail-safe {duration(fs['hours'])} ({fs.get('cap')})")
-        click.echo(f"  caps: {', '.join(caps)}")
+        click.echo(f"  caps: {inert(', '.join(caps))}")  # a budget's name is anyone's text

@@ -174,3 +174,14 @@ def _fits(value: object, annotation: object) -> bool:
         return text.startswith(("int", "float"))
     checks = (("float", float), ("str", str), ("list", list), ("dict", dict))
     return any(text.startswith(name) and isinstance(value, kind) for name, kind in checks)
+
+
+def history(session: Session, run_id: str) -> list[dict[str, Any]]:
+    """A run's events, oldest first, as `status --events` and the dashboard show them: when, what kind, the
+    message and its data."""
+    from gpuplan.store.models import Run
+
+    run = session.get(Run, run_id)
+    if run is None:
+        raise LookupError(run_id)
+    return [{"at": e.at, "kind": e.kind, "message": e.message, "data": event_data(e)} for e in events_of(run)]

@@ -20,6 +20,7 @@ catalog (gpuplan.supervise.adopt_price); the `adopted` event records where each 
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import logging
@@ -126,6 +127,8 @@ def adopt(session: Session, run: Run, provider: Provider, now: dt.datetime,
         if inst.instance_id in known:
             continue  # recorded already: no price to look for (the catalog is loaded only for new machines)
         quote = pricer.quote(inst)
+        if quote.price is not None and quote.price != inst.price_per_hour:
+            inst = dataclasses.replace(inst, price_per_hour=quote.price)  # the recorded price wins (adopt_price)
         rows = record_instances(session, run, provider, [inst], default_price=quote.price, now=now)
         for row in rows:
             if inst.state in InstanceState.GONE:

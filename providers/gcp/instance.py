@@ -155,7 +155,7 @@ def instance_body(provider: VmSettings, request: LaunchRequest, zone: str, name:
         if account[0] == "default" and rank == 0:
             # The default Compute Engine account usually holds Editor on the project: with a storage (or the
             # cloud-platform) scope the VM could write to every bucket and read every secret. Say so once per
-            # launch; the README shows the narrow setup.
+            # launch; docs/providers/gcp.md shows the narrow setup.
             if not request.secrets:
                 log.warning("GCS outputs use the project's default service account (often Editor); set "
                             "service_account in [providers.gcp] to one allowed to write only to gs://%s",
@@ -163,7 +163,8 @@ def instance_body(provider: VmSettings, request: LaunchRequest, zone: str, name:
             else:
                 log.warning("secrets%s use the project's default service account (often Editor) with the "
                             "cloud-platform scope; set service_account in [providers.gcp] to a dedicated one "
-                            "holding roles/secretmanager.secretAccessor on gpuplan's secrets only (README, GCP)",
+                            "holding roles/secretmanager.secretAccessor on gpuplan's secrets only "
+                            "(docs/providers/gcp.md)",
                             " and GCS outputs" if provider.bucket else "")
     return instance
 

@@ -448,6 +448,10 @@ class GcpProvider(GcpCapabilities, Provider):
     def secrets_endpoint(self) -> str | None:
         return self.secrets.vm_endpoint()
 
+    def compute_endpoint(self) -> str | None:
+        """The Compute API the VMs call to delete themselves (providers/gcp/self_delete.py), when not Google's."""
+        return self.endpoint.api_endpoint
+
     def list_secrets(self) -> list[CloudSecret]:
         """gpuplan's secrets in the project's Secret Manager (names and runs only): reconcile's leftover check."""
         return self.secrets.list_all(self.name)

@@ -131,6 +131,9 @@ def count_module_params(target: str) -> int:
         raise UserError(f"cannot load --module {target}: {exc}") from exc
     try:  # the user's code: whatever it raises is their module's problem, said in one line
         model = factory() if callable(factory) and not hasattr(factory, "parameters") else factory
+    except SystemExit as exc:  # `sys:exit` would end gpuplan itself, silently, with its status
+        raise UserError(f"--module {target}: calling {attr}() exited ({exc.code!r}) instead of building a model") \
+            from None
     except Exception as exc:
         raise UserError(f"--module {target}: calling {attr}() failed: {type(exc).__name__}: {exc}") from exc
     if not hasattr(model, "parameters"):

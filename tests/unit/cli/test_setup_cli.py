@@ -78,8 +78,9 @@ def test_create_makes_a_least_privilege_tagged_role_in_a_profile(in_moto: dict[s
     assert ready.json()["usable"] is True
 
 
-def test_the_created_policy_is_the_one_the_readme_shows() -> None:
-    """tests/unit/providers/test_cloud_tags.py reads the README's policy; the role gpuplan creates is that one."""
+def test_the_created_policy_is_the_one_the_docs_show() -> None:
+    """tests/unit/providers/test_cloud_tags.py reads the policy docs/providers/aws.md shows; the role gpuplan
+    creates is that one."""
     policy = aws_iam.instance_policy("BUCKET")
     assert {(s["Effect"], s["Action"], s["Resource"]) for s in policy["Statement"]} == {
         ("Allow", "s3:PutObject", "arn:aws:s3:::BUCKET/gpuplan/*"),
