@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -149,7 +150,12 @@ def test_spec_field_at_its_limit_is_accepted(tmp_path: Path, field: str, yaml: s
                                              at_limit: str) -> None:
     from gpuplan.jobs.spec import parse_spec
 
-    parse_spec(BASE_SPEC + yaml.format(v=at_limit), source="job.yaml")  # raises SpecError if refused
+    value: object = parse_spec(BASE_SPEC + yaml.format(v=at_limit), source="job.yaml")  # SpecError if refused
+    for part in field.split("."):
+        value = getattr(value, part)
+    days = at_limit.strip("'").removesuffix("days").removesuffix("d").strip()
+    expected = float(days) * 24 if "d" in at_limit else float(at_limit)  # durations are read as hours
+    assert isinstance(value, (int, float, Decimal)) and float(value) == expected, (field, at_limit, value)
 
 
 def test_every_limit_describes_itself_and_refuses_its_outside() -> None:

@@ -190,26 +190,33 @@ def test_json_on_empty_database(argv: tuple[str, ...], files: dict[str, str]) ->
     assert_json_only(run_cli(*args), args)
 
 
-# Write commands in the order a user would use them; each step's --json is checked, and ids flow along.
-LIFECYCLE_JSON: list[tuple[str, ...]] = [
-    ("budget", "set", "team", "--amount", "100", "--period", "month", "--cloud", "aws,local", "--json"),
-    ("budget", "status", "team", "--json"),
-    ("budget", "rm", "team", "--json"),
-    ("schedule", "add", "{good}", "--cron", "0 2 * * *", "--tz", "Europe/Berlin", "--name", "nightly", "--json"),
-    ("schedule", "show", "nightly", "--json"),
-    ("schedule", "pause", "nightly", "--json"),
-    ("schedule", "resume", "nightly", "--json"),
-    ("schedule", "update", "nightly", "--cron", "30 3 * * 1-5", "--json"),
-    ("schedule", "rm", "nightly", "-y", "--json"),
-    ("config", "set", "defaults.project", "nlp", "--json"),
-    ("config", "set", "defaults.project", "--unset", "--json"),
+# Write commands in the order a user would use them; each step's --json is checked for the fields the step set.
+LIFECYCLE_JSON: list[tuple[tuple[str, ...], dict[str, Any]]] = [
+    (("budget", "set", "team", "--amount", "100", "--period", "month", "--cloud", "aws,local", "--json"),
+     {"name": "team", "amount_usd": 100.0, "period": "month", "clouds": ["aws", "local"]}),
+    (("budget", "status", "team", "--json"),
+     {"name": "team", "amount_usd": 100.0, "spent_usd": 0.0, "free_usd": 100.0, "live_runs": 0}),
+    (("budget", "rm", "team", "--json"), {"removed": "team"}),
+    (("schedule", "add", "{good}", "--cron", "0 2 * * *", "--tz", "Europe/Berlin", "--name", "nightly", "--json"),
+     {"name": "nightly", "cron": "0 2 * * *", "tz": "Europe/Berlin", "paused": False, "last_fire_at": None}),
+    (("schedule", "show", "nightly", "--json"), {"name": "nightly", "cron": "0 2 * * *", "fires": []}),
+    (("schedule", "pause", "nightly", "--json"), {"name": "nightly", "paused": True, "next_fire_at": None}),
+    (("schedule", "resume", "nightly", "--json"), {"name": "nightly", "paused": False}),
+    (("schedule", "update", "nightly", "--cron", "30 3 * * 1-5", "--json"),
+     {"name": "nightly", "cron": "30 3 * * 1-5", "tz": "Europe/Berlin"}),
+    (("schedule", "rm", "nightly", "-y", "--json"), {"name": "nightly", "removed": True}),
+    (("config", "set", "defaults.project", "nlp", "--json"), {"key": "defaults.project", "value": "nlp"}),
+    (("config", "set", "defaults.project", "--unset", "--json"), {"key": "defaults.project", "value": None}),
 ]
 
 
 def test_json_through_a_budget_and_a_schedule_lifecycle(files: dict[str, str]) -> None:
-    for argv in LIFECYCLE_JSON:
+    for argv, expected in LIFECYCLE_JSON:
         args = fill(argv, files)
-        assert_json_only(run_cli(*args), args)
+        out = assert_json_only(run_cli(*args), args)
+        row = out[0] if isinstance(out, list) and len(out) == 1 else out  # `budget status NAME` is a list of one
+        assert {key: row.get(key) for key in expected} == expected, (args, out)
+    assert run_cli("budget", "list", "--json").json() == [] and run_cli("schedule", "list", "--json").json() == []
 
 
 def test_json_for_a_recorded_run(files: dict[str, str]) -> None:
@@ -262,7 +269,8 @@ def test_every_command_that_prints_data_has_json() -> None:
 
 
 def test_every_json_command_is_covered() -> None:
-    covered = {resolve(list(a)) for a in EMPTY_DB_JSON + LIFECYCLE_JSON} | JSON_COVERED_ELSEWHERE_HERE
+    swept = [*EMPTY_DB_JSON, *(argv for argv, _ in LIFECYCLE_JSON)]
+    covered = {resolve(list(a)) for a in swept} | JSON_COVERED_ELSEWHERE_HERE
     missing = [" ".join(p) for p in COMMAND_PATHS
                if has_json(TREE[p]) and p not in covered and p not in JSON_NEEDS_A_CLOUD]
     assert not missing, f"--json commands without a JSON case in this sweep: {missing}"

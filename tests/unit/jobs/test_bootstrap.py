@@ -42,8 +42,10 @@ def test_shellcheck_clean(tmp_path: Path, variant: str) -> None:
         "image": "ghcr.io/x/y:1 $(touch PWNED)", "gpus": 8, "nproc_per_node": 8, "max_hours": 1.5,
         "storage_url": "s3://bucket/runs/it's here", "workdir": "/work space/`x`", "checkpoint_dir": "ck pt"}
     script = render_boot_script(tricky_plan(tmp_path, **extra))
-    proc = subprocess.run(["shellcheck", "-s", "bash", "-"], input=script, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stdout
+    proc = subprocess.run(["shellcheck", "-s", "bash", "-f", "json1", "-"], input=script, capture_output=True,
+                          text=True)
+    findings = [f"SC{c['code']} line {c['line']}: {c['message']}" for c in json.loads(proc.stdout)["comments"]]
+    assert findings == []
 
 
 def test_rendered_values_are_quoted() -> None:

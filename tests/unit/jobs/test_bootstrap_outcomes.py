@@ -163,8 +163,10 @@ def test_outcome_script_is_shellcheck_clean(tmp_path: Path) -> None:
     if shutil.which("shellcheck") is None:
         pytest.skip("shellcheck is not installed (scripts/test-services.sh installs it)")
     script = render_boot_script(plan(tmp_path, 0))
-    proc = subprocess.run(["shellcheck", "-s", "bash", "-"], input=script, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stdout
+    proc = subprocess.run(["shellcheck", "-s", "bash", "-f", "json1", "-"], input=script, capture_output=True,
+                          text=True)
+    findings = [f"SC{c['code']} line {c['line']}: {c['message']}" for c in json.loads(proc.stdout)["comments"]]
+    assert findings == []
 
 
 def test_secret_names_must_be_variable_names(tmp_path: Path) -> None:

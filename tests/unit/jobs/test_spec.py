@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuplan.jobs.spec import JobSpec, SpecError, load_spec, parse_spec
+from gpuplan.jobs.spec import SpecError, load_spec, parse_spec
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -148,13 +148,6 @@ def test_bad_gpu_count_and_infinite_throughput_are_exit_2_through_the_cli(tmp_pa
 def test_missing_file_is_a_user_error(tmp_path: Path) -> None:
     with pytest.raises(SpecError, match="does not exist"):
         load_spec(tmp_path / "nope.yaml")
-
-
-def test_examples_are_valid() -> None:
-    examples = sorted((ROOT / "examples").glob("*.yaml"))
-    assert examples, "examples/ holds job specs"
-    for path in examples:
-        assert isinstance(load_spec(path), JobSpec)
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "examples").glob("*.yaml")), ids=lambda p: p.name)

@@ -179,3 +179,36 @@ def test_compare_is_provider_agnostic(aws: AwsProvider) -> None:
     rows = [OpenRow("aws", live, "r-compare001", "us-east-1"), OpenRow("aws", "i-00000000000000001", "r-x", None)]
     findings = compare(aws, rows)
     assert [(f.kind, f.instance_id) for f in findings] == [("missing", "i-00000000000000001")]
+
+
+def test_the_pass_asks_before_it_ends_anything_and_records_what_it_ended(aws: AwsProvider) -> None:
+    """run_reconcile without the CLI: the caller's confirm is asked with the orphans' ids and can abort before any
+    machine ends; once it agrees, the orphan ends and an event records it (the CLI only parses and renders)."""
+    from gpuplan.supervise.reconcile_pass import ReconcileRequest, run_reconcile
+
+    orphan = start(aws, "r-pass000001")  # no run row: an unknown machine, and --grace 0 makes it an orphan
+    request = ReconcileRequest(clouds=("aws",), regions=("us-east-1",), grace=dt.timedelta(0), terminate=True)
+    store = Store.open(os.environ["GPUPLAN_DB"])
+    asked: list[str] = []
+    warned: list[str] = []
+
+    class Declined(Exception):
+        pass
+
+    def decline(question: str) -> None:
+        asked.append(question)
+        raise Declined
+
+    with pytest.raises(Declined):
+        run_reconcile(store, store.url, request, confirm=decline, warn=warned.append)
+    assert asked == [f"Terminate 1 orphan(s): {orphan}?"]
+    assert [i.instance_id for i in aws.list_tagged()] == [orphan]
+
+    outcome = run_reconcile(store, store.url, request, confirm=asked.append, warn=warned.append)
+    assert [(r["instance_id"], r["kind"], r["action"]) for r in outcome.rows] == [(orphan, "orphan", "terminated")]
+    assert outcome.names == ["aws"] and outcome.report.checked == ["aws"] and warned == []
+    assert aws.list_tagged() == []
+    with store.session() as s:
+        [event] = [e for e in s.query(Event).all() if e.kind == EventKind.RECONCILE_TERMINATED]
+        assert event.run_id is None and orphan in event.message
+    store.close()

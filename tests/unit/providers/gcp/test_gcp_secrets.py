@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -183,8 +184,10 @@ def test_the_secret_manager_variant_is_shellcheck_clean(tmp_path: Path, secretma
         pytest.skip("shellcheck is not installed (scripts/test-services.sh installs it)")
     params = {"A": "projects/p/secrets/gpuplan-r-1-A", "B_2": "projects/p/secrets/gpuplan-r-1-B_2"}
     script = render_boot_script(boot_plan(tmp_path, secretmanager, metadata, params))
-    proc = subprocess.run(["shellcheck", "-s", "bash", "-"], input=script, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stdout
+    proc = subprocess.run(["shellcheck", "-s", "bash", "-f", "json1", "-"], input=script, capture_output=True,
+                          text=True)
+    findings = [f"SC{c['code']} line {c['line']}: {c['message']}" for c in json.loads(proc.stdout)["comments"]]
+    assert findings == []
 
 
 # ---- (c) they are deleted when the run ends or the launch fails ------------------------------------------------

@@ -149,8 +149,10 @@ def test_the_gcs_upload_part_is_shellcheck_clean(tmp_path: Path, gcs: Running, m
     if shutil.which("shellcheck") is None:
         pytest.skip("shellcheck is not installed (scripts/test-services.sh installs it)")
     script = render_boot_script(boot_plan(tmp_path, f"gs://{BUCKET}/gpuplan/r/node-0", gcs, metadata))
-    proc = subprocess.run(["shellcheck", "-s", "bash", "-"], input=script, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stdout
+    proc = subprocess.run(["shellcheck", "-s", "bash", "-f", "json1", "-"], input=script, capture_output=True,
+                          text=True)
+    findings = [f"SC{c['code']} line {c['line']}: {c['message']}" for c in json.loads(proc.stdout)["comments"]]
+    assert findings == []
 
 
 # ---- (b) fetch_outputs and the CLI -----------------------------------------------------------------------------
