@@ -26,7 +26,7 @@ LAYERS = ("hardware", "store", "migrations", "catalog", "estimating", "jobs", "p
           "calibration", "runs", "books", "planning", "launching", "supervise", "scheduling", "cli", "ui")
 
 # Loose modules of gpuplan/: the base every part may use. They import only one another.
-BASE = ("__init__", "errors", "units", "limits", "paths", "config", "cronspec", "testpoint")
+BASE = ("__init__", "errors", "units", "limits", "paths", "config", "cronspec", "testpoint", "readfile")
 ENTRY = ("__main__",)  # `python -m gpuplan`: the CLI's caller, above everything
 
 
