@@ -107,7 +107,8 @@ class LazyGroup(click.Group):
     def main(self, args: Any = None, prog_name: str | None = None, **extra: Any) -> Any:  # type: ignore[override]
         """Run the CLI; map every error to `error: ...` on stderr and a documented exit status.
 
-        Exit status: 0 success, 1 failure or unexpected error, 2 bad input (usage, UserError), 130 Ctrl-C,
+        Exit status: 0 success, 1 failure or unexpected error, 2 bad input (usage, UserError), 3 the user
+        declined `launch`'s prompt (nothing started), 130 Ctrl-C,
         141 (killed by SIGPIPE, from the console script) when the reader of the output went away.
         """
         argv = list(sys.argv[1:] if args is None else args)

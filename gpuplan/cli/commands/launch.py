@@ -90,9 +90,9 @@ def launch(app: AppContext, spec_path: Path, provider_name: str | None, allow_cp
 
             raise UserError(f"refused under -y: {over[0].message}; use --force to launch anyway (it will be "
                             "stopped at the cap)")
-        click.confirm("the caps stop this job before it ends; start it anyway?", default=False, abort=True, err=True)
+        _ask("the caps stop this job before it ends; start it anyway?", default=False)
     elif not yes:
-        click.confirm("start it?", default=True, abort=True, err=True)
+        _ask("start it?", default=True)
     try:
         run_id = launch(app.store, plan, provider, secrets, gates=gates)
     except LaunchInterrupted as exc:
@@ -116,6 +116,17 @@ def launch(app: AppContext, spec_path: Path, provider_name: str | None, allow_cp
         note(f"\nstopped following; run {run_id} keeps going (gpuplan status {run_id}, gpuplan stop {run_id})")
         sys.exit(130)
     _finish({**summary, **decision.as_dict()}, as_json, exit_on_failure=not detach)  # + where and why
+
+
+EXIT_DECLINED = 3  # the user answered no at the prompt: nothing went wrong, nothing was recorded or started
+
+
+def _ask(question: str, *, default: bool) -> None:
+    """Ask before anything is recorded; a "no" exits EXIT_DECLINED (3), so a script tells a declined launch from a
+    failed one (1) or bad input (2)."""
+    if not click.confirm(question, default=default, err=True):
+        note("not started: nothing recorded")
+        sys.exit(EXIT_DECLINED)
 
 
 def _show_gates(gates: LaunchGates) -> FailSafe:
