@@ -36,6 +36,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                    "Print the shell completion script for bash, zsh or fish."),
     "config": ("gpuplan.cli.commands.config:config",
                "Show, check and set the config file (defaults, provider settings)."),
+    "convert": ("gpuplan.cli.commands.convert:convert",
+                "Write the gpuplan job spec of a SkyPilot task or dstack task file."),
     "db": ("gpuplan.cli.commands.db:db", "Inspect and upgrade the gpuplan database."),
     "estimate": ("gpuplan.cli.commands.estimate:estimate_command", "Estimate FLOPs, memory, hours of a training job."),
     "exec": ("gpuplan.cli.commands.attach:exec_command",

@@ -63,6 +63,7 @@ def build_request(plan: LaunchPlan, run_id: str, run_dir: str, secrets: Mapping[
                  "checkpoint_dir": spec.checkpoint.dir if spec.checkpoint else None,
                  **storage_options(spec, run_id, offer.cloud, offer.spot),
                  "regions": list(spec.resources.regions), "zones": list(spec.resources.zones),
+                 "gpu_candidates": list(spec.resources.gpu_candidates),
                  "max_price_per_hour": spec.resources.max_price_per_hour},
     )
 

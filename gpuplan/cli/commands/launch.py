@@ -34,21 +34,38 @@ if TYPE_CHECKING:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output on stdout (progress on stderr).")
 @click.option("--force", is_flag=True, help="Launch even if the estimate exceeds a budget (recorded as an event) or "
                                            "the spec's max_hours, budget_usd or deadline (stopped there).")
+@click.option("--env", "env_items", multiple=True, metavar="NAME[=VALUE]",
+              help="Set an environment variable of the job (over the spec's env); NAME alone copies it from this "
+                   "shell. Repeatable.")
+@click.option("--secret", "secret_items", multiple=True, metavar="NAME",
+              help="Hand the job the secret NAME, read from this shell's environment at launch (never stored or "
+                   "logged). Repeatable.")
 @pass_app
 def launch(app: AppContext, spec_path: Path, provider_name: str | None, allow_cpu: bool, dry_run: bool, yes: bool,
-           detach: bool, interval: float, as_json: bool, force: bool) -> None:
-    """Launch the job in JOB.yaml and follow it (logs, progress bar, ETA) until it ends."""
+           detach: bool, interval: float, as_json: bool, force: bool, env_items: tuple[str, ...],
+           secret_items: tuple[str, ...]) -> None:
+    """Launch the job in JOB.yaml and follow it (logs, progress bar, ETA) until it ends.
+
+    JOB.yaml is a gpuplan job spec, a SkyPilot task file or a dstack `type: task` configuration (told apart by
+    their keys; `gpuplan convert JOB.yaml` shows the gpuplan spec one of the latter two becomes)."""
     from gpuplan.cli.display import duration, hours_text, money
     from gpuplan.jobs.defaults import with_defaults
-    from gpuplan.jobs.spec import load_spec
+    from gpuplan.jobs.foreign import load_job
+    from gpuplan.jobs.overrides import with_overrides
     from gpuplan.launching.plan import source_dir_of
     from gpuplan.launching.record import read_secrets
     from gpuplan.launching.sequence import LaunchInterrupted, check_gates, launch
     from gpuplan.launching.where import decide_launch
 
-    own = load_spec(spec_path)
+    loaded = load_job(spec_path)  # a gpuplan spec, or a SkyPilot/dstack task translated (gpuplan.jobs.foreign)
+    if loaded.translation is not None:
+        note(f"{spec_path}: a {loaded.translation.origin} task, run as the gpuplan spec `gpuplan convert "
+             f"{spec_path}` shows")
+        if loaded.translation.note():
+            note(loaded.translation.note())
+    own = with_overrides(loaded.spec, env_items, secret_items)  # --env / --secret over the spec's
     spec = with_defaults(own)  # the config file's [defaults] where the spec is silent
-    spec_text = spec_path.read_text()
+    spec_text = loaded.text
     # where (and whether a GPU job may run on a CPU) is decided before anything is planned or recorded
     decision = decide_launch(spec, spec_text, option=provider_name, allow_cpu=allow_cpu,
                              source_dir=source_dir_of(spec_path), db_url=app.store.url,
