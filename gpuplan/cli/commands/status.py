@@ -72,11 +72,17 @@ def _queue(app: AppContext, ended_count: int, as_json: bool) -> None:
 
     with app.store.session() as session:
         live_ids = [r.id for r in live_runs(session)]
-    live = [_watched(app, run_id) for run_id in live_ids]
+    watched = [_watched(app, run_id) for run_id in live_ids]
+    # Asking the provider may end a run (its fail-safe fired, it finished): it is listed once, with the ended
+    # ones (first: it ended just now), never both as live and again from the ended rows read after.
+    live = [s for s in watched if s["state"] in RunState.LIVE]
+    just_ended = [s for s in watched if s["state"] not in RunState.LIVE]
     with app.store.session() as session:
         now = utcnow()
-        ended = [summary(r, now) for r in list_runs(session, ended_count, states=RunState.FINAL)] \
-            if ended_count else []
+        listed = {s["run_id"] for s in watched}
+        ended = [summary(r, now) for r in list_runs(session, ended_count, states=RunState.FINAL)
+                 if r.id not in listed] if ended_count else []
+    ended = [*just_ended, *ended][:max(ended_count, len(just_ended))]
     if as_json:
         emit_json({"live": live, "ended": ended})
         return
