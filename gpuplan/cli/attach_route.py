@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from gpuplan.providers.attach_base import Attach, AttachTarget
+from gpuplan.providers.attach_base import Attach, AttachTarget, SshHost
 from gpuplan.providers.base import ProviderError
 
 
@@ -54,6 +54,30 @@ def attach_command(target: AttachTarget, command: Sequence[str] | None, *, inter
         if isinstance(result, Attach):
             return result
     raise ProviderError(f"the {target.provider} provider offers no way into its machines (exec/ssh)")
+
+
+def ssh_host(target: AttachTarget, settings: Mapping[str, object] | None = None,
+             provider: object | None = None) -> SshHost:
+    """How plain ssh reaches `target` (an ssh_config Host), where the provider's machines take ssh: AWS through
+    Session Manager, GCP through IAP; a plugin may offer `ssh_host(target) -> SshHost`."""
+    settings = settings or {}
+    if target.provider == "aws":
+        from gpuplan.providers.aws.attach import aws_ssh_host
+
+        return aws_ssh_host(target, settings)
+    if target.provider == "gcp":
+        from gpuplan.providers.gcp.attach import gcp_ssh_host
+
+        return gcp_ssh_host(target, settings)
+    method = getattr(provider, "ssh_host", None)
+    if callable(method):
+        result = method(target)
+        if isinstance(result, SshHost):
+            return result
+    from gpuplan.errors import UserError
+
+    raise UserError(f"the {target.provider} provider's machines take no ssh login: `gpuplan ssh "
+                    f"{target.run_id}` opens a shell there")
 
 
 def check_via(provider: str, via: str | None) -> None:

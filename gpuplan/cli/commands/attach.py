@@ -6,11 +6,16 @@ the node, runs the line with the terminal handed over, and exits with the comman
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from gpuplan.cli import complete
 from gpuplan.cli.commands.params import bounded_int
 from gpuplan.cli.context import AppContext, pass_app
+
+if TYPE_CHECKING:
+    from gpuplan.providers.attach_base import AttachTarget
 
 NODE_OPTION = click.option("--node", type=bounded_int("nodes", low=0), default=0, show_default=True,
                            help="Which node of a multi-node run (its rank).")
@@ -43,14 +48,47 @@ def exec_command(app: AppContext, run_ref: str, command: tuple[str, ...], node: 
 @NODE_OPTION
 @VIA_OPTION
 @PRINT_OPTION
+@click.option("--config", "write_config", is_flag=True,
+              help="Write `Host gpuplan-RUN` entries (one per node) to a file ~/.ssh/config can Include, instead "
+                   "of opening a shell; removed when the run ends.")
 @pass_app
-def ssh(app: AppContext, run_ref: str, node: int, via: str | None, print_only: bool) -> None:
+def ssh(app: AppContext, run_ref: str, node: int, via: str | None, print_only: bool, write_config: bool) -> None:
     """Open a shell on a live run's machine: in the job's container when it has one, else in its run folder.
 
     local: a shell there; slurm: srun --pty in the job's allocation; aws: Session Manager (or `--via ssh`);
-    gcp: gcloud compute ssh --tunnel-through-iap.
+    gcp: gcloud compute ssh --tunnel-through-iap. With --config: `ssh gpuplan-RUN`, scp and rsync work by name.
     """
+    if write_config:
+        _write_config(app, run_ref)
+        return
     _run(app, run_ref, None, node=node, via=via, print_only=print_only)
+
+
+def _write_config(app: AppContext, run_ref: str) -> None:
+    """Every live node of the run as an ssh_config Host in GPUPLAN_HOME/ssh/gpuplan-RUN (gpuplan.runs.ssh_config);
+    entries of runs that ended meanwhile are swept."""
+    from gpuplan.cli.attach_route import ssh_host
+    from gpuplan.cli.output import note
+    from gpuplan.config import provider_settings
+    from gpuplan.runs import ssh_config
+    from gpuplan.runs.records import get_run
+    from gpuplan.store.models import Run, RunState
+
+    first = _target(app, run_ref, 0)  # a live run with a machine, or one clear line
+    with app.store.session() as session:
+        nodes = get_run(session, run_ref).nodes or 1
+        for run_id in ssh_config.entries():
+            run = session.get(Run, run_id)
+            if run is None or run.state in RunState.FINAL:
+                ssh_config.remove_entry(run_id)
+    targets = [first, *(_target(app, run_ref, rank) for rank in range(1, nodes))]
+    settings = provider_settings(first.provider)
+    hosts = [(t.node_rank, ssh_host(t, settings)) for t in targets]
+    path = ssh_config.write_entry(first.run_id, hosts)
+    aliases = ", ".join(ssh_config.host_alias(first.run_id, rank) for rank, _ in hosts)
+    click.echo(str(path))
+    note(f"wrote {aliases} to {path}; `ssh {ssh_config.host_alias(first.run_id, 0)}` works once "
+         f"~/.ssh/config starts with this line (once, before any Host): {ssh_config.include_line()}")
 
 
 def _run(app: AppContext, run_ref: str, command: list[str] | None, *, node: int, via: str | None,
@@ -81,7 +119,7 @@ def _run(app: AppContext, run_ref: str, command: list[str] | None, *, node: int,
     click.get_current_context().exit(_spawn(attach))
 
 
-def _target(app: AppContext, run_ref: str, node: int) -> object:
+def _target(app: AppContext, run_ref: str, node: int) -> AttachTarget:
     """The recorded machine of `node` of a live run; a run that ended, or a node it does not have, is bad input."""
     from gpuplan.errors import UserError
     from gpuplan.providers.attach_base import AttachTarget
