@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -39,12 +39,19 @@ class RefreshReport:
 
 
 def refresh(store: Store, cloud: str, regions: Sequence[str] | None = None, *, project: str | None = None,
-            aws_factory: ClientFactory | None = None, now: dt.datetime | None = None) -> RefreshReport:
-    """Fetch `cloud`'s offers (optionally only `regions`) and store them; raise RefreshError on any failure."""
+            aws_factory: ClientFactory | None = None, now: dt.datetime | None = None, public: bool = False,
+            progress: Callable[[str], None] | None = None) -> RefreshReport:
+    """Fetch `cloud`'s offers (optionally only `regions`) and store them; raise RefreshError on any failure.
+
+    `public`: from the cloud's price files that need no account (gpuplan.catalog.public_sources)."""
     started = time.monotonic()
     now = now or dt.datetime.now(dt.timezone.utc)
     try:
-        if cloud == "aws":
+        if public:
+            from gpuplan.catalog.public_sources import fetch_public
+
+            offers, notes, source = fetch_public(store, cloud, regions, now, progress)
+        elif cloud == "aws":
             from gpuplan.catalog.refresh_aws import SOURCE, boto3_client_factory, fetch_aws_offers
 
             result = fetch_aws_offers(aws_factory or boto3_client_factory(), regions, now)

@@ -20,13 +20,21 @@ def catalog() -> None:
                    "out of `gpuplan prices` until a full refresh).")
 @click.option("--project", help="GCP only: the project for the machine/accelerator type lists (default: "
                                 "GOOGLE_CLOUD_PROJECT).")
+@click.option("--source", "source_choice", type=click.Choice(["auto", "api", "public"]), default="auto",
+              show_default=True,
+              help="api: the cloud's price APIs (needs credentials); public: the price files anyone may read (AWS "
+                   "Price List bulk files: on-demand prices; zones and spot kept from the previous snapshot); "
+                   "auto: api when credentials are found, else public where the cloud publishes prices.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @pass_app
-def refresh(app: AppContext, cloud: str, regions_text: str | None, project: str | None, as_json: bool) -> None:
+def refresh(app: AppContext, cloud: str, regions_text: str | None, project: str | None, source_choice: str,
+            as_json: bool) -> None:
     """Fetch current on-demand and spot GPU prices and store them as the newest snapshot for that cloud.
 
-    AWS: the Pricing API, EC2 spot price history and instance types. GCP: the Cloud Billing catalog with
-    Compute machine and accelerator types. A refresh that fails keeps the previous prices.
+    AWS: the Pricing API, EC2 spot price history and instance types; without credentials, the public Price List
+    bulk files (GPUPLAN_AWS_PRICE_LIST_URL moves the endpoint). GCP: the Cloud Billing catalog with Compute
+    machine and accelerator types (needs credentials and a project). A refresh that fails keeps the previous
+    prices; the snapshot keeps where each part came from (`gpuplan prices` shows it).
     """
     from gpuplan.catalog.gpu_names import compile_region_patterns
     from gpuplan.catalog.refresh import RefreshError
@@ -42,10 +50,17 @@ def refresh(app: AppContext, cloud: str, regions_text: str | None, project: str 
         regions = list(compile_region_patterns(regions_text))
         if any(ch in r for r in regions for ch in "*?"):
             raise UserError("--regions takes region names, not patterns (e.g. us-east-1,us-west-2)")
+    from gpuplan.catalog.public_sources import has_api_credentials
+
+    public = source_choice == "public" or (source_choice == "auto" and not has_api_credentials(cloud))
+    if public and not as_json:
+        note(f"{cloud}: no credentials found, or --source public: reading the public price files"
+             if source_choice == "auto" else f"{cloud}: reading the public price files")
     if not as_json:
         note(f"refreshing {cloud} prices{' in ' + ', '.join(regions) if regions else ''} ...")
     try:
-        report = run_refresh(app.store, cloud, regions, project=project)
+        report = run_refresh(app.store, cloud, regions, project=project, public=public,
+                             progress=None if as_json else note)
     except RefreshError as exc:
         missing = _missing_credentials(exc.__cause__)
         if missing:
