@@ -120,12 +120,11 @@ def failure_cause(code: int, *, runtime: str, image: str | None, output: str,
     `OomWatch.kills()`."""
     if code == 0:
         return None
-    from gpuplan.jobs.setup_step import setup_failure
+    from gpuplan.jobs.setup_step import setup_cause
 
-    setup_code = setup_failure(output)
-    if setup_code is not None and setup_code == code:
-        last = _last_line(output)
-        return f"setup failed (exit {code}), the command never ran" + (f": {last}" if last else "")
+    in_setup = setup_cause(code, output)
+    if in_setup is not None:
+        return in_setup
     lowered = output.lower()
     if code in (137, -signal.SIGKILL):
         if oom is not None:

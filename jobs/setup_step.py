@@ -41,3 +41,13 @@ def setup_failure(output: str) -> int | None:
     if not found or "[gpuplan run] node" in output[found[-1].end():]:
         return None
     return int(found[-1].group(1))
+
+
+def setup_cause(code: int, output: str) -> str | None:
+    """The failure reason when a job ended with its setup's exit code after a failed setup, else None."""
+    failed = setup_failure(output)
+    if failed is None or failed != code or code == 0:
+        return None
+    lines = [ln.strip() for ln in output.splitlines() if ln.strip() and not ln.startswith("[gpuplan ")]
+    last = lines[-1][:300] if lines else ""
+    return f"setup failed (exit {code}), the command never ran" + (f": {last}" if last else "")

@@ -116,3 +116,27 @@ def test_logs_of_an_ended_run_name_the_last_copy(moto_server: MotoServer, bucket
     assert status.exit_code == 0 and status.json()["state"] not in ("running", "provisioning"), status.stdout
     out: Result = run_subprocess("logs", run_id)
     assert out.stdout == "all done\n" and "the last copy its machines shipped" in out.stderr, out.stderr
+
+
+def test_a_cloud_runs_failed_setup_is_named_from_its_shipped_log(moto_server: MotoServer, bucket: str,
+                                                                  tmp_path: Path) -> None:
+    job = tmp_path / "job.yaml"
+    job.write_text(JOB.replace("command: python train.py\n", "setup: pip install nothing-here\n"
+                                                              "command: python train.py\n"))
+    profile = create_instance_profile(client(moto_server, "iam"))
+    launched = run_subprocess("launch", str(job), "--provider", "aws", "-y", "--detach", "--json",
+                              env={"GPUPLAN_AWS_INSTANCE_PROFILE": profile})
+    assert launched.exit_code == 0, launched.stderr
+    run_id = launched.json()["run_id"]
+    [inst] = [i for r in client(moto_server, "ec2").describe_instances(
+        Filters=[{"Name": f"tag:{TAG_RUN_ID}", "Values": [run_id]}])["Reservations"] for i in r["Instances"]]
+    # What the machine's job.log holds after `with_setup` ran a failing setup (gpuplan.jobs.setup_step)
+    ship_log(moto_server, run_id, "[gpuplan setup] node 0: setup started\n"
+                                  "ERROR: No matching distribution found for nothing-here\n"
+                                  "[gpuplan setup] failed with exit 1\n")
+    client(moto_server, "s3").put_object(Bucket=BUCKET, Key=f"gpuplan/{run_id}/node-0/exit.json",
+                                         Body=json.dumps({"exit_code": 1, "ended_at": None, "reason": ""}).encode())
+    client(moto_server, "ec2").terminate_instances(InstanceIds=[inst["InstanceId"]])
+    final = run_subprocess("status", run_id, "--json").json()
+    assert final["state"] == "failed"
+    assert final["state_reason"].startswith("setup failed (exit 1), the command never ran: ERROR: No matching"), final
