@@ -69,7 +69,7 @@ def test_public_refresh_of_some_regions_skips_what_is_not_on_demand_linux(price_
 
 def test_gcp_says_what_needs_an_account() -> None:
     out = run_subprocess("catalog", "refresh", "--cloud", "gcp", "--source", "public")
-    assert out.exit_code == 2 and "API key or credentials" in out.stderr
+    assert out.exit_code == 2 and "needs an API key (set GPUPLAN_GCP_API_KEY) or credentials" in out.stderr
 
 
 def test_stale_prices_warn_once_per_command() -> None:
@@ -78,3 +78,20 @@ def test_stale_prices_warn_once_per_command() -> None:
     warnings = [line for line in out.stderr.splitlines() if line.startswith("warning:")]
     assert len(warnings) == 1, out.stderr
     assert "aws" in warnings[0] and "gcp" in warnings[0] and "--source public" in warnings[0]
+
+
+def test_gcp_refresh_with_an_api_key_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    from support.fakes.gcp_catalog_server import FakeGcpCatalog
+
+    with FakeGcpCatalog(fail={"/compute/": 403}) as fake:  # Compute would need OAuth: it must not be asked
+        env = {**{k: v for k, v in os.environ.items() if k != "GOOGLE_APPLICATION_CREDENTIALS"}, **fake.env(),
+               "GPUPLAN_GCP_API_KEY": "AIza-test-key", "CLOUDSDK_CONFIG": "/nonexistent-gcloud-config"}
+        done = subprocess.run([sys.executable, "-m", "gpuplan", "catalog", "refresh", "--cloud", "gcp", "--json"],
+                              capture_output=True, text=True, env=env, timeout=120)
+        assert done.returncode == 0, done.stderr
+        report = json.loads(done.stdout)
+        assert "billing catalog with an API key" in report["source"] and "shipped snapshot" in report["source"]
+        assert set(fake.api_keys) == {"AIza-test-key"}
+        assert not [path for path in fake.requests if "/compute/" in path]
+    rows = run_subprocess("prices", "--cloud", "gcp", "--gpu", "T4", "--json", "--limit", "0").json()
+    assert rows and all("API key" in row["source"] for row in rows)
