@@ -22,9 +22,9 @@ def catalog() -> None:
                                 "GOOGLE_CLOUD_PROJECT).")
 @click.option("--source", "source_choice", type=click.Choice(["auto", "api", "public"]), default="auto",
               show_default=True,
-              help="api: the cloud's price APIs (needs credentials); public: the price files anyone may read (AWS "
-                   "Price List bulk files: on-demand prices; zones and spot kept from the previous snapshot); "
-                   "auto: api when credentials are found, else public where the cloud publishes prices.")
+              help="api: the cloud's price APIs (needs credentials); public: what needs no account (AWS: the Price "
+                   "List bulk files, on-demand, zones and spot kept from the previous snapshot; GCP: the Billing "
+                   "Catalog with GPUPLAN_GCP_API_KEY); auto: api when credentials are found, else public.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @pass_app
 def refresh(app: AppContext, cloud: str, regions_text: str | None, project: str | None, source_choice: str,
@@ -33,8 +33,9 @@ def refresh(app: AppContext, cloud: str, regions_text: str | None, project: str 
 
     AWS: the Pricing API, EC2 spot price history and instance types; without credentials, the public Price List
     bulk files (GPUPLAN_AWS_PRICE_LIST_URL moves the endpoint). GCP: the Cloud Billing catalog with Compute
-    machine and accelerator types (needs credentials and a project). A refresh that fails keeps the previous
-    prices; the snapshot keeps where each part came from (`gpuplan prices` shows it).
+    machine and accelerator types (needs credentials and a project); with only GPUPLAN_GCP_API_KEY, the catalog's
+    prices on the previous snapshot's machines. A refresh that fails keeps the previous prices; the snapshot
+    keeps where each part came from (`gpuplan prices` shows it).
     """
     from gpuplan.catalog.gpu_names import compile_region_patterns
     from gpuplan.catalog.refresh import RefreshError
