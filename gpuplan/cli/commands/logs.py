@@ -59,7 +59,7 @@ def logs(app: AppContext, run_ref: str, keep_following: bool, node: int) -> None
             if state in RunState.FINAL:
                 break
             # A shipped copy changes at most every SHIP_INTERVAL_SECONDS: fetching it every second is waste.
-            time.sleep(5.0 if source.is_copy else 1.0)
+            time.sleep(3.0 if source.is_copy else 1.0)
     except KeyboardInterrupt:
         pass
     out.write(tail.rest())
