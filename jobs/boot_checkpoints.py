@@ -8,7 +8,8 @@ job writes to `$GPUPLAN_CHECKPOINT_DIR` only survive an interruption when they a
   the node's earlier metrics, so the loss curve of a resumed run continues in one file;
 - copies them there every `checkpoint.interval` while the job runs, once more after an interruption notice
   (when the job has saved and exited), and at the job's end;
-- watches for the interruption notice: on AWS the IMDSv2 item `spot/instance-action` (a session token first;
+- watches for the interruption notice (the cloud's `interruption_notice` hook, gpuplan.jobs.boot_cloud):
+  on AWS the IMDSv2 item `spot/instance-action` (a session token first;
   404 until EC2 schedules the interruption, then `{"action": "terminate", "time": ...}` two minutes ahead; AWS
   recommends checking every 5 seconds: https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-instance-termination-notices.html
   and https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/configuring-instance-metadata-service.html), on GCE
@@ -22,28 +23,24 @@ job writes to `$GPUPLAN_CHECKPOINT_DIR` only survive an interruption when they a
   may be relaunched (a power-off would read as the machine shutting itself down). Only if the cloud has not
   taken the machine after NOTICE_LINGER seconds does the script power it off itself.
 
-The copy tools: the AWS CLI on the Deep Learning AMIs (`aws s3 sync`); for gs:// curl alone against the Cloud
-Storage JSON API with the VM's metadata-server token (gpuplan.jobs.boot_gcs_sync: no Cloud SDK needed on the
-image); a folder path needs `cp`.
+The copy tools: a folder path needs `cp`; an object URL goes through the cloud's `cloud_sync` / `cloud_get` /
+`cloud_put` hooks (AWS: the AWS CLI on the Deep Learning AMIs; GCP: curl against the Cloud Storage JSON API,
+gpuplan.providers.gcp.boot_gcs_sync).
 """
 
 from __future__ import annotations
 
 import shlex
 
-from gpuplan.jobs.boot_gcs_sync import GCS_SYNC_FUNCTIONS
-
-NOTICE_POLL_SECONDS = 5  # AWS's recommended interval for the instance-action check
+NOTICE_POLL_SECONDS = 5  # the shortest interval a cloud recommends for its notice (AWS's instance-action: 5 s)
 NOTICE_LINGER_SECONDS = 300  # after a notice: how long to wait for the cloud to take the machine
 DEFAULT_SYNC_SECONDS = 600  # checkpoint copies without a checkpoint.interval in the spec
-WATCHES = ("aws", "gce")
 
 
 def checkpoint_assignments(checkpoint_url: str | None, sync_seconds: float | None, watch: str | None,
                            notice_poll_seconds: int = NOTICE_POLL_SECONDS) -> list[str]:
-    """The script's variables for storage and the watch, every value shell-quoted."""
-    if watch is not None and watch not in WATCHES:
-        raise ValueError(f"unknown interruption watch {watch!r} (one of {', '.join(WATCHES)})")
+    """The script's variables for storage and the watch, every value shell-quoted. `watch`: the word the notice
+    is recorded under (the cloud's `notice_source`), or None for no watch."""
     q = shlex.quote
     seconds = max(int(sync_seconds or DEFAULT_SYNC_SECONDS), 1)
     return [f"CKPT_URL={q((checkpoint_url or '').rstrip('/'))}", f"CKPT_SYNC_SECONDS={seconds}",
@@ -79,10 +76,7 @@ storage_copy() {
   # Copy folder $1 into folder $2 (one of them local, the other the run's storage), adding and replacing files.
   local from=$1 to=$2
   case "$from$to" in
-    *s3://*) aws s3 sync --only-show-errors --no-progress "$from" "$to" ;;
-    *gs://*)
-@GS_SYNC@
-      ;;
+    *://*) cloud_sync "$from" "$to" ;;  # the cloud's object storage
     *)
       [ -d "$from" ] || return 0
       mkdir -p "$to" && cp -Rp "$from/." "$to/"
@@ -92,12 +86,13 @@ storage_copy() {
 
 storage_file() {
   # One file to or from the run's storage ($1 -> $2); fails quietly when there is none.
-  case "$1$2" in
-    *s3://*) aws s3 cp --only-show-errors "$1" "$2" >/dev/null 2>&1 ;;
-    *gs://*)
-@GS_COPY@
-      ;;
+  case "$1" in
+    *://*) cloud_get "$1" "$2" ;;
     *)
+      case "$2" in
+        *://*) cloud_put "$1" "$2" >/dev/null 2>&1; return ;;
+        *) ;;
+      esac
       [ -f "$1" ] || return 1
       mkdir -p "$(dirname "$2")" && cp -p "$1" "$2.tmp" && mv -f "$2.tmp" "$2"
       ;;
@@ -154,30 +149,6 @@ fetch_code() {
   log "unpacked the job's code"
 }
 
-interruption_notice() {
-  # Prints the cloud's notice and succeeds once the machine is about to be interrupted; fails otherwise.
-  local token body
-  case "$INTERRUPTION_WATCH" in
-    aws)
-      token=$(curl -fsS -m 3 -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 300' \
-        "$IMDS_URL/latest/api/token" 2>/dev/null) || return 1
-      body=$(curl -fsS -m 3 -H "X-aws-ec2-metadata-token: $token" \
-        "$IMDS_URL/latest/meta-data/spot/instance-action" 2>/dev/null) || return 1
-      case "$body" in
-        *'"action"'*) printf '%s' "$body" ;;
-        *) return 1 ;;
-      esac
-      ;;
-    gce)
-      body=$(curl -fsS -m 3 -H 'Metadata-Flavor: Google' "$METADATA_URL/instance/preempted" 2>/dev/null) \
-        || return 1
-      [ "$body" = TRUE ] || return 1
-      printf '{"preempted": "TRUE"}'
-      ;;
-    *) return 1 ;;
-  esac
-}
-
 on_interruption() {
   # Record the notice (the cloud's own words are JSON from its metadata server, kept apart as `notice`), ask the
   # job to save and stop, and leave the copy of its last checkpoint to the script's normal end.
@@ -196,9 +167,9 @@ on_interruption() {
   stop_job
   ship
   # A job that does not stop in time (it ignores SIGTERM, or saves slowly) still gets what it has saved copied
-  # before the cloud takes the machine: AWS gives two minutes, GCE about thirty seconds.
+  # before the cloud takes the machine (NOTICE_BUDGET: how much of its notice the cloud's hooks leave the job).
   local pid waited=0 budget=60
-  [ "$INTERRUPTION_WATCH" = gce ] && budget=15
+  budget=${NOTICE_BUDGET:-60}  # how long the cloud's notice leaves the job to save (its hooks say)
   pid=$(cat "$RUN_DIR/job.pid" 2>/dev/null || true)
   while [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && [ "$waited" -lt "$budget" ]; do
     sleep 1
@@ -210,23 +181,6 @@ on_interruption() {
   fi
 }
 """
-
-# gs:// copies with curl against the Cloud Storage JSON API (gpuplan.jobs.boot_gcs_sync); a script whose run has
-# no gs:// storage carries none of it.
-_GS_SYNC = r"""      case "$to" in
-        gs://*) gcs_push_dir "$from" "$to" ;;
-        *) gcs_pull_dir "$from" "$to" ;;
-      esac"""
-_GS_COPY = r"""      gcs_file "$1" "$2" >/dev/null 2>&1"""
-_NO_GS = r"""      return 1"""
-
-
-def checkpoint_functions(gs: bool) -> str:
-    """CHECKPOINT_FUNCTIONS, with the JSON API copies (curl) only for a run whose storage is gs://."""
-    functions = CHECKPOINT_FUNCTIONS.replace("@GS_SYNC@", _GS_SYNC if gs else _NO_GS).replace(
-        "@GS_COPY@", _GS_COPY if gs else _NO_GS)
-    return f"{functions}\n{GCS_SYNC_FUNCTIONS}" if gs else functions
-
 
 # The steps in the script's flow (after the shipper starts; before the job starts).
 CHECKPOINT_STEP = r"""# --- checkpoints: restored before the job, copied every CKPT_SYNC_SECONDS; the notice watch

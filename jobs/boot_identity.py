@@ -37,12 +37,12 @@ def identity_assignments(rank_tag: str | None, master_tag: str | None, wait_seco
 
 # Shell functions (defined with the others; refer to variables only inside double quotes; no user text).
 IDENTITY_FUNCTIONS = r"""node_identity() {
-  # AWS multi-node: every node boots this same script; gpuplan tags each machine with its rank and rank 0's
+  # Multi-node from one script: every node boots it; gpuplan tags each machine with its rank and rank 0's
   # private address right after starting them all. Wait (bounded) for both tags, then check them.
   local waited=0 rank='' master=''
   while :; do
-    rank=$(imds_get "tags/instance/$RANK_TAG" || true)
-    master=$(imds_get "tags/instance/$MASTER_TAG" || true)
+    rank=$(instance_tag "$RANK_TAG" || true)
+    master=$(instance_tag "$MASTER_TAG" || true)
     if [ -n "$rank" ] && [ -n "$master" ]; then
       break
     fi
@@ -76,7 +76,7 @@ IDENTITY_FUNCTIONS = r"""node_identity() {
 # The first step of the script's main part: before the secrets, the job, or anything that names the rank.
 IDENTITY_STEP = r"""if ! node_identity; then
   # Outputs go where gpuplan looks for a node it could not tag: its launch index, as the provider falls back to.
-  INDEX=$(imds_get ami-launch-index || true)
+  INDEX=$(launch_index || true)
   case "$INDEX" in ''|*[!0-9]*) STORAGE_URL='' ;; *) STORAGE_URL=${STORAGE_URL:+${STORAGE_URL%/}/node-$INDEX} ;; esac
   finish 5 "no node identity from instance tags"
 fi

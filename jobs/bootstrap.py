@@ -2,7 +2,7 @@
 
 The script: checks the container runtime and the GPUs, exports the job's env, secrets and the multi-node
 variables, runs the image with all GPUs (or the command as a process when there is no image), appends the job's
-output to a log, ships the log and metrics to the run's storage (s3:// or gs://) every minute and at the end,
+output to a log, ships the log and metrics to the run's storage every minute and at the end,
 writes exit.json, and powers the machine off — at the end, and as a fail-safe at `max_hours` even if the job
 hangs. Providers must create the machine so that a shutdown *terminates* it (AWS
 InstanceInitiatedShutdownBehavior=terminate, GCP instanceTerminationAction=DELETE): power-off is what stops
@@ -13,16 +13,13 @@ script only through `shlex.quote`, as one assignment per value; the rest of the 
 variables inside double quotes, so no value is ever parsed as shell. Secret values are exported to the job's
 environment and passed to the container by name (`-e NAME`), never echoed; the script never runs with `set -x`.
 
-Where the cloud has a secret store, the script carries only secret *names* (`secret_params`: NAME -> AWS SSM
-parameter, or GCP Secret Manager secret resource with `secret_store="secretmanager"`) and reads the values at
-boot (`aws ssm get-parameter --with-decryption`; on GCP curl to `<secret>/versions/latest:access` with the VM
-service account's token on stdin, the base64 `payload.data` decoded), so user-data / the startup-script
-metadata (readable by anyone who may describe the instance) holds no secret. How a run's outcome gets back to gpuplan:
-`storage_url` (s3:// or gs://, one prefix per node) receives job.log and metrics.jsonl every minute and
-exit.json at the end (gs:// with curl alone: the VM's service-account token from the metadata server, handed
-to curl on stdin, and the GCS JSON API's media upload); with `guest_attributes` (GCP) the exit code and a
-status are also written to the VM's guest attributes (`gpuplan/exit_code`, `gpuplan/status`, `gpuplan/reason`),
-readable through the Compute API without any bucket or IAM.
+Everything the script says to a cloud is a hook the provider supplies (`cloud`, a gpuplan.jobs.boot_cloud.BootCloud:
+providers/aws/boot.py, providers/gcp/boot.py): with a secret store the script carries only secret *names*
+(`secret_params`: NAME -> the store's name) and reads each value at boot with `store_secret`, so the user data
+(readable by anyone who may describe the instance) holds no secret. How a run's outcome gets back to gpuplan:
+`storage_url` (a folder path, or an object URL the cloud's `cloud_put` copies to; one prefix per node) receives
+job.log and metrics.jsonl every minute and exit.json at the end; `report_status` publishes the exit code and a
+status where the provider reads them back (GCP guest attributes).
 
 A node may also learn its rank and the master's address at boot from instance tags (`rank_tag`/`master_tag`, AWS
 multi-node): gpuplan.jobs.boot_identity.
@@ -39,16 +36,15 @@ import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from gpuplan.jobs.boot_checkpoints import (
+    CHECKPOINT_FUNCTIONS,
     CHECKPOINT_STEP,
     CODE_STEP,
     NOTICE_POLL_SECONDS,
     checkpoint_assignments,
-    checkpoint_functions,
 )
-from gpuplan.jobs.boot_gcs import GCS_FUNCTIONS
+from gpuplan.jobs.boot_cloud import BootCloud
 from gpuplan.jobs.boot_identity import (
     IDENTITY_FUNCTIONS,
     IDENTITY_POLL_SECONDS,
@@ -58,18 +54,8 @@ from gpuplan.jobs.boot_identity import (
     identity_assignments,
 )
 from gpuplan.jobs.runner import CONTAINER_RUN_DIR, NodeLaunch, job_environment, refuse_options
-from gpuplan.jobs.storage import node_storage_fields
 
 SHIP_INTERVAL_SECONDS = 60
-# Where a GCP VM ships its outputs (the GCS JSON API) and asks for its service account's token. Both can be moved
-# (a Private Service Connect endpoint; the tests' loopback fakes), never to anything the user's job controls.
-DEFAULT_GCS_ENDPOINT = "https://storage.googleapis.com"
-DEFAULT_METADATA_URL = "http://metadata.google.internal/computeMetadata/v1"
-# Where a GCP VM reads its run's secrets (Secret Manager's REST API), with the same service-account token.
-DEFAULT_SECRETMANAGER_ENDPOINT = "https://secretmanager.googleapis.com"
-# The EC2 instance metadata service (a link-local address on every instance).
-DEFAULT_IMDS_URL = "http://169.254.169.254"
-SECRET_STORES = ("ssm", "secretmanager")
 
 
 @dataclass(frozen=True)
@@ -99,23 +85,20 @@ class BootPlan:
     # The fail-safe counts from the machine's boot (where the cloud's bill starts) and leaves room to stop the
     # job and power off before max_hours; None: do so exactly when the script powers the machine off.
     count_from_boot: bool | None = None
-    secret_params: Mapping[str, str] = field(default_factory=dict)  # NAME -> SSM parameter / GCP secret resource
-    secret_store: str = "ssm"  # where secret_params live: "ssm" (AWS) or "secretmanager" (GCP)
-    secretmanager_endpoint: str | None = None  # GCP: Secret Manager's REST endpoint (default: the public one)
-    guest_attributes: bool = False  # GCP: report status and exit code as guest attributes
-    gcs_endpoint: str | None = None  # gs:// uploads go to this JSON API endpoint (default: DEFAULT_GCS_ENDPOINT)
-    metadata_url: str | None = None  # the GCE metadata server (default: DEFAULT_METADATA_URL)
-    # AWS multi-node: the instance tags holding this node's rank and rank 0's address (both, or neither).
+    secret_params: Mapping[str, str] = field(default_factory=dict)  # NAME -> the name in the cloud's secret store
+    # How this machine talks to its cloud (secrets, storage, status, interruption notice): the provider's hooks.
+    cloud: BootCloud = field(default_factory=BootCloud)
+    # Multi-node from one script (AWS): the instance tags holding this node's rank and rank 0's address
+    # (both, or neither).
     rank_tag: str | None = None
     master_tag: str | None = None
     identity_wait_seconds: int = IDENTITY_WAIT_SECONDS
     identity_poll_seconds: int = IDENTITY_POLL_SECONDS
-    imds_url: str | None = None  # the EC2 metadata service (default: DEFAULT_IMDS_URL)
     # Durable checkpoints (gpuplan.jobs.boot_checkpoints): the run's checkpoint storage, how often to copy there,
-    # and which cloud's interruption notice to watch ("aws", "gce" or None).
+    # and whether to watch for the cloud's interruption notice (the cloud's `interruption_notice` hook).
     checkpoint_url: str | None = None
     checkpoint_sync_seconds: float | None = None
-    interruption_watch: str | None = None
+    interruption_watch: bool = False
     notice_poll_seconds: int = NOTICE_POLL_SECONDS
     code_url: str | None = None  # the job's packed folder, unpacked before the command runs
 
@@ -154,8 +137,6 @@ def render_boot_script(plan: BootPlan) -> str:
     bad = [k for k in [*plan.secrets, *by_reference] if not _ENV_NAME.fullmatch(k)]
     if bad:
         raise ValueError(f"secret names must be environment variable names: {bad!r}")
-    if plan.secret_store not in SECRET_STORES:
-        raise ValueError(f"unknown secret store {plan.secret_store!r} (one of {', '.join(SECRET_STORES)})")
     names = [*user_env, *contract, "MASTER_ADDR", "GPUPLAN_MASTER_ADDR", *plan.secrets, *by_reference]
     if bool(plan.rank_tag) != bool(plan.master_tag):
         raise ValueError("rank_tag and master_tag go together: a node needs both its rank and the master's address")
@@ -193,13 +174,9 @@ def render_boot_script(plan: BootPlan) -> str:
         _array("ENV_NAMES", names),
         _array("SECRET_NAMES", list(by_reference)),
         _array("SECRET_PARAMS", list(by_reference.values())),
-        _assign("SECRET_STORE", plan.secret_store),
-        _assign("SECRETMANAGER_ENDPOINT", (plan.secretmanager_endpoint or DEFAULT_SECRETMANAGER_ENDPOINT).rstrip("/")),
-        _assign("GUEST_ATTRIBUTES", 1 if plan.guest_attributes else 0),
-        _assign("GCS_ENDPOINT", (plan.gcs_endpoint or DEFAULT_GCS_ENDPOINT).rstrip("/")),
-        _assign("METADATA_URL", (plan.metadata_url or DEFAULT_METADATA_URL).rstrip("/")),
-        _assign("IMDS_URL", (plan.imds_url or DEFAULT_IMDS_URL).rstrip("/")),
-        *checkpoint_assignments(plan.checkpoint_url, plan.checkpoint_sync_seconds, plan.interruption_watch,
+        *(_assign(k, v) for k, v in plan.cloud.assignments.items() if _ENV_NAME.fullmatch(k)),
+        *checkpoint_assignments(plan.checkpoint_url, plan.checkpoint_sync_seconds,
+                                plan.cloud.notice_source if plan.interruption_watch else None,
                                 plan.notice_poll_seconds),
         _assign("CODE_URL", plan.code_url or ""),
         *(identity_assignments(plan.rank_tag, plan.master_tag, plan.identity_wait_seconds,
@@ -210,8 +187,7 @@ def render_boot_script(plan: BootPlan) -> str:
         *(f"export {_assign(k, v)}" for k, v in exported.items()),
         *(f"export {_assign(k, v)}" for k, v in plan.secrets.items()),
         "",
-        _BODY.replace("@GCS_FUNCTIONS@", GCS_FUNCTIONS).replace("@CHECKPOINT_FUNCTIONS@\n", checkpoint_functions(
-            any(str(u or "").startswith("gs://") for u in (plan.checkpoint_url, plan.code_url))))
+        _BODY.replace("@CLOUD_HOOKS@", plan.cloud.hooks()).replace("@CHECKPOINT_FUNCTIONS@\n", CHECKPOINT_FUNCTIONS)
         .replace("@CHECKPOINT_STEP@\n", CHECKPOINT_STEP)
         .replace("@CODE_STEP@\n", CODE_STEP)
         .replace("@SHIP_INTERVAL@", str(SHIP_INTERVAL_SECONDS)).replace("@RUN_DIR@", CONTAINER_RUN_DIR)
@@ -224,9 +200,8 @@ def render_boot_script(plan: BootPlan) -> str:
 def boot_plan_for(launch: NodeLaunch, *, secrets: Mapping[str, str], storage_url: str | None = None,
                   master_addr: str | None = None, poweroff: bool = True,
                   base_dir: str = "/var/lib/gpuplan", secret_params: Mapping[str, str] | None = None,
-                  guest_attributes: bool = False, gcs_endpoint: str | None = None, secret_store: str = "ssm",
-                  secretmanager_endpoint: str | None = None, rank_tag: str | None = None,
-                  master_tag: str | None = None, interruption_watch: str | None = None) -> BootPlan:
+                  cloud: BootCloud | None = None, rank_tag: str | None = None, master_tag: str | None = None,
+                  interruption_watch: bool = False) -> BootPlan:
     """A BootPlan from the same NodeLaunch the local runner uses, so clouds and local share one contract."""
     return BootPlan(run_id=launch.run_id, name=launch.name, argv=list(launch.argv), image=launch.image,
                     runtime=launch.runtime, workdir=launch.workdir, env=dict(launch.env), secrets=dict(secrets),
@@ -234,31 +209,9 @@ def boot_plan_for(launch: NodeLaunch, *, secrets: Mapping[str, str], storage_url
                     master_addr=master_addr, master_port=launch.master_port, gpus=launch.gpus,
                     max_hours=launch.max_hours, storage_url=storage_url, checkpoint_dir=launch.checkpoint_dir,
                     poweroff=poweroff, base_dir=base_dir, secret_params=dict(secret_params or {}),
-                    guest_attributes=guest_attributes, gcs_endpoint=gcs_endpoint, secret_store=secret_store,
-                    secretmanager_endpoint=secretmanager_endpoint, rank_tag=rank_tag, master_tag=master_tag,
+                    cloud=cloud or BootCloud(), rank_tag=rank_tag, master_tag=master_tag,
                     checkpoint_url=launch.checkpoint_url, checkpoint_sync_seconds=launch.checkpoint_sync_seconds,
                     interruption_watch=interruption_watch, code_url=launch.code_url)
-
-
-def boot_script_for_request(request: Any, node_rank: int, *, storage_url: str | None = None,
-                            master_addr: str | None = None, master_port: int = 29500) -> str:
-    """The boot script of node `node_rank` of a provider's LaunchRequest (what cloud providers put in user-data).
-
-    Uses the same NodeLaunch contract as the local provider: argv from `request.options["argv"]` (the spec's
-    `/bin/sh -c` form), secrets handed over by value (the script is the only place they are written).
-    """
-    launch = NodeLaunch(
-        run_id=request.run_id, name=request.name,
-        argv=list(request.options.get("argv") or ["/bin/sh", "-c", request.command]), run_dir=CONTAINER_RUN_DIR,
-        node_rank=node_rank, nnodes=request.nodes, nproc_per_node=max(int(request.gpus_per_node or 1), 1),
-        master_port=master_port, runtime=request.runtime or "auto", image=request.image, workdir=request.workdir,
-        env=dict(request.env), secret_names=sorted(request.secrets), gpus=int(request.gpus_per_node or 0),
-        max_hours=request.max_hours, checkpoint_dir=request.options.get("checkpoint_dir"),
-        **node_storage_fields(request.options),
-    )
-    return render_boot_script(boot_plan_for(launch, secrets=request.secrets, storage_url=storage_url,
-                                            master_addr=master_addr,
-                                            interruption_watch=request.options.get("interruption_watch")))
 
 
 # The fixed part: refers to the variables above only inside double quotes; contains no user text.
@@ -274,110 +227,36 @@ log() {
 ship() {
   # Copy the log, metrics and exit record to this node's prefix of the run's storage (best effort: a failed
   # copy never stops the job). The exit record goes last, so a reader that sees it also sees the final log.
-  local f token=''
+  local f
   [ -n "$STORAGE_URL" ] || return 0
-  case "$STORAGE_URL" in
-    gs://*)
-      if ! token=$(gcs_token); then
-        echo "gpuplan: no access token from the metadata server (does the VM have a service account?)" >&2
-        return 0
-      fi
-      ;;
-    *) ;;
-  esac
   for f in job.log metrics.jsonl interruption.json exit.json; do
     [ -f "$RUN_DIR/$f" ] || continue
     case "$STORAGE_URL" in
-      s3://*) aws s3 cp --only-show-errors -- "$RUN_DIR/$f" "${STORAGE_URL%/}/$f" || true ;;
-      gs://*) { token=$(gcs_token) && gcs_upload "$RUN_DIR/$f" "$f" "$token"; } || true ;;  # fresh: see boot_gcs_sync
       /*)  # a shared folder (Slurm, local): replaced whole, so a reader never sees half a file
         { mkdir -p "$STORAGE_URL" && cp -p "$RUN_DIR/$f" "${STORAGE_URL%/}/.$f.tmp" \
           && mv -f "${STORAGE_URL%/}/.$f.tmp" "${STORAGE_URL%/}/$f"; } || true
         ;;
-      *) ;;
+      *) cloud_put "$RUN_DIR/$f" "${STORAGE_URL%/}/$f" || true ;;  # the cloud's object storage
     esac
   done
 }
 
-@GCS_FUNCTIONS@
-guest_attribute() {
-  # GCP: publish KEY=VALUE under guest-attributes/gpuplan/ (read back with instances.getGuestAttributes).
-  [ "$GUEST_ATTRIBUTES" = 1 ] || return 0
-  curl -fsS -m 10 -X PUT -H 'Metadata-Flavor: Google' --data-binary "$2" \
-    "$METADATA_URL/instance/guest-attributes/gpuplan/$1" \
-    >/dev/null 2>&1 || true
-}
-
-imds_get() {
-  # AWS: one item of this instance's metadata, e.g. placement/region (IMDSv2: a session token first).
-  local token
-  token=$(curl -fsS -m 5 -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 300' \
-    "$IMDS_URL/latest/api/token" 2>/dev/null) || return 1
-  curl -fsS -m 5 -H "X-aws-ec2-metadata-token: $token" "$IMDS_URL/latest/meta-data/$1" 2>/dev/null
-}
-
-imds_region() {
-  imds_get placement/region
-}
-
+@CLOUD_HOOKS@
 @IDENTITY_FUNCTIONS@
 @CHECKPOINT_FUNCTIONS@
 fetch_secrets() {
-  # Secret values live in the cloud's secret store (AWS SSM Parameter Store, GCP Secret Manager); the script
-  # only knows their names. Values are exported to the job's environment, never printed or written.
-  [ "${#SECRET_NAMES[@]}" -gt 0 ] || return 0
-  case "$SECRET_STORE" in
-    secretmanager) fetch_gcp_secrets ;;
-    *) fetch_ssm_secrets ;;
-  esac
-}
-
-fetch_ssm_secrets() {
-  local i name value region
-  region=${AWS_REGION:-$(imds_region || true)}
+  # Secret values live in the cloud's secret store; the script only knows their names (the cloud's
+  # `store_secret` reads one). Values are exported to the job's environment, never printed or written.
+  local i name value
   for i in "${!SECRET_NAMES[@]}"; do
     name=${SECRET_NAMES[$i]}
-    if ! value=$(aws ssm get-parameter --with-decryption ${region:+--region "$region"} \
-        --name "${SECRET_PARAMS[$i]}" --query Parameter.Value --output text); then
-      log "cannot read the secret $name from SSM"
+    if ! value=$(store_secret "${SECRET_PARAMS[$i]}"); then
+      log "cannot read the secret $name from the cloud's secret store"
       return 1
     fi
-    export "$name=$value"
-  done
-}
-
-fetch_gcp_secrets() {
-  # GCP Secret Manager's REST API with the VM service account's token (on curl's stdin, like the GCS upload).
-  local i name value token
-  if ! token=$(gcs_token); then
-    log "cannot read secrets: no access token from the metadata server (does the VM have a service account?)"
-    return 1
-  fi
-  for i in "${!SECRET_NAMES[@]}"; do
-    name=${SECRET_NAMES[$i]}
-    if ! value=$(gcp_secret_value "${SECRET_PARAMS[$i]}" "$token"); then
-      log "cannot read the secret $name from Secret Manager"
-      return 1
-    fi
-    # gcp_secret_value ends the value with a guard character, so trailing newlines of the value survive $(...).
+    # store_secret ends the value with a guard character, so trailing newlines of the value survive $(...).
     export "$name=${value%x}"
   done
-}
-
-gcp_secret_value() {
-  # The latest version of secret resource $1 (projects/P/secrets/S), base64-decoded from `payload.data`.
-  local body data
-  body=$(printf 'Authorization: Bearer %s\n' "$2" | curl -fsS -m 30 --retry 3 -H @- \
-    "$SECRETMANAGER_ENDPOINT/v1/$1/versions/latest:access") || return 1
-  case "$body" in
-    *'"data"'*) ;;
-    *) return 1 ;;
-  esac
-  data=${body#*\"data\"}
-  data=${data#*\"}
-  data=${data%%\"*}
-  printf '%s' "$data" | base64 -d || return 1
-  printf x
 }
 
 power_off() {
@@ -391,7 +270,7 @@ power_off() {
 }
 
 record_exit() {
-  # The exit record (reasons are fixed words of this script, never user text), then the guest attributes.
+  # The exit record (reasons are fixed words of this script, never user text), then the cloud's status report.
   local code=$1 reason=$2 status=failed
   printf '{"exit_code": %d, "ended_at": "%s", "reason": "%s"}\n' "$code" \
     "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$reason" >"$RUN_DIR/exit.json.tmp"
@@ -399,9 +278,9 @@ record_exit() {
   if [ "$code" = 0 ] && [ -z "$reason" ]; then
     status=succeeded
   fi
-  guest_attribute reason "$reason"
-  guest_attribute exit_code "$code"
-  guest_attribute status "$status"
+  report_status reason "$reason"
+  report_status exit_code "$code"
+  report_status status "$status"
 }
 
 finish() {
@@ -425,7 +304,7 @@ finish() {
 }
 
 @IDENTITY_STEP@log "boot script for run $RUN_ID (job $JOB_NAME), node $NODE_RANK_"
-guest_attribute status running
+report_status status running
 if ! fetch_secrets; then
   finish 4 "cannot read secrets"
 fi

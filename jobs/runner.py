@@ -119,14 +119,6 @@ def job_environment(launch: NodeLaunch, *, run_dir: str) -> dict[str, str]:
 # ------------------------------------------------------------------------------------------- runtimes
 
 
-def container_runtime_available(name: str) -> bool:
-    """True when `name` (podman or docker) can actually run containers here, not merely when its CLI exists
-    (gpuplan.jobs.container_runtime says how each is tried)."""
-    from gpuplan.jobs.container_runtime import probe
-
-    return probe(name).works
-
-
 def resolve_runtime(requested: str, image: str | None) -> str:
     """Pick how to run: `process` when asked or when there is no image; else podman, else docker. An image with
     no working runtime is a RuntimeError naming what was tried: an image job never runs on the host."""

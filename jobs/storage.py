@@ -12,7 +12,7 @@ Rules, no I/O but the config file: validation of the value, the run's URLs, whic
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpuplan.config import default_setting
@@ -26,7 +26,6 @@ CODE_BUNDLE = "code.tar.gz"
 _BUCKET_URL = re.compile(r"^(s3|gs)://([a-z0-9][a-z0-9._-]{1,61}[a-z0-9])(/[A-Za-z0-9._=+@,:/-]*)?$")
 _PATH = re.compile(r"^/[A-Za-z0-9._=+@,:/ -]*$")
 # Which storage each cloud's machines can reach with what their images ship (and, on AWS, their role allows).
-SCHEMES_BY_CLOUD = {"aws": ("s3",), "gcp": ("gs",), "slurm": ("path",), "local": ("path",)}
 
 
 def storage_scheme(value: str) -> str:
@@ -63,11 +62,11 @@ def checkpoint_url(storage: str, run_id: str) -> str:
     return f"{run_storage_url(storage, run_id)}/{CHECKPOINTS}"
 
 
-def storage_misfit(storage: str, cloud: str) -> str | None:
-    """Why `storage` cannot serve a run on `cloud` (one line), or None when it can."""
+def storage_misfit(storage: str, cloud: str, allowed: Sequence[str]) -> str | None:
+    """Why `storage` cannot serve a run on `cloud`, whose machines reach the `allowed` schemes (its provider's
+    `storage_schemes`; empty: any), in one line; None when it can."""
     scheme = storage_scheme(storage)
-    allowed = SCHEMES_BY_CLOUD.get(cloud)
-    if allowed is None or scheme in allowed:
+    if not allowed or scheme in allowed:
         return None
     wanted = {"s3": "an s3:// prefix", "gs": "a gs:// prefix", "path": "a shared folder path"}[allowed[0]]
     return f"storage {storage} cannot be used on {cloud}: a {cloud} run keeps its checkpoints in {wanted}"

@@ -1,6 +1,6 @@
 """The values `gpuplan exec/ssh` works with (a recorded node, the command line that reaches it) and the pieces
 every provider's builder shares: the container name and the shell line run on a cloud machine.
-See gpuplan.cli.attach_route for what each provider does."""
+Each provider builds its own (`Attachable.attach` in providers/base.py)."""
 
 from __future__ import annotations
 

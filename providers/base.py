@@ -20,10 +20,15 @@ from __future__ import annotations
 
 import abc
 import datetime as dt
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, ClassVar
+
+from gpuplan.catalog.offer import Offer
+from gpuplan.catalog.price_refresh import PriceRefresh
+from gpuplan.jobs.boot_cloud import BootCloud
+from gpuplan.providers.attach_base import Attach, AttachTarget, SshHost
 
 # Tags (AWS) / labels (GCP: lower-case, `-` instead of `:`) on every resource gpuplan creates.
 TAG_RUN_ID = "gpuplan:run-id"
@@ -261,8 +266,12 @@ class Provider(abc.ABC):
         """End these machines (idempotent: ending an ended machine is not an error)."""
 
     @abc.abstractmethod
-    def list_tagged(self, run_id: str | None = None) -> list[Instance]:
-        """Every live machine carrying gpuplan's tag (optionally of one run): what reconcile compares."""
+    def list_tagged(self, run_id: str | None = None, *, include_ended: bool = False) -> list[Instance]:
+        """Every live machine carrying gpuplan's tag (optionally of one run): what reconcile compares.
+
+        `include_ended`: also the machines that have ended but the backend still reports (the local provider's
+        finished nodes, a GCE VM that stopped), so adopt can bill the time they ran. A backend that forgets a
+        machine once it ends returns the live ones either way."""
 
     # How orchestration places and starts this provider's machines; it reads these, never the provider's name.
     # True when a launch goes through failover over zones, regions and the catalog's next offers
@@ -272,6 +281,21 @@ class Provider(abc.ABC):
     boots_from_script: ClassVar[bool] = False
     # True when the machines are this very computer, so a CPU bench taken here measures the job's own speed.
     runs_here: ClassVar[bool] = False
+    # True when the machines see the run folder this computer wrote (this machine, a cluster's shared file system):
+    # a checkpoint written there survives a relaunch without the run's durable storage (gpuplan.supervise.resume).
+    shares_run_folder: ClassVar[bool] = False
+    # True when a planned offer comes from the price catalog (a cloud); False when the provider quotes its own
+    # rate (this machine, a cluster): `plan` leaves such providers out of its catalog search.
+    priced_by_catalog: ClassVar[bool] = True
+    # A spot machine whose history the provider cannot give (`spot_price_history` None) is billed at the newest
+    # catalog spot price when this is True (GCP: spot prices change at most once a month, so the catalog's is
+    # what was charged: gpuplan.supervise.spot_bill). False: it keeps its launch price.
+    spot_priced_by_catalog: ClassVar[bool] = False
+    # The run storage schemes this provider's machines reach (`s3`, `gs`, `path` for a shared folder; jobs.storage):
+    # a spec's `storage:` of another scheme is refused before anything starts. Empty: any.
+    storage_schemes: ClassVar[tuple[str, ...]] = ()
+    # How the user gives this provider credentials, for the error that says none were found.
+    credential_hint: ClassVar[str] = ""
 
     # When set, every node of a multi-node launch boots the *same* script and reads its node rank and the master's
     # address from these instance tags at boot: the provider starts all nodes in one call (so a cluster placement
@@ -357,28 +381,15 @@ class Provider(abc.ABC):
     # True when the provider keeps a run's secret values in the cloud's secret store (see `secret_parameter`),
     # so the boot script carries only names.
     secrets_by_reference: ClassVar[bool] = False
-    # Which store the boot script reads those names from: "ssm" (AWS SSM) or "secretmanager" (GCP Secret Manager).
-    secret_store: ClassVar[str] = "ssm"
-    # True when the machine reports its exit code through the cloud's own metadata (GCP guest attributes).
-    reports_guest_attributes: ClassVar[bool] = False
 
     def outputs_url(self, run_id: str) -> str | None:
         """Where this run's machines ship their outputs (`s3://` or `gs://BUCKET/gpuplan/RUN_ID`), or None when
         the provider has no storage configured; node `r` writes under `<url>/node-<r>/`."""
         return None
 
-    def outputs_endpoint(self) -> str | None:
-        """The storage API endpoint the machines upload to when it is not the cloud's default (GCP: a moved GCS
-        JSON API endpoint), or None."""
-        return None
-
     def secret_parameter(self, run_id: str, name: str) -> str:
         """The name under which a run's secret is kept in the cloud's secret store (secrets_by_reference)."""
         return f"/gpuplan/{run_id}/{name}"
-
-    def secrets_endpoint(self) -> str | None:
-        """The secret store's API endpoint the machines read from when it is not the cloud's default, or None."""
-        return None
 
     def list_secrets(self) -> list[CloudSecret]:
         """Every run secret gpuplan keeps in this backend's secret store (names only): what reconcile checks for
@@ -410,6 +421,71 @@ class Provider(abc.ABC):
         """Where this machine's job log can be read locally, if the provider knows (default: run_dir/job.log)."""
         return None
 
-    def offers(self) -> list[Any]:
-        """Live offers where the backend has a price API (default: none; the shipped catalog is used)."""
-        return []
+    def spot_price_source(self) -> str:
+        """How the spot bill names where its prices came from (`aws: DescribeSpotPriceHistory`)."""
+        return f"{self.cloud}: spot price history"
+
+    def boot_cloud(self) -> BootCloud:
+        """The cloud's part of the boot script (gpuplan.jobs.boot_cloud): how a machine reads its run's secrets
+        from the cloud's store, ships its outputs to the cloud's storage and reports its exit code. Default: no
+        secret store, outputs only to a shared folder path, nothing to report to."""
+        return BootCloud()
+
+
+# ---- capabilities a provider declares by subclassing (dstack's `ComputeWith...` mixins): orchestration asks
+# `isinstance(provider, Attachable)`, never the provider's name, and a capability's methods are abstract, so a
+# provider that declares one and forgets a method cannot be built.
+
+
+class Attachable(abc.ABC):
+    """`gpuplan exec/ssh` can reach this provider's machines: `attach` builds the command line that does."""
+
+    # The ways in `--via` may name, the default first; () for a provider with one way (then --via is refused).
+    ways_in: ClassVar[tuple[str, ...]] = ()
+
+    @abc.abstractmethod
+    def attach(self, target: AttachTarget, command: Sequence[str] | None, *, interactive: bool,
+               via: str | None = None, prepare: bool = True) -> Attach:
+        """The command line into `target` for `command` (None: an interactive shell). `prepare=False` (--print)
+        only builds it: nothing on the machine's side is changed. Raises ProviderError when it cannot."""
+
+    # True when one recorded machine holds every node of a run (a Slurm job): `--node N` picks the node inside it
+    # instead of a row per node.
+    one_step_for_all_nodes: ClassVar[bool] = False
+
+    def ssh_host(self, target: AttachTarget) -> SshHost | None:
+        """How plain `ssh` reaches `target` (an ssh_config Host: `gpuplan ssh RUN --config`), or None when this
+        provider's machines take no ssh login (this machine, a Slurm step)."""
+        return None
+
+
+class PublishesPrices(abc.ABC):
+    """The cloud publishes prices anyone may read: `gpuplan catalog refresh --source public` (and `auto` without
+    credentials) stores them. What the public source lacks (AWS: zones, spot prices; GCP: the machine types) is
+    taken from the previous snapshot, named in `origin`, and the snapshot's source says so."""
+
+    # What still needs an account, for the refresh's note (`zones and spot prices (EC2 ...)`).
+    account_needed_for: ClassVar[str] = ""
+
+    @classmethod
+    @abc.abstractmethod
+    def has_price_credentials(cls) -> bool:
+        """Whether the price API would find credentials here, asked without a network call."""
+
+    @abc.abstractmethod
+    def refresh_public_prices(self, regions: Sequence[str] | None, now: dt.datetime, previous: Sequence[Offer],
+                              origin: str, progress: Callable[[str], None] | None = None) -> PriceRefresh:
+        """The public source's offers (in `regions`, or where `previous` has offers), completed from `previous`;
+        raises on any failure (the previous prices are kept)."""
+
+
+class RefreshesPrices(abc.ABC):
+    """The cloud has a price API: `gpuplan catalog refresh --cloud NAME` stores its live offers."""
+
+    # The refresh's own options the CLI may pass to the constructor (GCP: `project`, its type lists' project).
+    refresh_settings: ClassVar[tuple[str, ...]] = ()
+
+    @abc.abstractmethod
+    def refresh_prices(self, regions: Sequence[str] | None, now: dt.datetime) -> PriceRefresh:
+        """Every GPU offer the cloud prices now (in `regions`, or everywhere); raises on any failure, so the
+        caller keeps the previous prices (gpuplan.catalog.refresh)."""

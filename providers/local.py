@@ -49,7 +49,16 @@ from gpuplan.jobs.runner import (
 )
 from gpuplan.jobs.storage import node_storage_fields
 from gpuplan.paths import make_private_dir
-from gpuplan.providers.base import Instance, InstanceState, LaunchCheck, LaunchRequest, Provider, ProviderError
+from gpuplan.providers.attach_base import Attach, AttachTarget
+from gpuplan.providers.base import (
+    Attachable,
+    Instance,
+    InstanceState,
+    LaunchCheck,
+    LaunchRequest,
+    Provider,
+    ProviderError,
+)
 
 TAGS_FILE = "tags.json"
 STARTED_FILE = "started_at"
@@ -84,13 +93,16 @@ def _is_our_wrapper(pid: int, node_dir: Path) -> bool:
     return working_dir(pid) == os.path.realpath(node_dir)
 
 
-class LocalProvider(Provider):
+class LocalProvider(Attachable, Provider):
     """Runs jobs on this machine as detached processes or containers."""
 
     name: ClassVar[str] = "local"
     cloud: ClassVar[str] = "local"
     min_billed_seconds: ClassVar[int] = 0
     tries_placements: ClassVar[bool] = False  # one place: this machine
+    shares_run_folder: ClassVar[bool] = True
+    priced_by_catalog: ClassVar[bool] = False  # this machine's own configured price
+    storage_schemes: ClassVar[tuple[str, ...]] = ("path",)
     runs_here: ClassVar[bool] = True
 
     def __init__(self, root: str | Path | None = None, price_per_hour: Decimal | float | str | None = None,
@@ -300,6 +312,13 @@ class LocalProvider(Provider):
                 how = "killed after the stop grace" if pid in killed else "ended before it could record its stop"
                 record_stop(node_dir, f"stopped by gpuplan; the job wrapper {how}",
                             signal.SIGKILL if pid in killed else signal.SIGTERM)
+
+    def attach(self, target: AttachTarget, command: Sequence[str] | None, *, interactive: bool,
+               via: str | None = None, prepare: bool = True) -> Attach:
+        """The job's container (`podman exec`), else its working folder with the job's variables."""
+        from gpuplan.providers.local_attach import local_attach
+
+        return local_attach(target, command, interactive=interactive, root=self.root)
 
     def list_tagged(self, run_id: str | None = None, *, include_ended: bool = False) -> list[Instance]:
         """Every node folder under the root (of one run) whose wrapper is still live (or any, if include_ended)."""

@@ -29,11 +29,11 @@ def running_container(name: str) -> str | None:
 
 
 def local_attach(target: AttachTarget, command: Sequence[str] | None, *, interactive: bool,
-                 root: object | None = None) -> Attach:
+                 root: Path | None = None) -> Attach:
     """`podman exec [-it] gpuplan-RUN-N CMD`, or CMD in the node's working folder with the job's variables."""
     from gpuplan.jobs.runner import LAUNCH_FILE, NodeLaunch, job_environment, process_workdir
 
-    node_dir = node_dir_of(target.instance_id, root if isinstance(root, (str, Path)) else None)
+    node_dir = node_dir_of(target.instance_id, root)
     try:
         launch = NodeLaunch.from_json((node_dir / LAUNCH_FILE).read_text())
     except (OSError, ValueError) as exc:

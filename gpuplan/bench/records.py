@@ -168,10 +168,3 @@ def best_bench(candidates: list[BenchCandidate], *, gpu: str, precision: str,
                       proxy_layers=best.proxy_layers, note=note)
 
 
-def find_matching_bench(session: Session, *, gpu: str, signature: str, precision: str,
-                        seq_len: int | None) -> BenchMatch | None:
-    """`best_bench` over the store's benches of the model with this signature (SQLAlchemy session)."""
-    from sqlalchemy import text
-
-    rows = session.execute(text(CANDIDATE_SQL.replace("?", ":signature")), {"signature": signature})
-    return best_bench([candidate_from_row(r) for r in rows], gpu=gpu, precision=precision, seq_len=seq_len)

@@ -98,11 +98,6 @@ def prepare_bench(target: BenchTarget, settings: BenchSettings) -> PreparedBench
     return PreparedBench(target, settings, info, precision, model.to(info.device), params, vocab, attention, layers)
 
 
-def run_bench(target: BenchTarget, settings: BenchSettings, observer: StepObserver | None = None) -> BenchResult:
-    """Prepare and run (see `run_prepared`)."""
-    return run_prepared(prepare_bench(target, settings), observer)
-
-
 def run_prepared(prepared: PreparedBench, observer: StepObserver | None = None) -> BenchResult:
     """Count one step's FLOPs, warm up, time `settings.steps` steps, and summarise."""
     observer = observer or _Silent()

@@ -29,6 +29,8 @@ from gpuplan.providers.base import TAG_RUN_ID
 
 METRIC = "UnblendedCost"
 CE_REGION = "us-east-1"  # Cost Explorer's one endpoint
+# The clouds whose bill this module reads (Cost Explorer is AWS's); `report --bill` refuses the others.
+BILLED_CLOUDS = frozenset(("aws",))
 ACTIVATE_URL = "https://docs.aws.amazon.com/awsaccountbilling/latest/aboutv2/activating-tags.html"
 GRANULARITY = {"month": "MONTHLY", "day": "DAILY"}
 

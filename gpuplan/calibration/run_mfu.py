@@ -14,7 +14,6 @@ SQLAlchemy is imported inside the functions (callers open the store only when a 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -38,18 +37,6 @@ DEFAULT_PRECISION = "bf16"
 # throughput may come from a job that crashed in its first minute, so it teaches nothing.
 LEARNABLE_STATES = frozenset({"succeeded", "stopped", "capped"})
 MFU_RANGE = (0.005, 1.0)  # outside this a measurement is broken (units mix-up, idle GPUs), not informative
-
-
-@dataclass(frozen=True)
-class CalibratedMfu:
-    """The learned MFU for a (GPU type, size bucket), for `estimate`."""
-
-    calibration_id: int
-    gpu: str
-    params_bucket: str
-    mfu: float
-    samples: int
-    run_ids: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -156,23 +143,6 @@ def learn_from_finished_runs(session: Session) -> list[Calibration]:
     return [row for run in runs if (row := record_run(session, run)) is not None]
 
 
-def lookup_calibrated(session: Session, gpu: str, params: float) -> CalibratedMfu | None:
-    """The learned MFU for `gpu` (canonical name) and the size bucket of `params`, or None."""
-    from sqlalchemy import select
-
-    from gpuplan.store.models import Calibration
-
-    bucket = params_bucket(params)
-    latest = _latest(session, gpu, bucket)
-    if latest is None:
-        return None
-    run_ids = session.scalars(
-        select(Calibration.run_id).where(Calibration.gpu == gpu, Calibration.params_bucket == bucket,
-                                         Calibration.run_id.is_not(None)).order_by(Calibration.id)
-    )
-    return CalibratedMfu(latest.id, gpu, bucket, latest.mfu, latest.samples, tuple(str(r) for r in run_ids))
-
-
 def calibration_table(session: Session) -> list[dict[str, Any]]:
     """What the estimator has learned: one entry per (GPU, bucket) with its value and every step of history."""
     from sqlalchemy import select
@@ -210,14 +180,6 @@ def _latest(session: Session, gpu: str, bucket: str) -> Calibration | None:
         select(Calibration).where(Calibration.gpu == gpu, Calibration.params_bucket == bucket)
         .order_by(Calibration.id.desc()).limit(1)
     ).first()
-
-
-def _json(text: str | None) -> dict[str, Any]:
-    try:
-        value = json.loads(text) if text else {}
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 def _spec_workload(spec_text: str | None) -> dict[str, Any]:

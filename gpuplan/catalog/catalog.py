@@ -128,7 +128,7 @@ class Catalog:
         for offer in pool:
             if cloud_set is not None and offer.cloud not in cloud_set:
                 continue
-            if not zone_wanted(offer.cloud, offer.zone, zones):
+            if not zone_wanted(offer.zone, zones):
                 continue
             price = offer.price(bool(spot))
             if spot is not None and price is None:

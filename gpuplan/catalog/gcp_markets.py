@@ -39,7 +39,8 @@ def sold_on_demand(machine_type: str) -> bool:
 
 
 def sold_markets(offer: Offer) -> Offer:
-    """The offer without the on-demand price of a GCP shape that is not sold on demand (other offers unchanged)."""
-    if offer.cloud != "gcp" or offer.price_per_hour is None or sold_on_demand(offer.instance_type):
+    """The offer without the on-demand price of a GCP shape that is not sold on demand (other offers unchanged:
+    NOT_ON_DEMAND holds GCE machine type names, which no other cloud's types share)."""
+    if offer.price_per_hour is None or sold_on_demand(offer.instance_type):  # GCE machine type names only
         return offer
     return dataclasses.replace(offer, price_per_hour=None)

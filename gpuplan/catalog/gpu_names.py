@@ -111,14 +111,6 @@ def gcp_machine_gpu(machine_type: str) -> str | None:
     return GCP_SERIES_GPU.get(gcp_machine_series(machine_type))
 
 
-def gcp_accelerator_type(gpu: str) -> str | None:
-    """The GCP accelerator type to attach for a canonical GPU on an n1 host (`T4` -> `nvidia-tesla-t4`)."""
-    for accelerator, name in GCP_ACCELERATOR_GPU.items():
-        if name == gpu and accelerator in GCP_N1_ACCELERATORS:
-            return accelerator
-    return None
-
-
 def aws_gpuinfo_gpu(name: str, memory_mib: float | None) -> str | None:
     """Canonical GPU from EC2 `GpuInfo.Gpus[].Name` + `MemoryInfo.SizeInMiB` (a fallback for unmapped types)."""
     key = name.strip().upper()

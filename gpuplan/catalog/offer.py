@@ -45,7 +45,7 @@ class Offer:
     @property
     def zone_type(self) -> str:
         """availability-zone, local-zone or wavelength-zone (gpuplan.catalog.zones: derived from the zone id)."""
-        return zone_type(self.cloud, self.zone)
+        return zone_type(self.zone)
 
     def price(self, spot: bool = False) -> Decimal | None:
         """The hourly price for the chosen market (spot or on-demand)."""

@@ -1,68 +1,46 @@
-"""Which clouds publish prices anyone may read, and how a refresh from them keeps its provenance.
+"""A refresh from the prices a cloud publishes for anyone (no account), with the provenance of what it lacks.
 
-- aws: the Price List Bulk API files (on-demand). Zones and spot prices need an account: kept from the previous
-  snapshot.
-- gcp: the Cloud Billing Catalog API with an API key (GPUPLAN_GCP_API_KEY): on-demand and spot unit prices.
-  Machine types and zones need credentials and a project: the previous snapshot's, priced anew.
-
-The snapshot's `source` names the public file and the snapshot the account-only parts came from.
+The provider says what its public source is and what needs an account (gpuplan.providers.base.PublishesPrices:
+AWS's Price List bulk files, GCP's Billing Catalog with an API key). What the public source lacks is taken from
+the previous snapshot of that cloud (a stored refresh, else the shipped one), which this names as the `origin` the
+snapshot's source records.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import os
 from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING
-
-from gpuplan.errors import UserError
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from gpuplan.catalog.offer import Offer
+    from gpuplan.catalog.price_refresh import PriceRefresh
     from gpuplan.store.db import Store
 
-PUBLIC_CLOUDS = ("aws", "gcp")
-NEEDS = {
-    "gcp": "GCP's Billing Catalog needs an API key (set GPUPLAN_GCP_API_KEY) or credentials, and its machine types "
-           "a project: run `gcloud auth application-default login` and pass --project",
-}
+
+class PublicPriceProvider(Protocol):
+    """What this needs of a provider with gpuplan.providers.base.PublishesPrices (the catalog sits below the
+    providers, so it names the method, not the class)."""
+
+    def refresh_public_prices(self, regions: Sequence[str] | None, now: dt.datetime, previous: Sequence[Offer],
+                              origin: str, progress: Callable[[str], None] | None = None) -> PriceRefresh: ...
 
 
-def has_api_credentials(cloud: str) -> bool:
-    """Whether the cloud's SDK finds credentials here (no network call). A cloud without public price files
-    counts as having them: its API is tried and says what is missing."""
-    if cloud == "gcp":  # Application Default Credentials from a file (the metadata server is not asked here)
-        adc = Path(os.environ.get("CLOUDSDK_CONFIG") or Path.home() / ".config" / "gcloud")
-        return bool(os.environ.get("GOOGLE_APPLICATION_CREDENTIALS")) or \
-            (adc / "application_default_credentials.json").exists() or not os.environ.get("GPUPLAN_GCP_API_KEY")
-    if cloud != "aws":
-        return True
-    import boto3  # botocore's credential chain, as every AWS call uses (env, profile, SSO, instance role)
+class PublicPrices:
+    """A price source (gpuplan.catalog.refresh.PriceSource) reading `provider`'s public prices."""
 
-    return boto3.Session().get_credentials() is not None
+    def __init__(self, provider: PublicPriceProvider, cloud: str, store: Store,
+                 progress: Callable[[str], None] | None = None) -> None:
+        self.provider = provider
+        self.cloud = cloud
+        self.store = store
+        self.progress = progress
 
+    def refresh_prices(self, regions: Sequence[str] | None, now: dt.datetime) -> PriceRefresh:
+        from gpuplan.catalog.catalog import Catalog
 
-def fetch_public(store: Store, cloud: str, regions: Sequence[str] | None, now: dt.datetime,
-                 progress: Callable[[str], None] | None = None) -> tuple[list[Offer], list[str], str]:
-    """(offers, notes, source) from `cloud`'s public price files."""
-    if cloud not in PUBLIC_CLOUDS:
-        raise UserError(f"{cloud} has no public price source gpuplan reads")
-    from gpuplan.catalog.catalog import Catalog
-
-    previous = Catalog.load(store.url, (cloud,))
-    before = previous.sources[cloud]
-    origin = (f"snapshot #{before.snapshot_id} ({before.source}, {before.fetched_at:%Y-%m-%d})"
-              if before.snapshot_id is not None else f"the shipped snapshot ({before.fetched_at:%Y-%m-%d})")
-    if cloud == "gcp":
-        from gpuplan.catalog import refresh_gcp_key
-
-        key = refresh_gcp_key.api_key()
-        if key is None:
-            raise UserError(f"no public gcp prices without an API key: {NEEDS['gcp']}")
-        offers, notes = refresh_gcp_key.fetch_with_key(key, regions, now, previous.offers)
-        return offers, notes, f"{refresh_gcp_key.SOURCE}; machine types from {origin}"
-    from gpuplan.catalog.refresh_aws_public import SOURCE, fetch_public_offers
-
-    fetched = fetch_public_offers(regions, now, previous.offers, origin, progress=progress)
-    return fetched.offers, fetched.notes, f"{SOURCE}; zones and spot from {origin}"
+        previous = Catalog.load(self.store.url, (self.cloud,))
+        before = previous.sources[self.cloud]
+        origin = (f"snapshot #{before.snapshot_id} ({before.source}, {before.fetched_at:%Y-%m-%d})"
+                  if before.snapshot_id is not None else f"the shipped snapshot ({before.fetched_at:%Y-%m-%d})")
+        return self.provider.refresh_public_prices(regions, now, previous.offers, origin, self.progress)

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from gpuplan.catalog.stored import save_snapshot
-from gpuplan.errors import GpuplanError, UserError
+from gpuplan.errors import GpuplanError
 
 if TYPE_CHECKING:
-    from gpuplan.catalog.refresh_aws import ClientFactory
+    from gpuplan.catalog.price_refresh import PriceRefresh
     from gpuplan.store.db import Store
 
 
@@ -38,46 +38,34 @@ class RefreshReport:
     notes: list[str] = field(default_factory=list)
 
 
-def refresh(store: Store, cloud: str, regions: Sequence[str] | None = None, *, project: str | None = None,
-            aws_factory: ClientFactory | None = None, now: dt.datetime | None = None, public: bool = False,
-            progress: Callable[[str], None] | None = None) -> RefreshReport:
-    """Fetch `cloud`'s offers (optionally only `regions`) and store them; raise RefreshError on any failure.
+class PriceSource(Protocol):
+    """Who fetches a cloud's live prices: a provider with the `RefreshesPrices` capability (providers/base.py)."""
 
-    `public`: from the cloud's price files that need no account (gpuplan.catalog.public_sources)."""
+    cloud: str
+
+    def refresh_prices(self, regions: Sequence[str] | None, now: dt.datetime) -> PriceRefresh: ...
+
+
+def refresh(store: Store, source: PriceSource, regions: Sequence[str] | None = None, *,
+            now: dt.datetime | None = None) -> RefreshReport:
+    """Fetch `source`'s offers (optionally only `regions`) and store them; raise RefreshError on any failure."""
     started = time.monotonic()
     now = now or dt.datetime.now(dt.timezone.utc)
+    cloud = source.cloud
     try:
-        if public:
-            from gpuplan.catalog.public_sources import fetch_public
-
-            offers, notes, source = fetch_public(store, cloud, regions, now, progress)
-        elif cloud == "aws":
-            from gpuplan.catalog.refresh_aws import SOURCE, boto3_client_factory, fetch_aws_offers
-
-            result = fetch_aws_offers(aws_factory or boto3_client_factory(), regions, now)
-            offers, notes, source = result.offers, result.notes, SOURCE
-        elif cloud == "gcp":
-            from gpuplan.catalog.gcp_clients import default_project
-            from gpuplan.catalog.refresh_gcp import SOURCE, fetch_gcp_offers
-
-            project = project or default_project()
-            if not project:
-                raise UserError("no GCP project: pass --project or set GOOGLE_CLOUD_PROJECT")
-            fetched = fetch_gcp_offers(project, regions, now)
-            offers, notes, source = fetched.offers, fetched.notes, SOURCE
-        else:
-            raise UserError(f"unknown cloud {cloud!r}; known: aws, gcp")
+        fetched = source.refresh_prices(regions, now)
     except GpuplanError:
         raise
     except Exception as exc:
         raise RefreshError(f"{cloud} price refresh failed ({type(exc).__name__}: {_one_line(exc)}); "
                            "the previous prices are kept") from exc
+    offers, notes, source_text = fetched.offers, list(fetched.notes), fetched.source
     if not offers:
         where = f" in {', '.join(regions)}" if regions else ""
         raise RefreshError(f"{cloud} price refresh found no GPU offers{where}; the previous prices are kept")
     if regions:
-        source = f"{source} regions={','.join(sorted(regions))}"
-    stored = save_snapshot(store, cloud, source, offers, now)
+        source_text = f"{source_text} regions={','.join(sorted(regions))}"
+    stored = save_snapshot(store, cloud, source_text, offers, now)
     return RefreshReport(
         cloud=cloud, snapshot_id=stored.id, offer_count=stored.offer_count,
         regions=sorted({o.region for o in offers}), gpus=sorted({o.gpu for o in offers}), source=stored.source,

@@ -42,20 +42,6 @@ DESCRIBE_TYPES_CHUNK = 100  # the API's limit of InstanceTypes per call
 ClientFactory = Callable[[str, str], Any]  # (service, region) -> boto3 client
 
 
-def boto3_client_factory() -> ClientFactory:
-    """Clients from one boto3 Session (credentials and AWS_ENDPOINT_URL resolved by botocore as usual)."""
-    import boto3
-    from botocore.config import Config
-
-    session = boto3.Session()
-    config = Config(retries={"max_attempts": 5, "mode": "standard"}, connect_timeout=10, read_timeout=60)
-
-    def factory(service: str, region: str) -> Any:
-        return session.client(service, region_name=region, config=config)
-
-    return factory
-
-
 @dataclass
 class FetchResult:
     """Offers of one refresh plus human notes (skipped types etc.) for stderr."""

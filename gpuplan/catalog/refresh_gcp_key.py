@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpuplan.catalog.gcp_clients import BILLING_OVERRIDE, endpoint_root
-from gpuplan.catalog.gpu_names import GCP_ACCELERATOR_GPU, GCP_N1_ACCELERATORS, gcp_accelerator_type
+from gpuplan.catalog.gpu_names import GCP_ACCELERATOR_GPU, GCP_N1_ACCELERATORS
 from gpuplan.catalog.offer import Offer
 from gpuplan.catalog.refresh_gcp import COMPUTE_ENGINE_SERVICE, MachineType, _offer, parse_skus
 
@@ -41,7 +41,7 @@ def catalog_client_kwargs(key: str) -> dict[str, Any]:
 def _accelerator(offer: Offer) -> str | None:
     """The accelerator type of a known offer: attached to an n1 host, or built into its machine series."""
     if offer.instance_type.startswith("n1-"):
-        return gcp_accelerator_type(offer.gpu)
+        return next((a for a in sorted(GCP_N1_ACCELERATORS) if GCP_ACCELERATOR_GPU[a] == offer.gpu), None)
     built_in = [a for a, gpu in GCP_ACCELERATOR_GPU.items() if gpu == offer.gpu and a not in GCP_N1_ACCELERATORS]
     mega = [a for a in built_in if "mega" in a]
     if "megagpu" in offer.instance_type and mega:

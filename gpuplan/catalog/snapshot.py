@@ -53,9 +53,10 @@ def _number(text: str | None) -> float | None:
     return float(text) if text else None
 
 
-def canonical_gpu(cloud: str, instance_type: str, accelerator: str) -> str | None:
+def canonical_gpu(instance_type: str, accelerator: str) -> str | None:
     """The canonical GPU of a snapshot row: the instance type decides, the accelerator name is the fallback."""
-    by_type = aws_instance_gpu(instance_type) if cloud == "aws" else gcp_machine_gpu(instance_type)
+    # EC2 instance types (p4d.24xlarge) and GCE machine types (a2-highgpu-1g) never share a name.
+    by_type = aws_instance_gpu(instance_type) or gcp_machine_gpu(instance_type)
     return by_type or SNAPSHOT_ACCELERATOR_GPU.get(accelerator)
 
 
@@ -75,7 +76,7 @@ def load_shipped(clouds: frozenset[str] | None = None, prices_dir: Path = PRICES
 
 def _offer_from_row(row: dict[str, str], info: ShippedInfo) -> Offer:
     cloud, instance_type = row["cloud"], row["instance_type"]
-    gpu = canonical_gpu(cloud, instance_type, row["accelerator_name"])
+    gpu = canonical_gpu(instance_type, row["accelerator_name"])
     if gpu is None:
         raise ValueError(f"snapshot row {instance_type!r} ({row['accelerator_name']!r}) has no canonical GPU name")
     count = float(row["accelerator_count"])

@@ -9,7 +9,9 @@ has one more part, the Local Zone's own location and number (`use1-atl2-az1`,
 https://docs.aws.amazon.com/local-zones/latest/ug/available-local-zones.html); a Wavelength Zone's id ends in
 `-wlz<n>` (`use1-wl1-bos-wlz1`, https://docs.aws.amazon.com/wavelength/latest/developerguide/available-wavelength-zones.html).
 The rule, in order: `...-wlz<n>` (id) / `...-wlz-<n>` (name) -> wavelength-zone; the AZ id or AZ name form ->
-availability-zone; any other AWS zone -> local-zone. Every GCP zone is a plain zone (availability-zone here).
+availability-zone; a GCE zone (`us-central1-a`: region, digit, dash, one letter; every GCE zone is a plain zone,
+https://cloud.google.com/compute/docs/regions-zones) -> availability-zone; any other zone -> local-zone. The forms
+do not overlap (an AWS region has a dash before its number), so the rule needs no cloud name.
 `gpuplan catalog refresh` reads ZoneType from DescribeAvailabilityZones and checks it agrees (refresh_aws).
 
 Which zones are used unnamed. Local and Wavelength Zones must be enabled and given a subnet before a launch can use
@@ -36,20 +38,21 @@ AZ_ID_RE = re.compile(r"^[a-z]+\d+-az\d+$")
 # An AZ name is the region and one letter (us-east-1a, us-gov-west-1b); a Local Zone's continues (us-east-1-atl-2a).
 AZ_NAME_RE = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d+[a-z]$")
 WAVELENGTH_RE = re.compile(r"-wlz-?\d+$")
+GCE_ZONE_RE = re.compile(r"^[a-z]+-[a-z]+\d+-[a-z]$")
 
 
 def aws_zone_type(zone: str) -> str:
     """The ZoneType of an AWS zone id or name, from its form (see the module docstring for the rule and sources)."""
     if WAVELENGTH_RE.search(zone):
         return WAVELENGTH_ZONE
-    if AZ_ID_RE.match(zone) or AZ_NAME_RE.match(zone):
+    if AZ_ID_RE.match(zone) or AZ_NAME_RE.match(zone) or GCE_ZONE_RE.match(zone):
         return AVAILABILITY_ZONE
     return LOCAL_ZONE
 
 
-def zone_type(cloud: str, zone: str | None) -> str:
+def zone_type(zone: str | None) -> str:
     """The zone's type; a zone-less offer (the region as a whole) and every GCP zone count as availability-zone."""
-    if cloud != "aws" or not zone:
+    if not zone:
         return AVAILABILITY_ZONE
     return aws_zone_type(zone)
 
@@ -59,16 +62,16 @@ def aws_standard_zone(zone: str) -> bool:
     return aws_zone_type(zone) == AVAILABILITY_ZONE
 
 
-def standard_zone(cloud: str, zone: str) -> bool:
-    """A zone of `cloud` a launch may use unnamed (every GCP zone; an AWS Availability Zone, not a Local Zone)."""
-    return zone_type(cloud, zone) == AVAILABILITY_ZONE
+def standard_zone(zone: str) -> bool:
+    """A zone a launch may use unnamed (every GCP zone; an AWS Availability Zone, not a Local Zone)."""
+    return zone_type(zone) == AVAILABILITY_ZONE
 
 
-def zone_wanted(cloud: str, zone: str | None, choice: str) -> bool:
+def zone_wanted(zone: str | None, choice: str) -> bool:
     """Does `--zones choice` (standard | local | all) keep this zone?"""
     if choice == "all":
         return True
-    standard = zone_type(cloud, zone) == AVAILABILITY_ZONE
+    standard = zone_type(zone) == AVAILABILITY_ZONE
     return standard if choice == "standard" else not standard
 
 

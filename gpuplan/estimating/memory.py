@@ -163,28 +163,3 @@ def kv_cache_bytes(shape: Shape, *, batch: int, context: int, precision: str) ->
     return 2.0 * shape.layers * shape.kv_dim * context * batch * activation_bytes(precision)
 
 
-def inference_memory(shape: Shape, *, params: int, precision: str, gpus: int, batch: int,
-                     context: int, attention: str = "flash") -> MemoryParts:
-    """Per-GPU memory when serving with the weights and KV cache split over `gpus` (tensor parallel).
-
-    The floor is the weights alone: 7B x 4 bytes = 28 GB in fp32, 14 GB in fp16. fp8 stores 1 byte per weight.
-    The KV cache is the same whichever attention kernel reads it. Prefill is not: eager attention materialises,
-    for a chunk of c query tokens against the whole context, the scores and their softmax (a·c·context elements
-    each, alive together), while a fused kernel keeps only tiles in on-chip SRAM (its logsumexp is not kept
-    without a backward pass: serving kernels such as vLLM's flash_attn_varlen_func do not return it).
-    """
-    if attention not in ATTENTIONS:
-        raise ValueError(f"attention must be one of {', '.join(ATTENTIONS)}")
-    wb = {"fp32": 4.0, "tf32": 4.0, "fp8": 1.0}.get(precision, 2.0)
-    ab = activation_bytes(precision)
-    weights = params * wb / gpus
-    kv = kv_cache_bytes(shape, batch=batch, context=context, precision=precision) / gpus
-    # Working activations of one layer for one prefill chunk of up to 2048 tokens per sequence.
-    chunk = batch * min(context, 2048)
-    working = chunk * (2 * shape.hidden + 2 * shape.intermediate) * ab
-    if attention == "eager":
-        working += chunk * shape.heads * context * 2 * ab
-    working /= gpus  # tensor parallel splits the heads and the MLP
-    subtotal = weights + kv + working
-    overhead = CONTEXT_OVERHEAD_GB * GB + FRAGMENTATION * subtotal
-    return MemoryParts(weights / GB, 0.0, 0.0, (kv + working) / GB, overhead / GB)

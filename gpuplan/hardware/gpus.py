@@ -56,11 +56,6 @@ class GpuSpec:
             "fp8": self.fp8_tflops,
         }[key]
 
-    @property
-    def has_nvlink(self) -> bool:
-        return bool(self.nvlink_gbps)
-
-
 def _key(name: str) -> str:
     """Normalise a GPU name for lookup: lowercase, no spaces, dashes, underscores; `nvidia`/`tesla` dropped."""
     key = re.sub(r"[\s\-_]+", "", name.strip().lower())

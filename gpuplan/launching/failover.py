@@ -135,24 +135,6 @@ AttemptCallback = Callable[[Attempt], None]
 REFUSED = frozenset({"capacity", "quota", "blocked"})  # outcomes of a placement that refused the launch
 
 
-def expand_zones(placements: Iterable[Placement], zones_of: Callable[[Placement], Sequence[str]]) -> list[Placement]:
-    """Placements without a zone become one placement per zone of their region (where the provider knows zones).
-
-    `zones_of` returns the zones to try for a placement ([] = let the cloud choose); order is kept, so the
-    caller's ranking (best offer first, its regions in order) is the order of attempts.
-    """
-    out: list[Placement] = []
-    seen: set[Placement] = set()
-    for p in placements:
-        zones = [p.zone] if p.zone else list(zones_of(p)) or [None]
-        for zone in zones:
-            candidate = dataclasses.replace(p, zone=zone)
-            if candidate not in seen:
-                seen.add(candidate)
-                out.append(candidate)
-    return out
-
-
 def provider_zones(provider: Provider, region: str | None) -> list[str]:
     """The zones a provider offers in a region, if it can list them (AWS and GCP do); [] otherwise."""
     return [] if region is None else list(provider.zones(region))

@@ -18,7 +18,6 @@ if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
     from gpuplan.launching.failsafe_store import PlacedFailSafe
-    from gpuplan.store.db import Store
     from gpuplan.store.models import Run
 
 
@@ -78,17 +77,6 @@ def add_launch_plan(session: Session, run: Run, provider: Provider, placements: 
     record_event(session, run, EventKind.LAUNCH_PLAN,
                  f"will try {len(placements)} placement(s) on {provider.name} in "
                  f"{', '.join(data['regions']) or '(default region)'}", **data)
-
-
-def record_launch_plan(store: Store, run_id: str, provider: Provider, placements: Sequence[Placement],
-                       failsafe: PlacedFailSafe | None = None) -> None:
-    """Commit the `launch_plan` event (with the planned fail-safe, if any) before any provider call."""
-    from gpuplan.store.models import Run
-
-    with store.session() as session:
-        run = session.get(Run, run_id)
-        assert run is not None, run_id
-        add_launch_plan(session, run, provider, placements, failsafe)
 
 
 def launch_plans(run: Run) -> list[tuple[dt.datetime, dict[str, Any]]]:

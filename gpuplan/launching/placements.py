@@ -152,8 +152,8 @@ def boot_script_renderer(request: LaunchRequest,
                          provider: Provider | None = None) -> Callable[[int, str | None], str]:
     """`(rank, master_addr) -> script`: the job as jobs.bootstrap renders it for one node of this run.
 
-    With a provider that keeps secrets in its cloud's store, the script holds only their names; with one that
-    reads guest attributes, the script reports its exit code there.
+    With a provider that keeps secrets in its cloud's store, the script holds only their names; how the machine
+    reads them, ships its outputs and reports its exit code are the provider's hooks (`Provider.boot_cloud`).
     """
     from gpuplan.jobs.bootstrap import boot_plan_for, render_boot_script
     from gpuplan.jobs.runner import NodeLaunch
@@ -166,10 +166,7 @@ def boot_script_renderer(request: LaunchRequest,
     secrets = {} if by_reference else dict(request.secrets)
     params = ({name: provider.secret_parameter(request.run_id, name) for name in sorted(request.secrets)}
               if by_reference and provider is not None else {})
-    guest = bool(provider is not None and provider.reports_guest_attributes)
-    gcs_endpoint = provider.outputs_endpoint() if provider is not None else None
-    store = provider.secret_store if provider is not None else "ssm"
-    secrets_endpoint = provider.secrets_endpoint() if by_reference and provider is not None else None
+    cloud = provider.boot_cloud() if provider is not None else None
 
     tags = provider.node_identity_tags if provider is not None and request.nodes > 1 else None
 
@@ -185,12 +182,10 @@ def boot_script_renderer(request: LaunchRequest,
         # With identity tags the script learns its rank at boot and adds `/node-<rank>` to the run's prefix itself.
         storage_url = (base if tags else f"{base}/node-{rank}") if base else None
         return render_boot_script(boot_plan_for(node, secrets=secrets, storage_url=storage_url,
-                                                master_addr=master_addr, secret_params=params,
-                                                guest_attributes=guest, gcs_endpoint=gcs_endpoint,
-                                                secret_store=store, secretmanager_endpoint=secrets_endpoint,
+                                                master_addr=master_addr, secret_params=params, cloud=cloud,
                                                 rank_tag=tags.rank if tags else None,
                                                 master_tag=tags.master_addr if tags else None,
-                                                interruption_watch=request.options.get("interruption_watch")))
+                                                interruption_watch=bool(request.options.get("interruption_watch"))))
 
     return render
 

@@ -18,7 +18,7 @@ def plan_launch(spec: JobSpec, spec_text: str, *, provider: Provider, source_dir
     """Decide the offer and the estimate; nothing is recorded or started. `db_url`: where the price catalog's
     refreshes and the bench/calibration records live (default: the shipped catalog and the prior)."""
     offer = choose_offer(spec, provider, db_url=db_url)
-    check_run_storage(spec, offer.cloud)
+    check_run_storage(spec, provider)
     check_code(spec, source_dir, provider, offer.cloud)
     return LaunchPlan(spec=spec, spec_text=spec_text, source_dir=source_dir, offer=offer,
                       estimate=estimate_run(spec, offer, db_url=db_url))

@@ -14,21 +14,20 @@ from gpuplan.jobs.storage import checkpoint_url, code_url, run_storage, run_stor
 
 if TYPE_CHECKING:
     from gpuplan.jobs.spec import JobSpec
-
-# The cloud whose interruption notice a spot machine's boot script watches (gpuplan.jobs.boot_checkpoints).
-WATCH_BY_CLOUD = {"aws": "aws", "gcp": "gce"}
+    from gpuplan.providers.base import Provider
 
 
-def check_run_storage(spec: JobSpec, cloud: str) -> None:
+def check_run_storage(spec: JobSpec, provider: Provider) -> None:
     """UserError (one line, exit 2) when the run's storage does not fit the cloud it is about to run on."""
     storage = run_storage(spec)
-    misfit = storage_misfit(storage, cloud) if storage else None
+    misfit = storage_misfit(storage, provider.cloud, provider.storage_schemes) if storage else None
     if misfit:
         raise UserError(misfit)
 
 
-def storage_options(spec: JobSpec, run_id: str, cloud: str, spot: bool) -> dict[str, Any]:
-    """The LaunchRequest options for the run's storage, checkpoint copies and interruption watch."""
+def storage_options(spec: JobSpec, run_id: str, spot: bool) -> dict[str, Any]:
+    """The LaunchRequest options for the run's storage, checkpoint copies and interruption watch (a spot machine
+    watches for its cloud's notice where the provider's boot hooks have one: gpuplan.jobs.boot_cloud)."""
     storage = run_storage(spec)
     interval = spec.checkpoint.interval if spec.checkpoint else None
     return {
@@ -36,5 +35,5 @@ def storage_options(spec: JobSpec, run_id: str, cloud: str, spot: bool) -> dict[
         "checkpoint_url": checkpoint_url(storage, run_id) if storage and spec.checkpoint else None,
         "checkpoint_sync_seconds": float(interval) * 3600 if interval else None,
         "code_url": code_url(storage, run_id) if storage else None,
-        "interruption_watch": WATCH_BY_CLOUD.get(cloud) if spot else None,
+        "interruption_watch": spot,
     }

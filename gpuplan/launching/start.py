@@ -7,39 +7,49 @@ leaves machines the rows do not know. What makes that recoverable is written bef
 machine carries it as a tag and as the provider's idempotency token) and the `launch_plan` event (the provider,
 every region/zone/instance type the failover may try and its price there, and the host and pid of the launching
 process). A later `gpuplan stop`, `status`/`watch` or `reconcile` reads that event and adopts the machines
-(gpuplan.supervise.adopt), so no machine is ever unknown; a spot relaunch keeps the same promise with its own
-plan (gpuplan.supervise.relaunch).
+(gpuplan.supervise.adopt), so no machine is ever unknown; a spot relaunch keeps the same promise because it goes
+through the very
+same step (`start_machines` with a `Generation`: gpuplan.supervise.relaunch).
 
 Recording is idempotent: a machine already recorded for the run (adopted by another process meanwhile) is not
 recorded twice, even when two processes record it at the same instant (the unique index on the machine's id in
 its run refuses the second row; gpuplan.runs.machines.record_instances); and if the run was stopped while its
 machines were starting, they are terminated at once.
 
-The single provider call lives in `start_instances`: directly where the provider has one place, else through
+One start path: a launch and a relaunch both call `start_machines` (request -> placements -> fail-safe -> launch
+plan -> provider call with every failover attempt recorded -> machine rows -> the run's zone, region and instance
+type -> the fail-safe the machines carry). A relaunch is a start with a `Generation`: its number (in the launch
+plan and EC2's idempotency token), the env the job reads (GPUPLAN_RELAUNCH) and the rows it supersedes. The
+single provider call lives in `start_instances`: directly where the provider has one place, else through
 failover over zones, regions and the catalog's next offers. Secrets travel only inside the LaunchRequest; the Run
 row stores the spec text, which names secrets but never holds their values.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+import datetime as dt
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
+from gpuplan.errors import UserError
 from gpuplan.launching.code_upload import ship_code
 from gpuplan.launching.failover import AttemptCallback, Placement
-from gpuplan.launching.launch_plan import placements_for_launch, record_launch_plan
+from gpuplan.launching.launch_plan import add_launch_plan, placements_for_launch
 from gpuplan.launching.offer import LaunchPlan
 from gpuplan.launching.run_storage import storage_options
 from gpuplan.providers.base import Instance, LaunchRequest, Provider
 from gpuplan.runs.events import EventKind
-from gpuplan.runs.machines import record_instances
+from gpuplan.runs.machines import SUPERSEDED, record_instances
 from gpuplan.testpoint import pause_point
 
 if TYPE_CHECKING:
-    from gpuplan.launching.failsafe_store import PlacedFailSafe
+    from sqlalchemy.orm import Session
+
     from gpuplan.store.db import Store
-from collections.abc import Mapping
+    from gpuplan.store.models import InstanceRow, Run
 
 from gpuplan.launching.failover import Attempt
 from gpuplan.providers.base import ProviderError
@@ -61,7 +71,7 @@ def build_request(plan: LaunchPlan, run_id: str, run_dir: str, secrets: Mapping[
         runtime=spec.runtime, workdir=spec.workdir, env=dict(spec.env), secrets=dict(secrets), labels=labels,
         options={"argv": spec.argv, "source_dir": plan.source_dir,
                  "checkpoint_dir": spec.checkpoint.dir if spec.checkpoint else None,
-                 **storage_options(spec, run_id, offer.cloud, offer.spot),
+                 **storage_options(spec, run_id, offer.spot),
                  "regions": list(spec.resources.regions), "zones": list(spec.resources.zones),
                  "gpu_candidates": list(spec.resources.gpu_candidates),
                  "max_price_per_hour": spec.resources.max_price_per_hour},
@@ -80,111 +90,122 @@ def start_instances(provider: Provider, request: LaunchRequest, on_attempt: Atte
     return start_with_failover(provider, request, on_attempt=on_attempt, placements=placements).instances
 
 
-def launch_recorded_run(store: Store, run_id: str, plan: LaunchPlan, provider: Provider,
-                        secrets: Mapping[str, str]) -> list[Instance]:
-    """Start an already recorded run: provisioning -> fail-safe -> launch plan -> provider.launch -> instance rows
-    -> running (gpuplan.launching.start does the last three as one step a crash cannot make unknowable).
+@dataclass(frozen=True)
+class Generation:
+    """Which start of a run this is: 0 the launch, N the Nth spot relaunch. A relaunch's number goes into its
+    launch plan and the provider's idempotency token, its job reads it as GPUPLAN_RELAUNCH, and the machines of
+    the interrupted generation (`superseded`) are marked so once the new ones are recorded."""
 
-    The machines' own timer is the fail-safe (gpuplan.launching.failsafe) worked out now, for each failover placement at
-    its own price, written into the launch plan before the provider call (so a launch killed before the next
-    record still tells which cap set the timer) and recorded as a `failsafe` event once the machines started;
-    a cap with no time left fails the run before any provider call (UserError), and placements too dear to leave
-    any time are not tried.
-    A provider error marks the run failed with the provider's (secret-free) message and is raised again.
+    number: int = 0
+    superseded: Sequence[InstanceRow] = field(default_factory=tuple)
+
+    def apply(self, request: LaunchRequest) -> LaunchRequest:
+        if not self.number:
+            return request
+        return dataclasses.replace(request, env={**request.env, "GPUPLAN_RELAUNCH": str(self.number)},
+                                   options={**request.options, "generation": self.number})
+
+    def extra(self) -> dict[str, int]:
+        """What the launch plan, attempt and fail-safe events of this start add to their data."""
+        return {"generation": self.number} if self.number else {}
+
+
+class FailSafeRefused(UserError):
+    """No time is left under the run's caps to start machines: nothing was started (the `failsafe` event says
+    which cap)."""
+
+
+def start_machines(session: Session, run: Run, provider: Provider, request: LaunchRequest, *,
+                   price: Decimal | None, now: dt.datetime, generation: Generation = Generation(),
+                   before_call: Callable[[LaunchRequest], None] | None = None) -> list[Instance]:
+    """The one start path of a recorded run (a launch, or a relaunch with its `generation`): placements ->
+    fail-safe -> launch plan (committed before the provider call: the crash window, above) -> the provider call,
+    each failover attempt recorded as it happens -> machine rows (the superseded ones marked) -> the run's zone,
+    region and instance type (failover may have moved it) -> the fail-safe the machines carry.
+
+    `before_call(request)` runs once the fail-safe is set, before the plan is recorded (a launch ships its code).
+    Raises FailSafeRefused (nothing started; the refusing `failsafe` event added) and ProviderError (the caller
+    records the failure its way). The caller commits what follows.
     """
-    from gpuplan.launching import failsafe_store as failsafe_inputs
-    from gpuplan.launching.launch_plan import placements_for_launch
-    from gpuplan.launching.start import start_and_record
+    from gpuplan.launching import failsafe_store
     from gpuplan.runs.events import record_event
-    from gpuplan.runs.records import set_state
-    from gpuplan.store.models import Run, RunState
-    from gpuplan.store.types import utcnow
 
-    with store.session() as session:
-        run = session.get(Run, run_id)
-        assert run is not None, run_id
-        run_dir = run.run_dir or ""
-        set_state(session, run, RunState.PROVISIONING)
-        record_event(session, run, EventKind.LAUNCHING, f"asking {provider.name} for {plan.offer.nodes} node(s)")
-    request = build_request(plan, run_id, run_dir, secrets)
     placements = placements_for_launch(provider, request)
-    with store.session() as session:
-        run = session.get(Run, run_id)
-        assert run is not None, run_id
-        inputs = failsafe_inputs.run_inputs(session, run, price_per_hour=plan.offer.price_per_hour,
-                                            nodes=plan.offer.nodes, min_billed_seconds=provider.min_billed_seconds,
-                                            now=utcnow())
-        placed = failsafe_inputs.placed(inputs, placements)
-        if placed.refused:
-            failsafe_inputs.record_failsafe(session, run, placed.chosen)
-            set_state(session, run, RunState.FAILED, failsafe_inputs.refusal(placed.chosen))
-    failsafe_inputs.check_placed(placed)
-    request = placed.request(request)
+    placed = failsafe_store.placed(failsafe_store.run_inputs(
+        session, run, price_per_hour=price, nodes=request.nodes, min_billed_seconds=provider.min_billed_seconds,
+        now=now), placements)
+    if placed.refused:
+        failsafe_store.record_failsafe(session, run, placed.chosen, **generation.extra())
+        raise FailSafeRefused(failsafe_store.refusal(placed.chosen))
+    request = generation.apply(placed.request(request))
+    if before_call is not None:
+        before_call(request)
+    add_launch_plan(session, run, provider, placed.placements, placed, **generation.extra())
+    session.commit()
+    pause_point("relaunch_planned" if generation.number else "recorded")
 
     def on_attempt(attempt: Attempt) -> None:
-        with store.session() as session:
-            run = session.get(Run, run_id)
-            assert run is not None
-            p = attempt.placement
-            record_event(session, run, EventKind.LAUNCH_ATTEMPT,
-                         f"attempt {attempt.number}: {p.provider} {p.where} {p.instance_type or ''}: "
-                         f"{attempt.outcome}" + (f" ({attempt.code})" if attempt.code else "")
-                         + (f"; blocks {attempt.blocked}" if attempt.blocked else ""),
-                         **{("why" if k == "message" else k): v for k, v in attempt.as_dict().items()})
+        p = attempt.placement
+        record_event(session, run, EventKind.LAUNCH_ATTEMPT,
+                     f"attempt {attempt.number}: {p.provider} {p.where} {p.instance_type or ''}: "
+                     f"{attempt.outcome}" + (f" ({attempt.code})" if attempt.code else "")
+                     + (f"; blocks {attempt.blocked}" if attempt.blocked else ""),
+                     **{("why" if k == "message" else k): v for k, v in attempt.as_dict().items()},
+                     **generation.extra())
+        session.commit()
 
-    try:
-        ship_code(plan, request, provider)
-        instances = start_and_record(store, run_id, provider, request, default_price=plan.offer.price_per_hour,
-                                     on_attempt=on_attempt, placements=placed.placements, failsafe=placed)
-    except ProviderError as exc:
-        with store.session() as session:
-            run = session.get(Run, run_id)
-            assert run is not None
-            record_event(session, run, EventKind.LAUNCH_FAILED, str(exc), error=type(exc).__name__, code=exc.code)
-            set_state(session, run, RunState.FAILED, f"launch failed: {exc}")
-        raise
-    with store.session() as session:
-        run = session.get(Run, run_id)
-        assert run is not None
-        price = next((i.price_per_hour for i in instances if i.price_per_hour is not None),
-                     plan.offer.price_per_hour)
-        failsafe_inputs.record_failsafe(session, run, placed.started(price))
+    instances = start_instances(provider, request, on_attempt, placements=placed.placements)
+    pause_point("relaunched" if generation.number else "launched")
+    from gpuplan.store.types import utcnow
+
+    session.refresh(run)  # another process may have stopped the run, or adopted its machines, meanwhile
+    for row in generation.superseded:
+        row.state = SUPERSEDED
+    record_instances(session, run, provider, instances, default_price=price, now=utcnow())
+    if instances:  # failover may have moved the run to another zone, region or instance type
+        run.zone = instances[0].zone or run.zone
+        run.region = instances[0].region or run.region
+        run.instance_type = instances[0].instance_type or run.instance_type
+    started_at = next((i.price_per_hour for i in instances if i.price_per_hour is not None), price)
+    failsafe_store.record_failsafe(session, run, placed.started(started_at), **generation.extra())
     return instances
 
 
+def launch_recorded_run(store: Store, run_id: str, plan: LaunchPlan, provider: Provider,
+                        secrets: Mapping[str, str]) -> list[Instance]:
+    """Start an already recorded run: provisioning -> `start_machines` -> launched, running.
 
-def start_and_record(store: Store, run_id: str, provider: Provider, request: LaunchRequest, *,
-                     default_price: Decimal | None, on_attempt: AttemptCallback | None = None,
-                     placements: Sequence[Placement] | None = None,
-                     failsafe: PlacedFailSafe | None = None) -> list[Instance]:
-    """Record the launch plan, start the machines, record them, and move the run to running.
-
-    `placements`: the ones the caller already worked out for `request` (the fail-safe is priced on them);
-    `failsafe`: the timer `request` gives the machines, written into the launch plan.
-    Provider errors propagate (the caller records the failure). A run stopped while this was starting its
-    machines gets them terminated here, so a stop during a launch never leaves one running.
+    The machines' own timer is the fail-safe (gpuplan.launching.failsafe) worked out for each failover placement
+    at its own price; a cap with no time left fails the run before any provider call (UserError), and placements
+    too dear to leave any time are not tried. A provider error marks the run failed with the provider's
+    (secret-free) message and is raised again. A run stopped while this was starting its machines gets them
+    terminated here, so a stop during a launch never leaves one running.
     """
-    from gpuplan.launching.start import start_instances
     from gpuplan.runs.events import record_event
     from gpuplan.runs.records import set_state
     from gpuplan.store.models import Run, RunState
     from gpuplan.store.types import utcnow
 
-    if placements is None:
-        placements = placements_for_launch(provider, request)
-    record_launch_plan(store, run_id, provider, placements, failsafe)
-    pause_point("recorded")
-    instances = start_instances(provider, request, on_attempt, placements=placements)
-    pause_point("launched")
-    now = utcnow()
     with store.session() as session:
         run = session.get(Run, run_id)
-        assert run is not None
-        record_instances(session, run, provider, instances, default_price=default_price, now=now)
-        if instances:  # failover may have moved the run to another zone, region or instance type
-            run.zone = instances[0].zone or run.zone
-            run.region = instances[0].region or run.region
-            run.instance_type = instances[0].instance_type or run.instance_type
+        assert run is not None, run_id
+        set_state(session, run, RunState.PROVISIONING)
+        record_event(session, run, EventKind.LAUNCHING, f"asking {provider.name} for {plan.offer.nodes} node(s)")
+        session.commit()
+        request = build_request(plan, run_id, run.run_dir or "", secrets)
+        try:
+            instances = start_machines(session, run, provider, request, price=plan.offer.price_per_hour,
+                                       now=utcnow(), before_call=lambda placed: ship_code(plan, placed, provider))
+        except FailSafeRefused as exc:
+            set_state(session, run, RunState.FAILED, str(exc))
+            session.commit()
+            raise
+        except ProviderError as exc:
+            record_event(session, run, EventKind.LAUNCH_FAILED, str(exc), error=type(exc).__name__, code=exc.code)
+            set_state(session, run, RunState.FAILED, f"launch failed: {exc}")
+            session.commit()
+            raise
+        now = utcnow()
         record_event(session, run, EventKind.LAUNCHED, f"{len(instances)} instance(s) started",
                      instances=[i.instance_id for i in instances])
         set_state(session, run, RunState.RUNNING, at=min((i.launched_at for i in instances if i.launched_at),

@@ -16,7 +16,16 @@ from gpuplan.errors import UserError
 if TYPE_CHECKING:
     from gpuplan.store.models import Run
 
-HERE = ("local",)  # providers whose run folder is on this machine
+
+def _runs_here(provider_name: str) -> bool:
+    """Is the provider's run folder on this machine (`Provider.runs_here`)? An unregistered one is not."""
+    from gpuplan.providers.base import ProviderError
+    from gpuplan.providers.registry import load_provider_class
+
+    try:
+        return load_provider_class(provider_name).runs_here
+    except ProviderError:
+        return False
 
 
 def checkpoint_location(run: Run) -> str:
@@ -30,7 +39,7 @@ def checkpoint_location(run: Run) -> str:
     storage = run_storage(spec)
     if storage:
         return checkpoint_url(storage, run.id)
-    if run.provider in HERE and run.run_dir:
+    if run.run_dir and _runs_here(run.provider):
         folder = Path(spec.checkpoint.dir)
         return str(folder if folder.is_absolute() else Path(run.run_dir) / folder)
     raise UserError(f"run {run.id} ran on {run.provider} without durable storage: its checkpoints stayed on its "

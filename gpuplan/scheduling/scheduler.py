@@ -22,7 +22,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from gpuplan.cronspec import due_slot, in_window, next_fire, parse_tz, parse_window, validate_cron
+from gpuplan.cronspec import due_slot, in_window, next_fire, parse_tz, validate_cron
 from gpuplan.errors import NotFoundError, UserError
 from gpuplan.runs.events import EventKind
 from gpuplan.store.db import Store
@@ -214,8 +214,3 @@ def _checked_tz(tz: str) -> None:
         raise UserError(str(exc)) from exc
 
 
-def check_window(window: str) -> None:
-    try:
-        parse_window(window)
-    except ValueError as exc:
-        raise UserError(str(exc)) from exc

@@ -75,9 +75,3 @@ def history() -> list[tuple[str, str | None, str]]:
     return rows
 
 
-def script_head() -> str:
-    from alembic.script import ScriptDirectory
-
-    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
-    assert head is not None
-    return head

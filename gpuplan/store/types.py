@@ -57,10 +57,3 @@ class UTCDateTime(TypeDecorator[dt.datetime]):
         return value.astimezone(dt.timezone.utc)
 
 
-def to_money(value: float | int | str | Decimal | None) -> Decimal | None:
-    """Convert a price to Decimal through its string form, so 0.1 stays 0.1 and not 0.1000000000000000055."""
-    if value is None:
-        return None
-    if isinstance(value, Decimal):
-        return value
-    return Decimal(str(value))

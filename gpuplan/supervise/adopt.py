@@ -21,7 +21,6 @@ catalog (gpuplan.supervise.adopt_price); the `adopted` event records where each 
 from __future__ import annotations
 
 import datetime as dt
-import inspect
 import json
 import logging
 import os
@@ -104,13 +103,7 @@ def tagged_machines(provider: Provider, run: Run) -> list[Instance]:
     """The run's machines by tag, in every region it may be in; ended ones too where the provider can say
     (the local provider), so the time they ran is billed."""
     provider.include_regions(search_regions(run))
-    try:
-        with_ended = "include_ended" in inspect.signature(provider.list_tagged).parameters
-    except (TypeError, ValueError):
-        with_ended = False
-    if with_ended:
-        return provider.list_tagged(run.id, include_ended=True)  # type: ignore[call-arg]
-    return provider.list_tagged(run.id)
+    return provider.list_tagged(run.id, include_ended=True)
 
 
 def adopt(session: Session, run: Run, provider: Provider, now: dt.datetime,

@@ -26,7 +26,6 @@ configured, no credentials) is reported as skipped rather than failing the whole
 from __future__ import annotations
 
 import datetime as dt
-import inspect
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -202,19 +201,12 @@ def _finding(provider: Provider, inst: Instance, kind: str, *, age_s: int | None
 
 
 def configure_provider(name: str, regions: Sequence[str]) -> Provider:
-    """Build a provider for reconcile, handing it the regions to search if its constructor takes `regions`."""
-    from gpuplan.providers.registry import load_provider_class
-
-    cls = load_provider_class(name)
-    try:
-        accepts = "regions" in inspect.signature(cls).parameters
-    except (TypeError, ValueError):
-        accepts = False
+    """Build a provider for reconcile and hand it the regions to search (`Provider.include_regions`)."""
     from gpuplan.providers.registry import make_provider
 
-    if accepts and regions:
-        return make_provider(name, regions=list(regions))
-    return make_provider(name)
+    provider = make_provider(name)
+    provider.include_regions(regions)
+    return provider
 
 
 def reconcile(

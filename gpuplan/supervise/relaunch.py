@@ -18,18 +18,15 @@ watch step relaunches within the same limits).
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import json
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
-from gpuplan.launching.launch_plan import add_launch_plan, placements_for_launch
 from gpuplan.providers.base import InstanceState, Provider, ProviderError
 from gpuplan.runs.events import EventKind
-from gpuplan.runs.machines import SUPERSEDED, current_instances, record_instances
+from gpuplan.runs.machines import SUPERSEDED, current_instances
 from gpuplan.supervise.resume import interruption_notice, relaunch_resume, resume_words
-from gpuplan.testpoint import pause_point
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -67,11 +64,9 @@ def why_not_relaunch(run: Run, spec: JobSpec, now: dt.datetime) -> str | None:
 def relaunch_after_preemption(session: Session, run: Run, provider: Provider, now: dt.datetime) -> bool:
     """Relaunch `run` if allowed; True when new machines are running (the run stays live)."""
     from gpuplan.jobs.spec import parse_spec
-    from gpuplan.launching.failsafe_store import placed as failsafe_placed
-    from gpuplan.launching.failsafe_store import record_failsafe, refusal, run_inputs
     from gpuplan.launching.offer import ChosenOffer, LaunchPlan
     from gpuplan.launching.record import read_secrets
-    from gpuplan.launching.start import build_request, start_instances
+    from gpuplan.launching.start import FailSafeRefused, Generation, build_request, start_machines
     from gpuplan.runs.events import record_event
 
     spec = parse_spec(run.spec_text, source=f"run {run.id}")
@@ -96,45 +91,28 @@ def relaunch_after_preemption(session: Session, run: Run, provider: Provider, no
     generation = relaunch_count(run) + 1
     price = next((i.price_per_hour for i in current if i.price_per_hour is not None), None)
     offer = ChosenOffer(provider=run.provider, cloud=run.cloud or provider.cloud, instance_type=run.instance_type,
-                  region=run.region, zone=None, gpu=run.gpu, gpus_per_node=int(run.gpus_per_node or 0),
-                  nodes=run.nodes, spot=run.spot, price_per_hour=price)
+                        region=run.region, zone=None, gpu=run.gpu, gpus_per_node=int(run.gpus_per_node or 0),
+                        nodes=run.nodes, spot=run.spot, price_per_hour=price)
     plan = LaunchPlan(spec=spec, spec_text=run.spec_text, source_dir=None, offer=offer, estimate=None)
     request = build_request(plan, run.id, run.run_dir or "", secrets)
-    placements = placements_for_launch(provider, request)
-    # The new machines' own timer: what is left of the run's caps (not the whole max_hours again), for each
-    # placement at its own price.
-    placed = failsafe_placed(run_inputs(session, run, price_per_hour=price, nodes=run.nodes,
-                                        min_billed_seconds=provider.min_billed_seconds, now=now), placements)
-    if placed.refused:
-        record_failsafe(session, run, placed.chosen, generation=generation)
-        record_event(session, run, EventKind.RELAUNCH_SKIPPED, refusal(placed.chosen).removeprefix("refused: "))
-        return False
-    request = dataclasses.replace(
-        placed.request(request), env={**request.env, "GPUPLAN_RELAUNCH": str(generation)},
-        options={**request.options, "generation": generation})
-    # Committed before the provider call, with what this pass learnt (the interrupted machines are closed): a
-    # gpuplan that dies while starting the new machines leaves a plan whose generation has no outcome, and the
-    # next watch step adopts what it started (recover_relaunch) instead of relaunching a second time.
-    add_launch_plan(session, run, provider, placed.placements, placed, generation=generation)
-    session.commit()
-    pause_point("relaunch_planned")
+    # The launch's own start path with this generation: the new machines' timer is what is left of the run's caps
+    # (not the whole max_hours again), the plan is committed before the provider call (a gpuplan that dies while
+    # starting the new machines leaves a plan whose generation has no outcome, and the next watch step adopts what
+    # it started: recover_relaunch), every failover attempt is an event, and the run follows its new place and type.
     try:
-        instances = start_instances(provider, request, placements=placed.placements)
+        instances = start_machines(session, run, provider, request, price=price, now=now,
+                                   generation=Generation(generation, superseded=tuple(current)))
+    except FailSafeRefused as exc:
+        record_event(session, run, EventKind.RELAUNCH_SKIPPED, str(exc).removeprefix("refused: "))
+        return False
     except ProviderError as exc:
         record_event(session, run, EventKind.RELAUNCH_FAILED, str(exc), generation=generation, code=exc.code)
         return False
-    pause_point("relaunched")
-    for row in current:
-        row.state = SUPERSEDED
-    record_instances(session, run, provider, instances, default_price=price, now=now)
-    record_failsafe(session, run, placed.started(
-        next((i.price_per_hour for i in instances if i.price_per_hour is not None), price)), generation=generation)
-    if instances:
-        run.zone, run.region = instances[0].zone or run.zone, instances[0].region or run.region
     resume, notice = relaunch_resume(run, spec, provider), interruption_notice(run)
+    checkpoint_dir = spec.checkpoint.dir if spec.checkpoint else None  # why_not_relaunch required one
     record_event(session, run, EventKind.RELAUNCH,
                  f"spot interruption{' (notice seen by the machine)' if notice else ''}: relaunch {generation} of at "
-                 f"most {MAX_RELAUNCHES} from checkpoint {spec.checkpoint.dir}{resume_words(resume)}",
+                 f"most {MAX_RELAUNCHES} from checkpoint {checkpoint_dir}{resume_words(resume)}",
                  generation=generation, instances=[i.instance_id for i in instances],
                  **(resume.as_data() if resume else {}), **({"notice": notice} if notice else {}))
     session.flush()

@@ -77,7 +77,7 @@ def relaunch_resume(run: Any, spec: Any, provider: Any) -> ResumePoint | None:
 
     metrics = Path(run.run_dir) / METRICS_FILE if run.run_dir else None
     point = resume_point(metrics)
-    durable = bool(provider.runs_here) or provider.cloud == "slurm" or run_storage(spec) is not None
+    durable = provider.shares_run_folder or run_storage(spec) is not None
     if durable or metrics is None:
         return point
     records = _records(metrics)

@@ -30,8 +30,6 @@ from gpuplan.store.models import Event, InstanceRow, Run
 
 log = logging.getLogger(__name__)
 
-AWS_SOURCE = "aws: DescribeSpotPriceHistory"
-
 
 def billed_instance_ids(session: Session, run: Run) -> set[str]:
     """Machines of the run already billed from a history (a settle seen twice bills nothing twice). Asked of the
@@ -53,13 +51,27 @@ def history_for(row: InstanceRow, provider: Provider | None,
         points = provider.spot_price_history(row.region, row.zone, row.instance_type, row.launched_at,
                                              row.terminated_at)
         if points:
-            return points, AWS_SOURCE if row.cloud == "aws" else f"{row.cloud}: spot price history"
-    if row.cloud == "gcp":
+            return points, provider.spot_price_source()
+    if _spot_priced_by_catalog(row, provider):
         found = catalog_price(row)
         if found is not None:
             price, source = found
             return [SpotPricePoint(row.launched_at, price)], source
     return None
+
+
+def _spot_priced_by_catalog(row: InstanceRow, provider: Provider | None) -> bool:
+    """Is a spot machine of this row's provider billed at the catalog's spot price (`spot_priced_by_catalog`)?
+    Asked of the provider's class when no provider was built (a settle from the books alone)."""
+    if provider is not None:
+        return provider.spot_priced_by_catalog
+    from gpuplan.providers.base import ProviderError
+    from gpuplan.providers.registry import load_provider_class
+
+    try:
+        return load_provider_class(row.provider).spot_priced_by_catalog
+    except ProviderError:
+        return False
 
 
 def bill_spot(session: Session, run: Run, provider: Provider | None, *,

@@ -22,7 +22,8 @@ import json
 import os
 import secrets
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 from gpuplan.providers.attach_base import Attach, AttachTarget, SshHost, remote_snippet, reporting_status
 from gpuplan.providers.base import ProviderError
@@ -30,13 +31,22 @@ from gpuplan.providers.base import ProviderError
 SSH_USER = "ubuntu"  # the DLAMI gpuplan boots is Ubuntu (providers/aws/rules.py DEFAULT_AMI_PARAMETER)
 
 
+class AttachHost(Protocol):
+    """What the way in needs of the AWS provider: its regions, its EC2 clients and the `ssh_from` setting."""
+
+    regions: list[str]
+    ssh_from: str | None
+
+    def client(self, service: str, region: str, *, retries: int | None = None) -> Any: ...
+
+
 def aws_attach(target: AttachTarget, command: Sequence[str] | None, *, interactive: bool, via: str | None,
-               settings: Mapping[str, object], provider: object | None = None, prepare: bool = True) -> Attach:
+               provider: AttachHost, prepare: bool = True) -> Attach:
     if not target.instance_id.startswith("i-"):
         raise ProviderError(f"run {target.run_id} node {target.node_rank}: {target.instance_id!r} is not an EC2 "
                             "instance id")
-    region = target.region or str(settings.get("region") or "") or os.environ.get("AWS_REGION") or \
-        os.environ.get("AWS_DEFAULT_REGION")
+    region = target.region or (provider.regions[0] if provider.regions else None) or \
+        os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
     where = ["--region", region] if region else []
     snippet = remote_snippet(target, command)
     if (via or "ssm") == "ssm":
@@ -58,7 +68,7 @@ def aws_attach(target: AttachTarget, command: Sequence[str] | None, *, interacti
                   f"ssh to {target.instance_id} through Session Manager")
 
 
-def _direct(target: AttachTarget, snippet: str, region: str | None, provider: object | None, *, prepare: bool,
+def _direct(target: AttachTarget, snippet: str, region: str | None, provider: AttachHost, *, prepare: bool,
             tty: list[str]) -> Attach:
     """`ssh ubuntu@PUBLIC_IP`, port 22 opened first to the caller's /32 (only when `prepare`: --print changes
     nothing and only looks the address up). The address: the provider's `ssh_from` setting
@@ -66,15 +76,14 @@ def _direct(target: AttachTarget, snippet: str, region: str | None, provider: ob
     from gpuplan.providers.aws import ssh_access
     from gpuplan.providers.aws.rules import caller_address, single_address_cidr
 
-    client = getattr(provider, "client", None)
-    if not callable(client) or not region:
+    if not region:
         raise ProviderError(f"run {target.run_id}: no region recorded for {target.instance_id}; cannot look it up")
-    ec2 = client("ec2", region)
+    ec2 = provider.client("ec2", region)
     if not prepare:
         address = ssh_access.public_address(ssh_access.describe_one(ec2, target.instance_id))
         how = f"ssh to {target.instance_id} at {address} (port 22 is opened to your address when run)"
     else:
-        wanted = str(getattr(provider, "ssh_from", None) or "auto")
+        wanted = provider.ssh_from or "auto"
         cidr = single_address_cidr(caller_address() if wanted == "auto" else wanted)
         access = ssh_access.open_ssh(ec2, target.instance_id, cidr)
         address = access.public_ip
@@ -83,15 +92,15 @@ def _direct(target: AttachTarget, snippet: str, region: str | None, provider: ob
     return Attach(["ssh", *tty, f"{SSH_USER}@{address}", snippet], how)
 
 
-def aws_ssh_host(target: AttachTarget, settings: Mapping[str, object]) -> SshHost:
+def aws_ssh_host(target: AttachTarget, provider: AttachHost) -> SshHost:
     """The node as an ssh_config Host: ssh through Session Manager (AWS-StartSSHSession, as `--via ssh`), with
     the key pair the run launched with (https://docs.aws.amazon.com/systems-manager/latest/userguide/
     session-manager-getting-started-enable-ssh-connections.html)."""
     if not target.instance_id.startswith("i-"):
         raise ProviderError(f"run {target.run_id} node {target.node_rank}: {target.instance_id!r} is not an EC2 "
                             "instance id")
-    region = target.region or str(settings.get("region") or "") or os.environ.get("AWS_REGION") or \
-        os.environ.get("AWS_DEFAULT_REGION")
+    region = target.region or (provider.regions[0] if provider.regions else None) or \
+        os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
     where = ["--region", region] if region else []
     proxy = shlex.join(["aws", "ssm", "start-session", *where, "--target", "%h", "--document-name",
                         "AWS-StartSSHSession", "--parameters", "portNumber=%p"])

@@ -36,6 +36,7 @@ from typing import Any, ClassVar
 
 from gpuplan.providers.aws import iam as aws_iam
 from gpuplan.providers.aws import network, ranks, userdata
+from gpuplan.providers.aws.capabilities import AwsCapabilities
 from gpuplan.providers.aws.image import (
     ImageChoice,
     boots,
@@ -84,7 +85,7 @@ from gpuplan.providers.base import (
 log = logging.getLogger(__name__)
 
 
-class AwsProvider(AccountPlaces, RunStorage, Provider):
+class AwsProvider(AccountPlaces, RunStorage, AwsCapabilities, Provider):
     """EC2 instances for gpuplan runs.
 
     Configuration (constructor keywords, else the environment variables GPUPLAN_AWS_REGIONS, GPUPLAN_AWS_IMAGE_ID,
@@ -109,6 +110,8 @@ class AwsProvider(AccountPlaces, RunStorage, Provider):
     min_billed_seconds: ClassVar[int] = 60
     boots_from_script: ClassVar[bool] = True  # each node runs jobs.bootstrap's script from its user data
     node_identity_tags = ranks.IDENTITY_TAGS  # multi-node: one script, rank and master address from tags
+    storage_schemes: ClassVar[tuple[str, ...]] = ("s3",)
+    credential_hint: ClassVar[str] = "configure them with `aws configure` or AWS_PROFILE / AWS_ACCESS_KEY_ID"
     secrets_by_reference: ClassVar[bool] = True
 
     def __init__(

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import os
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from gpuplan.providers.attach_base import Attach, AttachTarget, SshHost, remote_snippet
 from gpuplan.providers.base import ProviderError
 
 
-def gcp_ssh_host(target: AttachTarget, settings: Mapping[str, object]) -> SshHost:
+def gcp_ssh_host(target: AttachTarget, project: str | None = None) -> SshHost:
     """The node as an ssh_config Host: ssh through an IAP TCP tunnel (`gcloud compute start-iap-tunnel ...
     --listen-on-stdin`, https://cloud.google.com/iap/docs/using-tcp-forwarding) with the key gcloud made for
     `gcloud compute ssh` (~/.ssh/google_compute_engine) and your local user name, as gcloud logs in."""
@@ -24,8 +24,7 @@ def gcp_ssh_host(target: AttachTarget, settings: Mapping[str, object]) -> SshHos
     if not zone or not name:
         raise ProviderError(f"run {target.run_id} node {target.node_rank}: no zone was recorded for "
                             f"{target.instance_id}; cannot reach it")
-    project = str(settings.get("project") or "") or os.environ.get("GOOGLE_CLOUD_PROJECT") or \
-        os.environ.get("CLOUDSDK_CORE_PROJECT")
+    project = project or os.environ.get("GOOGLE_CLOUD_PROJECT") or os.environ.get("CLOUDSDK_CORE_PROJECT")
     proxy = ["gcloud", "compute", "start-iap-tunnel", name, "%p", "--listen-on-stdin", f"--zone={zone}"]
     if project:
         proxy.append(f"--project={project}")
@@ -33,14 +32,14 @@ def gcp_ssh_host(target: AttachTarget, settings: Mapping[str, object]) -> SshHos
 
 
 def gcp_attach(target: AttachTarget, command: Sequence[str] | None, *, interactive: bool,
-               settings: Mapping[str, object]) -> Attach:
+               project: str | None = None) -> Attach:
     # The recorded id is ZONE/NAME (providers/gcp/instance.py); the row's zone column says the same.
     zone, _, name = target.instance_id.rpartition("/")
     zone = zone or target.zone or ""
     if not zone or not name:
         raise ProviderError(f"run {target.run_id} node {target.node_rank}: no zone was recorded for "
                             f"{target.instance_id}; cannot reach it")
-    project = str(settings.get("project") or "") or os.environ.get("GOOGLE_CLOUD_PROJECT") or \
+    project = project or os.environ.get("GOOGLE_CLOUD_PROJECT") or \
         os.environ.get("CLOUDSDK_CORE_PROJECT")
     argv = ["gcloud", "compute", "ssh", name, f"--zone={zone}", "--tunnel-through-iap"]
     if project:

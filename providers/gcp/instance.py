@@ -14,6 +14,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from gpuplan.jobs.boot_cloud import BootCloud
 from gpuplan.providers.base import Instance, InstanceState, LaunchRequest
 from gpuplan.providers.gcp.outputs import vm_service_account
 from gpuplan.providers.gcp.rules import (
@@ -49,7 +50,6 @@ class VmSettings(Protocol):
     external_ip: bool
     service_account: str | None
     scopes: Sequence[str] | None
-    secret_store: str
 
     @property
     def project(self) -> str: ...
@@ -64,6 +64,8 @@ class VmSettings(Protocol):
     def secret_parameter(self, run_id: str, name: str) -> str: ...
 
     def secrets_endpoint(self) -> str | None: ...
+
+    def boot_cloud(self) -> BootCloud: ...
 
 
 def option(request: LaunchRequest, key: str, default: Any) -> Any:
@@ -193,9 +195,8 @@ def startup_script(provider: VmSettings, request: LaunchRequest, zone: str, rank
     # Secrets by reference: the script names each Secret Manager secret; the values never enter the metadata.
     params = {name: provider.secret_parameter(request.run_id, name) for name in sorted(request.secrets)}
     plan = boot_plan_for(node, secrets={}, storage_url=storage_url, master_addr=master if rank else None,
-                         gcs_endpoint=provider.outputs_endpoint(), secret_params=params,
-                         secret_store=provider.secret_store, secretmanager_endpoint=provider.secrets_endpoint(),
-                         interruption_watch=request.options.get("interruption_watch"))
+                         secret_params=params, cloud=provider.boot_cloud(),
+                         interruption_watch=bool(request.options.get("interruption_watch")))
     return render_boot_script(plan)
 
 

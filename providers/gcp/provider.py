@@ -42,6 +42,7 @@ from gpuplan.providers.base import (
     Provider,
     ProviderError,
 )
+from gpuplan.providers.gcp.capabilities import GcpCapabilities
 from gpuplan.providers.gcp.instance import image, instance_body, to_instance
 from gpuplan.providers.gcp.offered import offered_gpus
 from gpuplan.providers.gcp.outputs import GcsOutputs, outcome_from_attributes, read_guest_attributes
@@ -78,7 +79,7 @@ from gpuplan.providers.outputs import read_exit_record, write_exit_record
 log = logging.getLogger(__name__)
 
 
-class GcpProvider(Provider):
+class GcpProvider(GcpCapabilities, Provider):
     """Compute Engine VMs for gpuplan runs.
 
     Configuration (constructor keywords; most are overridable per launch through `LaunchRequest.options`):
@@ -100,9 +101,12 @@ class GcpProvider(Provider):
     cloud: ClassVar[str] = "gcp"
     min_billed_seconds: ClassVar[int] = 60
     boots_from_script: ClassVar[bool] = True  # each node runs jobs.bootstrap's script from its user data
-    reports_guest_attributes: ClassVar[bool] = True
     secrets_by_reference: ClassVar[bool] = True  # Secret Manager: the startup script names secrets, holds no value
-    secret_store: ClassVar[str] = "secretmanager"
+    storage_schemes: ClassVar[tuple[str, ...]] = ("gs",)
+    # GCE spot prices change at most once a month: the catalog's is what a spot VM was charged.
+    spot_priced_by_catalog: ClassVar[bool] = True
+    credential_hint: ClassVar[str] = ("run `gcloud auth application-default login` or set "
+                                      "GOOGLE_APPLICATION_CREDENTIALS")
 
     def __init__(
         self,
@@ -502,7 +506,7 @@ class GcpProvider(Provider):
             log.warning("could not read preemption events in %s: %s", zone, exc)
             return set()
 
-    def list_tagged(self, run_id: str | None = None) -> list[Instance]:
+    def list_tagged(self, run_id: str | None = None, *, include_ended: bool = False) -> list[Instance]:
         """Every VM labelled by gpuplan (optionally of one run), across all zones (aggregatedList by label)."""
         from google.cloud import compute_v1
 

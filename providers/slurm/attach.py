@@ -12,18 +12,16 @@ from collections.abc import Sequence
 from gpuplan.providers.attach_base import LOGIN_SHELL, Attach, AttachTarget
 
 
-def slurm_attach(target: AttachTarget, command: Sequence[str] | None, *, interactive: bool,
-                 provider: object | None = None) -> Attach:
-    """`srun --jobid JOB --overlap --nodes 1 --ntasks 1 --relative N [--pty] [--chdir RUN_DIR] CMD`."""
-    binary = getattr(provider, "_binary", None)
-    srun = binary("srun") if callable(binary) else "srun"
-    env_of = getattr(provider, "slurm_conf", None)
+def slurm_attach(target: AttachTarget, command: Sequence[str] | None, *, interactive: bool, srun: str = "srun",
+                 slurm_conf: str | None = None) -> Attach:
+    """`srun --jobid JOB --overlap --nodes 1 --ntasks 1 --relative N [--pty] [--chdir RUN_DIR] CMD`, with the
+    provider's own srun and SLURM_CONF."""
     argv = [srun, f"--jobid={target.instance_id}", "--overlap", "--nodes=1", "--ntasks=1",
             f"--relative={target.node_rank}", "--quiet"]
     if interactive or command is None:
         argv.append("--pty")
     if target.run_dir:
         argv.append(f"--chdir={target.run_dir}")
-    env = {"SLURM_CONF": str(env_of)} if env_of else {}
+    env = {"SLURM_CONF": slurm_conf} if slurm_conf else {}
     return Attach([*argv, *(command or LOGIN_SHELL)],
                   f"a step in Slurm job {target.instance_id} on its node {target.node_rank}", env=env)

@@ -36,11 +36,13 @@ from typing import Any, ClassVar
 
 from gpuplan.errors import UserError
 from gpuplan.paths import make_private_dir
+from gpuplan.providers.attach_base import Attach, AttachTarget
 from gpuplan.providers.base import (
     CREATED_BY,
     TAG_CREATED_BY,
     TAG_NAME,
     TAG_RUN_ID,
+    Attachable,
     Instance,
     InstanceState,
     LaunchCheck,
@@ -107,12 +109,16 @@ def _decimal(value: Any, what: str, env: str) -> Decimal:
     return result
 
 
-class SlurmProvider(Provider):
+class SlurmProvider(Attachable, Provider):
     """A Slurm cluster reached through its command-line tools on this (login) machine."""
 
     name: ClassVar[str] = "slurm"
     cloud: ClassVar[str] = "slurm"
     min_billed_seconds: ClassVar[int] = 0  # internal charge-back: exactly the seconds allocated
+    shares_run_folder: ClassVar[bool] = True  # the cluster's nodes see the run folder on the shared file system
+    priced_by_catalog: ClassVar[bool] = False  # the cluster's own charge-back rate
+    storage_schemes: ClassVar[tuple[str, ...]] = ("path",)
+    one_step_for_all_nodes: ClassVar[bool] = True  # one batch job holds every node: srun --relative picks one
 
     def __init__(self, *, partition: str | None = None, account: str | None = None, qos: str | None = None,
                  price_per_gpu_hour: Any = None, price_per_node_hour: Any = None,
@@ -414,14 +420,23 @@ class SlurmProvider(Provider):
                 return
             raise self._error("scancel", proc, ())
 
-    def list_tagged(self, run_id: str | None = None) -> list[Instance]:
-        """Live jobs named gpuplan-* on the cluster (optionally of one run): what reconcile compares."""
+    def attach(self, target: AttachTarget, command: Sequence[str] | None, *, interactive: bool,
+               via: str | None = None, prepare: bool = True) -> Attach:
+        """A job step inside the run's own allocation (gpuplan.providers.slurm.attach)."""
+        from gpuplan.providers.slurm.attach import slurm_attach
+
+        return slurm_attach(target, command, interactive=interactive, srun=self._binary("srun"),
+                            slurm_conf=str(self.slurm_conf) if self.slurm_conf else None)
+
+    def list_tagged(self, run_id: str | None = None, *, include_ended: bool = False) -> list[Instance]:
+        """Jobs named gpuplan-* on the cluster (optionally of one run): what reconcile compares; finished ones
+        too with `include_ended`, as long as squeue still lists them."""
         wanted = job_name_for(run_id) if run_id else None
         result = []
         for record in self._squeue():
             if not record.name.startswith(JOB_NAME_PREFIX) or (wanted and record.name != wanted):
                 continue
-            if record.finished:
+            if record.finished and not include_ended:
                 continue
             result.append(self._instance(record, run_id_from_job_name(record.name), None))
         return result

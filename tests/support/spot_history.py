@@ -61,8 +61,13 @@ def stubbed_ec2() -> tuple[Any, Stubber]:
 class HistoryProvider:
     """The provider contract's spot_price_history, answered from a stubbed EC2 client."""
 
+    spot_priced_by_catalog = False
+
     def __init__(self) -> None:
         self.ec2, self.stubber = stubbed_ec2()
+
+    def spot_price_source(self) -> str:
+        return "aws: DescribeSpotPriceHistory"  # as AwsProvider names it
 
     def spot_price_history(self, region: str, zone: str | None, instance_type: str, start: dt.datetime,
                            end: dt.datetime) -> list[SpotPricePoint]:

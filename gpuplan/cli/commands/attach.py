@@ -1,7 +1,7 @@
 """`gpuplan exec RUN -- CMD` and `gpuplan ssh RUN`: into a live run's machine, as its provider allows.
 
-The command line comes from gpuplan.cli.attach_route (built from the recorded instance rows); this module picks
-the node, runs the line with the terminal handed over, and exits with the command's own status.
+The command line comes from the provider's `attach` (an `Attachable` provider), built from the recorded instance
+rows; this module picks the node, runs the line with the terminal handed over, and exits with the command's own status.
 """
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ if TYPE_CHECKING:
 
 NODE_OPTION = click.option("--node", type=bounded_int("nodes", low=0), default=0, show_default=True,
                            help="Which node of a multi-node run (its rank).")
-VIA_OPTION = click.option("--via", type=click.Choice(["ssm", "ssh", "ip"]),
-                          help="AWS only: Session Manager (ssm, default), ssh tunnelled through it (ssh), or ssh "
-                               "to the public address with port 22 opened to your address alone (ip).")
+VIA_OPTION = click.option("--via", metavar="WAY",
+                          help="Which way in, where the provider has several (its `ways_in`). AWS: Session Manager "
+                               "(ssm, default), ssh tunnelled through it (ssh), or ssh to the public address with "
+                               "port 22 opened to your address alone (ip).")
 PRINT_OPTION = click.option("--print", "print_only", is_flag=True,
                             help="Print the command line instead of running it.")
 
@@ -67,9 +68,10 @@ def ssh(app: AppContext, run_ref: str, node: int, via: str | None, print_only: b
 def _write_config(app: AppContext, run_ref: str) -> None:
     """Every live node of the run as an ssh_config Host in GPUPLAN_HOME/ssh/gpuplan-RUN (gpuplan.runs.ssh_config);
     entries of runs that ended meanwhile are swept."""
-    from gpuplan.cli.attach_route import ssh_host
     from gpuplan.cli.output import note
-    from gpuplan.config import provider_settings
+    from gpuplan.errors import UserError
+    from gpuplan.providers.base import Attachable
+    from gpuplan.providers.registry import make_provider
     from gpuplan.runs import ssh_config
     from gpuplan.runs.records import get_run
     from gpuplan.store.models import Run, RunState
@@ -81,10 +83,13 @@ def _write_config(app: AppContext, run_ref: str) -> None:
             run = session.get(Run, run_id)
             if run is None or run.state in RunState.FINAL:
                 ssh_config.remove_entry(run_id)
+    provider = make_provider(first.provider)
     targets = [first, *(_target(app, run_ref, rank) for rank in range(1, nodes))]
-    settings = provider_settings(first.provider)
-    hosts = [(t.node_rank, ssh_host(t, settings)) for t in targets]
-    path = ssh_config.write_entry(first.run_id, hosts)
+    hosts = [(t.node_rank, provider.ssh_host(t) if isinstance(provider, Attachable) else None) for t in targets]
+    if any(host is None for _, host in hosts):
+        raise UserError(f"the {first.provider} provider's machines take no ssh login: `gpuplan ssh "
+                        f"{first.run_id}` opens a shell there")
+    path = ssh_config.write_entry(first.run_id, [(rank, host) for rank, host in hosts if host is not None])
     aliases = ", ".join(ssh_config.host_alias(first.run_id, rank) for rank, _ in hosts)
     click.echo(str(path))
     note(f"wrote {aliases} to {path}; `ssh {ssh_config.host_alias(first.run_id, 0)}` works once "
@@ -95,23 +100,20 @@ def _run(app: AppContext, run_ref: str, command: list[str] | None, *, node: int,
          print_only: bool) -> None:
     import sys
 
-    from gpuplan.cli.attach_route import attach_command, check_via
     from gpuplan.cli.output import note
-    from gpuplan.config import provider_settings
     from gpuplan.errors import UserError
+    from gpuplan.providers.base import Attachable
+    from gpuplan.providers.registry import make_provider
 
     target = _target(app, run_ref, node)
-    try:
-        check_via(target.provider, via)
-    except ValueError as exc:
-        raise UserError(str(exc)) from exc
-    provider = None
-    if target.provider not in ("local", "aws", "gcp") or via == "ip":  # slurm, a plugin, or AWS's EC2 calls
-        from gpuplan.providers.registry import make_provider
-
-        provider = make_provider(target.provider)
-    attach = attach_command(target, command, interactive=sys.stdin.isatty(), via=via,
-                            settings=provider_settings(target.provider), provider=provider, prepare=not print_only)
+    provider = make_provider(target.provider)
+    if not isinstance(provider, Attachable):
+        raise UserError(f"the {target.provider} provider offers no way into its machines (exec/ssh)")
+    ways = provider.ways_in
+    if via is not None and via not in ways:
+        raise UserError(f"--via {via}: the {target.provider} provider has " +
+                        (", ".join(ways) if ways else "one way in (leave --via out)"))
+    attach = provider.attach(target, command, interactive=sys.stdin.isatty(), via=via, prepare=not print_only)
     if print_only:
         click.echo(attach.shell_line())
         return
@@ -138,7 +140,7 @@ def _target(app: AppContext, run_ref: str, node: int) -> AttachTarget:
         if node >= nodes:
             raise UserError(f"--node {node}: run {run.id} has {nodes} node{'s' if nodes > 1 else ''} "
                             f"(0..{nodes - 1})")
-        if len(live) == 1 and nodes > 1 and run.provider == "slurm":
+        if len(live) == 1 and nodes > 1 and _one_step_for_all_nodes(run.provider):
             row = live[0]  # one Slurm job holds every node: the step picks the node (--relative)
         else:
             found = [i for i in live if i.node_rank == node]
@@ -148,6 +150,15 @@ def _target(app: AppContext, run_ref: str, node: int) -> AttachTarget:
         return AttachTarget(run_id=run.id, provider=run.provider, instance_id=row.provider_instance_id,
                             node_rank=node, nodes=nodes, region=row.region or run.region,
                             zone=row.zone or run.zone, run_dir=run.run_dir)
+
+
+def _one_step_for_all_nodes(provider_name: str) -> bool:
+    """Does one recorded machine of this provider hold every node of a run (a Slurm job)?"""
+    from gpuplan.providers.base import Attachable
+    from gpuplan.providers.registry import load_provider_class
+
+    cls = load_provider_class(provider_name)
+    return issubclass(cls, Attachable) and cls.one_step_for_all_nodes
 
 
 def _spawn(attach: object) -> int:

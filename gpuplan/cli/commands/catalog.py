@@ -14,7 +14,7 @@ def catalog() -> None:
 
 
 @catalog.command()
-@click.option("--cloud", type=click.Choice(["aws", "gcp"]), required=True, help="Which cloud to refresh.")
+@click.option("--cloud", required=True, help="Which cloud to refresh: a provider with a price API (aws, gcp).")
 @click.option("--regions", "regions_text", metavar="REGION[,REGION]",
               help="Only these regions. The refreshed snapshot then IS that cloud's catalog (other regions drop "
                    "out of `gpuplan prices` until a full refresh).")
@@ -38,35 +38,55 @@ def refresh(app: AppContext, cloud: str, regions_text: str | None, project: str 
     keeps where each part came from (`gpuplan prices` shows it).
     """
     from gpuplan.catalog.gpu_names import compile_region_patterns
+    from gpuplan.catalog.public_sources import PublicPrices
     from gpuplan.catalog.refresh import RefreshError
     from gpuplan.catalog.refresh import refresh as run_refresh
     from gpuplan.errors import UserError
+    from gpuplan.providers.base import PublishesPrices, RefreshesPrices
+    from gpuplan.providers.registry import UnknownProviderError, load_provider_class, make_provider, provider_names
 
-    if project is not None and cloud != "gcp":
-        # Only GCP's type lists are per project; ignoring it would let `--cloud aws --project X` look as if a
-        # project were in play.
-        raise UserError(f"--project is a GCP option; --cloud {cloud} does not take it")
+    try:
+        cls = load_provider_class(cloud)
+    except UnknownProviderError as exc:
+        raise UserError(f"--cloud {cloud}: {exc}") from exc
+    if not issubclass(cls, RefreshesPrices):
+        with_api = [n for n in provider_names() if issubclass(load_provider_class(n), RefreshesPrices)]
+        raise UserError(f"--cloud {cloud}: the {cloud} provider has no price API to refresh from "
+                        f"(one of: {', '.join(with_api)})")
+    if project is not None and "project" not in cls.refresh_settings:
+        # Only some clouds' type lists are per project (GCP); ignoring it would let `--cloud aws --project X`
+        # look as if a project were in play.
+        raise UserError(f"--project is not an option of --cloud {cloud}")
     regions = None
     if regions_text is not None:
         regions = list(compile_region_patterns(regions_text))
         if any(ch in r for r in regions for ch in "*?"):
             raise UserError("--regions takes region names, not patterns (e.g. us-east-1,us-west-2)")
-    from gpuplan.catalog.public_sources import has_api_credentials
-
-    public = source_choice == "public" or (source_choice == "auto" and not has_api_credentials(cloud))
-    if public and not as_json:
-        note(f"{cloud}: no credentials found, or --source public: reading the public price files"
-             if source_choice == "auto" else f"{cloud}: reading the public price files")
+    publisher = cls if issubclass(cls, PublishesPrices) else None
+    if source_choice == "public" and publisher is None:
+        raise UserError(f"--source public: the {cloud} provider names no price source that needs no account")
+    public = publisher is not None and (source_choice == "public" or
+                                        (source_choice == "auto" and not publisher.has_price_credentials()))
     if not as_json:
+        if public and publisher is not None:
+            why = "no credentials found: " if source_choice == "auto" else ""
+            note(f"{cloud}: {why}reading the prices it publishes for anyone; "
+                 f"{publisher.account_needed_for} need an account")
         note(f"refreshing {cloud} prices{' in ' + ', '.join(regions) if regions else ''} ...")
     try:
-        report = run_refresh(app.store, cloud, regions, project=project, public=public,
-                             progress=None if as_json else note)
+        provider = make_provider(cloud, **({"project": project} if project is not None else {}))
+        if public:
+            assert isinstance(provider, PublishesPrices)
+            report = run_refresh(app.store, PublicPrices(provider, cloud, app.store, None if as_json else note),
+                                 regions)
+        else:
+            assert isinstance(provider, RefreshesPrices)
+            report = run_refresh(app.store, provider, regions)
     except RefreshError as exc:
         missing = _missing_credentials(exc.__cause__)
         if missing:
             # No credentials is the user's setup, not a failed refresh: exit 2 and say what to set.
-            raise UserError(f"no {cloud} credentials ({missing}): {CREDENTIAL_HINTS[cloud]}; the previous prices "
+            raise UserError(f"no {cloud} credentials ({missing}): {cls.credential_hint}; the previous prices "
                             "are kept") from exc
         raise
     for line in report.notes:
@@ -86,10 +106,6 @@ def refresh(app: AppContext, cloud: str, regions_text: str | None, project: str 
 # botocore: https://boto3.amazonaws.com/v1/documentation/api/latest/guide/credentials.html
 # google-auth: https://google-auth.readthedocs.io/en/latest/reference/google.auth.html#google.auth.default
 NO_CREDENTIAL_ERRORS = ("NoCredentialsError", "PartialCredentialsError", "DefaultCredentialsError")
-CREDENTIAL_HINTS = {
-    "aws": "configure them with `aws configure` or AWS_PROFILE / AWS_ACCESS_KEY_ID",
-    "gcp": "run `gcloud auth application-default login` or set GOOGLE_APPLICATION_CREDENTIALS",
-}
 
 
 def _missing_credentials(cause: BaseException | None) -> str | None:

@@ -106,7 +106,7 @@ def plan_command(app: AppContext, spec_path: Path | None, gpu_text: str | None, 
 
     named = spec_limits.get("zones") or ()
     offers = [o for o in offers
-              if keep_offer(o.region, o.zone, standard=lambda z, c=o.cloud: standard_zone(c, z), named=named)]
+              if keep_offer(o.region, o.zone, standard=standard_zone, named=named)]
     throughput_for = _throughput_resolver(app, workload, workload_flags, own_throughput, gpus)
     from gpuplan.calibration.startup import startup_allowance
 
@@ -163,7 +163,9 @@ def _workload(spec_path: Path | None, flags: dict[str, Any]) -> tuple[Any, Any, 
     found: dict[str, Any] = {}
     if res.gpu:  # every candidate GPU (`gpu: [A100:8, H100:8]`), or the one
         found["gpus"] = resolve_gpus(",".join(c.rpartition(":")[0] for c in res.gpu_candidates) or res.gpu)
-    clouds = [c for c in res.clouds if c not in ("local", "slurm")]
+    from gpuplan.providers.registry import load_provider_class
+
+    clouds = [c for c in res.clouds if load_provider_class(c).priced_by_catalog]  # not this machine, a cluster
     if clouds:
         found["clouds"] = resolve_clouds(",".join(clouds))
     if res.regions:

@@ -81,10 +81,8 @@ def prices(app: AppContext, gpu_text: str | None, min_gpus: float | None, min_gp
         note("prices: " + "; ".join(_describe(source, now) for source in catalog.sources.values()))
     stale = [source for source in catalog.sources.values() if source.is_stale(now)]
     if stale:  # one warning per command, whatever the number of clouds
-        from gpuplan.catalog.public_sources import PUBLIC_CLOUDS
-
         oldest = max(stale, key=lambda source: source.age(now))
-        public = [s.cloud for s in stale if s.cloud in PUBLIC_CLOUDS]
+        public = [s.cloud for s in stale if _publishes_prices(s.cloud)]
         warn(f"{', '.join(s.cloud for s in stale)} prices are up to {_age(oldest, now)} old (more than 7 days); "
              f"refresh: {' / '.join(f'gpuplan catalog refresh --cloud {s.cloud}' for s in stale)}"
              + (f" ({', '.join(public)} without an account: --source public)" if public else ""))
@@ -97,6 +95,17 @@ def prices(app: AppContext, gpu_text: str | None, min_gpus: float | None, min_gp
     _print(shown, spot)
     if len(shown) < len(rows):
         note(f"{len(shown)} of {len(rows)} rows shown; --limit 0 shows all")
+
+
+def _publishes_prices(cloud: str) -> bool:
+    """Does this cloud's provider have prices anyone may read (gpuplan.providers.base.PublishesPrices)?"""
+    from gpuplan.providers.base import PublishesPrices
+    from gpuplan.providers.registry import UnknownProviderError, load_provider_class
+
+    try:
+        return issubclass(load_provider_class(cloud), PublishesPrices)
+    except UnknownProviderError:
+        return False
 
 
 def _age(source: CatalogSource, now: dt.datetime) -> str:

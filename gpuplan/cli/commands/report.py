@@ -110,7 +110,9 @@ def _quoted_or_bill(app: AppContext, *, quoted: bool, since: str | None, until: 
         report_extra.show_quoted(app, since=start, until=end, project=project, clouds=_clouds(clouds),
                                  as_json=fmt == "json")
         return
-    if clouds and set(_clouds(clouds) or ()) != {"aws"}:
+    from gpuplan.books.cloud_bill import BILLED_CLOUDS
+
+    if clouds and not set(_clouds(clouds) or ()) <= BILLED_CLOUDS:
         raise UserError("--bill reads AWS Cost Explorer: it covers --cloud aws only")
     unit, key = rep.parse_by(by)
     if key is not None:

@@ -16,6 +16,7 @@ from moto import mock_aws
 from gpuplan.catalog import Catalog
 from gpuplan.catalog.refresh import RefreshError, refresh
 from gpuplan.catalog.refresh_aws import parse_price_item
+from gpuplan.providers.aws.provider import AwsProvider
 from gpuplan.store.db import Store
 
 from support.clihelp import run_cli
@@ -78,6 +79,16 @@ def expected_request(token: str | None = None) -> dict[str, Any]:
     return params
 
 
+def aws_prices(factory: Any) -> AwsProvider:
+    """The AWS provider, its clients from `factory` (moto in-process, the stubbed pricing client)."""
+
+    class StubbedClients(AwsProvider):
+        def client(self, service: str, region: str, *, retries: int | None = None) -> Any:
+            return factory(service, region)
+
+    return StubbedClients()
+
+
 @pytest.fixture
 def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
     """moto for EC2 in-process, a stubbed pricing client, and the client factory the refresh uses."""
@@ -111,7 +122,7 @@ def test_refresh_stores_offers_with_zones_spot_and_gpu_info(aws: dict[str, Any],
     url = f"sqlite:///{tmp_path / 'aws.db'}"
     store = Store.open(url)
     try:
-        report = refresh(store, "aws", None, aws_factory=aws["factory"])
+        report = refresh(store, aws_prices(aws["factory"]), None)
     finally:
         store.close()
     stubber.assert_no_pending_responses()
@@ -150,10 +161,10 @@ def test_refresh_failing_halfway_keeps_the_previous_prices(aws: dict[str, Any], 
     url = f"sqlite:///{tmp_path / 'aws.db'}"
     store = Store.open(url)
     try:
-        first = refresh(store, "aws", None, aws_factory=aws["factory"],
+        first = refresh(store, aws_prices(aws["factory"]), None,
                         now=dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=1))
         with pytest.raises(RefreshError, match=r"aws price refresh failed .*ThrottlingException.*previous prices"):
-            refresh(store, "aws", None, aws_factory=aws["factory"])
+            refresh(store, aws_prices(aws["factory"]), None)
     finally:
         store.close()
     assert Catalog.load(url, {"aws"}).sources["aws"].snapshot_id == first.snapshot_id
@@ -164,7 +175,7 @@ def test_refresh_of_a_region_without_gpu_offers_keeps_the_previous_prices(aws: d
     store = Store.open(f"sqlite:///{tmp_path / 'aws.db'}")
     try:
         with pytest.raises(RefreshError, match="found no GPU offers in eu-north-1"):
-            refresh(store, "aws", ["eu-north-1"], aws_factory=aws["factory"])
+            refresh(store, aws_prices(aws["factory"]), ["eu-north-1"])
     finally:
         store.close()
     assert Catalog.load(f"sqlite:///{tmp_path / 'aws.db'}", {"aws"}).sources["aws"].shipped
@@ -174,7 +185,7 @@ def test_project_is_refused_for_aws_before_any_call() -> None:
     """--project only means something to GCP; for aws it was silently ignored (and the refresh went ahead)."""
     result = run_cli("catalog", "refresh", "--cloud", "aws", "--project", "my-project")
     assert result.exit_code == 2, result.stderr
-    assert result.stderr == "error: --project is a GCP option; --cloud aws does not take it\n"
+    assert result.stderr == "error: --project is not an option of --cloud aws\n"
     assert result.stdout == ""
 
 
@@ -231,7 +242,7 @@ def test_refresh_keeps_each_zones_spot_price_and_the_local_zone_typed(aws: dict[
     url = f"sqlite:///{tmp_path / 'aws.db'}"
     store = Store.open(url)
     try:
-        refresh(store, "aws", None, aws_factory=factory)
+        refresh(store, aws_prices(factory), None)
     finally:
         store.close()
     p5 = {o.zone: o for o in Catalog.load(url, {"aws"}).offers if o.instance_type == "p5.48xlarge"}

@@ -86,7 +86,7 @@ def test_refresh_regions_and_bad_input(fake: FakeGcpCatalog) -> None:
     result = run_cli("catalog", "refresh", "--cloud", "gcp", "--regions", "europe-west4", "--json")
     assert result.exit_code == 0 and result.json()["regions"] == ["europe-west4"]
     assert {o.region for o in Catalog.load(None, {"gcp"}).offers} == {"europe-west4"}
-    for args, message in ((("--cloud", "azure"), "Invalid value for '--cloud'"),
+    for args, message in ((("--cloud", "azur"), "unknown provider 'azur'"), (("--cloud", "local"), "has no price API"),
                           (("--cloud", "gcp", "--regions", "us-*"), "region names, not patterns"),
                           (("--cloud", "gcp", "--regions", "us central"), "malformed region pattern")):
         bad = run_cli("catalog", "refresh", *args)

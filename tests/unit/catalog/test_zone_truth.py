@@ -22,7 +22,7 @@ from gpuplan.errors import UserError
 ])
 def test_zone_type_follows_the_documented_id_forms(zone: str, kind: str) -> None:
     assert aws_zone_type(zone) == kind
-    assert zone_type("gcp", "us-central1-a") == "availability-zone" and zone_type("aws", None) == "availability-zone"
+    assert zone_type("us-central1-a") == "availability-zone" and zone_type(None) == "availability-zone"
 
 
 def test_every_shipped_zone_is_typed_and_the_local_zones_are_the_ones_named_so() -> None:

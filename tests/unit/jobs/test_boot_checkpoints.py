@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from gpuplan.jobs.bootstrap import BootPlan, render_boot_script
+from gpuplan.providers.aws.boot import aws_boot_cloud
+from gpuplan.providers.gcp.boot import gcp_boot_cloud
 
 from support.fakes.interruption_metadata import serve_interruption_metadata
 from support.reaper import reap
@@ -97,10 +99,11 @@ def test_an_interruption_notice_stops_the_job_which_saves_and_the_checkpoint_is_
                                                                                        cloud: str) -> None:
     storage = tmp_path / "shared"
     with serve_interruption_metadata() as metadata:
-        urls = {"imds_url": metadata.imds_url} if cloud == "aws" else {"metadata_url": metadata.metadata_url}
+        hooks = (aws_boot_cloud(metadata.imds_url) if cloud == "aws"
+                 else gcp_boot_cloud(metadata_url=metadata.metadata_url))
         machine = tmp_path / "m1"
-        proc = run_script(plan(machine, storage, 100000, interruption_watch=cloud, notice_poll_seconds=1,
-                               checkpoint_sync_seconds=3600, **urls), tmp_path)
+        proc = run_script(plan(machine, storage, 100000, interruption_watch=True, notice_poll_seconds=1,
+                               checkpoint_sync_seconds=3600, cloud=hooks), tmp_path)
         metrics = machine / "run" / "metrics.jsonl"
         wait_for(lambda: metrics.exists() and len(metrics.read_text().splitlines()) >= 5)
         assert proc.poll() is None
@@ -156,18 +159,19 @@ def test_the_jobs_code_is_unpacked_and_a_relative_workdir_is_inside_it(tmp_path:
 
 
 def test_only_a_run_with_gs_storage_carries_the_json_api_copies(tmp_path: Path) -> None:
-    """gs:// checkpoints and code go through curl and the JSON API (run for real in test_boot_checkpoints_gcs.py);
+    """gs:// checkpoints and code go through curl and the JSON API, GCP's hooks (run for real in
+    test_boot_checkpoints_gcs.py);
     no script calls the Cloud SDK, which the image may not have."""
     import shutil
 
-    common = {"run_id": "r-gs", "name": "n", "argv": ["true"], "checkpoint_dir": "ck", "interruption_watch": "gce"}
+    common = {"run_id": "r-gs", "name": "n", "argv": ["true"], "checkpoint_dir": "ck", "interruption_watch": True}
     plain = render_boot_script(BootPlan(**common, checkpoint_url="/shared/r-gs/checkpoints"))
     with_gs = render_boot_script(BootPlan(**common, checkpoint_url="gs://bkt/runs/r-gs/checkpoints",
-                                          code_url="gs://bkt/runs/r-gs/code.tar.gz"))
+                                          code_url="gs://bkt/runs/r-gs/code.tar.gz", cloud=gcp_boot_cloud()))
     for script in (plain, with_gs):
         assert "gcloud" not in script and "gsutil" not in script
     assert "gcs_push_dir" not in plain and "gcs_pull_dir" not in plain
-    assert 'gs://*) gcs_push_dir "$from" "$to" ;;' in with_gs and '*) gcs_pull_dir "$from" "$to" ;;' in with_gs
+    assert 'gs://*) gcs_push_dir "$1" "$2" ;;' in with_gs and '*) gcs_pull_dir "$1" "$2" ;;' in with_gs
     assert '"$GCS_ENDPOINT/storage/v1/b/$(urlencode "$bucket")/o?$query"' in with_gs
     assert "?alt=media" in with_gs and "uploadType=media" in with_gs
     if shutil.which("shellcheck"):
@@ -185,8 +189,9 @@ def test_a_job_that_ignores_the_notice_still_gets_its_checkpoints_copied_before_
     job = ["/bin/bash", "-c", 'trap "" TERM; mkdir -p "$GPUPLAN_CHECKPOINT_DIR"; i=0; while :; do i=$((i + 1)); '
            'echo "$i" > "$GPUPLAN_CHECKPOINT_DIR/step"; sleep 0.2; done']
     with serve_interruption_metadata() as metadata:
-        proc = run_script(plan(machine, storage, 0, argv=job, checkpoint_sync_seconds=3600, interruption_watch="gce",
-                               notice_poll_seconds=1, metadata_url=metadata.metadata_url), tmp_path)
+        proc = run_script(plan(machine, storage, 0, argv=job, checkpoint_sync_seconds=3600, interruption_watch=True,
+                               notice_poll_seconds=1, cloud=gcp_boot_cloud(metadata_url=metadata.metadata_url)),
+                          tmp_path)
         try:
             wait_for(lambda: (machine / "run" / "ckpt" / "step").exists())
             metadata.state.announce()

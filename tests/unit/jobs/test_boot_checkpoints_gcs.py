@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from gpuplan.jobs.bootstrap import BootPlan, render_boot_script
+from gpuplan.providers.gcp.boot import gcp_boot_cloud
 
 from support.fakes.gcs_server import FakeGcs, Running, serve, serve_metadata
 from support.reaper import reap
@@ -59,7 +60,7 @@ def plan(base: Path, gcs: Running, metadata: Running, steps: int, **extra: objec
     values: dict = dict(run_id="r-ckpt", name="counter", argv=["/bin/bash", "-c", COUNTER_JOB, "job", str(steps)],
                         base_dir=str(base), poweroff=False, checkpoint_dir="ckpt",
                         checkpoint_url=f"gs://{BUCKET}/{RUN}/checkpoints", storage_url=f"gs://{BUCKET}/{RUN}/node-0",
-                        gcs_endpoint=gcs.url, metadata_url=f"{metadata.url}/computeMetadata/v1")
+                        cloud=gcp_boot_cloud(gcs_endpoint=gcs.url, metadata_url=f"{metadata.url}/computeMetadata/v1"))
     values.update(extra)
     return BootPlan(**values)
 
@@ -168,8 +169,8 @@ def test_the_jobs_code_comes_from_gs(tmp_path: Path, gcs: Running, metadata: Run
     gcs.state.put(BUCKET, f"{RUN}/code.tar.gz", archive.read_bytes())
     base = tmp_path / "m1"
     boot = BootPlan(run_id="r-code", name="n", argv=["/bin/sh", "-c", "sh hello.sh"], base_dir=str(base),
-                    poweroff=False, workdir="sub", code_url=f"gs://{BUCKET}/{RUN}/code.tar.gz", gcs_endpoint=gcs.url,
-                    metadata_url=f"{metadata.url}/computeMetadata/v1")
+                    poweroff=False, workdir="sub", code_url=f"gs://{BUCKET}/{RUN}/code.tar.gz",
+                    cloud=gcp_boot_cloud(gcs_endpoint=gcs.url, metadata_url=f"{metadata.url}/computeMetadata/v1"))
     assert run(boot, tmp_path) == 0, (base / "boot.log").read_text()
     assert (base / "run" / "out.txt").read_text().strip() == f"hello from {base / 'code' / 'sub'}"
     assert gcs.state.media_reads == [f"{RUN}/code.tar.gz"]
@@ -180,7 +181,7 @@ def test_the_largest_gs_boot_script_fits_gces_metadata_value_limit() -> None:
     from support.strict_gce import MAX_METADATA_VALUE, metadata_error
 
     boot = BootPlan(run_id="r-" + "x" * 40, name="n" * 63, argv=["python", "train.py", "--x" * 200],
-                    checkpoint_dir="ck", interruption_watch="gce", guest_attributes=True,
+                    checkpoint_dir="ck", interruption_watch=True, cloud=gcp_boot_cloud(),
                     storage_url="gs://b/p/node-0", checkpoint_url="gs://b/p/checkpoints", code_url="gs://b/p/code.tar.gz")
     script = render_boot_script(boot)
     assert "gcs_pull_dir" in script and len(script.encode()) < MAX_METADATA_VALUE // 4

@@ -161,9 +161,9 @@ def test_boot_script_for_a_launch_request() -> None:
 
 
 def render_boot_script_checked(request: object) -> str:
-    from gpuplan.jobs.bootstrap import boot_script_for_request
+    from gpuplan.launching.placements import boot_script_renderer
 
-    script = boot_script_for_request(request, 1, storage_url="s3://b/r-abc", master_addr="10.0.0.2")
+    script = boot_script_renderer(request)(1, "10.0.0.2")  # type: ignore[arg-type]
     if shutil.which("shellcheck"):
         proc = subprocess.run(["shellcheck", "-s", "bash", "-"], input=script, capture_output=True, text=True)
         assert proc.returncode == 0, proc.stdout

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from gpuplan.jobs.bootstrap import BootPlan, render_boot_script
+from gpuplan.providers.aws.boot import aws_boot_cloud
 
 RANK_TAG = "gpuplan:node-rank"
 MASTER_TAG = "gpuplan:master-addr"
@@ -75,7 +76,7 @@ def plan(base: Path, **overrides: object) -> BootPlan:
         argv=["/bin/sh", "-c", 'echo "rank=$NODE_RANK grank=$GPUPLAN_NODE_RANK r=$RANK master=$MASTER_ADDR '
                                'gm=$GPUPLAN_MASTER_ADDR" > "$GPUPLAN_RUN_DIR/identity.txt"'],
         storage_url=STORAGE, rank_tag=RANK_TAG, master_tag=MASTER_TAG, identity_wait_seconds=2,
-        identity_poll_seconds=1)
+        identity_poll_seconds=1, cloud=aws_boot_cloud())
     values.update(overrides)
     return BootPlan(**values)  # type: ignore[arg-type]
 
@@ -91,7 +92,7 @@ def run(script: str, cwd: Path, shims: Path) -> subprocess.CompletedProcess[str]
 def test_the_tag_wait_is_rendered_quoted_and_shellcheck_clean(tmp_path: Path) -> None:
     script = render_boot_script(plan(tmp_path))
     assert "RANK_TAG=gpuplan:node-rank" in script and "MASTER_TAG=gpuplan:master-addr" in script
-    assert 'imds_get "tags/instance/$RANK_TAG"' in script  # read through IMDSv2 (token first)
+    assert 'instance_tag "$RANK_TAG"' in script and 'imds_get "tags/instance/$1"' in script  # IMDSv2, token first
     assert "X-aws-ec2-metadata-token: $token" in script
     assert "export NODE_RANK=" not in script and "export RANK=" not in script  # set once the tags are read
     assert "IDENTITY_WAIT=2" in script

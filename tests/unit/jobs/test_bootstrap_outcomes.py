@@ -16,7 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from gpuplan.jobs.boot_cloud import BootCloud
 from gpuplan.jobs.bootstrap import BootPlan, render_boot_script
+from gpuplan.providers.aws.boot import AWS_HOOKS
+from gpuplan.providers.gcp.boot import GUEST_ATTRIBUTES_HOOK
 
 SECRET = "s3cr3t-$(touch PWNED1)-`id`-'\"-value"
 STORAGE = "s3://bucket/gpuplan/r-out 'x'/node-0"  # a hostile prefix: must stay one argument
@@ -69,13 +72,19 @@ def shims(tmp_path: Path) -> Path:
     return root
 
 
+# AWS's hooks (SSM, S3, IMDS) with GCP's exit-code report (guest attributes): both clouds' ways out in one script.
+AWS_WITH_GUEST_ATTRIBUTES = BootCloud(functions=AWS_HOOKS + GUEST_ATTRIBUTES_HOOK,
+                                      assignments={"IMDS_URL": "http://169.254.169.254",
+                                                   "METADATA_URL": "http://metadata.google.internal/computeMetadata/v1"})
+
+
 def plan(base: Path, code: int) -> BootPlan:
     return BootPlan(
         run_id="r-out", name="outcome", base_dir=str(base), poweroff=False,
         argv=["/bin/sh", "-c", 'printf "%s" "$API_TOKEN" > "$GPUPLAN_RUN_DIR/secret.txt"; '
                                'echo \'{"step": 1, "tokens": 10, "time": 1.0}\' >> "$GPUPLAN_METRICS"; '
                                f'echo "job says hi"; exit {code}'],
-        storage_url=STORAGE, secret_params={"API_TOKEN": "/gpuplan/r-out/API_TOKEN"}, guest_attributes=True)
+        storage_url=STORAGE, secret_params={"API_TOKEN": "/gpuplan/r-out/API_TOKEN"}, cloud=AWS_WITH_GUEST_ATTRIBUTES)
 
 
 def run(script: str, cwd: Path, shims: Path) -> subprocess.CompletedProcess[str]:

@@ -19,6 +19,7 @@ from gpuplan.jobs.bootstrap import BootPlan, render_boot_script
 from gpuplan.jobs.runner import NodeLaunch, container_argv
 from gpuplan.jobs.spec import SpecError, parse_spec
 from gpuplan.launching.remote_bench_job import RESULT_MARKER, job_script
+from gpuplan.providers.aws.boot import aws_boot_cloud
 from gpuplan.providers.slurm.script import JobShape, ScriptError, render_script
 
 # Every way into a shell: quotes, $(), backticks, ${}, ;, |, &, >, newline, a leading dash, unicode (including
@@ -54,7 +55,7 @@ def test_boot_script_with_hostile_run_id_workdir_and_dashes_runs_inert(tmp_path:
         run_id=f"r-1\ntouch PWNED0\n{EVIL}", name=EVIL, base_dir=str(base), poweroff=False, workdir=str(workdir),
         argv=["/bin/sh", "-c", 'printf "%s\\n" "$@" > "$GPUPLAN_RUN_DIR/argv.txt"; pwd > "$GPUPLAN_RUN_DIR/pwd.txt";'
               ' printf "%s" "$EVIL_ENV" > "$GPUPLAN_RUN_DIR/env.txt"', "sh", "-n", EVIL],
-        env={"EVIL_ENV": EVIL}, storage_url=f"s3://bucket/{EVIL}",
+        env={"EVIL_ENV": EVIL}, storage_url=f"s3://bucket/{EVIL}", cloud=aws_boot_cloud(),
     )
     script = render_boot_script(plan)
     shellcheck(script)

@@ -75,9 +75,9 @@ def test_runtime_resolution() -> None:
 
 
 def _docker_works() -> bool:
-    from gpuplan.jobs.runner import container_runtime_available
+    from gpuplan.jobs.container_runtime import probe
 
-    return container_runtime_available("docker")
+    return probe("docker").works
 
 
 def test_torchrun_style_nodes_leave_rank_to_torchrun() -> None:

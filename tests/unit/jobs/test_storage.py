@@ -30,10 +30,10 @@ def test_the_run_id_is_in_the_path() -> None:
 
 
 def test_each_cloud_takes_its_own_storage() -> None:
-    assert storage_misfit("s3://bkt/p", "aws") is None and storage_misfit("gs://bkt/p", "gcp") is None
-    assert storage_misfit("/shared", "slurm") is None and storage_misfit("/shared", "local") is None
-    assert "gs:// prefix" in (storage_misfit("s3://bkt/p", "gcp") or "")
-    assert "s3:// prefix" in (storage_misfit("/shared", "aws") or "")
+    assert storage_misfit("s3://bkt/p", "aws", ("s3",)) is None and storage_misfit("gs://bkt/p", "gcp", ("gs",)) is None
+    assert storage_misfit("/shared", "slurm", ("path",)) is None and storage_misfit("gs://bkt/p", "plugin", ()) is None
+    assert "gs:// prefix" in (storage_misfit("s3://bkt/p", "gcp", ("gs",)) or "")
+    assert "s3:// prefix" in (storage_misfit("/shared", "aws", ("s3",)) or "")
 
 
 def test_the_aws_role_may_touch_only_the_storage_prefix() -> None:

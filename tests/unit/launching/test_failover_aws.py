@@ -11,7 +11,6 @@ from gpuplan.launching.failover import (
     Attempt,
     FailoverExhausted,
     Placement,
-    expand_zones,
     format_attempts,
     launch_with_failover,
     provider_zones,
@@ -20,6 +19,7 @@ from gpuplan.providers.aws.provider import AwsProvider
 from gpuplan.providers.base import TAG_RUN_ID, AuthError, LaunchRequest
 
 from support.awsmoto import Clients, Injector, in_zone, inject
+from support.placements import expand_zones
 
 
 def request(**overrides: Any) -> LaunchRequest:

@@ -15,6 +15,7 @@ from gpuplan.providers.base import AuthError, InstanceState, LaunchRequest
 from gpuplan.providers.gcp.provider import GcpProvider
 
 from support.fakes.gce_server import RunningFake
+from support.placements import expand_zones
 
 RUN = "r-f0f0f0f0f0"
 
@@ -33,7 +34,7 @@ def placements(provider: GcpProvider, *offers: tuple[str, str, str]) -> list:
     """Offers (region, machine type, price) expanded to one placement per zone, in the provider's zone order."""
     base = [failover.Placement(provider="gcp", region=region, instance_type=machine, price_per_hour=Decimal(price))
             for region, machine, price in offers]
-    return failover.expand_zones(base, lambda p: failover.provider_zones(provider, p.region))
+    return expand_zones(base, lambda p: failover.provider_zones(provider, p.region))
 
 
 def test_next_zone_then_next_region(provider: GcpProvider, gce: RunningFake) -> None:

@@ -25,7 +25,7 @@ from gpuplan.store.models import Run
 from gpuplan.supervise.relaunch import MAX_RELAUNCHES
 from gpuplan.supervise.watch import watch_run
 
-from support.awsmoto import spot_interrupt
+from support.awsmoto import Injector, inject, spot_interrupt
 
 SPEC = """\
 name: spot-train
@@ -119,3 +119,29 @@ def test_no_relaunch_once_the_budget_is_spent(store: Any, aws: AwsProvider) -> N
     assert result.state in ("failed", "capped")
     assert "budget" in dict(events(store, run_id))["relaunch_skipped"]
     assert aws.list_tagged(run_id) == []
+
+
+def test_a_relaunch_that_fails_over_to_another_type_records_the_type_and_its_attempts(store: Any,
+                                                                                     aws: AwsProvider) -> None:
+    """A relaunch is a start with a generation: the same failover, the same attempt events, and the run follows
+    its machines to the instance type that had capacity (the relaunch's own copy of the start recorded neither)."""
+    run_id = launch(store, aws)
+    with store.session() as s:
+        first_type = s.get(Run, run_id).instance_type
+    refused = inject(aws.launch_client("us-east-1"), "RunInstances",
+                     Injector("InsufficientInstanceCapacity", "We currently do not have sufficient capacity",
+                              when=lambda p: p["InstanceType"] == first_type), server=False)
+    interrupt(store, run_id)
+    result = watch_run(store, run_id, provider_factory=lambda _: aws)
+    assert result.state == "running", events(store, run_id)
+    with store.session() as s:
+        run = s.get(Run, run_id)
+        [live] = [i for i in run.instances if i.terminated_at is None]
+        assert live.instance_type != first_type and run.instance_type == live.instance_type
+        attempts = [json.loads(e.data_json) for e in run.events if e.kind == EventKind.LAUNCH_ATTEMPT]
+    relaunch_attempts = [a for a in attempts if a.get("generation") == 1]
+    assert refused.failed >= 1
+    on_first = [a["outcome"] for a in relaunch_attempts if a["instance_type"] == first_type]
+    assert on_first.count("capacity") == refused.failed and set(on_first) <= {"capacity", "skipped"}
+    assert relaunch_attempts[-1]["outcome"] == "launched"
+    assert relaunch_attempts[-1]["instance_type"] == live.instance_type

@@ -26,6 +26,7 @@ import pytest
 
 from gpuplan.jobs.bootstrap import BootPlan, render_boot_script
 from gpuplan.providers.base import LaunchRequest, ProviderError
+from gpuplan.providers.gcp.boot import gcp_boot_cloud
 from gpuplan.providers.gcp.outputs import CLOUD_PLATFORM_SCOPE, STORAGE_RW_SCOPE, vm_service_account
 from gpuplan.providers.gcp.provider import GcpProvider
 from gpuplan.providers.gcp.secrets import secret_id
@@ -82,7 +83,7 @@ def test_a_launch_keeps_the_values_in_secret_manager(gce: RunningFake, secretman
             "gpuplan-created-by": "gpuplan", "gpuplan-run-id": RUN, "gpuplan-name": "tiny-gpt",
             **{k: v for k, v in vm["labels"].items() if k == "gpuplan-project"}}
     assert "hf_abc123" not in script and "second line" not in script and "pässwörd" not in script
-    assert "SECRET_STORE=secretmanager" in script and f"SECRETMANAGER_ENDPOINT={secretmanager.url}" in script
+    assert "store_secret() {" in script and f"SECRETMANAGER_ENDPOINT={secretmanager.url}" in script
     # Secret Manager has no narrower scope than cloud-platform; the VM says it keeps secrets there.
     assert vm["serviceAccounts"] == [{"email": "default", "scopes": [CLOUD_PLATFORM_SCOPE]}]
     assert vm["labels"]["gpuplan-secrets"] == "secret-manager" and inst.tags["gpuplan-secrets"] == "secret-manager"
@@ -123,8 +124,8 @@ def boot_plan(base: Path, sm: RunningSecretManager, metadata: Running, params: d
                     for name in params)
     job += '; echo "job ran"'
     return BootPlan(run_id=RUN, name="secrets", argv=["/bin/sh", "-c", job], base_dir=str(base), poweroff=False,
-                    secret_params=params, secret_store="secretmanager", secretmanager_endpoint=sm.url,
-                    metadata_url=f"{metadata.url}/computeMetadata/v1", guest_attributes=True)
+                    secret_params=params, cloud=gcp_boot_cloud(secretmanager_endpoint=sm.url,
+                                                               metadata_url=f"{metadata.url}/computeMetadata/v1"))
 
 
 def run_script(script: str, cwd: Path) -> subprocess.CompletedProcess[str]:

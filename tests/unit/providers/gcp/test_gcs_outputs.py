@@ -23,6 +23,7 @@ import pytest
 
 from gpuplan.jobs.bootstrap import BootPlan, render_boot_script
 from gpuplan.providers.base import Instance, InstanceState, LaunchRequest
+from gpuplan.providers.gcp.boot import gcp_boot_cloud
 from gpuplan.providers.gcp.outputs import CLOUD_PLATFORM_SCOPE, STORAGE_RW_SCOPE, vm_service_account
 from gpuplan.providers.gcp.provider import GcpProvider
 from gpuplan.providers.gcp.rules import Endpoint, instance_name
@@ -68,8 +69,8 @@ def boot_plan(base: Path, storage_url: str, gcs: Running, metadata: Running, *, 
            'echo \'{"step": 2, "tokens": 8192, "time": 2.0}\' >> "$GPUPLAN_METRICS"; '
            f"exit {code}")
     return BootPlan(run_id=run_id, name="gcs", argv=["/bin/sh", "-c", job], base_dir=str(base), poweroff=False,
-                    storage_url=storage_url, guest_attributes=True, gcs_endpoint=gcs.url,
-                    metadata_url=f"{metadata.url}/computeMetadata/v1")
+                    storage_url=storage_url,
+                    cloud=gcp_boot_cloud(gcs_endpoint=gcs.url, metadata_url=f"{metadata.url}/computeMetadata/v1"))
 
 
 def run_boot_script(script: str, cwd: Path) -> subprocess.CompletedProcess[str]:

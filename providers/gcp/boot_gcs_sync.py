@@ -1,8 +1,8 @@
 """The boot script's gs:// checkpoint and code copies with curl alone (part of gpuplan.jobs.boot_checkpoints).
 
 Google's images are not guaranteed to carry the Cloud SDK (and a custom image_family may have none), so the copies
-use the same pieces as the outputs (gpuplan.jobs.boot_gcs: `gcs_token` from the metadata server, the token only on
-curl's stdin, `urlencode` for every object name) against the Cloud Storage JSON API:
+use the same pieces as the outputs (gpuplan.providers.gcp.boot_gcs: `gcs_token` from the metadata server, the token
+only on curl's stdin, `urlencode` for every object name) against the Cloud Storage JSON API:
 
 - push: each regular file under the folder (`find -type f`: symlinks are never followed) by media upload,
   https://cloud.google.com/storage/docs/json_api/v1/objects/insert (`POST /upload/storage/v1/b/B/o?uploadType=media
@@ -30,13 +30,20 @@ GCS_SYNC_FUNCTIONS = r"""gcs_split() {
 }
 
 gcs_put() {
-  # File $1 to gs://BUCKET/OBJECT $2 (media upload); token $3 only on curl's stdin.
-  local parts bucket object
+  # File $1 to gs://BUCKET/OBJECT $2 (media upload); token $3 only on curl's stdin. The run's outputs are typed by
+  # name, so a browser opening one from the console shows it (a log as text, the exit record as JSON).
+  local parts bucket object type=application/octet-stream
   mapfile -t parts < <(gcs_split "$2")
   bucket=${parts[0]}
   object=${parts[1]:-}
+  case "$object" in
+    *.jsonl) type=application/x-ndjson ;;
+    *.json) type=application/json ;;
+    *.log) type=text/plain ;;
+    *) ;;
+  esac
   printf 'Authorization: Bearer %s\n' "$3" | curl -fsS -m 600 --retry 3 -o /dev/null -X POST -H @- \
-    -H 'Content-Type: application/octet-stream' --data-binary "@$1" \
+    -H "Content-Type: $type" --data-binary "@$1" \
     "$GCS_ENDPOINT/upload/storage/v1/b/$(urlencode "$bucket")/o?uploadType=media&name=$(urlencode "$object")"
 }
 

@@ -1,4 +1,5 @@
-"""The boot script's Cloud Storage calls with curl alone (part of gpuplan.jobs.bootstrap): no gsutil or gcloud needed.
+"""The boot script's Cloud Storage calls with curl alone (GCP's boot hooks,
+gpuplan.providers.gcp.boot): no gsutil or gcloud needed.
 
 The VM's service-account token comes from the metadata server and reaches curl only on stdin (never a command
 line, a file or a log line); uploads use the GCS JSON API's media upload
@@ -37,24 +38,5 @@ urlencode() {
     esac
   done
   printf '%s' "$out"
-}
-
-gcs_upload() {
-  # One file to gs://BUCKET/PREFIX/NAME through the GCS JSON API's media upload (curl alone).
-  local file=$1 name=$2 token=$3 rest bucket object type=text/plain
-  rest=${STORAGE_URL#gs://}
-  bucket=${rest%%/*}
-  object=${rest#"$bucket"}
-  object=${object#/}
-  object=${object%/}
-  object=${object:+$object/}$name
-  case "$name" in
-    *.jsonl) type=application/x-ndjson ;;
-    *.json) type=application/json ;;
-    *) ;;
-  esac
-  printf 'Authorization: Bearer %s\n' "$token" | curl -fsS -m 120 --retry 3 -o /dev/null -X POST -H @- \
-    -H "Content-Type: $type" --data-binary "@$file" \
-    "$GCS_ENDPOINT/upload/storage/v1/b/$(urlencode "$bucket")/o?uploadType=media&name=$(urlencode "$object")"
 }
 """
