@@ -15,7 +15,7 @@ from gpuplan.runs.ssh_config import entry_text
 def test_the_entry_tunnels_through_iap_with_gclouds_key(tmp_path: Path) -> None:
     target = AttachTarget(run_id="r-gcpssh0001", provider="gcp", instance_id="us-central1-a/gpuplan-r-gcpssh0001-0",
                           node_rank=0, nodes=1, zone="us-central1-a")
-    host = gcp_ssh_host(target, {"project": "my-proj"})
+    host = gcp_ssh_host(target, "my-proj")
     config = tmp_path / "config"
     config.write_text(entry_text("r-gcpssh0001", [(0, host)]))
     resolved = subprocess.run(["ssh", "-G", "-F", str(config), "gpuplan-r-gcpssh0001"], capture_output=True,

@@ -1,1 +1,0 @@
-"""Azure: so far only its public retail prices (prices.py); the provider itself is not written yet."""
