@@ -166,7 +166,7 @@ def test_catalog_refresh_without_credentials_is_exit_2_and_one_error_line(
         cloud: str, env: dict[str, str | None]) -> None:
     child_env = {k: v for k, v in os.environ.items() if env.get(k, "") is not None}
     child_env.update({k: v for k, v in env.items() if v is not None})
-    proc = subprocess.run([sys.executable, "-m", "gpuplan", "catalog", "refresh", "--cloud", cloud],
+    proc = subprocess.run([sys.executable, "-m", "gpuplan", "catalog", "refresh", "--cloud", cloud, "--source", "api"],
                           capture_output=True, text=True, env=child_env, timeout=120, check=False)
     assert proc.returncode == 2, proc.stderr
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
