@@ -1,44 +1,34 @@
-"""Accuracy of `gpuplan estimate`'s default MFU prior against published training runs.
+"""Accuracy of `gpuplan estimate`'s whole-run GPU-hours against published training runs.
 
 Usage:
-    python bench/estimate_accuracy.py                   # the table (markdown) and the errors per split
-    python bench/estimate_accuracy.py --prior session2  # the same for a frozen prior instead of the shipped one
-    python bench/estimate_accuracy.py --loo             # + leave-one-out / leave-one-family-out errors
-    python bench/estimate_accuracy.py --fit             # refit the constants on all scored rows (--on tune:
-                                                        # the tune rows only), with in-sample / LOO / LFO medians
-    python bench/estimate_accuracy.py --twins           # twin runs: can any predictor be within 10% of both?
+    python bench/estimate_accuracy.py          # the table (markdown), the errors per split, before/after
+    python bench/estimate_accuracy.py --fit    # refit the run-overhead constants (all scored runs; --on tune:
+                                               # the tune rows only, then scored on the others)
+    python bench/estimate_accuracy.py --twins  # twin runs: can any predictor be within 10% of both?
     (--runs PATH scores another table with the same columns.)
 
-Each row of tests/data/published_runs.csv is a real run with its source: model shape, GPU type and count,
-tokens, and the GPU-hours the authors reported. We predict GPU-hours with the default prior (no --mfu, no
-bench record) and report the error. Splits:
-- `tune`: the rows the constants are fitted on. Their in-sample median flatters the prior; `--loo` predicts
-  every scored row (tune and test) from constants fitted on all the other rows, and on all the other model
-  families: the honest figures for a run, and for a model family, the prior has not seen.
-- `test`: rows found after the model and its constants were frozen, by someone told not to look at
-  predictions; evaluated once (with the prior frozen as `session2` in PRIORS). Their median is the figure for
-  runs we had not seen.
-- `test2`: a second blind batch, found after `test` was scored. Score it first with the prior that was frozen
-  before it was found (`--prior session2`); only then refit (`--fit`, which by default uses every scored row).
-Every report copes with a split that has no rows yet.
-Rows with a reason in `exclude` (hours that cover more than one model's pre-training, mixture-of-experts,
-non-NVIDIA hardware, unknown GPU count, not an attention transformer: rules fixed before any of them was
-predicted) are listed, not scored. A row without the model's shape is predicted from its parameter count.
-The `checked` column says whether the figure was re-read from a source.
-The `precision` column names the precision a run trained in when its source says it was not bf16 (fp8); the
-prior is asked about it as a user would ask: `--precision fp8`. Empty means bf16 (fp16 before Ampere).
+Each row of tests/data/published_runs.csv is a real run with its source: model shape, GPU type and count, tokens,
+and the GPU-hours the authors reported. The estimate answers as it answers a user who gives the model, GPU, count,
+tokens and batch: the one step model (gpuplan/estimating/throughput.py) with the default layout (the fastest that
+fits, gpuplan/estimating/layout.py) times the run-overhead factor (gpuplan/estimating/run_overhead.py), whose
+constants are fitted on these rows by `--fit` (the grid point whose worst split beats the naive 6·N·D at 40% MFU by
+the most: the rule that chose the MFU prior it replaced). Splits:
+- `tune`: the rows the first prior was fitted on; `test` and `test2`: two blind batches found later by people who
+  never saw a prediction. The shipped constants are fitted on all 90 (in sample, as the replaced prior's were);
+  `--fit --on tune` fits on tune alone and scores test and test2 with those constants: the held-out figure.
+BEFORE holds the replaced MFU prior's figures (session8, commit 7a9bade), so every run prints before and after.
+Rows with a reason in `exclude` are listed, not scored. The `checked` column says whether the figure was re-read.
+The `precision` column names the precision a run trained in when its source says it was not bf16 (fp8).
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import csv
 import math
 import re
 import statistics
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
@@ -48,41 +38,19 @@ sys.path.insert(0, str(ROOT))
 
 from estimate_twins import forced_misses, peak_flops, twin_pairs, twin_report  # noqa: E402,F401
 
-from gpuplan.estimating import mfu as mfu_module  # noqa: E402
+from gpuplan.estimating import run_overhead  # noqa: E402
 from gpuplan.estimating.architecture import Architecture  # noqa: E402
 from gpuplan.estimating.estimate import Hardware, Workload, estimate  # noqa: E402
 from gpuplan.hardware.gpus import resolve_gpu  # noqa: E402
 
 RUNS = ROOT / "tests" / "data" / "published_runs.csv"
 SPLITS = ("tune", "test", "test2")
-# The fitted constants: generation ceilings with published runs in the table, and the size curve. A generation's
-# ceiling is fitted only when the rows being fitted include a run on that generation (`fitted_keys`). Turing
-# has no runs and is deliberately *not* tied to volta's fitted value: the V100 rows measure 2020-era software
-# (HF transformers, DeepSpeed sparse attention) on a 900 GB/s data-centre part, while Turing's cards (T4 at 70 W,
-# RTX 20xx) differ in clocks under load and peak-to-bandwidth ratio; no published Turing LLM run supports either
-# choice, so it keeps its assumed 0.50.
-FITTED = ("ampere", "hopper", "n0", "alpha", "volta")
-SIZE_KEYS = ("n0", "alpha")  # the size curve: held unless --fit-size (see fitted_keys)
-GENERATIONS = ("ampere", "hopper", "volta")  # the FITTED keys that are a generation's BASE_MFU
-# The bases of the generations session2 did not fit (assumptions; the table's L40S and RTX 4090 rows are ada).
-UNFITTED_SESSION2 = {"blackwell": 0.50, "cdna3": 0.45, "ada": 0.55, "turing": 0.50, "pascal": 0.40}
-# Frozen records of shipped constants, so that a prior can be re-scored on runs found after it was frozen:
-# every generation's base, so a record predicts every row as it was shipped.
-# Add an entry (never edit one) each time mfu.py's constants change.
-PRIORS: dict[str, dict[str, float]] = {
-    # Fitted on the 47 `tune` runs (volta not fitted: an assumption), frozen before the 20 `test` runs were
-    # found; the README's tune 12.3% / test 54.4% figures are this prior's. Shipped until at least test2.
-    "session2": {"ampere": 0.58, "hopper": 0.39, "n0": 3.0e8, "alpha": 0.3, "volta": 0.45,
-                 **UNFITTED_SESSION2},
-    # The three bases fitted on all 90 scored runs (tune, test and test2: both blind batches had been scored
-    # once with session2), the size curve held (an assumption below the table's range: see fitted_keys).
-    "session4": {"ampere": 0.44, "hopper": 0.33, "n0": 5.0e6, "alpha": 1.0, "volta": 0.087,
-                 "blackwell": 0.42, "cdna3": 0.38, "ada": 0.42, "turing": 0.38, "pascal": 0.30},
-    # Issue 24: no published set predicted worse than naive 6·N·D at 40% MFU; chosen on all 90 runs by a grid over
-    # the three bases minimising the worst split's (median |error| - naive's median |error|).
-    "session8": {"ampere": 0.42, "hopper": 0.42, "n0": 5.0e6, "alpha": 1.0, "volta": 0.08,
-                 "blackwell": 0.42, "cdna3": 0.38, "ada": 0.42, "turing": 0.38, "pascal": 0.30},
-}
+# The replaced default MFU prior (session8, shipped until commit 7a9bade): median |error| per split, the naive
+# 6·N·D at 40% MFU's, and the share in its "likely" band, as `python bench/estimate_accuracy.py` printed them there.
+BEFORE = {"tune": (0.228, 0.87), "test": (0.299, 0.80), "test2": (0.265, 0.78), "all scored": (0.256, 0.83)}
+SHRINKS = (0.0, 0.25, 0.5, 0.75, 1.0)
+K_GRID = tuple(round(0.7 + 0.05 * i, 2) for i in range(23))
+VOLTA_GRID = (2.5, 3.0, 3.5, 4.0, 4.5, 5.0)
 
 
 def load_runs(path: Path = RUNS, *, scored: bool = True) -> list[dict[str, str]]:
@@ -118,26 +86,55 @@ def workload_of(row: dict[str, str]) -> tuple[Workload, Hardware]:
     return workload, hardware
 
 
-def predict(row: dict[str, str]) -> float:
-    workload, hardware = workload_of(row)
-    return estimate(workload, hardware).gpu_hours
+@dataclass(frozen=True)
+class StepAnswer:
+    """The step model's answer for one run, before the run overhead: GPU-hours and MFU."""
+
+    gpu_hours: float
+    mfu: float
+    generation: str
+    reported: float
 
 
-def errors(rows: list[dict[str, str]]) -> list[float]:
+_CACHE: dict[tuple[tuple[str, str], ...], StepAnswer] = {}
+
+
+def step_answer(row: dict[str, str]) -> StepAnswer:
+    """The step model's GPU-hours for `row` (the run overhead divided back out)."""
+    key = tuple(sorted(row.items()))
+    if key not in _CACHE:
+        workload, hardware = workload_of(row)
+        est = estimate(workload, hardware)
+        _CACHE[key] = StepAnswer(est.gpu_hours / est.run_overhead, est.mfu, hardware.gpu.generation,
+                                 float(row["reported_gpu_hours"]))
+    return _CACHE[key]
+
+
+def shipped_constants() -> dict[str, float]:
+    return dict(run_overhead.RUN_OVERHEAD, shrink=run_overhead.SHRINK)
+
+
+def predict(row: dict[str, str], constants: dict[str, float] | None = None) -> float:
+    """Predicted GPU-hours of a published run: the step model x the run overhead (`constants`: a fit's)."""
+    step = step_answer(row)
+    return step.gpu_hours * run_overhead.run_overhead(step.generation, step.mfu, constants=constants)
+
+
+def errors(rows: list[dict[str, str]], constants: dict[str, float] | None = None) -> list[float]:
     """Signed relative errors (predicted / reported - 1)."""
-    return [predict(r) / float(r["reported_gpu_hours"]) - 1 for r in rows]
+    return [predict(r, constants) / float(r["reported_gpu_hours"]) - 1 for r in rows]
 
 
 def table(rows: list[dict[str, str]]) -> str:
-    lines = ["| run | split | GPU | GPUs | tokens | reported GPU-h | predicted GPU-h | error | MFU used |",
-             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines = ["| run | split | GPU | GPUs | tokens | reported GPU-h | predicted GPU-h | error | step MFU | overhead |",
+             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
-        workload, hardware = workload_of(r)
-        est = estimate(workload, hardware)
-        reported = float(r["reported_gpu_hours"])
-        err = est.gpu_hours / reported - 1
+        step = step_answer(r)
+        predicted = predict(r)
+        err = predicted / step.reported - 1
         lines.append(f"| {r['run']} | {r['split']} | {r['gpu']} | {r['gpus']} | {float(r['tokens']):.3g} | "
-                     f"{reported:,.0f} | {est.gpu_hours:,.0f} | {err:+.1%} | {est.effective_mfu:.1%} |")
+                     f"{step.reported:,.0f} | {predicted:,.0f} | {err:+.1%} | {step.mfu:.1%} | "
+                     f"{predicted / step.gpu_hours:.2f} |")
     return "\n".join(lines)
 
 
@@ -157,7 +154,7 @@ def naive(rows: list[dict[str, str]]) -> float:
 
 @dataclass(frozen=True)
 class SplitStats:
-    """One split's errors under the prior in effect; the figures are None when the split has no rows."""
+    """One split's errors; the figures are None when the split has no rows."""
 
     split: str
     runs: int
@@ -173,32 +170,35 @@ class SplitStats:
         name = label or self.split
         if not self.runs:
             return f"{name}: 0 runs"
-        return (f"{name}: {self.runs} runs, median |error| {self.median_abs_error:.1%}, mean |error| "
+        assert self.median_abs_error is not None and self.naive_median_abs_error is not None
+        before = BEFORE.get(self.split)
+        was = f" (before, the MFU prior: {before[0]:.1%}, band {before[1]:.0%})" if before else ""
+        return (f"{name}: {self.runs} runs, median |error| {self.median_abs_error:.1%}{was}, mean |error| "
                 f"{self.mean_abs_error:.1%}, mean |log error| {self.mean_abs_log_error:.3f}, median signed error "
                 f"{self.median_signed_error:+.1%}, within 10%: {self.within_10pct:.0%}; "
                 f"naive 6·N·D@40%: median |error| {self.naive_median_abs_error:.1%} (goal: never worse than naive: "
                 f"{'met' if self.median_abs_error <= self.naive_median_abs_error else 'NOT met'}); "
-                f"in the 'likely' band {mfu_module.PRIOR_RATIO_BAND}: {self.in_band:.0%} (goal ~80%)")
+                f"in the 'likely' band {run_overhead.RUN_RATIO_BAND}: {self.in_band:.0%} (goal 75-85%: "
+                f"{'met' if 0.75 <= (self.in_band or 0) <= 0.85 else 'NOT met'})")
 
 
-def split_stats(split: str, rows: list[dict[str, str]]) -> SplitStats:
-    """The errors of `rows` under the constants in effect (wrap in prior_constants to choose them)."""
+def split_stats(split: str, rows: list[dict[str, str]], constants: dict[str, float] | None = None) -> SplitStats:
+    """The errors of `rows` under the shipped constants (or `constants`)."""
     if not rows:
         return SplitStats(split, 0)
-    signed = errors(rows)
+    signed = errors(rows, constants)
     absolute = [abs(e) for e in signed]
     return SplitStats(split, len(rows), median_abs_error=statistics.median(absolute),
                       mean_abs_error=statistics.fmean(absolute),
                       mean_abs_log_error=statistics.fmean(abs(math.log1p(e)) for e in signed),
                       median_signed_error=statistics.median(signed),
                       within_10pct=sum(e <= 0.10 for e in absolute) / len(absolute),
-                      naive_median_abs_error=statistics.median(abs(e) for e in naive_errors(rows)),
-                      in_band=in_band(signed))
+                      naive_median_abs_error=naive(rows), in_band=in_band(signed))
 
 
 def in_band(signed_errors: list[float]) -> float:
-    """Share of runs whose reported / predicted ratio lies in mfu.PRIOR_RATIO_BAND."""
-    low, high = mfu_module.PRIOR_RATIO_BAND
+    """Share of runs whose reported / predicted ratio lies in run_overhead.RUN_RATIO_BAND."""
+    low, high = run_overhead.RUN_RATIO_BAND
     return sum(low <= 1 / (1 + e) <= high for e in signed_errors) / len(signed_errors)
 
 
@@ -207,130 +207,54 @@ def splits_of(rows: list[dict[str, str]]) -> list[str]:
     return list(SPLITS) + sorted({r["split"] for r in rows} - set(SPLITS))
 
 
-def report_splits(rows: list[dict[str, str]], values: dict[str, float]) -> list[SplitStats]:
-    """Per split (every one in SPLITS, even with no rows, and any other a row names), then over all scored
-    rows: runs, median |error|, mean |log error|, median signed error and the naive median, with the prior
-    `values`."""
-    with prior_constants(values):
-        out = [split_stats(name, [r for r in rows if r["split"] == name]) for name in splits_of(rows)]
-        out.append(split_stats("all scored", rows))
+def report_splits(rows: list[dict[str, str]], constants: dict[str, float] | None = None) -> list[SplitStats]:
+    """Per split (every one in SPLITS, even with no rows, and any other a row names), then over all scored rows."""
+    out = [split_stats(name, [r for r in rows if r["split"] == name], constants) for name in splits_of(rows)]
+    out.append(split_stats("all scored", rows, constants))
     return out
 
 
 def split_lines(stats: list[SplitStats], in_sample: tuple[str, ...] = ()) -> list[str]:
-    """One line per split; the splits in `in_sample` (the ones the prior was fitted on) are labelled so."""
+    """One line per split; the splits in `in_sample` (the ones the constants were fitted on) are labelled so."""
     return [s.line(f"{s.split} (in-sample)" if s.split in in_sample else None) for s in stats]
-
-
-@contextlib.contextmanager
-def prior_constants(values: dict[str, float]) -> Iterator[None]:
-    """Temporarily set the prior's fitted constants (the bench's search only; the product never changes them)."""
-    saved = current_constants()
-    _apply(values)
-    try:
-        yield
-    finally:
-        _apply(saved)
-
-
-def current_constants() -> dict[str, float]:
-    values = {"n0": mfu_module.SIZE_N0, "alpha": mfu_module.SIZE_ALPHA}
-    values.update(mfu_module.BASE_MFU)
-    return values
-
-
-def _apply(values: dict[str, float]) -> None:
-    for g in mfu_module.BASE_MFU:
-        if g in values:
-            mfu_module.BASE_MFU[g] = values[g]
-    mfu_module.SIZE_N0, mfu_module.SIZE_ALPHA = values["n0"], values["alpha"]
-
-
-def prior_values(name: str | None) -> dict[str, float]:
-    """The constants of the frozen prior `name` (None: the shipped ones). KeyError for an unknown name."""
-    return dict(PRIORS[name]) if name is not None else current_constants()
-
-
-def generation_of(row: dict[str, str]) -> str:
-    return resolve_gpu(row["gpu"]).generation
-
-
-def fitted_keys(rows: list[dict[str, str]], *, size: bool = False) -> tuple[str, ...]:
-    """The constants `rows` can say anything about: the bases of the generations that have a run among them (a
-    base with no run has a flat loss; fitting it would only carry the start value), and with `size` the size
-    curve. The size curve is held by default: fitted on all scored runs it goes flat (alpha ~0.03: published
-    runs from 70M to 405B show no size effect the table can resolve), so the shipped N0/alpha are an assumption
-    for models below the table's range (gpuplan/estimating/mfu.py) and `--fit-size` shows what fitting it does."""
-    present = {generation_of(r) for r in rows}
-    return tuple(k for k in FITTED if (k in GENERATIONS and k in present) or (size and k in SIZE_KEYS))
-
-
-def log_loss(rows: list[dict[str, str]], values: dict[str, float]) -> float:
-    """Mean |log(predicted / reported)|: a ratio error, symmetric for over- and under-prediction, and robust
-    (an L1 loss is minimised by the median ratio, which is what the target is stated in)."""
-    with prior_constants(values):
-        return statistics.fmean(abs(math.log(predict(r) / float(r["reported_gpu_hours"]))) for r in rows)
-
-
-def fit(rows: list[dict[str, str]], start: dict[str, float] | None = None, rounds: int = 60, *,
-        size: bool = False) -> dict[str, float]:
-    """Coordinate descent on the log loss over `rows`: each constant in turn is scaled up or down by a step
-    that shrinks when neither direction helps. Deterministic, and fast enough to refit once per row for the
-    leave-one-out figure (a grid over five constants is not). Constants `rows` say nothing about (a generation
-    with no run among them) keep their start value."""
-    keys = fitted_keys(rows, size=size)
-    best = dict(start or current_constants())
-    best_loss = log_loss(rows, best)
-    step = dict.fromkeys(keys, 0.3)
-    for i in range(rounds * len(keys)):
-        key = keys[i % len(keys)]
-        for sign in (1, -1):
-            candidate = dict(best)
-            candidate[key] = best[key] * math.exp(sign * step[key])
-            if key in GENERATIONS:
-                candidate[key] = min(candidate[key], mfu_module.MFU_CAP)
-            loss = log_loss(rows, candidate)
-            if loss < best_loss - 1e-9:
-                best, best_loss = candidate, loss
-                break
-        else:
-            step[key] *= 0.6
-    return best
-
-
-def leave_one_out(rows: list[dict[str, str]], start: dict[str, float] | None = None, *,
-                  size: bool = False) -> list[float]:
-    """Signed errors of each row predicted by constants fitted on all the other rows."""
-    out = []
-    for i, row in enumerate(rows):
-        values = fit(rows[:i] + rows[i + 1:], start=start, rounds=30, size=size)
-        with prior_constants(values):
-            out.append(predict(row) / float(row["reported_gpu_hours"]) - 1)
-    return out
 
 
 def family(run: str) -> str:
     """A run's model family: the letters its name starts with (llama-2-7b and llama-3.1-405b are both llama)."""
-    return re.match(r"[a-z]*", run.lower()).group(0) or run
+    match = re.match(r"[a-z]*", run.lower())
+    return (match.group(0) if match else "") or run
 
 
-def leave_family_out(rows: list[dict[str, str]], start: dict[str, float] | None = None, *,
-                      size: bool = False) -> list[float]:
-    """Signed errors of each row predicted by constants fitted without any run of its family: how the prior
-    does on a model family it has never seen, which is what a new user's model is."""
-    out: dict[int, float] = {}
-    for name in sorted({family(r["run"]) for r in rows}):
-        inside = [i for i, r in enumerate(rows) if family(r["run"]) == name]
-        values = fit([r for r in rows if family(r["run"]) != name], start=start, rounds=30, size=size)
-        with prior_constants(values):
-            for i in inside:
-                out[i] = predict(rows[i]) / float(rows[i]["reported_gpu_hours"]) - 1
-    return [out[i] for i in range(len(rows))]
+def fit(rows: list[dict[str, str]]) -> dict[str, float]:
+    """The run-overhead constants for `rows`: over the grid (K per generation with runs among the rows, the
+    shrink), the point whose worst split (each split among the rows, and all of them) beats the naive 6·N·D at
+    40% by the most; a generation without runs keeps its shipped K."""
+    groups = {name: [r for r in rows if r["split"] == name] for name in {r["split"] for r in rows}}
+    groups["all"] = rows
+    steps = {name: [step_answer(r) for r in group] for name, group in groups.items()}
+    naives = {name: naive(group) for name, group in groups.items()}
+    present = {step_answer(r).generation for r in rows}
+    grids = {"ampere": K_GRID if "ampere" in present else (run_overhead.RUN_OVERHEAD["ampere"],),
+             "hopper": K_GRID if "hopper" in present else (run_overhead.RUN_OVERHEAD["hopper"],),
+             "volta": VOLTA_GRID if "volta" in present else (run_overhead.RUN_OVERHEAD["volta"],)}
+    best: tuple[float, dict[str, float]] | None = None
+    for shrink in SHRINKS:
+        for ampere in grids["ampere"]:
+            for hopper in grids["hopper"]:
+                for volta in grids["volta"]:
+                    constants = {"ampere": ampere, "hopper": hopper, "volta": volta, "shrink": shrink}
+                    worst = max(statistics.median(
+                        abs(s.gpu_hours * run_overhead.run_overhead(s.generation, s.mfu, constants=constants)
+                            / s.reported - 1) for s in group) - naives[name] for name, group in steps.items())
+                    if best is None or worst < best[0] - 1e-12:
+                        best = (worst, constants)
+    assert best is not None
+    return best[1]
 
 
-def spread(signed_errors: list[float]) -> tuple[float, float]:
+def band(rows: list[dict[str, str]], constants: dict[str, float] | None = None) -> tuple[float, float]:
     """10th and 90th percentiles of reported / predicted: the band 80% of runs fell in."""
-    ratios = sorted(1 / (1 + e) for e in signed_errors)
+    ratios = sorted(1 / (1 + e) for e in errors(rows, constants))
     deciles = statistics.quantiles(ratios, n=10, method="inclusive")
     return deciles[0], deciles[-1]
 
@@ -375,19 +299,7 @@ def describe(name: str, errs: list[float]) -> str:
 
 
 def constants_text(values: dict[str, float]) -> str:
-    return ", ".join(f"{k} {values[k]:.3g}" for k in FITTED if k in values)
-
-
-def shipped_prior_name() -> str | None:
-    """The PRIORS entry the shipped constants are a copy of, if any."""
-    shipped = current_constants()
-    return next((name for name, values in PRIORS.items()
-                 if all(math.isclose(values.get(k, math.nan), v) for k, v in shipped.items())), None)
-
-
-# The splits each frozen prior was fitted on (in-sample for it); everything else it predicts blind.
-FITTED_ON: dict[str, tuple[str, ...]] = {"session2": ("tune",), "session4": ("tune", "test", "test2"),
-                                         "session8": ("tune", "test", "test2")}
+    return ", ".join(f"{k} {v:g}" for k, v in values.items())
 
 
 class _Parser(argparse.ArgumentParser):
@@ -397,100 +309,56 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"estimate_accuracy: {message}\n")
 
 
-def parse_on(text: str) -> tuple[str, ...] | None:
-    """`all` (None: every scored row) or a comma-separated list of splits."""
-    if text == "all":
-        return None
-    names = tuple(n.strip() for n in text.split(",") if n.strip())
-    if not names:
-        raise ValueError("--on needs 'all' or split names")
-    return names
-
-
-def run_fit(rows: list[dict[str, str]], on: tuple[str, ...] | None, start: dict[str, float], *,
-            size: bool = False) -> None:
-    """Refit on the chosen rows and print the constants, the in-sample / leave-one-out / leave-family-out
-    medians over those rows, and every split under the fitted constants."""
-    chosen = rows if on is None else [r for r in rows if r["split"] in on]
-    where = "all scored runs" if on is None else "splits " + ",".join(on)
+def run_fit(rows: list[dict[str, str]], on: str) -> None:
+    """Refit on all scored rows or on one split's, and print every split under the fitted constants."""
+    chosen = rows if on == "all" else [r for r in rows if r["split"] == on]
     if not chosen:
-        print(f"fit on {where}: 0 runs, nothing to fit")
+        print(f"fit on {on}: 0 runs, nothing to fit")
         return
-    values = fit(chosen, start=start, size=size)
-    keys = fitted_keys(chosen, size=size)
-    print(f"fitted on {len(chosen)} runs ({where}), mean |log error| {log_loss(chosen, values):.3f}: "
-          + constants_text(values))
-    kept = [k for k in FITTED if k not in keys]
-    if kept:
-        print("not fitted (the size curve without --fit-size, or no run of that generation), start value kept: "
-              + ", ".join(f"{k} {values[k]:.3g}" for k in kept))
-    with prior_constants(values):
-        print(describe("in-sample", errors(chosen)))
-    loo = leave_one_out(chosen, start=start, size=size)
-    print(describe("leave-one-out", loo))
-    if len(loo) >= 2:
-        lo, hi = spread(loo)
-        print(f"reported / predicted, leave-one-out: 80% of runs between {lo:.2f}x and {hi:.2f}x")
-    families = len({family(r["run"]) for r in chosen})
-    print(describe(f"leave-one-family-out ({families} families)", leave_family_out(chosen, start=start, size=size)))
-    in_sample = tuple(splits_of(rows)) if on is None else on
-    print("every split with the fitted constants:")
+    values = fit(chosen)
+    print(f"fitted on {len(chosen)} runs ({on}): {constants_text(values)} (shipped: "
+          f"{constants_text(shipped_constants())})")
+    lo, hi = band(chosen, values)
+    print(f"reported / predicted over the fitted runs: 80% between {lo:.2f}x and {hi:.2f}x")
+    in_sample = tuple(splits_of(rows)) if on == "all" else (on,)
+    print("every split with the fitted constants" + ("" if on == "all" else f" (held out: all but {on})") + ":")
     for line in split_lines(report_splits(rows, values), in_sample):
         print("  " + line)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = _Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--prior", metavar="NAME",
-                        help=f"score (or start the fit from) a frozen prior: {', '.join(PRIORS)} (default: shipped)")
     mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--fit", action="store_true", help="refit the prior's constants (see --on; slow: refits)")
-    mode.add_argument("--loo", action="store_true",
-                      help="leave-one-out and leave-one-family-out errors over all scored rows (slow: refits)")
+    mode.add_argument("--fit", action="store_true", help="refit the run-overhead constants (see --on)")
     mode.add_argument("--twins", action="store_true", help="twin-run analysis: is 10%% attainable at all?")
-    parser.add_argument("--on", default="all", metavar="all|SPLIT[,SPLIT]",
-                        help="with --fit: the rows to fit, all scored rows (default) or these splits, e.g. tune")
-    parser.add_argument("--fit-size", action="store_true",
-                        help="with --fit or --loo: fit the size curve (N0, alpha) too; held at the shipped values "
-                             "by default")
+    parser.add_argument("--on", default="all", metavar="all|SPLIT",
+                        help="with --fit: the rows to fit, all scored rows (default) or one split, e.g. tune")
     parser.add_argument("--runs", type=Path, default=RUNS, help="the table of runs (default: %(default)s)")
     args = parser.parse_args(argv)
-    if args.prior is not None and args.prior not in PRIORS:
-        parser.error(f"unknown prior {args.prior!r}; known: {', '.join(PRIORS)}")
     if args.on != "all" and not args.fit:
         parser.error("--on applies only with --fit")
     try:
-        on = parse_on(args.on)
         rows = load_runs(args.runs)
     except (ValueError, OSError, KeyError, csv.Error) as exc:
         parser.error(f"cannot use the runs: {exc}")
-    unknown = set(on or ()) - set(splits_of(rows))
-    if unknown:
-        parser.error(f"--on: no split named {', '.join(sorted(unknown))}; splits: {', '.join(splits_of(rows))}")
-    if args.twins:  # a property of the reported figures: no prior involved
+    if args.on != "all" and args.on not in splits_of(rows):
+        parser.error(f"--on: no split named {args.on}; splits: {', '.join(splits_of(rows))}")
+    if args.twins:  # a property of the reported figures: no model involved
         print("\n".join(twin_report(rows)))
         return 0
-    values = prior_values(args.prior)
-    name = args.prior or shipped_prior_name()
-    print(f"prior: {args.prior or 'shipped'}{f' (= {name})' if name and not args.prior else ''}: "
-          f"{constants_text(values)}")
     if args.fit:
-        run_fit(rows, on, values, size=args.fit_size)
+        run_fit(rows, args.on)
         return 0
-    with prior_constants(values):
-        print(table(rows))
+    print(f"one model: the step model x the run overhead ({constants_text(shipped_constants())}, fitted on all "
+          "scored runs)")
+    print(table(rows))
     print()
-    for line in split_lines(report_splits(rows, values), FITTED_ON.get(name or "", ())):
+    for line in split_lines(report_splits(rows), SPLITS):
         print(line)
-    if args.loo:
-        # Out of sample for every run: refit without it (or without its whole family), predict it.
-        loo = leave_one_out(rows, start=values, size=args.fit_size)
-        lo, hi = spread(loo)
-        print(describe("all scored, leave-one-out", loo))
-        print(f"reported / predicted, leave-one-out: 80% of runs between {lo:.2f}x and {hi:.2f}x")
-        families = len({family(r["run"]) for r in rows})
-        lfo = leave_family_out(rows, start=values, size=args.fit_size)
-        print(describe(f"all scored, leave-one-family-out ({families} families)", lfo))
+    held = fit([r for r in rows if r["split"] == "tune"])
+    for stats in report_splits([r for r in rows if r["split"] != "tune"], held):
+        if stats.runs and stats.split != "all scored":
+            print(f"held out, constants fitted on tune only ({constants_text(held)}): " + stats.line())
     excluded = [r for r in load_runs(args.runs, scored=False) if r.get("exclude", "").strip()]
     for r in excluded:
         print(f"not scored: {r['run']}: {r['exclude']}")

@@ -1,23 +1,23 @@
-"""What explains the default prior's misses on published runs, and what would it take to be within 10%?
+"""What explains the one model's misses on whole published runs, and what would it take to be within 10%?
 
 Usage:
-    python bench/estimate_residuals.py              # the shipped prior on tests/data/published_runs.csv
+    python bench/estimate_residuals.py              # the shipped model on tests/data/published_runs.csv
     python bench/estimate_residuals.py --runs PATH  # another table with the same columns
 
-Why this exists: the issue's target (median error <= 10%) is not met by the default prior (README, Estimate
-accuracy). Before saying it cannot be met we ask the table two questions, out of sample:
+Why this exists: the issue's target (median error <= 10%) is not met on whole runs (docs/benchmarks/estimator.md).
+Before saying it cannot be met we ask the table two questions, out of sample:
 
 1. Does anything a user tells `gpuplan estimate` (GPU count, model size, tokens, tokens per parameter,
    sequence length, batch, fp8, the predicted wall time) explain the misses? For each such feature we fit a
-   straight line to the prior's log error, log(predicted / reported GPU-hours), against the feature, correct
+   straight line to the model's log error, log(predicted / reported GPU-hours), against the feature, correct
    the prediction by it, and score every run with the line fitted *without* it (leave-one-out) and without its
    whole model family (leave-family-out: a new user's model is a family the table has not seen).
 2. Does knowing who ran it explain them? Each run is corrected by the median log error of the *other* runs of
    its family (same team, same software stack): what `gpuplan calibrate` does with a user's own finished runs.
 
-The prior's own three bases were fitted on all these rows, so "prior alone" is its in-sample figure; the
+The run overhead's constants were fitted on all these rows, so "model alone" is its in-sample figure; the
 corrections are out of sample. A line is fitted with a small ridge on the slope (features are standardised), so
-a feature with no signal leaves the prior as it is rather than chasing noise.
+a feature with no signal leaves the model as it is rather than chasing noise.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ FEATURES: tuple[Feature, ...] = (
 
 @dataclass(frozen=True)
 class Score:
-    """How a corrected prior does on runs it did not see: median |error| and the share within 10%."""
+    """How a corrected model does on runs it did not see: median |error| and the share within 10%."""
 
     runs: int
     median_abs_error: float
@@ -78,7 +78,7 @@ class Score:
 
 
 def log_errors(rows: Sequence[Row]) -> list[float]:
-    """log(predicted / reported GPU-hours) under the shipped prior, per run."""
+    """log(predicted / reported GPU-hours) under the shipped model, per run."""
     return [math.log(predict(r) / float(r["reported_gpu_hours"])) for r in rows]
 
 
@@ -126,21 +126,21 @@ class Line:
 
 
 def report(rows: Sequence[Row]) -> list[Line]:
-    """The prior alone, each feature's out-of-sample correction, and the family calibration."""
+    """The model alone, each feature's out-of-sample correction, and the family calibration."""
     ys = log_errors(rows)
     singles = [str(i) for i in range(len(rows))]
     families = [family(r["run"]) for r in rows]
     alone = Score.of(ys)
-    lines = [Line("prior alone (in-sample)", alone, alone),
-             Line("prior + a constant", Score.of(held_out([0.0] * len(ys), ys, singles)),
+    lines = [Line("model alone (in-sample)", alone, alone),
+             Line("model + a constant", Score.of(held_out([0.0] * len(ys), ys, singles)),
                   Score.of(held_out([0.0] * len(ys), ys, families)))]
     for feature in FEATURES:
         xs = [feature.value(r) for r in rows]
-        lines.append(Line(f"prior + a line in {feature.name}", Score.of(held_out(xs, ys, singles)),
+        lines.append(Line(f"model + a line in {feature.name}", Score.of(held_out(xs, ys, singles)),
                           Score.of(held_out(xs, ys, families))))
     calibrated = family_calibrated(rows, ys)
     if calibrated:
-        lines.append(Line("prior x the median of the other runs of the same family", Score.of(calibrated), None))
+        lines.append(Line("model x the median of the other runs of the same family", Score.of(calibrated), None))
     return lines
 
 

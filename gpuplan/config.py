@@ -40,6 +40,9 @@ from pathlib import Path
 from typing import Any
 
 from gpuplan.errors import UserError
+from gpuplan.paths import expand_user
+
+MAX_CONFIG_BYTES = 256 * 1024  # a config file is a few hundred bytes; 10 MB of comments took seconds to parse
 
 
 @dataclass(frozen=True)
@@ -66,9 +69,9 @@ SECTIONS = ("defaults", "providers")
 def config_path() -> Path:
     explicit = os.environ.get("GPUPLAN_CONFIG")
     if explicit:
-        return Path(explicit).expanduser()
+        return expand_user(explicit)
     xdg = os.environ.get("XDG_CONFIG_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".config"
+    base = expand_user(xdg) if xdg else Path.home() / ".config"
     return base / "gpuplan" / "config.toml"
 
 
@@ -89,8 +92,13 @@ def parse_toml(text: str, path: Path) -> dict[str, Any]:
         import tomllib
     else:  # pragma: no cover - Python 3.10
         import tomli as tomllib
+    from gpuplan.readfile import check_nesting
+
+    check_nesting(text, f"config file {path}", comment="#")
     try:
         return tomllib.loads(text)
+    except RecursionError:
+        raise UserError(f"config file {path} nests too deep") from None
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"config file {path} is not valid TOML: {exc}") from exc
 
@@ -98,15 +106,21 @@ def parse_toml(text: str, path: Path) -> dict[str, Any]:
 def load_config(path: Path | None = None) -> dict[str, Any]:
     """The parsed and checked file, or {} when there is none; a malformed file is a UserError naming it."""
     path = path or config_path()
-    if not path.exists():
+    try:
+        exists = path.exists()
+    except OSError as exc:  # a name over 255 bytes (ENAMETOOLONG): no file can have it
+        raise UserError(f"config file {str(path)[:80]}...: {exc.strerror}") from None
+    if not exists:
         if os.environ.get("GPUPLAN_CONFIG") and path == config_path():
             # Named on purpose, so a typo in the path must not silently drop the settings (e.g. the GCP project).
             raise UserError(f"config file {path} (from $GPUPLAN_CONFIG) does not exist")
         return {}
+    from gpuplan.readfile import read_text
+
     try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"cannot read the config file {path}: {exc}") from exc
+        text = read_text(path, "the config file", MAX_CONFIG_BYTES)  # regular files only, bounded
+    except FileNotFoundError as exc:
+        raise UserError(f"cannot read the config file {path}: {exc.strerror}") from exc
     data = parse_toml(text, path)
     check_config(data, path)
     return data

@@ -14,10 +14,21 @@ def data_home() -> Path:
     """
     explicit = os.environ.get("GPUPLAN_HOME")
     if explicit:
-        return Path(explicit).expanduser()
+        return expand_user(explicit)
     xdg = os.environ.get("XDG_DATA_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".local" / "share"
+    base = expand_user(xdg) if xdg else Path.home() / ".local" / "share"
     return base / "gpuplan"
+
+
+def expand_user(path: str | os.PathLike[str]) -> Path:
+    """`~` and `~user` expanded; a user that does not exist (`~0`, `~nobody2`) is the user's mistake (exit 2), not
+    the RuntimeError pathlib raises."""
+    try:
+        return Path(path).expanduser()
+    except RuntimeError:
+        from gpuplan.errors import UserError
+
+        raise UserError(f"{str(path)[:80]!r}: no such user's home folder (~ names a user)") from None
 
 
 def default_db_url() -> str:
@@ -41,7 +52,7 @@ def make_private_dir(path: str | os.PathLike[str]) -> Path:
     gpuplan creates for them is private whatever the umask. Folders that already exist keep their mode: a user's
     own choice of parent (say /scratch/team) is not gpuplan's to change.
     """
-    path = Path(path).expanduser()
+    path = expand_user(path)
     missing = []
     for folder in (path, *path.parents):
         if folder.exists():

@@ -22,6 +22,7 @@ from pathlib import Path
 
 PAUSE_AT = "GPUPLAN_TEST_PAUSE_AT"
 PAUSE_FILE = "GPUPLAN_TEST_PAUSE_FILE"
+PAUSE_RESUME = "GPUPLAN_TEST_PAUSE_RESUME"  # set: go on once the pause file is removed (the disk-full test)
 
 
 def pause_point(name: str) -> None:
@@ -33,5 +34,9 @@ def pause_point(name: str) -> None:
         tmp = Path(f"{marker}.{os.getpid()}.tmp")
         tmp.write_text(str(os.getpid()))
         os.replace(tmp, marker)
+    if os.environ.get(PAUSE_RESUME) and marker:  # resume when the test removes the file (it changed something)
+        while Path(marker).exists():
+            time.sleep(0.02)
+        return
     while True:
         time.sleep(3600)

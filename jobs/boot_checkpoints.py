@@ -164,6 +164,7 @@ on_interruption() {
     "$(date -u +%Y-%m-%dT%H:%M:%SZ)" >"$RUN_DIR/interruption.json.tmp"
   mv "$RUN_DIR/interruption.json.tmp" "$RUN_DIR/interruption.json"
   log "interruption notice from the cloud ($action): asking the job to save its checkpoint and stop"
+  group_broken "interrupted by the cloud"  # a multi-node group ends with it (gpuplan.jobs.boot_peers)
   stop_job
   ship
   # A job that does not stop in time (it ignores SIGTERM, or saves slowly) still gets what it has saved copied

@@ -16,6 +16,13 @@ The hooks the script calls (each a shell function; the defaults below do nothing
 - `report_status KEY VALUE`: publish the job's status or exit code where the provider reads it back (GCP guest
   attributes); best effort.
 - `interruption_notice`: print the cloud's notice and succeed once the machine is about to be interrupted.
+- `machine_end REASON`: end this machine once its job is over (REASON: `max_hours` when the fail-safe fired, else
+  empty). Default: power off, which ends the machine and its bill where the provider launches it to terminate on
+  shutdown (AWS InstanceInitiatedShutdownBehavior=terminate). GCP deletes the VM instead (a stopped VM bills its
+  disk): providers/gcp/self_delete.py.
+- `fabric_run_args`: extra container run arguments for the machine's inter-node fabric, one a line (AWS EFA:
+  its devices and unlimited locked memory); `fabric_note RUNTIME IMAGE`: print a note when the image cannot use
+  that fabric. Both print nothing by default.
 - `instance_tag KEY`, `launch_index`: this machine's tag KEY and its index in the call that started it (a
   multi-node run whose nodes read their rank from tags: gpuplan.jobs.boot_identity).
 
@@ -57,12 +64,24 @@ interruption_notice() {
   return 1
 }
 
+machine_end() {
+  shutdown -h now || poweroff || true
+}
+
 instance_tag() {
   return 1
 }
 
 launch_index() {
   return 1
+}
+
+fabric_run_args() {
+  return 0
+}
+
+fabric_note() {
+  return 0
 }
 """
 

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 IDENTITY_WAIT_SECONDS = 600  # how long a node waits for its rank and master-address tags
 IDENTITY_POLL_SECONDS = 5
 # The job contract's variables that hold the node's rank (gpuplan.jobs.runner.job_environment): set at boot.
-RANK_VARIABLES = ("NODE_RANK", "GPUPLAN_NODE_RANK", "RANK")
+RANK_VARIABLES = ("NODE_RANK", "GPUPLAN_NODE_RANK", "PET_NODE_RANK", "RANK")
 
 
 def identity_assignments(rank_tag: str | None, master_tag: str | None, wait_seconds: int, poll_seconds: int,

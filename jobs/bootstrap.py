@@ -21,8 +21,7 @@ providers/aws/boot.py, providers/gcp/boot.py): with a secret store the script ca
 job.log and metrics.jsonl every minute and exit.json at the end; `report_status` publishes the exit code and a
 status where the provider reads them back (GCP guest attributes).
 
-A node may also learn its rank and the master's address at boot from instance tags (`rank_tag`/`master_tag`, AWS
-multi-node): gpuplan.jobs.boot_identity.
+A node may learn its rank and the master's address from instance tags (AWS): gpuplan.jobs.boot_identity.
 
 With the run's durable storage (`checkpoint_url`, `code_url`: gpuplan.jobs.storage) the script also unpacks the
 job's code before the command, restores the checkpoints, copies them back every `checkpoint_sync_seconds` and at
@@ -53,9 +52,19 @@ from gpuplan.jobs.boot_identity import (
     RANK_VARIABLES,
     identity_assignments,
 )
+from gpuplan.jobs.boot_peers import (
+    PEER_FUNCTIONS,
+    PEER_POLL_SECONDS,
+    PEER_STALE_SECONDS,
+    PEER_STEP,
+    peer_assignments,
+)
+from gpuplan.jobs.exec_form import exec_argv, forwarding_argv
 from gpuplan.jobs.runner import CONTAINER_RUN_DIR, NodeLaunch, job_environment, refuse_options
 
 SHIP_INTERVAL_SECONDS = 60
+# The contract's names for rank 0's address: set once the script knows it (torchrun reads PET_MASTER_ADDR).
+MASTER_VARIABLES = ("MASTER_ADDR", "GPUPLAN_MASTER_ADDR", "PET_MASTER_ADDR")
 
 
 @dataclass(frozen=True)
@@ -101,6 +110,9 @@ class BootPlan:
     interruption_watch: bool = False
     notice_poll_seconds: int = NOTICE_POLL_SECONDS
     code_url: str | None = None  # the job's packed folder, unpacked before the command runs
+    # Multi-node: how often a node checks its peers, and after how long a silent peer is gone (jobs.boot_peers).
+    peer_poll_seconds: int = PEER_POLL_SECONDS
+    peer_stale_seconds: int = PEER_STALE_SECONDS
 
 
 def q(value: object) -> str:
@@ -130,14 +142,14 @@ def render_boot_script(plan: BootPlan) -> str:
         run_dir=CONTAINER_RUN_DIR,
     )
     # The master address may only be known on the machine itself (rank 0): filled in at boot, below.
-    contract = {k: v for k, v in contract.items() if k not in ("MASTER_ADDR", "GPUPLAN_MASTER_ADDR")}
+    contract = {k: v for k, v in contract.items() if k not in MASTER_VARIABLES}
     user_env = {k: v for k, v in plan.env.items() if k not in contract}
     max_seconds = int(plan.max_hours * 3600) if plan.max_hours else ""
     by_reference = {k: v for k, v in plan.secret_params.items() if k not in plan.secrets}
     bad = [k for k in [*plan.secrets, *by_reference] if not _ENV_NAME.fullmatch(k)]
     if bad:
         raise ValueError(f"secret names must be environment variable names: {bad!r}")
-    names = [*user_env, *contract, "MASTER_ADDR", "GPUPLAN_MASTER_ADDR", *plan.secrets, *by_reference]
+    names = [*user_env, *contract, *MASTER_VARIABLES, *plan.secrets, *by_reference]
     if bool(plan.rank_tag) != bool(plan.master_tag):
         raise ValueError("rank_tag and master_tag go together: a node needs both its rank and the master's address")
     from_tags = bool(plan.rank_tag)
@@ -170,7 +182,9 @@ def render_boot_script(plan: BootPlan) -> str:
                 else 0),
         _assign("NODE_RANK_", int(plan.node_rank)),
         _assign("MASTER_ADDR_", plan.master_addr or ""),
-        _array("JOB_ARGV", list(plan.argv)),
+        # The command in exec form, and under the signal forwarder in a container (gpuplan.jobs.exec_form).
+        _array("JOB_ARGV", exec_argv(plan.argv)),
+        _array("CONTAINER_ARGV", forwarding_argv(exec_argv(plan.argv))),
         _array("ENV_NAMES", names),
         _array("SECRET_NAMES", list(by_reference)),
         _array("SECRET_PARAMS", list(by_reference.values())),
@@ -179,6 +193,7 @@ def render_boot_script(plan: BootPlan) -> str:
                                 plan.cloud.notice_source if plan.interruption_watch else None,
                                 plan.notice_poll_seconds),
         _assign("CODE_URL", plan.code_url or ""),
+        *peer_assignments(plan.peer_poll_seconds, plan.peer_stale_seconds),
         *(identity_assignments(plan.rank_tag, plan.master_tag, plan.identity_wait_seconds,
                                plan.identity_poll_seconds, rank_names) if from_tags else []),
         "",
@@ -192,7 +207,8 @@ def render_boot_script(plan: BootPlan) -> str:
         .replace("@CODE_STEP@\n", CODE_STEP)
         .replace("@SHIP_INTERVAL@", str(SHIP_INTERVAL_SECONDS)).replace("@RUN_DIR@", CONTAINER_RUN_DIR)
         .replace("@IDENTITY_FUNCTIONS@\n", IDENTITY_FUNCTIONS + "\n" if from_tags else "")
-        .replace("@IDENTITY_STEP@", IDENTITY_STEP if from_tags else ""),
+        .replace("@IDENTITY_STEP@", IDENTITY_STEP if from_tags else "")
+        .replace("@PEER_FUNCTIONS@\n", PEER_FUNCTIONS).replace("@PEER_STEP@\n", PEER_STEP),
     ]
     return "\n".join(lines).rstrip() + "\n"
 
@@ -215,7 +231,8 @@ def boot_plan_for(launch: NodeLaunch, *, secrets: Mapping[str, str], storage_url
 
 
 # The fixed part: refers to the variables above only inside double quotes; contains no user text.
-_BODY = r"""RUN_DIR="$BASE_DIR/run"
+_BODY = r"""BOOT_EPOCH=$(date +%s)
+RUN_DIR="$BASE_DIR/run"
 LOG="$RUN_DIR/job.log"
 mkdir -p "$RUN_DIR"
 exec >>"$BASE_DIR/boot.log" 2>&1
@@ -244,6 +261,7 @@ ship() {
 @CLOUD_HOOKS@
 @IDENTITY_FUNCTIONS@
 @CHECKPOINT_FUNCTIONS@
+@PEER_FUNCTIONS@
 fetch_secrets() {
   # Secret values live in the cloud's secret store; the script only knows their names (the cloud's
   # `store_secret` reads one). Values are exported to the job's environment, never printed or written.
@@ -260,10 +278,11 @@ fetch_secrets() {
 }
 
 power_off() {
+  # $1: `max_hours` when the fail-safe fired. machine_end: the cloud's hook (power off, or its own end).
   ship
   if [ "$POWEROFF" = 1 ]; then
-    log "powering off"
-    shutdown -h now || poweroff || true
+    log "ending the machine"
+    machine_end "${1:-}"
   else
     log "would power off now (power-off disabled)"
   fi
@@ -287,10 +306,11 @@ finish() {
   local code=$1 reason=$2
   # The periodic shipper must not outlive the job (where power_off is off, nothing else would end it).
   local helper
-  for helper in "${SHIPPER:-}" "${CKPT_SYNCER:-}" "${NOTICE_WATCHER:-}"; do
+  for helper in "${SHIPPER:-}" "${CKPT_SYNCER:-}" "${NOTICE_WATCHER:-}" "${PEER_WATCHER:-}"; do
     [ -n "$helper" ] && kill "$helper" 2>/dev/null
   done
   checkpoint_push
+  if [ "$code" != 0 ] || [ -n "$reason" ]; then group_broken "${reason:-exit code $code}"; fi  # boot_peers
   record_exit "$code" "$reason"
   log "job ended with exit code $code${reason:+ ($reason)}"
   if [ "$reason" = interrupted ] && [ "$POWEROFF" = 1 ]; then
@@ -342,7 +362,7 @@ if [ -n "$MAX_SECONDS" ]; then
     if [ ! -f "$RUN_DIR/exit.json" ]; then
       record_exit 124 max_hours
     fi
-    power_off
+    power_off max_hours
   ) &
   WATCHDOG=$!
 fi
@@ -370,7 +390,7 @@ if [ -z "$MASTER_ADDR_" ]; then
   fi
   MASTER_ADDR_=${MASTER_ADDR_:-127.0.0.1}
 fi
-export MASTER_ADDR="$MASTER_ADDR_" GPUPLAN_MASTER_ADDR="$MASTER_ADDR_"
+export MASTER_ADDR="$MASTER_ADDR_" GPUPLAN_MASTER_ADDR="$MASTER_ADDR_" PET_MASTER_ADDR="$MASTER_ADDR_"
 
 # --- the container runtime
 RUNTIME=process
@@ -416,7 +436,8 @@ if [ "$RUNTIME" = process ]; then
   # Its own process group (setsid execs in place: the pid stays the job's), so a stop reaches all of it.
   GPUPLAN_RUN_DIR="$RUN_DIR" GPUPLAN_METRICS="$RUN_DIR/metrics.jsonl" setsid "${JOB_ARGV[@]}" >>"$LOG" 2>&1 &
 else
-  RUN_ARGS=(run --rm --name "gpuplan-$RUN_ID-$NODE_RANK_" --network host --ipc host -v "$RUN_DIR:@RUN_DIR@"
+  # --init: PID 1 is an init that forwards the stop to the job (gpuplan.jobs.exec_form, with the docs).
+  RUN_ARGS=(run --rm --init --name "gpuplan-$RUN_ID-$NODE_RANK_" --network host --ipc host -v "$RUN_DIR:@RUN_DIR@"
     "${CODE_MOUNT[@]}")
   if [ -n "$WORKDIR" ]; then
     RUN_ARGS+=(-w "$WORKDIR")
@@ -424,17 +445,23 @@ else
   if [ "$EXPECTED_GPUS" -gt 0 ]; then
     if [ "$RUNTIME" = docker ]; then RUN_ARGS+=(--gpus all); else RUN_ARGS+=(--device nvidia.com/gpu=all); fi
   fi
+  # The machine's fabric (a hook: its devices and limits, one argument a line); none on most machines.
+  while IFS= read -r arg; do
+    RUN_ARGS+=("$arg")
+  done < <(fabric_run_args)
   for name in "${ENV_NAMES[@]}"; do
     RUN_ARGS+=(-e "$name")
   done
   if ! "$RUNTIME" image inspect "$IMAGE" >/dev/null 2>&1; then
     "$RUNTIME" pull "$IMAGE" >>"$LOG" 2>&1 || finish 125 "cannot pull the image"
   fi
+  fabric_note "$RUNTIME" "$IMAGE" >>"$LOG" 2>&1 || true
   # Not detached: the runtime client forwards a SIGTERM to the container (sig-proxy).
-  "$RUNTIME" "${RUN_ARGS[@]}" "$IMAGE" "${JOB_ARGV[@]}" >>"$LOG" 2>&1 &
+  "$RUNTIME" "${RUN_ARGS[@]}" "$IMAGE" "${CONTAINER_ARGV[@]}" >>"$LOG" 2>&1 &
 fi
 JOB_PID=$!
 echo "$JOB_PID" >"$RUN_DIR/job.pid"
+@PEER_STEP@
 wait "$JOB_PID"
 CODE=$?
 REASON=
@@ -442,6 +469,8 @@ if [ -f "$RUN_DIR/max_hours_reached" ]; then
   REASON=max_hours
 elif [ -f "$RUN_DIR/interruption.json" ]; then
   REASON=interrupted
+elif [ -f "$RUN_DIR/peer_lost" ]; then
+  REASON=peer_lost  # a node of the group is gone (jobs.boot_peers): status/watch relaunches the group
 fi
 if [ -n "$WATCHDOG" ]; then
   kill "$WATCHDOG" 2>/dev/null || true

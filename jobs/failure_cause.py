@@ -31,6 +31,11 @@ _PULL = ("initializing source", "trying to pull", "manifest unknown", "image not
          "error reading manifest", "requested access to the resource is denied", "name unknown")
 _GPU = ("cdi device", "unresolvable cdi", "could not select device driver", "nvidia-container-cli",
         "nvidia.com/gpu")
+# What the container's init prints when it cannot exec the command: podman's catatonit ("failed to exec pid1: ...",
+# exit 1), docker's tini ("[FATAL tini (7)] exec X failed: ...").
+# The runtime cannot find its init binary (podman: catatonit, docker: docker-init, i.e. tini).
+_NO_INIT = ("container-init binary not found", '"docker-init": executable file not found')
+_INIT_EXEC_FAILED = ("failed to exec pid1:", "] exec ")
 _NOT_FOUND = ("executable file not found", "no such file or directory", "not found")
 _RUNTIME_LINE = re.compile(r"^(?:Error: |docker: |Error response from daemon: )")
 
@@ -112,6 +117,14 @@ def _last_line(output: str) -> str:
     return last if len(last) <= 300 else last[:297] + "..."
 
 
+def _init_exec_failure(output: str) -> str | None:
+    """The init's line saying it could not exec the job's command, if the output has one."""
+    for line in output.splitlines()[-20:]:
+        if any(m in line for m in _INIT_EXEC_FAILED) and ("catatonit" in line or "tini" in line):
+            return line.strip()
+    return None
+
+
 def failure_cause(code: int, *, runtime: str, image: str | None, output: str,
                   oom: tuple[int, str] | None = None) -> str | None:
     """The cause of a non-zero exit in words, or None when nothing more than the exit code is known.
@@ -134,6 +147,12 @@ def failure_cause(code: int, *, runtime: str, image: str | None, output: str,
                 "else killed it")
     if code < 0:
         return f"killed by signal {signal.Signals(-code).name} (exit {code})"
+    if runtime in ("podman", "docker") and any(k in lowered for k in _NO_INIT):
+        return (f"{runtime} has no init for --init (jobs run with one so a stop reaches them): install "
+                f"{'catatonit' if runtime == 'podman' else 'tini'}: {runtime_message(output) or _last_line(output)}")
+    init_said = _init_exec_failure(output) if runtime in ("podman", "docker") else None
+    if init_said:  # the container's init (--init) could not start the command: it says so, with exit 1 or 127
+        return f"no such command in the image {image}: {init_said}"
     if runtime in ("podman", "docker") and code in (125, 126, 127):
         said = runtime_message(output) or _last_line(output) or "no message"
         if any(k in said.lower() for k in _GPU) or (code == 125 and any(k in lowered for k in _GPU)):

@@ -80,11 +80,13 @@ def orphans(pgid: int, run_id: str) -> list[int]:
     return ours
 
 
-def end_orphans(node_dir: Path, pgid: int, exit_file: Path, run_id: str, container: str | None = None) -> bool:
-    """A vanished wrapper's job still running (its processes in group `pgid`, or its container `container`: a
-    container runs under the runtime's monitor, outside the group): end it and record the node's end now, so it
-    is billed until its last process ended. False when nothing was left (nothing written)."""
-    members = orphans(pgid, run_id)
+def end_orphans(node_dir: Path, pgid: int, exit_file: Path, run_id: str, container: str | None = None,
+                contained: list[int] | None = None) -> bool:
+    """A vanished wrapper's job still running (its processes in group `pgid`, or in its containment `contained`
+    (gpuplan.jobs.containment: what left the group), or its container `container`: a container runs under the
+    runtime's monitor, outside the group): end it and record the node's end now, so it is billed until its last
+    process ended. False when nothing was left (nothing written)."""
+    members = sorted(set(orphans(pgid, run_id)) | set(contained or []))
     removed = remove_container(container) if container else False
     if not members and not removed:
         return False

@@ -9,8 +9,9 @@ when the job ends. `gpuplan status` reads that file, so it tells the truth even 
 
 Both ways of running get the same environment contract (see `job_environment`): GPUPLAN_RUN_ID,
 GPUPLAN_RUN_DIR, GPUPLAN_METRICS, GPUPLAN_NODE_RANK/NNODES/NPROC_PER_NODE/MASTER_ADDR/MASTER_PORT and the
-torchrun names MASTER_ADDR, MASTER_PORT, NODE_RANK, NNODES, NPROC_PER_NODE (plus RANK, WORLD_SIZE and LOCAL_RANK
-when each node runs one process, so `init_process_group("gloo")` works without torchrun).
+torchrun names MASTER_ADDR, MASTER_PORT, NODE_RANK, NNODES, NPROC_PER_NODE, torchrun's own PET_NNODES,
+PET_NODE_RANK, PET_MASTER_ADDR, PET_MASTER_PORT, PET_NPROC_PER_NODE (TORCHRUN_VARIABLES), plus RANK, WORLD_SIZE
+and LOCAL_RANK when each node runs one process, so `init_process_group("gloo")` works without torchrun.
 
 The wrapper also enforces `max_hours` on its own, like the power-off timer of a cloud boot script: a fail-safe
 that holds even when no gpuplan process is watching. Launch sets it to the tightest of the run's caps, not just
@@ -32,6 +33,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpuplan.jobs import containment as contained
+from gpuplan.jobs.exec_form import exec_argv, forwarding_argv
 from gpuplan.jobs.failure_cause import OomWatch, failure_cause
 from gpuplan.jobs.gpu_devices import gpu_run_args
 from gpuplan.jobs.job_group import die_with_parent, kill_rest
@@ -46,6 +49,20 @@ LOG_FILE = "job.log"
 CONTAINER_RUN_DIR = "/gpuplan/run"
 STOP_GRACE_SECONDS = 10.0
 BILLED_FROM_FILE = "started_at"  # the local provider's STARTED_FILE: the node is billed from this time
+STOPPING_FILE = "stopping"
+
+
+def failsafe_deadlines(started: float, hours: float) -> tuple[float, float]:
+    """(SIGTERM at, SIGKILL at), as epoch seconds, for a node billed from `started` that may run `hours`.
+
+    The kill lands just before the cap (a twentieth of it, at most two seconds: the time a busy machine takes
+    to schedule the killer and reap the job), so the last process is gone by then; the stop begins one grace
+    period earlier (at most a tenth of the time). The wrapper's own timer and the independent watchdog
+    (gpuplan.jobs.watchdog) use the same two instants."""
+    total = hours * 3600
+    kill_at = started + total - min(2.0, total / 20)
+    grace = min(STOP_GRACE_SECONDS, total / 10)
+    return kill_at - grace, kill_at
 
 
 @dataclass(frozen=True)
@@ -83,6 +100,21 @@ class NodeLaunch:
         return cls(**json.loads(text))
 
 
+# torchrun reads its options from the environment only under PET_<OPTION> (torch/distributed/argparse_util.py, the
+# `env` action: "Get argument values from PET_{dest} before defaulting to the given default value"; torch/distributed/
+# run.py declares --nnodes, --node-rank, --master-addr, --master-port and --nproc-per-node with it;
+# https://pytorch.org/docs/stable/elastic/run.html). Without them a bare `torchrun --nnodes 2 train.py` makes every
+# node rank 0 of a rendezvous on 127.0.0.1 and hangs. The plain names stay for `init_process_group("env://")`.
+TORCHRUN_VARIABLES = ("PET_NNODES", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT", "PET_NPROC_PER_NODE")
+
+
+def torchrun_variables(nnodes: int, node_rank: int, master_addr: str, master_port: int,
+                       nproc_per_node: int) -> dict[str, str]:
+    """torchrun's own environment variables for one node (see TORCHRUN_VARIABLES)."""
+    return dict(zip(TORCHRUN_VARIABLES, (str(nnodes), str(node_rank), master_addr, str(master_port),
+                                         str(nproc_per_node)), strict=True))
+
+
 def job_environment(launch: NodeLaunch, *, run_dir: str) -> dict[str, str]:
     """The variables every job sees, whatever runs it. `run_dir` is the run folder as the job sees it."""
     world = launch.nnodes * max(launch.nproc_per_node, 1)
@@ -102,6 +134,8 @@ def job_environment(launch: NodeLaunch, *, run_dir: str) -> dict[str, str]:
         "NODE_RANK": str(launch.node_rank),
         "NNODES": str(launch.nnodes),
         "NPROC_PER_NODE": str(launch.nproc_per_node),
+        **torchrun_variables(launch.nnodes, launch.node_rank, launch.master_addr, launch.master_port,
+                             launch.nproc_per_node),
     }
     if launch.master_addr in ("127.0.0.1", "localhost", "::1"):
         # Every node on this machine: the address list SkyPilot/dstack scripts read (one a line, rank 0 first)
@@ -155,7 +189,8 @@ def container_argv(launch: NodeLaunch, runtime: str, env: Mapping[str, str]) -> 
     passed as bare `-e NAME`, so the runtime copies them from its own environment and no value shows in `ps`."""
     assert launch.image
     refuse_options(image=launch.image, workdir=launch.workdir)
-    argv = [runtime, "run", "--rm", "--name", container_name(launch), "--network", "host",
+    # --init: an init is PID 1 and forwards the stop to the job (gpuplan.jobs.exec_form says why and cites the docs).
+    argv = [runtime, "run", "--rm", "--init", "--name", container_name(launch), "--network", "host",
             "--label", f"gpuplan.run-id={launch.run_id}",
             "-v", f"{launch.run_dir}:{CONTAINER_RUN_DIR}"]
     if launch.source_dir:
@@ -167,7 +202,7 @@ def container_argv(launch: NodeLaunch, runtime: str, env: Mapping[str, str]) -> 
         argv += ["-e", f"{key}={value}"]
     for key in launch.secret_names:
         argv += ["-e", key]
-    return [*argv, launch.image, *launch.argv]
+    return [*argv, launch.image, *forwarding_argv(exec_argv(launch.argv))]
 
 
 def process_environment(launch: NodeLaunch, base: Mapping[str, str]) -> dict[str, str]:
@@ -258,6 +293,14 @@ class NodeRunner:
         self._stopping = threading.Event()
         self.output_from = 0
         self.oom: OomWatch | None = None
+        self.containment: contained.Containment | None = None
+
+    def _enter(self) -> None:
+        """`preexec_fn` of the job's first process: die with the wrapper, and be born into the node's cgroup
+        (gpuplan.jobs.containment), which everything it starts inherits."""
+        die_with_parent()
+        if self.containment is not None:
+            contained.enter(self.containment)
 
     def log(self, message: str) -> None:
         with open(self.node_dir / LOG_FILE, "a") as fh:
@@ -273,7 +316,7 @@ class NodeRunner:
         make_private_dir(launch.run_dir)
         log = open(self.node_dir / LOG_FILE, "ab")  # noqa: SIM115 - handed to the child, closed in run()
         if self.runtime == "process":
-            argv = list(launch.argv)
+            argv = exec_argv(launch.argv)  # the program itself gets the stop (gpuplan.jobs.exec_form)
             env = process_environment(launch, os.environ)
             cwd = process_workdir(launch)
         else:
@@ -288,7 +331,7 @@ class NodeRunner:
         self.log(f"node {launch.node_rank} of {launch.nnodes} starting ({self.runtime})")
         self.output_from = (self.node_dir / LOG_FILE).stat().st_size  # what the job and its runtime print next
         self.child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                      env=env, cwd=cwd, preexec_fn=die_with_parent)
+                                      env=env, cwd=cwd, preexec_fn=self._enter)
         self.oom = OomWatch.start(self.child.pid)
         log.close()
         write_atomic(self.node_dir / "job.pid", str(self.child.pid))
@@ -302,11 +345,14 @@ class NodeRunner:
         self._stopping.set()
         self.reason = reason
         self.log(f"stopping: {reason}")
+        write_atomic(self.node_dir / STOPPING_FILE, reason)  # the watchdog's sign that the wrapper is at it
         threading.Thread(target=self._force_after_grace, args=(grace,), daemon=True).start()
         if self.child is not None and self.child.poll() is None:
             self.child.terminate()
             if _leads_group():
                 signal_group(os.getpgrp(), signal.SIGTERM, sparing=os.getpid())
+            if self.runtime == "process" and self.containment is not None:  # what left the group, too
+                contained.signal_all(self.node_dir, signal.SIGTERM, self.containment)
 
     def _force_after_grace(self, grace: float) -> None:
         deadline = time.monotonic() + grace
@@ -320,17 +366,19 @@ class NodeRunner:
             self.child.kill()
         if _leads_group():
             kill_rest(os.getpgrp(), sparing=os.getpid())
+        if self.containment is not None:
+            contained.kill_all(self.node_dir, self.containment)
 
     def arm_failsafe(self, hours: float) -> None:
         """The machine's own timer: the job must be gone `hours` after the node's billed start (the provider
         writes it before starting this wrapper), so its stop begins one grace period earlier (at most a tenth
         of the time) and anything left is killed at the end: what the node can be billed is what was reserved
         for it (gpuplan.launching.reserve)."""
-        total = hours * 3600
-        started = _billed_from(self.node_dir)
-        elapsed = (dt.datetime.now(dt.timezone.utc) - started).total_seconds() if started else 0.0
-        grace = min(STOP_GRACE_SECONDS, total / 10)
-        timer = threading.Timer(max(total - elapsed - grace, 0.0), self.stop, args=("max_hours", grace))
+        started = _billed_from(self.node_dir) or dt.datetime.now(dt.timezone.utc)
+        term_at, kill_at = failsafe_deadlines(started.timestamp(), hours)
+        # The grace ends at kill_at whenever the stop begins (a wrapper that started late has less of it).
+        timer = threading.Timer(max(term_at - time.time(), 0.0),
+                                lambda: self.stop("max_hours", max(kill_at - time.time(), 0.0)))
         timer.daemon = True
         timer.start()
 
@@ -372,20 +420,40 @@ class NodeRunner:
             child.terminate()
         if self.launch.max_hours:
             self.arm_failsafe(self.launch.max_hours)
-        code = child.wait()
-        if _leads_group():  # what the job left behind ends before its end is recorded
-            kill_rest(os.getpgrp(), sparing=os.getpid())
+        code = self._wait(child)
+        gone_at = _now()  # the job's end, unless something it left runs on (then: when that is gone)
+        rest = kill_rest(os.getpgrp(), sparing=os.getpid()) if _leads_group() else 0
+        left = contained.kill_all(self.node_dir, self.containment) if self.containment is not None else 0
+        if rest or left:
+            gone_at = _now()
+        if left:
+            self.log(f"ended {left} process(es) the job left running (they had left its process group)")
         self.log(f"job exited with code {code}")
-        if sync is not None:
+        if sync is not None:  # the machine works on while it copies the checkpoints: billed until done
             self.log(f"copied {sync.stop()} checkpoint file(s) to {sync.storage}")
-        record: dict[str, Any] = {"exit_code": code, "ended_at": _now(), "reason": self.reason,
+            gone_at = _now()
+        record: dict[str, Any] = {"exit_code": code, "ended_at": gone_at, "reason": self.reason,
                                   "runtime": self.runtime}
         cause = self.failure_cause(code) if self.reason is None else None
         if cause:
             record["cause"] = cause
             self.log(f"failed: {cause}")
-        write_atomic(self.node_dir / EXIT_FILE, json.dumps(record))
+        if read_exit(self.node_dir) is None:  # the watchdog records the end itself when this wrapper was frozen
+            write_atomic(self.node_dir / EXIT_FILE, json.dumps(record))
+        contained.remove(self.containment)
         return code
+
+    def _wait(self, child: subprocess.Popen[bytes]) -> int:
+        """Wait for the job; without a cgroup, keep a snapshot of its processes for whoever outlives this wrapper
+        (gpuplan.jobs.containment, the group fallback)."""
+        if self.containment is None or self.containment.kind == "cgroup":
+            return child.wait()
+        while True:
+            contained.snapshot_members(self.node_dir, os.getpid())
+            try:
+                return child.wait(timeout=0.5)
+            except subprocess.TimeoutExpired:
+                continue
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -401,6 +469,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     write_atomic(node_dir / PID_FILE, str(os.getpid()))
     launch = NodeLaunch.from_json((node_dir / LAUNCH_FILE).read_text())
     runner = NodeRunner(node_dir, launch)
+    contained.become_subreaper()  # a setsid or double-forked process of the job re-parents here, not to init
+    try:
+        runner.containment = contained.create(node_dir)
+    except OSError as exc:
+        runner.log(f"could not record how the job is contained: {exc}")
     signal.signal(signal.SIGTERM, lambda *_: runner.stop("stopped"))
     signal.signal(signal.SIGINT, lambda *_: runner.stop("stopped"))
     signal.signal(signal.SIGHUP, signal.SIG_IGN)

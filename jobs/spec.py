@@ -35,6 +35,7 @@ from pydantic import (
 
 from gpuplan.errors import UserError
 from gpuplan.jobs.spec_bounds import deadline_in_range
+from gpuplan.jobs.spec_fields import describe_fields
 from gpuplan.limits import check
 from gpuplan.units import MONEY_LIMIT, parse_duration_hours, parse_size
 
@@ -130,7 +131,21 @@ SecretName = Annotated[str, AfterValidator(lambda key: _check_env_name(key, "sec
 
 class _Model(BaseModel):
     # allow_inf_nan=False: YAML reads `.inf` and `.nan` as floats; a throughput of infinity is no measurement.
-    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=False, allow_inf_nan=False)
+    # json_schema_extra: each field's description (jobs/spec_fields.py) in the JSON schema the docs and editors read.
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=False, allow_inf_nan=False,
+                              json_schema_extra=describe_fields)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_as_number(cls, value: Any, info: ValidationInfo) -> Any:
+        """`tp: true` was taken as 1 (pydantic's lax mode turns a bool into a number): a true/false is refused
+        wherever the field is not itself a yes/no."""
+        if isinstance(value, bool) and info.field_name is not None:
+            annotation = str(cls.model_fields[info.field_name].annotation)
+            numeric = any(kind in annotation for kind in ("int", "float", "Decimal"))
+            if numeric and "bool" not in annotation and "list" not in annotation:
+                raise ValueError(f"expected a number, not {str(value).lower()} (a yes/no)")
+        return value
 
 
 # ---------------------------------------------------------------------------------------------- sections
@@ -152,6 +167,10 @@ class Resources(_Model):
     # Wavelength Zone (use1-atl2-az1), which needs its own opt-in and subnet.
     zones: StrList = Field(default_factory=list)
     max_price_per_hour: PricePerHour | None = None
+    # Failover never leaves the GPU count asked for (a 1-GPU job quoted at ~$1/h is never sent to a $16/h 8-GPU
+    # machine); `larger_machines: true` lets it go on to machines with more of the same GPU, each listed with its
+    # price before the launch (gpuplan.launching.placements.larger_fallbacks).
+    larger_machines: bool = False
 
     @field_validator("zones")
     @classmethod
@@ -226,9 +245,9 @@ class WorkloadSpec(_Model):
     # How the training code lays the job out, when it says (the config-aware estimate then times a step; gpuplan
     # does not configure the framework): the same choices as estimate's --tp/--pp/--pp-schedule/--recompute/
     # --tp-overlap/--dp-overlap/--interconnect.
-    tp: Annotated[int, _within("model_parallel")] = 1
-    pp: Annotated[int, _within("model_parallel")] = 1
-    pp_schedule: Literal["1f1b", "interleaved"] = "1f1b"
+    tp: Annotated[int, _within("model_parallel")] | None = None  # None: the estimate's default (layout.py)
+    pp: Annotated[int, _within("model_parallel")] | None = None
+    pp_schedule: Literal["1f1b", "interleaved"] | None = None
     recompute: Literal["none", "selective", "op", "full"] | None = None
     tp_overlap: bool = False
     dp_overlap: bool = False
@@ -238,6 +257,7 @@ class WorkloadSpec(_Model):
     mfu: Annotated[float, _within("mfu")] | None = None
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, protected_namespaces=(),
+                              json_schema_extra=describe_fields,
                               allow_inf_nan=False)
 
     @field_validator("model")
@@ -266,12 +286,13 @@ class WorkloadSpec(_Model):
             raise ValueError(f"give one of params, model or model_config, not {' and '.join(given)}")
         if self.samples is not None and self.seq_len is None:
             raise ValueError("samples needs seq_len to turn into tokens")
-        if self.recompute not in (None, "full") and self.activation_checkpointing:
-            raise ValueError(f"activation_checkpointing means recompute full, not {self.recompute}")
-        if self.tp_overlap and self.tp < 2:
-            raise ValueError("tp_overlap needs tp of 2 or more")
-        if self.dp_overlap and self.sharding not in ("zero1", "zero2"):
-            raise ValueError("dp_overlap needs sharding zero1 or zero2 (the sharded optimizer's all-gather)")
+        from gpuplan.estimating.layout import SPEC_NAMES, layout_problems
+
+        problems = layout_problems(SPEC_NAMES, tp=self.tp or 1, sharding=self.sharding, recompute=self.recompute,
+                                   activation_checkpointing=self.activation_checkpointing,
+                                   tp_overlap=self.tp_overlap, dp_overlap=self.dp_overlap)
+        if problems:
+            raise ValueError("; ".join(problems))
 
         if self.tokens is None and self.total_tokens is not None:  # each factor is in range, the product need not be
             check("tokens", self.total_tokens, "samples x seq_len x epochs")
@@ -370,6 +391,8 @@ class JobSpec(_Model):
 
     name: str = Field(min_length=1, max_length=200)
     image: str | None = None
+    # The image's CPU architecture when its registry cannot be asked (gpuplan.launching.image_arch); default amd64.
+    arch: Literal["amd64", "arm64"] | None = None
     command: Annotated[str | list[str] | None, BeforeValidator(_command)] = None
     run: str | None = None
     # Runs once on every node before `command`/`run`, in the same place (container or host), as its own script
@@ -533,12 +556,15 @@ def spec_hash(text: str) -> str:
 def load_spec(path: str | Path) -> JobSpec:
     """Read and validate a job spec file; every problem is a SpecError naming `file:line`."""
     from gpuplan.jobs.spec_bounds import SpecBoundsError, read_bounded
+    from gpuplan.readfile import FileRefused
 
     path = Path(path)
     try:
         text = read_bounded(path)
     except FileNotFoundError as exc:
         raise SpecError(f"job spec {path} does not exist") from exc
+    except FileRefused as exc:  # not a regular file, too big, not UTF-8 (gpuplan.readfile)
+        raise SpecError(str(exc)) from None
     except SpecBoundsError as exc:
         raise SpecError(f"{path}: {exc}") from None
     except (OSError, UnicodeDecodeError) as exc:

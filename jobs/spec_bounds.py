@@ -31,11 +31,9 @@ class SpecBoundsError(ValueError):
 
 def read_bounded(path: Path) -> str:
     """The spec file's text, read at most MAX_SPEC_BYTES + 1 bytes (a device like /dev/zero never ends)."""
-    with open(path, "rb") as fh:
-        raw = fh.read(MAX_SPEC_BYTES + 1)
-    if len(raw) > MAX_SPEC_BYTES:
-        raise SpecBoundsError(f"the job spec is over {MAX_SPEC_BYTES // 1024} KB; a spec is a few KB of YAML")
-    return raw.decode("utf-8")
+    from gpuplan.readfile import read_text
+
+    return read_text(path, "the job spec", MAX_SPEC_BYTES)  # regular files only (gpuplan.readfile)
 
 
 def check_size(text: str) -> None:
@@ -139,11 +137,11 @@ def find_nul(data: Any, path: str = "") -> str | None:
 def load_bounded(text: str) -> tuple[Any, Any]:
     """(node tree, data) of YAML `text` once every bound holds; SpecBoundsError when one does not, and PyYAML's
     own errors for text that is not YAML. One parse: the data is constructed from the checked node tree."""
-    import yaml
+    from gpuplan.jobs.yaml11 import SpecLoader
 
     check_size(text)
-    check_events(text, yaml.SafeLoader)  # nesting depth, before any recursive code sees the text
-    loader = yaml.SafeLoader(text)
+    check_events(text, SpecLoader)  # nesting depth, before any recursive code sees the text
+    loader = SpecLoader(text)  # YAML 1.1's base-60, octal and yes/no surprises refused (gpuplan.jobs.yaml11)
     try:
         node = loader.get_single_node()
         if node is None:

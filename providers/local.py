@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from gpuplan.errors import UserError
+from gpuplan.jobs import containment as contained
 from gpuplan.jobs.job_group import end_orphans
 from gpuplan.jobs.processes import command_line, pid_alive, working_dir
 from gpuplan.jobs.runner import (
@@ -125,6 +126,7 @@ class LocalProvider(Attachable, Provider):
         """An image means a container: refuse (one line, exit 2, nothing recorded) when no runtime can run one
         here, naming what was tried (gpuplan.jobs.container_runtime), or when podman could not be given the GPUs
         the job asks for (no CDI spec and no nvidia-ctk: gpuplan.jobs.gpu_devices); say which runtime will."""
+        _check_exec_limits(request)  # what execve would refuse (E2BIG) is refused before the run is recorded
         if not request.image or request.runtime == "process":
             return LaunchCheck()
         from gpuplan.jobs.container_runtime import find_runtime, no_runtime_message
@@ -214,8 +216,20 @@ class LocalProvider(Attachable, Provider):
         except OSError as exc:
             raise ProviderError(f"could not start the local job wrapper: {exc}") from exc
         write_atomic(node_dir / PID_FILE, str(proc.pid))  # the wrapper wrote it too, unless not yet started
+        if request.max_hours:
+            self._spawn_watchdog(node_dir)
         return self._instance(node_dir, InstanceState.RUNNING, run_id=request.run_id, rank=rank, launched=started,
                               gpus=float(request.gpus_per_node or 0), tags=request.tags())
+
+    def _spawn_watchdog(self, node_dir: Path) -> None:
+        """The cap's second enforcer, independent of the wrapper being scheduled (gpuplan.jobs.watchdog)."""
+        try:
+            with open(node_dir / "watchdog.err", "ab", opener=_private) as err:
+                subprocess.Popen([self.python, "-m", "gpuplan.jobs.watchdog", str(node_dir)],
+                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+                                 cwd=str(node_dir), start_new_session=True, close_fds=True, umask=0o077)
+        except OSError as exc:
+            raise ProviderError(f"could not start the local job's watchdog: {exc}") from exc
 
     def _instance(self, node_dir: Path, state: str, *, run_id: str | None, rank: int,
                   launched: dt.datetime | None, gpus: float = 0, tags: dict[str, str] | None = None,
@@ -241,6 +255,14 @@ class LocalProvider(Attachable, Provider):
         common = {"run_id": launch.run_id, "rank": launch.node_rank, "launched": launched,
                   "gpus": float(launch.gpus), "tags": tags, "created": launched or _mtime(node_dir / LAUNCH_FILE)}
         ended = read_exit(node_dir)
+        if ended is not None and contained.members(node_dir):
+            # Recorded as ended, yet something of it runs (it left before the wrapper looked): it is ended now,
+            # and the node is billed until then.
+            contained.kill_all(node_dir)
+            detail = "processes of the job outlived its recorded end; gpuplan ended them (billed until then)"
+            ended = {**ended, "ended_at": dt.datetime.now(dt.timezone.utc).isoformat(),
+                     "detail": f"{ended['detail']}; {detail}" if ended.get("detail") else detail}
+            write_atomic(node_dir / EXIT_FILE, json.dumps(ended))
         if ended is not None:
             code = int(ended["exit_code"])
             state = InstanceState.SUCCEEDED if code == 0 and not ended.get("reason") else InstanceState.FAILED
@@ -299,6 +321,9 @@ class LocalProvider(Attachable, Provider):
         for pid in killed:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
+        for _, node_dir in signalled:  # what left the wrapper's group (gpuplan.jobs.containment)
+            if node_dir.exists() and contained.members(node_dir):
+                contained.kill_all(node_dir)
         self._record_unrecorded_stops(signalled, killed)
 
     @staticmethod
@@ -343,7 +368,34 @@ def _end_orphans(node_dir: Path, pid: int, launch: NodeLaunch | None = None) -> 
         except (OSError, ValueError, TypeError):
             return False
     return end_orphans(node_dir, pid, node_dir / EXIT_FILE, launch.run_id,
-                       container_name(launch) if launch.image else None)
+                       container_name(launch) if launch.image else None, contained.members(node_dir))
+
+
+MAX_ARG_STRLEN = 32 * 4096  # Linux: no single argument or environment string may be longer (man 2 execve)
+
+
+def _check_exec_limits(request: LaunchRequest) -> None:
+    """Refuse (UserError) a job whose command line or environment execve(2) would refuse with E2BIG ("Argument
+    list too long"): each string under MAX_ARG_STRLEN, all of them under ARG_MAX. Found at exec, it left a
+    recorded run that failed at once; found here, nothing is recorded."""
+    argv = [str(a) for a in (request.options.get("argv") or ["/bin/sh", "-c", request.command])]
+    env = {**os.environ, **dict(request.env), **dict(request.secrets)}
+    strings = [("the command" if len(argv) == 3 and i == 2 else f"argument {i}", a) for i, a in enumerate(argv)]
+    strings += [(f"environment variable {k}", f"{k}={v}") for k, v in env.items()]
+    for what, text in strings:
+        size = len(text.encode(errors="surrogateescape")) + 1
+        if size > MAX_ARG_STRLEN:
+            raise UserError(f"{what} is {size:,} bytes: Linux refuses any one argument or environment string over "
+                            f"{MAX_ARG_STRLEN // 1024} KiB (execve: Argument list too long); put it in a script "
+                            "file and run that")
+    try:
+        arg_max = os.sysconf("SC_ARG_MAX")
+    except (ValueError, OSError):
+        return
+    total = sum(len(text.encode(errors="surrogateescape")) + 1 + 8 for _, text in strings)  # + the pointer
+    if total > arg_max - 4096:  # a margin for what the wrapper adds (GPUPLAN_* variables, PATH)
+        raise UserError(f"the job's command line and environment come to {total:,} bytes, over this machine's "
+                        f"{arg_max:,} (ARG_MAX: execve would refuse them); put the command in a script file")
 
 
 def _private(path: str, flags: int) -> int:
@@ -389,7 +441,8 @@ def _price(value: Decimal | float | str) -> Decimal:
         price = Decimal(str(value).strip().lstrip("$"))
     except ArithmeticError:
         price = None
-    if price is None or not price.is_finite() or price < 0 or price >= 10**10:
+    # Below a micro-dollar an hour (1e-400) is no price the books can hold (money is kept to 6 decimals).
+    if price is None or not price.is_finite() or price < 0 or price >= 10**10 or 0 < price < Decimal("0.000001"):
         raise ValueError(f"the local price per hour (GPUPLAN_LOCAL_PRICE_PER_HOUR or [providers.local] "
                          f"price_per_hour) must be an amount of dollars, 0 or more, not {value!r}")
     return price

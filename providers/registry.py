@@ -97,9 +97,40 @@ def check_provider_tables(tables: list[str] | None = None) -> None:
                             f"{did_you_mean(table, known)}")
 
 
+# A constructor annotation's words -> the Python types a TOML value may have for it.
+_ACCEPTS: dict[str, tuple[type, ...]] = {
+    "str": (str,), "Path": (str,), "int": (int,), "float": (int, float), "Decimal": (int, float, str),
+    "bool": (bool,), "Sequence": (list,), "list": (list,), "Mapping": (dict,), "dict": (dict,), "Any": (object,),
+}
+
+
+def check_provider_value(provider: str, key: str, value: Any, where: str | None = None) -> None:
+    """One `[providers.NAME]` value against the type its constructor parameter is annotated with."""
+    import inspect
+    import math
+
+    where = where or f"config file {config_path()}: [providers.{provider}] {key}"
+    if isinstance(value, float) and not math.isfinite(value):
+        raise UserError(f"{where} must be a finite number, not {value!r}")
+    param = inspect.signature(load_provider_class(provider).__init__).parameters.get(key)
+    annotation = str(param.annotation) if param is not None else "Any"
+    if param is None or annotation in ("", "inspect._empty", "<class 'inspect._empty'>"):
+        return
+    kinds = [kind for word, kind in _ACCEPTS.items() if word in annotation]
+    accepted = tuple(t for kind in kinds for t in kind)
+    if not accepted or object in accepted:
+        return
+    if isinstance(value, bool) and bool not in accepted:
+        raise UserError(f"{where} must be {annotation.replace(' | None', '')}, not {str(value).lower()}")
+    if not isinstance(value, accepted):
+        raise UserError(f"{where} must be {annotation.replace(' | None', '')}, not {value!r}")
+
+
 def make_provider(name: str, **overrides: Any) -> Provider:
     """The provider registered as `name`, built with the config file's settings (then `overrides`)."""
     check_provider_settings(name)
+    for key, value in provider_settings(name).items():
+        check_provider_value(name, key, value)  # `root = 5` is no path: one line, not a TypeError in __init__
     settings = {**provider_settings(name), **overrides}
     try:
         return get_provider(name, **settings)

@@ -23,7 +23,7 @@ PACKAGE_DIRS = {"gpuplan": "gpuplan", "gpuplan.providers": "providers", "gpuplan
 # Lowest first. `migrations` sits on the store (its env.py reads the models; the store finds the scripts by
 # path, not by import).
 LAYERS = ("hardware", "store", "migrations", "catalog", "estimating", "jobs", "providers", "bench",
-          "calibration", "runs", "books", "planning", "launching", "supervise", "scheduling", "cli")
+          "calibration", "runs", "books", "planning", "launching", "supervise", "scheduling", "cli", "ui")
 
 # Loose modules of gpuplan/: the base every part may use. They import only one another.
 BASE = ("__init__", "errors", "units", "limits", "paths", "config", "cronspec", "testpoint")

@@ -8,12 +8,19 @@ PACKAGES=(
   # Jobs: podman + runc run containers (tests/unit/jobs/test_runner.py, test_bootstrap.py); shellcheck lints boot
   # scripts.
   podman runc busybox-static shellcheck
+  # Containers run with an init as PID 1 (`--init`): podman's catatonit, docker's tini (tests/unit/jobs/
+  # test_container_signals.py). A real OCI registry on 127.0.0.1 answers the image-platform lookups
+  # (tests/unit/jobs/test_image_platforms.py); skopeo pushes images to it.
+  catatonit tini docker-registry skopeo
   # The GCP boot script uploads to GCS with curl (tests/unit/providers/gcp/test_gcs_outputs.py runs it against a
   # loopback fake).
   curl
   # Slurm: tests/support/slurmhelp.py starts a throwaway one-node cluster (scripts/start_slurm.sh); slurmdbd and MariaDB
   # give it accounting so the sacct path is tested too.
   slurm-wlm munge slurmdbd mariadb-server
+  # `gpuplan ui` in a real browser: tests/e2e/test_ui_browser.py drives headless Chromium through Selenium and
+  # Debian's chromedriver (named explicitly, so Selenium Manager never downloads one).
+  chromium chromium-driver
 )
 
 missing=()

@@ -56,6 +56,8 @@ def _isolated_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setenv("GPUPLAN_AWS_PRICE_LIST_URL", "http://127.0.0.1:9")
     monkeypatch.setenv("GPUPLAN_AZURE_PRICES_URL", "http://127.0.0.1:9/api/retail/prices")
     monkeypatch.delenv("GPUPLAN_GCP_API_KEY", raising=False)
+    # Image-platform lookups (gpuplan.jobs.image_registry) go nowhere but a closed loopback port: "unreachable".
+    monkeypatch.setenv("GPUPLAN_REGISTRY_ENDPOINT", "http://127.0.0.1:9")
     monkeypatch.setenv("CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE", "http://127.0.0.1:9/compute/v1/")
     monkeypatch.setenv("CLOUDSDK_API_ENDPOINT_OVERRIDES_STORAGE", "http://127.0.0.1:9/storage/v1/")
     monkeypatch.setenv("CLOUDSDK_API_ENDPOINT_OVERRIDES_SECRETMANAGER", "http://127.0.0.1:9/")

@@ -235,6 +235,9 @@ def load_module(spec: str) -> nn.Module:
         raise UserError(f"--module {spec}: {module_name} has no {attr}") from exc
     try:  # the user's code: whatever it raises (`json:dumps` wants an argument) is their module, not a crash
         model = factory() if callable(factory) and not isinstance(factory, nn.Module) else factory
+    except SystemExit as exc:  # `sys:exit` would end gpuplan itself, silently, with its status
+        raise UserError(f"--module {spec}: calling {attr}() exited ({exc.code!r}) instead of building a model") \
+            from None
     except Exception as exc:
         raise UserError(f"--module {spec}: calling {attr}() failed: {type(exc).__name__}: {exc}") from exc
     if not isinstance(model, nn.Module):

@@ -216,6 +216,29 @@ def status(session: Session, budget: Any, now: dt.datetime, exclude_run_id: str 
     )
 
 
+@dataclass(frozen=True)
+class BudgetRun:
+    """One run behind a budget's figures: what it spent in the budget's window and what it still holds."""
+
+    run_id: str
+    spent_usd: Decimal
+    reserved_usd: Decimal
+    live: bool
+
+
+def runs_behind(session: Session, budget: Any, now: dt.datetime) -> list[BudgetRun]:
+    """The runs a budget's spent and reserved are made of, biggest first: the same ledger query and reservations
+    as `status`, grouped by run (so their spent adds up to the status's spent, and their reserved to its
+    reserved)."""
+    start, end = periods.budget_window(budget.period, now)
+    scope = ledger.Scope(budget.project, tuple(parse_clouds(budget.clouds) or ()) or None)
+    by_run = ledger.spend(session, now=now, since=start, until=end, key="run", scope=scope)
+    spent = {ledger.key_values("run", row.key)[0]: row.cost for row in by_run.rows}
+    held = {r.id: reserved(r, now) for r in _live_runs(session, budget)}
+    ids = sorted(set(spent) | set(held), key=lambda i: (-(spent.get(i, ZERO) + held.get(i, ZERO)), i))
+    return [BudgetRun(i, spent.get(i, ZERO), held.get(i, ZERO), i in held) for i in ids]
+
+
 def check_launch(session: Session, project: str | None, cloud: str | None, est_cost_usd: Decimal | None,
                  now: dt.datetime, exclude_run_id: str | None = None) -> list[Violation]:
     """Every budget the job would break. A job without an estimate breaks only an already-used-up budget.

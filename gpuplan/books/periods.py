@@ -13,6 +13,9 @@ from gpuplan.errors import UserError
 UTC = dt.timezone.utc
 TIME_UNITS = ("day", "week", "month")
 BUDGET_PERIODS = ("month", "week", "total")
+# Times the books can hold and step a period past (the last month of year 9999 has no next): older than any cloud,
+# later than any run.
+FIRST_YEAR, LAST_YEAR = 1900, 9000
 
 
 def parse_when(text: str, option: str = "--since") -> dt.datetime:
@@ -28,7 +31,13 @@ def parse_when(text: str, option: str = "--since") -> dt.datetime:
                         "2026-11-01T12:00Z)") from None
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
-    return parsed.astimezone(UTC)
+    try:
+        utc = parsed.astimezone(UTC)
+    except OverflowError:  # 9999-12-31T23:59:59-12:00 is past the last instant a datetime holds
+        utc = None
+    if utc is None or not FIRST_YEAR <= utc.year <= LAST_YEAR:
+        raise UserError(f"{option}: {text!r} is out of range (years {FIRST_YEAR} to {LAST_YEAR})")
+    return utc
 
 
 def floor(t: dt.datetime, unit: str) -> dt.datetime:

@@ -1,7 +1,7 @@
-"""Which throughput an estimate uses: the user's, a bench record, a calibrated MFU, or the default prior.
+"""Which throughput an estimate uses: the user's, a bench record, a calibrated MFU, or (None) the step model.
 
 `resolve_throughput` is the one place that applies the order of preference
-    --throughput / --mfu (user)  >  a matching `gpuplan bench` record  >  a calibrated MFU  >  default prior.
+    --throughput / --mfu (user)  >  a matching `gpuplan bench` record  >  a calibrated MFU  >  the step model.
 Lookups are plain callables so the bench and calibration features can plug in their own; the defaults here read
 the store with the stdlib sqlite3 module, read-only, and only when the SQLite file exists, so the common
 `gpuplan estimate` path never imports SQLAlchemy (it must answer in < 150 ms). A non-SQLite store (PostgreSQL)
@@ -44,7 +44,7 @@ def params_bucket(params: float) -> str:
 
 def resolve_throughput(*, tokens_per_s: float | None, mfu: float | None, key: LookupKey,
                        lookups: Sequence[Lookup] = ()) -> Throughput | None:
-    """The user's number, else the first lookup that answers, else None (= the default MFU prior).
+    """The user's number, else the first lookup that answers, else None (= the step model).
 
     Raises ValueError when both a throughput and an MFU are given (they would contradict each other).
     """

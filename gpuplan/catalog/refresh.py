@@ -41,7 +41,8 @@ class RefreshReport:
 class PriceSource(Protocol):
     """Who fetches a cloud's live prices: a provider with the `RefreshesPrices` capability (providers/base.py)."""
 
-    cloud: str
+    @property
+    def cloud(self) -> str: ...
 
     def refresh_prices(self, regions: Sequence[str] | None, now: dt.datetime) -> PriceRefresh: ...
 

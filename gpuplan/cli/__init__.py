@@ -59,6 +59,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
                "Live runs and the last ended (one line each), or one run in full."),
     "ssh": ("gpuplan.cli.commands.attach:ssh", "Open a shell on a live run's machine (SSM, IAP, srun, local)."),
     "stop": ("gpuplan.cli.commands.stop:stop", "Stop a run and terminate its machines."),
+    "ui": ("gpuplan.ui.command:ui", "A local web dashboard of runs, the books, budgets, accuracy and plans."),
     "watch": ("gpuplan.cli.commands.watch:watch", "Enforce caps and settle detached runs (loop or --once)."),
 }
 
@@ -149,8 +150,8 @@ class LazyGroup(click.Group):
             if problem is not None:
                 _fail(problem, 2)
             if verbose:
-                _fail(f"unexpected {type(exc).__name__}: {exc}", 1)
-            _fail(f"unexpected {type(exc).__name__}: {exc} (run with -v for the traceback)", 1)
+                _fail(f"unexpected {type(exc).__name__}: {exc} (a bug in gpuplan)", 1)
+            _fail(f"unexpected {type(exc).__name__}: {exc} (a bug in gpuplan: run with -v for the traceback)", 1)
         if isinstance(rv, int) and rv:
             sys.exit(rv)
         sys.exit(0)

@@ -27,9 +27,10 @@ def database_problem(exc: BaseException) -> str | None:
         return None
     reason = str(exc.orig).strip() if exc.orig is not None else str(exc)
     lowered = reason.lower()
+    notes = "".join(f" ({note})" for note in getattr(exc, "__notes__", ()))  # e.g. what a launch undid
     for needle, meaning in SQLITE_PROBLEMS.items():
         if needle in lowered:
-            return f"the database {meaning}"
+            return f"the database {meaning}{notes}"
     if isinstance(exc, sa_exc.OperationalError):
-        return f"the database cannot be used: {reason.splitlines()[0] if reason else type(exc.orig).__name__}"
+        return f"the database cannot be used: {reason.splitlines()[0] if reason else type(exc.orig).__name__}{notes}"
     return None

@@ -26,10 +26,11 @@ def hours_text(hours: float | None) -> str:
 
 
 def dollars(value: Decimal | float) -> str:
-    """Whole dollars for big sums, cents below $100 (a $0.03 job must not read `$0`), `<$0.01` below a cent."""
+    """Whole dollars for big sums, cents below $100 (a $0.03 job must not read `$0`), and below a cent the sub-cent
+    amount itself (`$0.0042`: a minute-long job is not free, and two of them differ), rounded only here."""
     value = float(value)
-    if 0 < value < 0.005:
-        return "<$0.01"
+    if 0 < value < 0.01:
+        return f"${value:.2g}" if value < 0.0001 else f"${value:.4f}"
     return f"${value:,.2f}" if value < 100 else f"${value:,.0f}"
 
 
@@ -99,4 +100,4 @@ def print_summary(s: dict[str, Any]) -> None:
             caps.append(f"budget {money(s['budget_usd'])}")
         if fs.get("hours") is not None:
             caps.append(f"machine fail-safe {duration(fs['hours'])} ({fs.get('cap')})")
-        click.echo(f"  caps: {', '.join(caps)}")
+        click.echo(f"  caps: {inert(', '.join(caps))}")  # a budget's name is anyone's text

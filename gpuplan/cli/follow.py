@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from gpuplan.store.models import RunState
 from gpuplan.supervise.watch import WatchResult, enforce_budgets, watch_run
@@ -23,40 +23,53 @@ def log_path(run_dir: str | None, node_rank: int = 0) -> Path | None:
     return Path(run_dir) / f"node-{node_rank}" / "job.log" if run_dir else None
 
 
+CHUNK_BYTES = 1 << 20  # a log is streamed a megabyte at a time: a 600 MB log must not take 1.2 GB to print
+
+
 class LogTail:
-    """Reads what was appended to a file since the last call (the file may not exist yet)."""
+    """Reads what was appended to a file since the last call (the file may not exist yet), a chunk at a time.
+
+    The job owns the file: it may be huge, one line without a newline, or not a regular file at all (a FIFO is
+    read as empty: gpuplan.readfile.open_regular), and none of that may cost more than a chunk of memory."""
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
         self.offset = 0
 
-    def read(self) -> str:
+    def _read(self, limit: int) -> bytes:
         if self.path is None:
-            return ""
+            return b""
+        from gpuplan.readfile import FileRefused, open_regular
+
         try:
-            with open(self.path, "rb") as fh:
+            with open_regular(self.path, "the job log") as fh:
                 fh.seek(self.offset)
-                data = fh.read()
-        except FileNotFoundError:
-            return ""
-        # Only whole lines, so a line being written is printed once, complete.
-        cut = data.rfind(b"\n") + 1
+                return fh.read(limit)
+        except (FileNotFoundError, FileRefused):
+            return b""
+
+    def read(self) -> str:
+        """Whole lines appended since the last call, at most a chunk (a line longer than a chunk comes in pieces),
+        so a line being written is printed once, complete."""
+        data = self._read(CHUNK_BYTES)
+        cut = data.rfind(b"\n") + 1 or (len(data) if len(data) == CHUNK_BYTES else 0)
         self.offset += cut
         return data[:cut].decode(errors="replace")
 
     def rest(self) -> str:
-        """Everything left, including a last line without a newline."""
-        text = self.read()
-        if self.path is None:
-            return text
-        try:
-            with open(self.path, "rb") as fh:
-                fh.seek(self.offset)
-                tail = fh.read()
-        except FileNotFoundError:
-            return text
-        self.offset += len(tail)
-        return text + tail.decode(errors="replace")
+        """The next chunk of what is left, including a last line without a newline ("" once all is read)."""
+        data = self._read(CHUNK_BYTES)
+        self.offset += len(data)
+        return data.decode(errors="replace")
+
+    def drain(self, out: TextIO, *, partial: bool = False) -> None:
+        """Write everything appended so far to `out`, chunk by chunk (`partial`: the last line without a newline
+        too, at the end of a log)."""
+        while True:
+            text = self.rest() if partial else self.read()
+            if not text:
+                return
+            out.write(text)
 
 
 def _format_eta(seconds: float | None) -> str:
@@ -102,8 +115,7 @@ def follow(store: Store, run_id: str, *, interval: float = 1.0, show_logs: bool 
                 enforce_budgets(store)
                 next_budget_check = time.monotonic() + BUDGET_CHECK_EVERY_S
             result = watch_run(store, run_id)
-        rest = tail.rest()
-        if show_logs and rest:
+        while show_logs and (rest := tail.rest()):  # what is left, a chunk at a time
             for line in rest.splitlines():
                 bar.console.print(line, markup=False, highlight=False, soft_wrap=True)
         if result.state == RunState.SUCCEEDED:

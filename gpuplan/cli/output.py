@@ -48,6 +48,13 @@ def emit_json(value: Any) -> None:
     click.echo(json.dumps(to_jsonable(value), indent=2))
 
 
+def say(message: str) -> None:
+    """A human line on stdout with its control characters shown, not obeyed (names come from the books)."""
+    from gpuplan.cli.inert import inert_lines
+
+    click.echo(inert_lines(message))
+
+
 def note(message: str) -> None:
     """A human message on stderr (never pollutes --json output); control characters shown, not obeyed."""
     from gpuplan.cli.inert import inert_lines

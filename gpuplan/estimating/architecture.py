@@ -228,7 +228,7 @@ def from_hf_config(config: dict[str, Any], name: str = "custom") -> Architecture
         if isinstance(value, str) and value.strip().isdigit():
             return int(value)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-                or value != int(value):
+                or value != int(value) or value < 0:  # `num_local_experts: -8` is no count
             raise ValueError(f"model config: {keys[0]} must be a whole number, not {value!r}")
         return int(value)
 
@@ -271,13 +271,13 @@ def load_hf_config(path: str | Path) -> Architecture:
     from gpuplan.estimating.hf_cache import resolve_config_path
 
     path = resolve_config_path(path)
+    from gpuplan.readfile import check_nesting, read_bytes
+
     try:
-        with open(path, "rb") as fh:  # at most MAX_CONFIG_BYTES: /dev/zero never ends
-            raw = fh.read(MAX_CONFIG_BYTES + 1)
-        if len(raw) > MAX_CONFIG_BYTES:
-            raise ValueError(f"model config {path} is over {MAX_CONFIG_BYTES // 1024 // 1024} MB; a config.json is a "
-                             "few KB")
-        config = json.loads(raw.decode("utf-8"))
+        raw = read_bytes(path, "model config", MAX_CONFIG_BYTES)  # regular files only: /dev/zero never ends
+        text = raw.decode("utf-8")
+        check_nesting(text, f"model config {path}")  # json.loads recurses per level
+        config = json.loads(text)
     except FileNotFoundError as exc:
         raise ValueError(f"model config {path} does not exist") from exc
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:

@@ -8,7 +8,7 @@ The model (documented in the README's Estimate section):
   NICs carry 2·(n-1)/n x B in total. When a step has fewer sequences than GPUs, groups of m GPUs share one
   model replica (tensor/pipeline/context parallel, as Megatron-LM and Llama 3 do); the data-parallel
   collective then runs over gpus/m replicas, and a replica spanning k nodes puts only B/k on each node's NICs.
-  The cost of the model-parallel traffic itself is in the MFU prior's `parallel` factor (mfu.py).
+  Used for a measured or given per-GPU rate only; the step model (throughput.py) times its own exchanges.
 - Achievable bus bandwidth: 80% of the unidirectional NVLink peak (nccl-tests all_reduce busbw on DGX H100 is
   ~360-370 GB/s of 450) and 70% of the NIC line rate; PCIe-only GPUs get 16 GB/s (half of Gen4 x16 peak).
 - Overlap: DDP/FSDP overlap gradient buckets with the backward pass of the *last* micro-batch only (gradient
@@ -98,15 +98,17 @@ def scaling_efficiency(*, gpu: GpuSpec, gpus_per_node: int, nodes: int, network_
     """Scaling efficiency of one optimizer step of data-parallel training (see the module docstring)."""
     if gpus_per_node * nodes <= 1:
         return CommModel(1.0, 0.0, 0.0, step_compute_s)
-    common = {"gpu": gpu, "gpus_per_node": gpus_per_node, "nodes": nodes, "network_gbps": network_gbps,
-              "model_parallel": model_parallel}
+    def collective(factor: float) -> float:
+        return allreduce_seconds(grad_bytes, gpu=gpu, gpus_per_node=gpus_per_node, nodes=nodes,
+                                 network_gbps=network_gbps, factor=factor, model_parallel=model_parallel)
+
     if full_shard:
-        per_micro = allreduce_seconds(grad_bytes, factor=3.0, **common)
+        per_micro = collective(3.0)
         micro_steps = max(1.0, step_compute_s / microbatch_compute_s) if microbatch_compute_s > 0 else 1.0
         exposed_micro = max(EXPOSED_TAIL * per_micro, per_micro - microbatch_compute_s)
         comm, exposed = per_micro * micro_steps, exposed_micro * micro_steps
     else:
-        comm = allreduce_seconds(grad_bytes, **common)
+        comm = collective(2.0)
         backward = microbatch_compute_s * 2 / 3
         exposed = max(EXPOSED_TAIL * comm, comm - backward)
     efficiency = step_compute_s / (step_compute_s + exposed) if step_compute_s > 0 else 1.0

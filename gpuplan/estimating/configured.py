@@ -1,27 +1,23 @@
-"""The estimate's bridge to the config-aware throughput model, and the defaults estimate and plan share.
+"""The estimate's bridge to the step model, and the defaults estimate and plan share.
 
-When the user states how the job runs (`--tp`, `--pp`, `--recompute`, `--interconnect`), `estimate` times a step
-with gpuplan.estimating.throughput instead of the MFU prior; this module builds that ParallelConfig from the
-Workload and Hardware, splits the memory answer over the model-parallel ranks, and holds the defaults both
-`estimate` and `plan` use (global batch by GPU count, precision fallback on GPUs without bf16).
+`estimate` times every training step with gpuplan.estimating.throughput (the one throughput model, whatever the
+flags are called); this module builds its ParallelConfig from the Workload (layout filled by
+estimate.resolve_layout) and Hardware, splits the memory answer over the model-parallel ranks, and holds the
+defaults both `estimate` and `plan` use (global batch by GPU count, precision fallback on GPUs without bf16).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from gpuplan.estimating import memory
 from gpuplan.estimating.parallel import ParallelConfig
 from gpuplan.estimating.shape import Shape
 from gpuplan.estimating.throughput import StepBreakdown, step_breakdown
+from gpuplan.estimating.values import Workload
 from gpuplan.hardware.gpus import GpuSpec
-
-# 10th and 90th percentile of published / predicted tokens/s per GPU when each source of
-# bench/data/throughput_tables.csv is predicted with the constant fitted on the other sources
-# (`python bench/throughput_accuracy.py`): the band the config-aware answer prints.
-CONFIG_RATIO_BAND = (0.87, 1.20)
 
 
 def typical_global_batch(params: int, seq_len: int) -> int:
@@ -32,10 +28,12 @@ def typical_global_batch(params: int, seq_len: int) -> int:
 
 
 def default_global_batch(params: int, seq_len: int, *, data_parallel: int = 1, micro_batch: int = 1) -> int:
-    """The global batch when the user gives none: the typical one for the size, but never fewer sequences than one
-    micro-batch per data-parallel rank, so more GPUs mean a larger batch (as real runs scale: Llama 2 7B used 4M
-    tokens on 2048 GPUs, not the 2M a 7B model trains with on 64)."""
-    return max(typical_global_batch(params, seq_len), data_parallel * micro_batch)
+    """The global batch when the user gives none: the typical one for the size rounded up to a whole number of
+    micro-batches on every data-parallel rank (what a step runs: 977 sequences on 8 GPUs would run as 984), so
+    more GPUs mean a larger batch (as real runs scale: Llama 2 7B used 4M tokens on 2048 GPUs, not the 2M a 7B
+    model trains with on 64)."""
+    per_step = max(1, data_parallel * micro_batch)
+    return -(-typical_global_batch(params, seq_len) // per_step) * per_step
 
 
 def precision_for(gpu: GpuSpec, precision: str) -> tuple[str, str | None]:
@@ -56,40 +54,14 @@ class ConfiguredSpeed:
     config: ParallelConfig
 
 
-class LaidOutWorkload(Protocol):
-    """What the config model reads of an estimate Workload (gpuplan.estimating.estimate.Workload satisfies it;
-    a Protocol, because estimate imports this module)."""
-
-    params: int
-    seq_len: int
-    micro_batch: int
-    precision: str
-    sharding: str
-    activation_checkpointing: bool
-    attention: str
-    tp: int
-    pp: int
-    recompute: str | None
-    schedule: str
-    interconnect_gbps: float | None
-    tp_overlap: bool
-    dp_overlap: bool
-
-
-def stated(workload: LaidOutWorkload) -> bool:
-    """Whether the user said how the job runs, so the config model answers instead of the MFU prior."""
-    return bool(workload.tp > 1 or workload.pp > 1 or workload.recompute or workload.interconnect_gbps
-                or workload.tp_overlap or workload.dp_overlap)
-
-
-def configured_speed(workload: LaidOutWorkload, shape: Shape, gpu: GpuSpec, *, gpus: int, gpus_per_node: int,
+def configured_speed(workload: Workload, shape: Shape, gpu: GpuSpec, *, gpus: int, gpus_per_node: int,
                      global_batch: int, network_gbps: float | None) -> ConfiguredSpeed:
     """Time one step of `workload` (a gpuplan.estimating.estimate.Workload) on `gpus` x `gpu`."""
-    recompute = workload.recompute or ("full" if workload.activation_checkpointing else "none")
     config = ParallelConfig(
-        gpus=gpus, gpus_per_node=gpus_per_node, tp=workload.tp, pp=workload.pp, sharding=workload.sharding,
-        micro_batch=workload.micro_batch, global_batch=global_batch, recompute=recompute,
-        schedule=workload.schedule, network_gbps=workload.interconnect_gbps or network_gbps,
+        gpus=gpus, gpus_per_node=gpus_per_node, tp=workload.tp or 1, pp=workload.pp or 1,
+        sharding=workload.sharding, micro_batch=workload.micro_batch, global_batch=global_batch,
+        recompute=workload.recompute or "none", schedule=workload.schedule or "1f1b",
+        network_gbps=workload.interconnect_gbps or network_gbps,
         tp_overlap=workload.tp_overlap, dp_overlap=workload.dp_overlap,
     )
     step = step_breakdown(shape, gpu, config, params=workload.params, seq_len=workload.seq_len,

@@ -48,7 +48,5 @@ def auto_shard(workload: Workload, gpu: GpuSpec, *, gpus: int | None, per_node: 
         if best is None:
             return workload, None
         sharding = best[1]
-    if sharding == workload.sharding:
-        return workload, None
     return replace(workload, sharding=sharding), (f"sharding {sharding}: the least sharded strategy that fits "
                                                   "(as plan chooses; set --sharding)")

@@ -36,10 +36,12 @@ def workload_from_job(job_workload: SpecWorkload) -> tuple[Workload, Throughput 
     from gpuplan.estimating.architecture import load_hf_config, preset
 
     arch: Architecture | None = None
-    if getattr(job_workload, "model", None):
-        arch = preset(job_workload.model)
-    elif getattr(job_workload, "model_config_path", None):
-        arch = load_hf_config(job_workload.model_config_path)
+    model: str | None = getattr(job_workload, "model", None)
+    model_config: str | None = getattr(job_workload, "model_config_path", None)
+    if model:
+        arch = preset(model)
+    elif model_config:
+        arch = load_hf_config(model_config)
     params = arch.param_count() if arch is not None else getattr(job_workload, "params", None)
     tokens = getattr(job_workload, "total_tokens", None)
     if not params or not tokens:
@@ -50,22 +52,23 @@ def workload_from_job(job_workload: SpecWorkload) -> tuple[Workload, Throughput 
         params=int(params), tokens=int(tokens), architecture=arch, seq_len=seq_len,
         global_batch=job_workload.global_batch, micro_batch=job_workload.micro_batch or 1,
         precision=job_workload.precision, optimizer=job_workload.optimizer, sharding=job_workload.sharding,
-        activation_checkpointing=job_workload.activation_checkpointing
-        or getattr(job_workload, "recompute", None) == "full", lora_rank=job_workload.lora,
+        activation_checkpointing=job_workload.activation_checkpointing, lora_rank=job_workload.lora,
         attention=getattr(job_workload, "attention", None) or "flash",
-        tp=getattr(job_workload, "tp", 1), pp=getattr(job_workload, "pp", 1),
+        tp=getattr(job_workload, "tp", None), pp=getattr(job_workload, "pp", None),
         recompute=getattr(job_workload, "recompute", None),
-        schedule=getattr(job_workload, "pp_schedule", "1f1b"),
+        schedule=getattr(job_workload, "pp_schedule", None),
         tp_overlap=getattr(job_workload, "tp_overlap", False),
         dp_overlap=getattr(job_workload, "dp_overlap", False),
         interconnect_gbps=parse_interconnect(interconnect) if interconnect else None,
     )
     throughput = None
-    if getattr(job_workload, "throughput", None):
-        throughput = Throughput(tokens_per_s_per_gpu=job_workload.throughput, source="user",
+    own_rate: float | None = getattr(job_workload, "throughput", None)
+    own_mfu: float | None = getattr(job_workload, "mfu", None)
+    if own_rate:
+        throughput = Throughput(tokens_per_s_per_gpu=own_rate, source="user",
                                 detail="workload.throughput")
-    elif getattr(job_workload, "mfu", None):
-        throughput = Throughput(mfu=job_workload.mfu, source="user", detail="workload.mfu")
+    elif own_mfu:
+        throughput = Throughput(mfu=own_mfu, source="user", detail="workload.mfu")
     return workload, throughput
 
 
@@ -74,7 +77,7 @@ def estimate_for_job(job_workload: SpecWorkload, *, gpu: str, gpus_per_node: int
     """The estimate for a job spec's `workload` section on `nodes` x `gpus_per_node` GPUs of type `gpu`.
 
     The adapter `gpuplan.launching.start` calls. The workload's own `throughput` / `mfu` are the user's numbers and win;
-    otherwise `throughput`, else the default prior.
+    otherwise `throughput`, else the step model.
     """
     from gpuplan.hardware.gpus import resolve_gpu
 

@@ -38,7 +38,13 @@ def resolve_config_path(spec: str | Path) -> Path:
 
     Raises ValueError with a one-line message when none of them exists.
     """
-    path = Path(spec).expanduser()
+    from gpuplan.paths import expand_user
+
+    path = expand_user(spec)
+    try:
+        path.exists()
+    except OSError as exc:  # a name over 255 bytes (ENAMETOOLONG), a path through a file: no such config
+        raise ValueError(f"model config {str(spec)[:80]}...: {exc.strerror}") from None
     if path.is_file():
         return path
     if path.is_dir():

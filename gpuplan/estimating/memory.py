@@ -100,13 +100,20 @@ def attention_activation_bytes(shape: Shape, tokens: int, precision: str, *, seq
 
 
 def layer_activation_bytes(shape: Shape, tokens: int, precision: str, *, seq_len: int | None = None,
-                           attention: str = "flash", dropout: bool = False) -> float:
-    """Activations one transformer layer keeps for the backward pass, for `tokens` tokens (micro-batch x seq)."""
+                           attention: str = "flash", dropout: bool = False, fused_swiglu: bool = False) -> float:
+    """Activations one transformer layer keeps for the backward pass, for `tokens` tokens (micro-batch x seq).
+
+    The MLP keeps its input and, for GELU, the pre-activation and the activation output (Korthikanti's 2 + 8 + 8
+    s·h for a 4h MLP). A SwiGLU MLP in ordinary PyTorch (`F.silu(gate) * up`: Hugging Face, torchtitan) keeps gate
+    and up (the fc1 output, 2·i), silu(gate) and the product (i each): 4·i. `fused_swiglu`: Megatron-Core's
+    SwiGLUFunction (megatron/core/fusions/fused_bias_swiglu.py, on by default with --swiglu) saves only its input
+    (gate and up) and recomputes silu in the backward pass: 3·i. tests/unit/estimating/test_layer_memory.py
+    measures both on a real torch layer."""
     b = activation_bytes(precision)
     h, i = shape.hidden, shape.intermediate
     attn = attention_activation_bytes(shape, tokens, precision, seq_len=seq_len, attention=attention,
                                       dropout=dropout)
-    mlp = b * (h + (4 * i if shape.gated_mlp else 2 * i))
+    mlp = b * (h + ((3 if fused_swiglu else 4) * i if shape.gated_mlp else 2 * i))
     norms = 2 * b * h
     masks = (2 * h) if dropout else 0  # 1-byte dropout masks after attention and MLP
     return attn + tokens * (mlp + norms + masks)
@@ -125,8 +132,10 @@ def training_memory(
     seq_len: int,
     checkpointing: bool,
     attention: str = "flash",
+    fused_swiglu: bool = False,
 ) -> MemoryParts:
-    """Per-GPU memory of data-parallel training over `dp` ranks with the given ZeRO/FSDP `sharding`."""
+    """Per-GPU memory of data-parallel training over `dp` ranks with the given ZeRO/FSDP `sharding`
+    (`fused_swiglu`: layer_activation_bytes)."""
     wb = weight_bytes(precision)
     mixed = wb == 2.0
     frozen = params - trainable_params
@@ -147,7 +156,8 @@ def training_memory(
         weights = (frozen + trainable_params) * wb / dp
         gathered = 2 * shape.layer_params * wb if dp > 1 else 0.0
     tokens = micro_batch * seq_len
-    per_layer = layer_activation_bytes(shape, tokens, precision, seq_len=seq_len, attention=attention)
+    per_layer = layer_activation_bytes(shape, tokens, precision, seq_len=seq_len, attention=attention,
+                                       fused_swiglu=fused_swiglu)
     if checkpointing:
         activations = shape.layers * tokens * shape.hidden * activation_bytes(precision) + per_layer
     else:

@@ -27,10 +27,9 @@ import math
 from dataclasses import dataclass
 
 from gpuplan.estimating import comms
+from gpuplan.estimating.layout import CLI_NAMES, SCHEDULES, layout_problems
 from gpuplan.hardware.gpus import GpuSpec
 
-RECOMPUTES = ("none", "selective", "op", "full")
-SCHEDULES = ("1f1b", "interleaved")
 # Named inter-node fabrics, Gbit/s per node of 8 GPUs: InfiniBand NDR 8 x 400 (DGX H100 SuperPOD) and HDR 8 x 200
 # (DGX A100 / Selene), AWS EFA on p5 (3200) and p4d (400), and plain Ethernet.
 INTERCONNECTS = {"ib-ndr": 3200.0, "ib-hdr": 1600.0, "efa-p5": 3200.0, "efa-p4d": 400.0, "roce-1600": 1600.0,
@@ -71,15 +70,11 @@ class ParallelConfig:
             problems.append("--tp and --pp must be at least 1")
         elif self.gpus % (self.tp * self.pp):
             problems.append(f"{self.gpus} GPUs do not split into --tp {self.tp} x --pp {self.pp} x data parallel")
-        if self.recompute not in RECOMPUTES:
-            problems.append(f"recompute must be one of {', '.join(RECOMPUTES)}")
         if self.schedule not in SCHEDULES:
             problems.append(f"schedule must be one of {', '.join(SCHEDULES)}")
-        if self.tp_overlap and self.tp < 2:
-            problems.append("--tp-overlap needs --tp of 2 or more")
-        if self.dp_overlap and self.sharding not in ("zero1", "zero2"):
-            problems.append("--dp-overlap is the sharded optimizer's parameter all-gather: it needs --sharding "
-                            "zero1 or zero2 (FSDP/ZeRO-3 gathers layer by layer already)")
+        problems += layout_problems(CLI_NAMES, tp=self.tp, sharding=self.sharding, recompute=self.recompute,
+                                    activation_checkpointing=False, tp_overlap=self.tp_overlap,
+                                    dp_overlap=self.dp_overlap)
         if self.micro_batch < 1 or self.global_batch < 1:
             problems.append("micro-batch and global batch must be at least 1")
         if problems:

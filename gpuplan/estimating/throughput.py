@@ -58,6 +58,15 @@ class StepBreakdown:
     micro_batches: int
     sustained_overhead_s: float = 0.0  # what SUSTAINED_EFFICIENCY adds on top of the ideal parts
 
+    @property
+    def scaling_efficiency(self) -> float:
+        """Share of the ideal step spent computing rather than waiting on other GPUs (exposed data-parallel,
+        tensor-parallel and pipeline exchanges, the pipeline bubble): 1.0 for one GPU, and the same figure the
+        detail line's "comm" shares add up against, so the two never disagree."""
+        ideal = self.step_s - self.sustained_overhead_s
+        waiting = (self.data_parallel_exposed_s + self.tensor_parallel_s + self.pipeline_bubble_s
+                   + self.pipeline_p2p_s)
+        return 1.0 - waiting / ideal if ideal > 0 else 1.0
 
     def detail(self) -> str:
         """One line for the output: where the step's time goes."""

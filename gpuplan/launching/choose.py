@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Collection
 from decimal import Decimal
 from typing import Any
 
@@ -20,14 +21,16 @@ def provider_for(name: str) -> Provider:
     return make_provider(name)
 
 
-def choose_offer(spec: JobSpec, provider: Provider, *, db_url: str | None = None) -> ChosenOffer:
+def choose_offer(spec: JobSpec, provider: Provider, *, db_url: str | None = None,
+                 archs: Collection[str] | None = None) -> ChosenOffer:
     """The offer for this spec on this provider.
 
     This machine: itself at its configured price. A cloud the catalog prices: with a workload to plan from, the
     planner's option of lowest total job cost within the spec's resources and limits (`planned_offer`);
     otherwise the cheapest catalog offer for the spec's GPU within its regions and price cap. Either way the
     start tries the next offers on a capacity error (gpuplan.launching.placements). Others (Slurm's charge-back,
-    plugins): the spec as asked, at the provider's own quoted rate.
+    plugins): the spec as asked, at the provider's own quoted rate. `archs`: the catalog architectures the job's
+    image runs on (gpuplan.launching.image_arch), None for any.
     """
     from gpuplan.catalog import has_prices
 
@@ -43,7 +46,7 @@ def choose_offer(spec: JobSpec, provider: Provider, *, db_url: str | None = None
     priced = has_prices(provider.cloud)
     # Offers this account cannot launch (a region it has not enabled, a Local Zone the spec does not name) are
     # left out before anything is ranked (gpuplan.launching.usable).
-    usable = usable_offers(provider, res.zones) if priced else None
+    usable = usable_offers(provider, res.zones, archs) if priced else None
     if priced and spec.workload is not None and spec.workload.total_tokens is not None:
         planned = planned_offer(spec, provider.name, provider.cloud, db_url=db_url, usable=usable)
         if planned is not None:
@@ -56,7 +59,8 @@ def choose_offer(spec: JobSpec, provider: Provider, *, db_url: str | None = None
 
         choices = [c for name, count in candidates_of(spec)
                    for c in ranked_choices(provider.cloud, name, count, spot=res.spot, regions=res.regions,
-                                           max_price=res.max_price_per_hour, db_url=db_url, usable=usable)]
+                                           max_price=res.max_price_per_hour, db_url=db_url, usable=usable,
+                                           larger=res.larger_machines)]
         if len(res.gpu_candidates) > 1:  # each candidate at its own count, the cheapest hour first
             counts = dict(candidates_of(spec))
             choices = sorted((c for c in choices if any(int(c.gpu_count) == n for n in counts.values())),
@@ -129,12 +133,14 @@ def planned_offer(spec: JobSpec, provider_name: str, cloud: str, *, db_url: str 
                             regions=compile_region_patterns(",".join(res.regions)) if res.regions else None,
                             zones="standard" if usable is None else "all")  # usable.keep: named Local Zones
     if usable is not None:
-        offers = [o for o in offers if usable.keep(o.region, o.zone, o.instance_type)]
+        offers = [o for o in offers if usable.keep(o.region, o.zone, o.instance_type, o.arch)]
     from gpuplan.calibration.startup import startup_allowance
+    from gpuplan.planning.job_cost import billing_minimums
 
     result = plan(workload, offers, constraints=constraints, throughput_for=lambda _gpu: own,
                   spot_model=spot_model_for(spec, db_url),
-                  startup_s={cloud: startup_allowance(provider_name, db_url).seconds})
+                  startup_s={cloud: startup_allowance(provider_name, db_url).seconds},
+                  min_billed_seconds=billing_minimums((cloud,)))
     # Options come ranked by the whole job's cost: with candidates, the first that is one of them wins.
     wanted = [o for o in result.options
               if (res.gpus_per_node is None or not accepted

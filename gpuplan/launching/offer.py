@@ -8,6 +8,7 @@ from decimal import Decimal
 from typing import Any
 
 from gpuplan.jobs.spec import JobSpec
+from gpuplan.launching.image_arch import ImageArchitectures
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,8 @@ class LaunchPlan:
     estimate: RunEstimate | None
     # --allow-cpu turned a GPU spec into this CPU job: why, recorded with the run (the spec text still asks for GPUs)
     cpu_fallback: str | None = None
+    # The architectures the job's image runs on, and how gpuplan knows (gpuplan.launching.image_arch)
+    image_arch: ImageArchitectures | None = None
 
     def as_dict(self) -> dict[str, Any]:
         est = self.estimate
@@ -97,4 +100,5 @@ class LaunchPlan:
             "hours": est.detail.get("hours") if est else None,  # compute + start-up + interruptions, as plan's
             "max_hours": self.spec.limits.max_hours,
             "budget_usd": self.spec.limits.budget_usd,
+            "image_architectures": sorted(self.image_arch.archs) if self.image_arch else None,
         }

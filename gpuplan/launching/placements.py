@@ -51,8 +51,12 @@ class CloudChoice:
 
 def ranked_choices(cloud: str, gpu: str | None, gpus_per_node: int | None, *, spot: bool,
                    regions: Sequence[str] = (), max_price: Decimal | None = None,
-                   db_url: str | None = None, usable: UsableOffers | None = None) -> list[CloudChoice]:
-    """The catalog's offers of `gpu` on `cloud`, cheapest first; an exact GPU count beats a bigger machine.
+                   db_url: str | None = None, usable: UsableOffers | None = None,
+                   larger: bool = False) -> list[CloudChoice]:
+    """The catalog's offers of `gpu` on `cloud` with exactly `gpus_per_node` GPUs, cheapest first.
+
+    `larger` (the spec's `larger_machines: true`) adds machines with more of the GPU, after every exact one: the
+    count is the user's request and the quote's basis, never a minimum failover may go past on its own.
 
     `regions` are the spec's glob patterns (`us-*`); `max_price` caps the hourly price of one node; `usable`
     leaves out offers in regions the account has not enabled and in zones used only when named (Local Zones).
@@ -67,7 +71,9 @@ def ranked_choices(cloud: str, gpu: str | None, gpus_per_node: int | None, *, sp
                          zones="standard" if usable is None else "all")  # usable.keep: named Local Zones
     best: dict[tuple[str, str], CloudChoice] = {}
     for offer in offers:
-        if usable is not None and not usable.keep(offer.region, offer.zone, offer.instance_type):
+        if usable is not None and not usable.keep(offer.region, offer.zone, offer.instance_type, offer.arch):
+            continue
+        if offer.gpu_count != wanted and not larger:
             continue
         price = offer.price(spot)
         key = (offer.region, offer.instance_type)
@@ -208,7 +214,9 @@ def planned_placements(provider: Provider, request: LaunchRequest, *,
     """
     patterns = [str(r) for r in request.options.get("regions") or ()]
     max_price = request.options.get("max_price_per_hour")
-    usable = usable_offers(provider, [str(z) for z in request.options.get("zones") or ()])
+    archs = request.options.get("image_archs")  # the image's architectures, found at plan time (image_arch)
+    usable = usable_offers(provider, [str(z) for z in request.options.get("zones") or ()],
+                           archs=[str(a) for a in archs] if archs else None)
     count = int(request.gpus_per_node or 0) or None
     # The chosen GPU's offers first, then those of the spec's other candidate GPUs (`gpu: [A100:8, H100:8]`) at
     # the same count per node: the boot script and the job's processes are laid out for that count.
@@ -218,13 +226,22 @@ def planned_placements(provider: Provider, request: LaunchRequest, *,
         try:
             choices += ranked_choices(provider.cloud, gpu, count, spot=request.spot, regions=patterns,
                                       max_price=Decimal(str(max_price)) if max_price is not None else None,
-                                      db_url=db_url, usable=usable)
+                                      db_url=db_url, usable=usable,
+                                      larger=bool(request.options.get("larger_machines")))
         except GpuplanError:  # a GPU or cloud the catalog does not know: only the chosen offer is tried
             continue
     if count is not None and len(gpus) > 1:
         choices = [c for c in choices if int(c.gpu_count) == count]
     choices = [c for c in choices if _in_regions(c.region, patterns)]
     return placements_for(provider, request, choices)
+
+
+def larger_fallbacks(placements: Sequence[Placement], choices: Sequence[CloudChoice],
+                     gpus_per_node: int) -> list[CloudChoice]:
+    """The placements that would put the job on a machine with more GPUs than it asked for (only with the spec's
+    `larger_machines: true`), with their price: said before the launch, so the quote covers them."""
+    planned = {(p.region, p.instance_type) for p in placements}
+    return [c for c in choices if (c.region, c.instance_type) in planned and c.gpu_count > gpus_per_node]
 
 
 def start_with_failover(provider: Provider, request: LaunchRequest, *,

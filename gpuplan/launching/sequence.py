@@ -80,6 +80,10 @@ def launch(store: Store, plan: LaunchPlan, provider: Provider, secrets: Mapping[
     --force went past) in one locked step, and start it. Returns the run id; a provider error is raised after the
     run is marked failed. BudgetRefused / UserError (exit 2) when a concurrent launch took the money first."""
     check(gates.failsafe)
+    from gpuplan.paths import runs_dir
+    from gpuplan.store.fitness import check_fit_for_launch
+
+    check_fit_for_launch(store, runs_dir())  # in memory, damaged, or no room: refused before anything is recorded
     reservation = reserve_and_record(store, plan, min_billed_seconds=provider.min_billed_seconds,
                                      force=gates.force or bool(gates.overridden), schedule_id=schedule_id)
     try:

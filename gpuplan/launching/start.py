@@ -74,7 +74,9 @@ def build_request(plan: LaunchPlan, run_id: str, run_dir: str, secrets: Mapping[
                  **storage_options(spec, run_id, offer.spot),
                  "regions": list(spec.resources.regions), "zones": list(spec.resources.zones),
                  "gpu_candidates": list(spec.resources.gpu_candidates),
-                 "max_price_per_hour": spec.resources.max_price_per_hour},
+                 "max_price_per_hour": spec.resources.max_price_per_hour,
+                 "larger_machines": spec.resources.larger_machines,
+                 "image_archs": sorted(plan.image_arch.catalog_archs) if plan.image_arch else None},
     )
 
 
@@ -158,16 +160,21 @@ def start_machines(session: Session, run: Run, provider: Provider, request: Laun
     pause_point("relaunched" if generation.number else "launched")
     from gpuplan.store.types import utcnow
 
-    session.refresh(run)  # another process may have stopped the run, or adopted its machines, meanwhile
-    for row in generation.superseded:
-        row.state = SUPERSEDED
-    record_instances(session, run, provider, instances, default_price=price, now=utcnow())
-    if instances:  # failover may have moved the run to another zone, region or instance type
-        run.zone = instances[0].zone or run.zone
-        run.region = instances[0].region or run.region
-        run.instance_type = instances[0].instance_type or run.instance_type
-    started_at = next((i.price_per_hour for i in instances if i.price_per_hour is not None), price)
-    failsafe_store.record_failsafe(session, run, placed.started(started_at), **generation.extra())
+    try:
+        session.refresh(run)  # another process may have stopped the run, or adopted its machines, meanwhile
+        for row in generation.superseded:
+            row.state = SUPERSEDED
+        record_instances(session, run, provider, instances, default_price=price, now=utcnow())
+        if instances:  # failover may have moved the run to another zone, region or instance type
+            run.zone = instances[0].zone or run.zone
+            run.region = instances[0].region or run.region
+            run.instance_type = instances[0].instance_type or run.instance_type
+        started_at = next((i.price_per_hour for i in instances if i.price_per_hour is not None), price)
+        failsafe_store.record_failsafe(session, run, placed.started(started_at), **generation.extra())
+        session.flush()  # a full disk shows here, while the machines can still be ended (below)
+    except Exception as exc:
+        _end_unrecorded(provider, instances, exc)
+        raise
     return instances
 
 
@@ -186,33 +193,59 @@ def launch_recorded_run(store: Store, run_id: str, plan: LaunchPlan, provider: P
     from gpuplan.store.models import Run, RunState
     from gpuplan.store.types import utcnow
 
-    with store.session() as session:
-        run = session.get(Run, run_id)
-        assert run is not None, run_id
-        set_state(session, run, RunState.PROVISIONING)
-        record_event(session, run, EventKind.LAUNCHING, f"asking {provider.name} for {plan.offer.nodes} node(s)")
-        session.commit()
-        request = build_request(plan, run_id, run.run_dir or "", secrets)
-        try:
-            instances = start_machines(session, run, provider, request, price=plan.offer.price_per_hour,
-                                       now=utcnow(), before_call=lambda placed: ship_code(plan, placed, provider))
-        except FailSafeRefused as exc:
-            set_state(session, run, RunState.FAILED, str(exc))
+    instances: list[Instance] = []
+    try:
+        with store.session() as session:
+            run = session.get(Run, run_id)
+            assert run is not None, run_id
+            set_state(session, run, RunState.PROVISIONING)
+            record_event(session, run, EventKind.LAUNCHING,
+                         f"asking {provider.name} for {plan.offer.nodes} node(s)")
             session.commit()
-            raise
-        except ProviderError as exc:
-            record_event(session, run, EventKind.LAUNCH_FAILED, str(exc), error=type(exc).__name__, code=exc.code)
-            set_state(session, run, RunState.FAILED, f"launch failed: {exc}")
-            session.commit()
-            raise
-        now = utcnow()
-        record_event(session, run, EventKind.LAUNCHED, f"{len(instances)} instance(s) started",
-                     instances=[i.instance_id for i in instances])
-        set_state(session, run, RunState.RUNNING, at=min((i.launched_at for i in instances if i.launched_at),
-                                                         default=now))
-        if run.state in RunState.FINAL and any(row.terminated_at is None for row in run.instances):
-            session.commit()
-            from gpuplan.runs.machines import stop_instances
+            request = build_request(plan, run_id, run.run_dir or "", secrets)
+            try:
+                instances = start_machines(session, run, provider, request, price=plan.offer.price_per_hour,
+                                           now=utcnow(),
+                                           before_call=lambda placed: ship_code(plan, placed, provider))
+            except FailSafeRefused as exc:
+                set_state(session, run, RunState.FAILED, str(exc))
+                session.commit()
+                raise
+            except ProviderError as exc:
+                record_event(session, run, EventKind.LAUNCH_FAILED, str(exc), error=type(exc).__name__,
+                             code=exc.code)
+                set_state(session, run, RunState.FAILED, f"launch failed: {exc}")
+                session.commit()
+                raise
+            now = utcnow()
+            record_event(session, run, EventKind.LAUNCHED, f"{len(instances)} instance(s) started",
+                         instances=[i.instance_id for i in instances])
+            set_state(session, run, RunState.RUNNING, at=min((i.launched_at for i in instances if i.launched_at),
+                                                             default=now))
+            if run.state in RunState.FINAL and any(row.terminated_at is None for row in run.instances):
+                session.commit()
+                from gpuplan.runs.machines import stop_instances
 
-            stop_instances(session, run, provider, utcnow())
+                stop_instances(session, run, provider, utcnow())
+    except Exception as exc:
+        if instances:  # started, and the books could not take them (the commit above failed)
+            _end_unrecorded(provider, instances, exc)
+        raise
     return instances
+
+
+def _end_unrecorded(provider: Provider, instances: Sequence[Instance], exc: Exception) -> None:
+    """The machines started but the books could not record them (a full disk, a database gone): a machine the
+    books do not hold must not run on, so they are terminated now. The run keeps its launch plan, so the next
+    `status`/`reconcile` adopts them, ended, and bills the seconds they ran (gpuplan.supervise.adopt)."""
+    import logging
+
+    try:
+        provider.terminate([i.instance_id for i in instances])
+    except Exception as stop_exc:  # the original error is the one to report; say this one too
+        logging.getLogger(__name__).error("could not terminate the machines the books could not record (%s): %s",
+                                          exc, stop_exc)
+        return
+    add_note = getattr(exc, "add_note", None)
+    if add_note is not None:
+        add_note("the machines that had started were terminated")

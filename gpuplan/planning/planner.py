@@ -24,6 +24,7 @@ from gpuplan.estimating.estimate import Estimate, Hardware, Throughput, Workload
 from gpuplan.estimating.job_hours import HoursBreakdown, job_hours
 from gpuplan.hardware.gpus import GpuSpec, resolve_gpu
 from gpuplan.limits import within
+from gpuplan.planning.job_cost import job_cost
 
 # Spot interruption assumptions (interruptions per node-hour). Neither cloud publishes a rate for GPU spot
 # capacity; these are conservative round figures from public measurements:
@@ -190,6 +191,7 @@ def plan(
     spot_model: SpotModel | None = None,
     shardings: Sequence[str] | None = None,
     startup_s: Mapping[str, float] | None = None,
+    min_billed_seconds: Mapping[str, int] | None = None,
 ) -> PlanResult:
     """Rank every (offer, node count, market) by the job's estimated total cost within the constraints.
 
@@ -197,6 +199,8 @@ def plan(
     `--sharding auto`); it takes the one that fits on the fewest GPUs, the least sharded on a tie. Default: the
     workload's own. `startup_s`: each cloud's start-up allowance in seconds (gpuplan.calibration.startup), added to
     every option's hours as `gpuplan launch` adds it (gpuplan.estimating.job_hours); none given: no start-up.
+    `min_billed_seconds`: each cloud's billing minimum (the provider's); options are ranked and tagged on the exact
+    cost (gpuplan.planning.job_cost), never on a rounded one.
     """
     constraints = constraints or Constraints()
     spot_model = spot_model or SpotModel()
@@ -252,7 +256,8 @@ def plan(
                                                                                 constraints.max_nodes)
             for nodes in counts:
                 option = _priced_option(offer, gpu, sharded, nodes, per_node, spot, estimates, throughput_for,
-                                        spot_model, (startup_s or {}).get(offer.cloud, 0.0))
+                                        spot_model, (startup_s or {}).get(offer.cloud, 0.0),
+                                        (min_billed_seconds or {}).get(offer.cloud, 0))
                 reason = option.reason or _constraint_violation(option, constraints)
                 if reason is None:
                     kept.append(option)
@@ -273,7 +278,7 @@ def plan(
 
 def _priced_option(offer: Offer, gpu: GpuSpec, workload: Workload, nodes: int, per_node: int, spot: bool,
                    estimates: dict[tuple[str, int, int, str], Estimate | str], throughput_for: ThroughputFor,
-                   spot_model: SpotModel, startup_s: float = 0.0) -> Option:
+                   spot_model: SpotModel, startup_s: float = 0.0, min_billed_seconds: int = 0) -> Option:
     """The option for `nodes` of this offer: estimated (once per shape), priced, spot-stretched."""
     key = (gpu.name, per_node, nodes, workload.sharding)
     if key not in estimates:
@@ -301,7 +306,7 @@ def _priced_option(offer: Offer, gpu: GpuSpec, workload: Workload, nodes: int, p
     if not within("hours", hours):  # 1e18 tokens of a 1e15-parameter model: finite, but no plan
         return Option(*common, hours, None, False, reason=f"takes {hours:.3g} h, more than 100 years",
                       sharding=workload.sharding, hours=breakdown)
-    cost = (total_price * Decimal(str(hours))).quantize(Decimal("0.01"))
+    cost = job_cost(total_price, 1, hours, min_billed_seconds=min_billed_seconds)  # exact: rounded for display only
     return Option(*common, hours, cost, est.fits, reason=reason, sharding=workload.sharding,
                   tokens_per_s_per_gpu=est.tokens_per_s_per_gpu, mfu=est.mfu, mfu_source=est.mfu_source,
                   scaling_efficiency=est.scaling_efficiency, interruption_stretch=stretch, hours=breakdown)

@@ -1,14 +1,26 @@
 """A run's history: every change is an Event row, appended and read here, with every kind of event named once.
 
-Kinds are snake_case words; the books, status and the crash recovery read them back, so a kind is never spelled
-as a bare string anywhere else (migration 0003 renamed the older dotted `reconcile.*`/`schedule.*` kinds).
+Kinds are an enum (`EventKind`, a StrEnum: the column keeps the snake_case word, so existing rows read as they
+are and no migration is needed); the books, status and the crash recovery read them back, so a kind is never
+spelled as a bare string anywhere else (migration 0003 renamed the older dotted `reconcile.*`/`schedule.*` kinds).
+
+Payloads: the data an event carries is JSON in one column, and the kinds whose data is read back by key have a
+dataclass each (`LaunchPlanData`, `RelaunchData`, `SpotBilledData`) read through one function, `payload(event,
+Kind)`. Why not tables for the launch plan and the fail-safe: both must be committed in the same transaction as
+the run's other events *before* the provider call (the crash window, gpuplan.launching.start), they are written
+once and never updated, and every reader wants them in the order of the run's history; a table per kind would
+add joins and an Alembic revision migrating every existing row for no query that needs one. The dataclass is
+the schema; a damaged or older row reads as None or with its missing fields at their defaults, never a crash.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import json
 from collections.abc import Iterable
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from sqlalchemy.orm import Session
 
@@ -16,7 +28,7 @@ from gpuplan.store.models import Event, Run
 from gpuplan.store.types import utcnow
 
 
-class EventKind:
+class EventKind(enum.StrEnum):
     """Every kind of Event row gpuplan writes (a schedule's events share the table, with `schedule_id`)."""
 
     # a run's life
@@ -56,9 +68,9 @@ class EventKind:
     SCHEDULE_FAILED = "schedule_failed"
 
     # the events that close a launch plan whose machines never started
-    FAILED_STARTS = (LAUNCH_FAILED, RELAUNCH_FAILED)
+    FAILED_STARTS = enum.nonmember((LAUNCH_FAILED, RELAUNCH_FAILED))
     # the events that close a relaunch's launch plan
-    RELAUNCH_OUTCOMES = (RELAUNCH, RELAUNCH_FAILED)
+    RELAUNCH_OUTCOMES = enum.nonmember((RELAUNCH, RELAUNCH_FAILED))
 
     @staticmethod
     def schedule_fire(outcome: str) -> str:
@@ -89,3 +101,87 @@ def event_data(event: Event) -> dict[str, Any] | None:
     except ValueError:
         return None
     return data if isinstance(data, dict) else None
+
+
+@dataclass(frozen=True)
+class LaunchPlanData:
+    """A `launch_plan` event: where machines may appear (gpuplan.launching.launch_plan), before the provider call."""
+
+    provider: str | None = None
+    cloud: str | None = None
+    regions: list[str] = field(default_factory=list)
+    zones: list[str] = field(default_factory=list)
+    instance_types: list[str] = field(default_factory=list)
+    placements: list[dict[str, Any]] = field(default_factory=list)
+    host: str | None = None
+    pid: int | None = None
+    failsafe: dict[str, Any] | None = None  # the planned timer (gpuplan.launching.failsafe_store)
+    generation: int | None = None  # a spot relaunch's; None for the launch
+
+
+@dataclass(frozen=True)
+class RelaunchData:
+    """A `relaunch` or `relaunch_failed` event (gpuplan.supervise.relaunch)."""
+
+    generation: int | None = None
+    instances: list[str] = field(default_factory=list)
+    resumed_from_step: int | None = None
+    checkpoint_at: str | None = None
+    lost_steps: int | None = None
+    lost_seconds: float | None = None
+    recovered: bool = False
+
+
+@dataclass(frozen=True)
+class SpotBilledData:
+    """A `spot_billed` event: one spot machine re-priced from the cloud's history (gpuplan.supervise.spot_bill)."""
+
+    instance: str | None = None
+    source: str | None = None
+
+
+Payload = TypeVar("Payload", LaunchPlanData, RelaunchData, SpotBilledData)
+PAYLOAD_KINDS: dict[type[Any], frozenset[str]] = {
+    LaunchPlanData: frozenset({EventKind.LAUNCH_PLAN}),
+    RelaunchData: frozenset({EventKind.RELAUNCH, EventKind.RELAUNCH_FAILED}),
+    SpotBilledData: frozenset({EventKind.SPOT_BILLED}),
+}
+
+
+def payload(event: Event, kind: type[Payload]) -> Payload | None:
+    """The event's data as `kind`'s dataclass: None when the event is of another kind or its data is damaged;
+    keys the dataclass does not name are left out, missing ones take their defaults, and a value of the wrong
+    type reads as the default (an old or hand-edited row never breaks a reader)."""
+    if event.kind not in PAYLOAD_KINDS[kind]:
+        return None
+    data = event_data(event)
+    if data is None:
+        return None
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(kind):
+        value = data.get(f.name)
+        if value is not None and _fits(value, f.type):
+            values[f.name] = value
+    return kind(**values)
+
+
+def _fits(value: object, annotation: object) -> bool:
+    """Does a JSON value fit a field's (string) annotation: int, float, str, bool, list or dict, maybe None."""
+    text = str(annotation)
+    if isinstance(value, bool):
+        return text.startswith("bool")
+    if isinstance(value, int):
+        return text.startswith(("int", "float"))
+    checks = (("float", float), ("str", str), ("list", list), ("dict", dict))
+    return any(text.startswith(name) and isinstance(value, kind) for name, kind in checks)
+
+
+def history(session: Session, run_id: str) -> list[dict[str, Any]]:
+    """A run's events, oldest first, as `status --events` and the dashboard show them: when, what kind, the
+    message and its data."""
+    from gpuplan.store.models import Run
+
+    run = session.get(Run, run_id)
+    if run is None:
+        raise LookupError(run_id)
+    return [{"at": e.at, "kind": e.kind, "message": e.message, "data": event_data(e)} for e in events_of(run)]

@@ -77,9 +77,9 @@ def live_runs(session: Session) -> list[Run]:
 
 def list_runs(session: Session, limit: int = 50, state: str | None = None, *,
               states: frozenset[str] | None = None, since: dt.datetime | None = None,
-              project: str | None = None) -> list[Run]:
+              project: str | None = None, provider: str | None = None) -> list[Run]:
     """The newest `limit` runs, optionally only in `state` (or any of `states`), created at or after `since`,
-    of `project`."""
+    of `project`, started through `provider`."""
     query = select(Run).order_by(Run.created_at.desc()).limit(limit)
     if state:
         query = query.where(Run.state == state)
@@ -89,6 +89,8 @@ def list_runs(session: Session, limit: int = 50, state: str | None = None, *,
         query = query.where(Run.created_at >= since)
     if project is not None:
         query = query.where(Run.project == project)
+    if provider is not None:
+        query = query.where(Run.provider == provider)
     return list(session.scalars(query))
 
 

@@ -19,7 +19,7 @@ from sqlalchemy.exc import ArgumentError, DatabaseError, NoSuchModuleError, Oper
 from sqlalchemy.orm import Session, sessionmaker
 
 from gpuplan.errors import GpuplanError, UserError
-from gpuplan.paths import create_private_file, default_db_url, make_private_dir
+from gpuplan.paths import create_private_file, default_db_url, expand_user, make_private_dir
 from gpuplan.store import migrate
 
 log = logging.getLogger(__name__)
@@ -63,7 +63,9 @@ def make_engine(url: str) -> Engine:
         if database and database != ":memory:" and not database.startswith("file:"):
             # The books (and every run's spec) are the user's alone: a new database file is 0600 in a folder
             # gpuplan creates 0700, whatever the umask; SQLite gives its -wal/-shm files the database's mode.
-            path = Path(database).expanduser()
+            path = expand_user(database)
+            if path.is_dir():
+                raise UserError(f"the database path {path} is a folder; name a file in it (e.g. {path / 'gpuplan.db'})")
             try:
                 make_private_dir(path.parent)
                 create_private_file(path)
@@ -125,6 +127,9 @@ class Store:
                     return None
                 versions = list(conn.execute(text("SELECT version_num FROM alembic_version")).scalars())
         except OperationalError as exc:
+            full = self._full_disk()
+            if full:
+                raise UserError(f"cannot open the database {self.safe_url}: {full}") from exc
             raise GpuplanError(f"cannot open the database {self.safe_url}: {exc.orig}") from exc
         except DatabaseError as exc:
             raise UserError(f"{self.safe_url} is not a database: {exc.orig}") from exc
@@ -136,6 +141,17 @@ class Store:
                                f"({', '.join(sorted(map(str, versions)))}); this gpuplan writes one: upgrade gpuplan "
                                "or repair the alembic_version table")
         return versions[0] if versions else None
+
+    def _full_disk(self) -> str | None:
+        """Why a SQLite file cannot be opened when its disk is full (its -wal/-shm files cannot be made), else
+        None: the user's disk, not our failure (exit 2)."""
+        from gpuplan.store.space import free_bytes
+
+        parsed = make_url(self.url)
+        if parsed.get_backend_name() != "sqlite" or not parsed.database or parsed.database == ":memory:":
+            return None
+        free = free_bytes(Path(parsed.database).expanduser().parent)
+        return None if free is None or free > 64 * 1024 else f"the disk holding it is full ({free // 1024} KiB free)"
 
     @property
     def safe_url(self) -> str:

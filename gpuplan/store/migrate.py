@@ -33,7 +33,8 @@ def alembic_config(engine: Engine | None = None) -> Config:
     cfg = Config()
     cfg.set_main_option("script_location", script_location())
     if engine is not None:
-        cfg.set_main_option("sqlalchemy.url", engine.url.render_as_string(hide_password=False))
+        # configparser interpolates %: a path with % (GPUPLAN_HOME=/tmp/a%b) must be written as %%
+        cfg.set_main_option("sqlalchemy.url", engine.url.render_as_string(hide_password=False).replace("%", "%%"))
         cfg.attributes["engine"] = engine
     return cfg
 

@@ -20,6 +20,7 @@ catalog (gpuplan.supervise.adopt_price); the `adopted` event records where each 
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import logging
@@ -126,6 +127,8 @@ def adopt(session: Session, run: Run, provider: Provider, now: dt.datetime,
         if inst.instance_id in known:
             continue  # recorded already: no price to look for (the catalog is loaded only for new machines)
         quote = pricer.quote(inst)
+        if quote.price is not None and quote.price != inst.price_per_hour:
+            inst = dataclasses.replace(inst, price_per_hour=quote.price)  # the recorded price wins (adopt_price)
         rows = record_instances(session, run, provider, [inst], default_price=quote.price, now=now)
         for row in rows:
             if inst.state in InstanceState.GONE:
@@ -150,8 +153,12 @@ def adopt(session: Session, run: Run, provider: Provider, now: dt.datetime,
 
 def session_url(session: Session) -> str | None:
     """The database URL the session works on (the catalog reads refreshed prices from the same database)."""
+    from sqlalchemy import Engine
+
     try:
-        return session.get_bind().url.render_as_string(hide_password=False)
+        bind = session.get_bind()
+        engine = bind if isinstance(bind, Engine) else bind.engine
+        return engine.url.render_as_string(hide_password=False)
     except AttributeError:  # not bound to an engine (never the case in gpuplan; kept from crashing adoption)
         return None
 

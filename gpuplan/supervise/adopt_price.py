@@ -2,9 +2,11 @@
 
 An adopted machine (gpuplan.supervise.adopt) was started by a launch that died before recording it, so its price has to
 be found again. In order of trust:
-1. `cloud`: the provider's own answer (a price tag on the AWS machine, the local or Slurm configured rate);
-2. `launch_plan`: what the dead launch's plan quoted for that region and instance type;
-3. `run`: the price of another row of the run with the same region and type (the launch's offer);
+1. `launch_plan`: what the dead launch's plan quoted for that region and instance type — the price the user was
+   shown and agreed to; it wins over everything the adopter's own environment says (a shell without
+   GPUPLAN_LOCAL_PRICE_PER_HOUR would otherwise bill an adopted local job at $0);
+2. `run`: the price of another row of the run with the same region and type (the launch's offer);
+3. `cloud`: the provider's own answer (a price tag on the AWS machine, the local or Slurm configured rate);
 4. `catalog`: the price catalog (the newest complete refresh of that cloud, else the shipped snapshot) for the
    machine's cloud, region, instance type (and GPU, where a GCE host type carries different GPUs) and market
    (spot or on-demand). Where the machine's zone is in the catalog its price is used; otherwise the highest
@@ -95,14 +97,14 @@ class AdoptionPricer:
 
     def quote(self, inst: Instance) -> PriceQuote:
         """The machine's price and its source, trying the sources in the module doc's order."""
-        if inst.price_per_hour is not None:
-            return PriceQuote(inst.price_per_hour, "cloud")
         price = planned_price(self.run, inst)
         if price is not None:
             return PriceQuote(price, "launch_plan")
         price = recorded_price(self.run, inst)
         if price is not None:
             return PriceQuote(price, "run")
+        if inst.price_per_hour is not None:
+            return PriceQuote(inst.price_per_hour, "cloud")
         cloud = inst.cloud or self.cloud
         catalog = self.catalog(cloud)
         found = catalog_offer(catalog.offers, inst, cloud) if catalog is not None else None

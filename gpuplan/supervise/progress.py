@@ -91,8 +91,14 @@ def read_records(path: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]
         size = path.stat().st_size
     except FileNotFoundError:
         return None, [], 0
-    with open(path, "rb") as fh:
-        head = _parse([fh.readline().decode(errors="replace")])
+    from gpuplan.readfile import FileRefused, open_regular
+
+    try:
+        fh = open_regular(path, "the metrics file")
+    except (FileNotFoundError, FileRefused):
+        return None, [], 0  # a FIFO the job put there is no metrics (and must not hang the watch loop)
+    with fh:
+        head = _parse([fh.readline(TAIL_BYTES).decode(errors="replace")])  # a line of 600 MB: only its start
         if size > TAIL_BYTES:
             fh.seek(size - TAIL_BYTES)
             fh.readline()  # drop the partial line
@@ -147,3 +153,57 @@ def _steps_rate(records: list[dict[str, Any]]) -> float | None:
     a, b = timed[0], timed[-1]
     seconds = float(b["time"]) - float(a["time"])
     return (int(b["step"]) - int(a["step"])) / seconds if seconds > 0 and b["step"] > a["step"] else None
+
+
+SERIES_BYTES = 4 * 1024 * 1024  # the curves of a run read at most its last 4 MiB of metrics (~50k records)
+
+
+@dataclass(frozen=True)
+class MetricPoint:
+    """One point of a run's curves: its step, seconds since the first record, loss, and the tokens/s measured
+    since the previous record that carried tokens (the same tokens-over-time rule as `measure`)."""
+
+    step: int
+    seconds: float | None
+    loss: float | None
+    tokens_per_s: float | None
+
+
+def series(path: str | os.PathLike[str] | None, max_points: int = 400) -> list[MetricPoint]:
+    """The loss and throughput curves of a metrics file, thinned to at most `max_points` evenly spaced records
+    (the last one always kept). Lines are sanitised as `measure` does; a huge file is read from its tail."""
+    if path is None:
+        return []
+    try:
+        size = Path(path).stat().st_size
+    except FileNotFoundError:
+        return []
+    with open(path, "rb") as fh:
+        if size > SERIES_BYTES:
+            fh.seek(size - SERIES_BYTES)
+            fh.readline()  # drop the partial line
+        records = _parse(fh.read().decode(errors="replace").splitlines())
+    t0 = next((float(r["time"]) for r in records if r.get("time") is not None), None)
+    points: list[MetricPoint] = []
+    previous: dict[str, Any] | None = None
+    for record in records:
+        rate = None
+        timed = record.get("time") is not None and record.get("tokens") is not None
+        if timed and previous is not None:
+            seconds = float(record["time"]) - float(previous["time"])
+            if seconds > 0 and int(record["tokens"]) > int(previous["tokens"]):
+                rate = (int(record["tokens"]) - int(previous["tokens"])) / seconds
+        # A record that did not advance the tokens (a checkpoint's note) has no rate of its own; the next one is
+        # measured from the last that did, so the time the checkpoint took still counts.
+        if timed and (previous is None or int(record["tokens"]) > int(previous["tokens"])):
+            previous = record
+        loss = record.get("loss")
+        points.append(MetricPoint(step=int(record["step"]),
+                                  seconds=None if t0 is None or record.get("time") is None
+                                  else float(record["time"]) - t0,
+                                  loss=float(loss) if isinstance(loss, (int, float)) else None,
+                                  tokens_per_s=rate))
+    if len(points) <= max_points:
+        return points
+    stride = len(points) / max_points
+    return [points[int(i * stride)] for i in range(max_points - 1)] + [points[-1]]

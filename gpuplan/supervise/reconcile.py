@@ -185,11 +185,11 @@ def compare(provider: Provider, open_rows: Sequence[OpenRow], policy: Policy | N
     if unseen:
         described = {i.instance_id: i for i in provider.describe([r.instance_id for r in unseen])}
         for row in unseen:
-            inst = described.get(row.instance_id)
-            if inst is None or inst.state in InstanceState.GONE:
-                findings.append(Finding(cloud=provider.cloud, region=(inst.region if inst else None) or row.region,
+            seen = described.get(row.instance_id)
+            if seen is None or seen.state in InstanceState.GONE:
+                findings.append(Finding(cloud=provider.cloud, region=(seen.region if seen else None) or row.region,
                                         instance_id=row.instance_id, run_id=row.run_id,
-                                        state=inst.state if inst else InstanceState.TERMINATED, kind=MISSING,
+                                        state=seen.state if seen else InstanceState.TERMINATED, kind=MISSING,
                                         provider=provider.name,
                                         why="the books count it running; the provider reports it gone"))
     return findings

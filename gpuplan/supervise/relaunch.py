@@ -19,7 +19,6 @@ watch step relaunches within the same limits).
 from __future__ import annotations
 
 import datetime as dt
-import json
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
@@ -123,18 +122,16 @@ def relaunch_after_preemption(session: Session, run: Run, provider: Provider, no
 def pending_relaunch(run: Run) -> int | None:
     """The generation of a relaunch whose launch plan is recorded but whose outcome (`relaunch` or
     `relaunch_failed`) is not: its gpuplan is still starting the machines, or died doing it. None otherwise."""
-    from gpuplan.runs.events import events_of
+    from gpuplan.runs.events import LaunchPlanData, RelaunchData, events_of, payload
 
     pending = None
     for event in events_of(run, (EventKind.LAUNCH_PLAN, *EventKind.RELAUNCH_OUTCOMES)):
-        try:
-            data = json.loads(event.data_json or "{}")
-        except ValueError:
+        plan = payload(event, LaunchPlanData)
+        if plan is not None:
+            pending = plan.generation
             continue
-        generation = data.get("generation") if isinstance(data, dict) else None
-        if event.kind == EventKind.LAUNCH_PLAN:
-            pending = generation if isinstance(generation, int) else None
-        elif generation == pending:
+        outcome = payload(event, RelaunchData)
+        if outcome is not None and outcome.generation == pending:
             pending = None
     return pending
 

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from gpuplan.runs.events import EventKind, event_data, events_of
+from gpuplan.runs.events import EventKind, RelaunchData, events_of, payload
 from gpuplan.supervise.progress import METRICS_FILE
 
 
@@ -115,18 +115,18 @@ def resume_words(point: ResumePoint | None) -> str:
 def resumed_line(run: Any) -> str | None:
     """`resumed from step N (checkpoint of HH:MM)` for the run's latest relaunch that knew its checkpoint."""
     for event in reversed(events_of(run, (EventKind.RELAUNCH,))):
-        data = event_data(event) or {}
-        step = data.get("resumed_from_step")
-        if not isinstance(step, int):
+        data = payload(event, RelaunchData)
+        step = data.resumed_from_step if data else None
+        if data is None or step is None:
             continue
-        at = data.get("checkpoint_at")
+        at = data.checkpoint_at
         when = ""
-        if isinstance(at, str):
+        if at is not None:
             try:
                 when = f" (checkpoint of {dt.datetime.fromisoformat(at).strftime('%H:%M')} UTC)"
             except ValueError:
                 when = ""
-        lost = data.get("lost_steps")
-        tail = f", {lost} steps lost" if isinstance(lost, int) and lost else ""
+        lost = data.lost_steps
+        tail = f", {lost} steps lost" if lost else ""
         return f"resumed from step {step}{when}{tail}"
     return None

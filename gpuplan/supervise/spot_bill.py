@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session
 
 from gpuplan.providers.base import Provider, ProviderError, SpotPricePoint
 from gpuplan.runs.cost import instance_cost
-from gpuplan.runs.events import EventKind, event_data, record_event
+from gpuplan.runs.events import EventKind, SpotBilledData, payload, record_event
 from gpuplan.runs.spot_billing import integrate
 from gpuplan.store.models import Event, InstanceRow, Run
 
@@ -37,9 +37,9 @@ def billed_instance_ids(session: Session, run: Run) -> set[str]:
     done: set[str] = set()
     query = select(Event).where(Event.run_id == run.id, Event.kind == EventKind.SPOT_BILLED)
     for event in session.scalars(query):
-        data = event_data(event) or {}
-        if data.get("instance"):
-            done.add(str(data["instance"]))
+        data = payload(event, SpotBilledData)
+        if data is not None and data.instance:
+            done.add(data.instance)
     return done
 
 

@@ -173,13 +173,13 @@ def refresh_run(session: Session, run: Run, provider: Provider, now: dt.datetime
             return False, None
     fetch_outputs(provider, run, list(described.values()))
     for row in open_rows:
-        inst = described.get(row.provider_instance_id)
-        if inst is None:
+        seen = described.get(row.provider_instance_id)
+        if seen is None:
             continue
-        _start_billing_when_started(run, row, inst)
-        row.state = inst.state
-        if inst.state in InstanceState.GONE:
-            close_instance(row, inst.state, inst.ended_at or now)
+        _start_billing_when_started(run, row, seen)
+        row.state = seen.state
+        if seen.state in InstanceState.GONE:
+            close_instance(row, seen.state, seen.ended_at or now)
 
     progress = measure(metrics_path(run), run.total_tokens)
     if progress is not None:

@@ -7,6 +7,11 @@
 - Interruption: IMDSv2 `spot/instance-action` (404 until EC2 schedules the interruption, then `{"action": ...}`
   two minutes ahead; AWS recommends checking every 5 seconds):
   https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-instance-termination-notices.html
+- EFA (multi-node p4d/p5: gpuplan.providers.aws.network): when the machine has EFA devices (/dev/infiniband), the
+  container gets them and unlimited locked memory (libfabric pins its buffers), or NCCL falls back to TCP sockets;
+  and the job log says when the image lacks the aws-ofi-nccl plugin (libnccl-net*.so) NCCL needs to use EFA
+  (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-start-nccl.html). GPUPLAN_EFA_DEVICES moves the device
+  folder for the tests.
 - `imds_get KEY` (IMDSv2: a session token first) also serves the multi-node identity (gpuplan.jobs.boot_identity).
   https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/configuring-instance-metadata-service.html
 """
@@ -55,6 +60,22 @@ cloud_get() {
 
 cloud_sync() {
   aws s3 sync --only-show-errors --no-progress "$1" "$2"
+}
+
+fabric_run_args() {
+  local devices=${GPUPLAN_EFA_DEVICES:-/dev/infiniband}
+  if [ -d "$devices" ]; then
+    printf '%s\n' --device "$devices" --ulimit memlock=-1:-1
+  fi
+}
+
+fabric_note() {
+  local libs="/opt/amazon/ofi-nccl/lib*/libnccl-net* /opt/aws-ofi-nccl/lib*/libnccl-net*"
+  libs="$libs /usr/local/lib/libnccl-net* /usr/lib/*/libnccl-net*"
+  [ -d "${GPUPLAN_EFA_DEVICES:-/dev/infiniband}" ] || return 0
+  if ! "$1" run --rm --entrypoint /bin/sh "$2" -c "ls $libs" >/dev/null 2>&1; then
+    echo "gpuplan: note: image $2 has no aws-ofi-nccl plugin (libnccl-net*.so): NCCL will not use EFA"
+  fi
 }
 
 interruption_notice() {

@@ -30,6 +30,7 @@ to the outputs prefix.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -40,8 +41,18 @@ from gpuplan.providers.base import CREATED_BY, TAG_CREATED_BY
 
 DEFAULT_NAME = "gpuplan-instance"  # the role and the instance profile `gpuplan setup aws --create` makes
 POLICY_NAME = "gpuplan-instance"
-FIX = ("create one with `gpuplan setup aws --create --bucket BUCKET` and set GPUPLAN_AWS_INSTANCE_PROFILE to its "
-       "name")
+
+
+def setup_fix(bucket: str | None = None, storage: str | None = None) -> str:
+    """The command that makes a profile granting what this launch needs: `--bucket` for shipped outputs,
+    `--storage` for a spec's s3:// `storage:` (a role made with only one of them cannot do the other)."""
+    flags = "".join(f" {flag} {value}" for flag, value in (("--bucket", bucket), ("--storage", storage))
+                    if value and (flag == "--bucket" or value.startswith("s3://")))
+    return (f"create one with `gpuplan setup aws --create{flags}` (it records the profile in the config file as "
+            "[providers.aws] instance_profile)")
+
+
+FIX = setup_fix()
 
 
 @dataclass(frozen=True)
@@ -52,6 +63,7 @@ class ProfileCheck:
     needed_for: tuple[str, ...]
     problem: str | None = None
     role: str | None = None
+    role_arn: str | None = None
 
 
 def needed_for(*, secrets: bool, bucket: str | None, storage: str | None = None) -> tuple[str, ...]:
@@ -66,15 +78,23 @@ def needed_for(*, secrets: bool, bucket: str | None, storage: str | None = None)
     return tuple(reasons)
 
 
+def sid(kind: str, *parts: str) -> str:
+    """A statement id naming what the statement is for (`GpuplanStorageObjects` + a digest of the bucket and prefix):
+    statements of one kind for another bucket or prefix have another id, so merge_policy keeps them."""
+    digest = hashlib.sha256("/".join(parts).encode()).hexdigest()[:12] if parts else ""
+    return f"Gpuplan{kind}{digest}"
+
+
 def storage_statements(storage: str) -> list[dict[str, Any]]:
     """Least privilege for one s3:// storage: list, read and write under its prefix only (see the docstring)."""
     rest = storage.removeprefix("s3://").strip("/")
     bucket, _, prefix = rest.partition("/")
     objects = f"{prefix}/*" if prefix else "*"
     statements: list[dict[str, Any]] = [
-        {"Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject"],
+        {"Sid": sid("StorageObjects", bucket, prefix), "Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject"],
          "Resource": f"arn:aws:s3:::{bucket}/{objects}"},
-        {"Effect": "Allow", "Action": "s3:ListBucket", "Resource": f"arn:aws:s3:::{bucket}"},
+        {"Sid": sid("StorageList", bucket, prefix), "Effect": "Allow", "Action": "s3:ListBucket",
+         "Resource": f"arn:aws:s3:::{bucket}"},
     ]
     if prefix:
         statements[1]["Condition"] = {"StringLike": {"s3:prefix": [objects]}}
@@ -86,14 +106,15 @@ def profile_name(profile: str) -> str:
     return profile.rsplit("/", 1)[-1] if profile.startswith("arn:") else profile
 
 
-def check_profile(iam: Any, profile: str | None, needed: Sequence[str]) -> ProfileCheck:
-    """A usable profile when the machines need one: configured, existing, with a role."""
+def check_profile(iam: Any, profile: str | None, needed: Sequence[str], *, fix: str = FIX) -> ProfileCheck:
+    """A usable profile when the machines need one: configured, existing, with a role. `fix` is the command that
+    would make one granting what is needed (setup_fix)."""
     if not needed:
         return ProfileCheck(profile, ())
     why = " and ".join(needed)
     if not profile:
         return ProfileCheck(None, tuple(needed), f"the AWS machines need an instance profile for {why}, and none "
-                                                 f"is configured: {FIX}")
+                                                 f"is configured: {fix}")
     name = profile_name(profile)
     try:
         found = iam.get_instance_profile(InstanceProfileName=name)["InstanceProfile"]
@@ -101,13 +122,14 @@ def check_profile(iam: Any, profile: str | None, needed: Sequence[str]) -> Profi
         error = map_client_error(exc)
         if error.code == "NoSuchEntity":
             return ProfileCheck(profile, tuple(needed), f"the instance profile {name} does not exist (needed for "
-                                                        f"{why}): {FIX}")
+                                                        f"{why}): {fix}")
         raise error from exc
     roles = found.get("Roles") or []
     if not roles:
         return ProfileCheck(profile, tuple(needed), f"the instance profile {name} has no role, so the machines get "
-                                                    f"no credentials for {why}: add one, or {FIX}")
-    return ProfileCheck(profile, tuple(needed), role=str(roles[0].get("RoleName")))
+                                                    f"no credentials for {why}: add one, or {fix}")
+    return ProfileCheck(profile, tuple(needed), role=str(roles[0].get("RoleName")),
+                        role_arn=str(roles[0].get("Arn") or "") or None)
 
 
 def instance_policy(bucket: str | None, *, kms_key_arn: str | None = None,
@@ -115,15 +137,44 @@ def instance_policy(bucket: str | None, *, kms_key_arn: str | None = None,
     """The role's permissions: what the boot script does and nothing else (the README's AWS policy)."""
     statements: list[dict[str, Any]] = []
     if bucket:
-        statements.append({"Effect": "Allow", "Action": "s3:PutObject",
+        statements.append({"Sid": sid("Outputs", bucket), "Effect": "Allow", "Action": "s3:PutObject",
                            "Resource": f"arn:aws:s3:::{bucket}/gpuplan/*"})
     if storage:
         statements.extend(storage_statements(storage))
-    statements.append({"Effect": "Allow", "Action": "ssm:GetParameter",
+    statements.append({"Sid": sid("Secrets"), "Effect": "Allow", "Action": "ssm:GetParameter",
                        "Resource": "arn:aws:ssm:*:*:parameter/gpuplan/*"})
     if kms_key_arn:
-        statements.append({"Effect": "Allow", "Action": "kms:Decrypt", "Resource": kms_key_arn})
+        statements.append({"Sid": sid("Kms", kms_key_arn), "Effect": "Allow", "Action": "kms:Decrypt",
+                           "Resource": kms_key_arn})
     return {"Version": "2012-10-17", "Statement": statements}
+
+
+def merge_policy(existing: Mapping[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
+    """`new`'s statements and every earlier one it neither replaces (same Sid) nor repeats: running `setup aws
+    --create --storage s3://b/two` after `--storage s3://b/one` grants both prefixes, never revokes the first
+    (one statement per prefix, told apart by its Sid). Removing a grant is the user's edit, not a side effect."""
+    fresh = list(new["Statement"])
+    ids = {s.get("Sid") for s in fresh}
+    bodies = [_body(s) for s in fresh]
+    earlier = (existing or {}).get("Statement") or []
+    kept = [s for s in ([earlier] if isinstance(earlier, dict) else earlier)
+            if s.get("Sid") not in ids and _body(s) not in bodies]
+    return {"Version": "2012-10-17", "Statement": kept + fresh}
+
+
+def _body(statement: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in statement.items() if k != "Sid"}
+
+
+def current_policy(iam: Any, role: str) -> dict[str, Any] | None:
+    """The role's gpuplan inline policy as it is now (None: none yet); IAM returns it URL-decoded JSON."""
+    try:
+        document = iam.get_role_policy(RoleName=role, PolicyName=POLICY_NAME)["PolicyDocument"]
+    except Exception as exc:
+        if _code(exc) == "NoSuchEntity":
+            return None
+        raise
+    return dict(json.loads(document) if isinstance(document, str) else document)
 
 
 def trust_policy() -> dict[str, Any]:
@@ -167,6 +218,7 @@ def create_profile(iam: Any, *, name: str = DEFAULT_NAME, bucket: str | None, km
             if _code(exc) != "EntityAlreadyExists":
                 raise
             result.actions.append(f"role {name} exists")
+        result.policy = policy = merge_policy(current_policy(iam, name), policy)
         iam.put_role_policy(RoleName=name, PolicyName=POLICY_NAME, PolicyDocument=json.dumps(policy))
         result.actions.append(f"set policy {POLICY_NAME} on role {name}")
         try:

@@ -3,8 +3,10 @@
 Both decide how a machine is launched: the AMI must match the type's architecture (gpuplan.providers.aws.image)
 and a multi-node run on an EFA type gets an EFA interface (gpuplan.providers.aws.network).
 Fields: `ProcessorInfo.SupportedArchitectures` (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_ProcessorInfo.html)
-and `NetworkInfo.EfaSupported` / `EfaInfo.MaximumEfaInterfaces`
-(https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_NetworkInfo.html).
+and `NetworkInfo.EfaSupported` / `EfaInfo.MaximumEfaInterfaces` / `MaximumNetworkCards` /
+`NetworkCards[].InterfaceTypes`
+(https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_NetworkInfo.html,
+https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_NetworkCardInfo.html).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ class TypeInfo:
     architectures: tuple[str, ...]  # e.g. ("x86_64",), ("arm64",)
     efa_supported: bool = False
     max_efa_interfaces: int = 0
+    network_cards: int = 1  # NetworkInfo.MaximumNetworkCards
+    efa_only_cards: tuple[int, ...] = ()  # the cards whose InterfaceTypes include `efa-only`
 
     @property
     def architecture(self) -> str:
@@ -47,4 +51,7 @@ def describe_type(ec2: Any, instance_type: str, region: str) -> TypeInfo:
         architectures=tuple((raw.get("ProcessorInfo") or {}).get("SupportedArchitectures") or ()),
         efa_supported=bool(network.get("EfaSupported")),
         max_efa_interfaces=int((network.get("EfaInfo") or {}).get("MaximumEfaInterfaces") or 0),
+        network_cards=int(network.get("MaximumNetworkCards") or 1),
+        efa_only_cards=tuple(int(c.get("NetworkCardIndex") or 0) for c in network.get("NetworkCards") or ()
+                             if "efa-only" in (c.get("InterfaceTypes") or ())),
     )

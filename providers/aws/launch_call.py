@@ -26,11 +26,22 @@ launch client therefore has botocore retries off, and this module retries only w
 backoff: throttling ("RequestLimitExceeded ... use an increasing or variable sleep interval") and the internal
 server errors ("An internal error has occurred. Retry your request"), never capacity. A retry is the identical
 request with the same token, which is what the idempotency page allows ("Retry ... with an appropriate backoff").
+
+IAM propagation: a new instance profile reaches EC2 seconds after CreateInstanceProfile returns ("Changes that I make
+are not always immediately visible", https://docs.aws.amazon.com/IAM/latest/UserGuide/troubleshoot_general.html
+#troubleshoot_general_eventual-consistency), and meanwhile RunInstances answers InvalidParameterValue "Value (NAME)
+for parameter iamInstanceProfile.name is invalid. Invalid IAM Instance Profile name" (aws/aws-sdk-js-v3#5253,
+hashicorp/terraform-provider-aws#27516). That says nothing about the placement, so it is retried, the identical
+request with the same token, for up to `profile_wait` seconds (60 by default), as kops (spotinsttasks/elastigroup.go:
+retries "Invalid IAM Instance Profile name") and Packer (GH-9946: the retry must not start a second spot instance)
+do; only then does it end the launch (gpuplan.providers.aws.rules: never a reason to try other placements).
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
+import os
 import random
 import time
 from collections.abc import Callable, Mapping
@@ -40,6 +51,22 @@ MAX_TOKEN = 64
 RETRY_CODES = frozenset({"RequestLimitExceeded", "InternalError", "InternalFailure", "ServerInternal",
                          "ServiceUnavailable", "Unavailable"})
 LAUNCH_TRIES = 5
+PROFILE_WAIT = 60.0  # seconds a new instance profile may take to reach EC2 (see the module docstring)
+PROFILE_STEPS = 12  # retries within that wait: every 5 s by default
+_PROFILE_NOT_READY = "invalid iam instance profile"
+
+log = logging.getLogger(__name__)
+
+
+def default_profile_wait() -> float:
+    """GPUPLAN_AWS_PROFILE_WAIT seconds, else PROFILE_WAIT: how long a launch waits for a new instance profile."""
+    return float(os.environ.get("GPUPLAN_AWS_PROFILE_WAIT") or PROFILE_WAIT)
+
+
+def profile_not_ready(code: str, message: str) -> bool:
+    """EC2's answer while an instance profile is not (yet) visible to it: InvalidParameterValue naming
+    iamInstanceProfile (the name or the ARN form)."""
+    return code == "InvalidParameterValue" and _PROFILE_NOT_READY in message.lower()
 
 
 def client_token(run_id: str, *, generation: int, attempt: int, zone: str | None, instance_type: str | None,
@@ -56,20 +83,33 @@ def client_token(run_id: str, *, generation: int, attempt: int, zone: str | None
 
 
 def run_instances(client: Any, params: Mapping[str, Any], *, tries: int = LAUNCH_TRIES, delay: float = 1.0,
-                  sleep: Callable[[float], None] = time.sleep) -> dict[str, Any]:
-    """One RunInstances request, retried (same token) only on throttling and internal errors, with jittered
-    exponential backoff; any other error, capacity included, is raised at once."""
+                  sleep: Callable[[float], None] | None = None, profile_wait: float = PROFILE_WAIT) -> dict[str, Any]:
+    """One RunInstances request, retried (same token) on throttling and internal errors, with jittered
+    exponential backoff, and while its instance profile is not yet visible to EC2 (every profile_wait/12 s, for up
+    to `profile_wait` s); any other error, capacity included, is raised at once."""
     from botocore.exceptions import ClientError, ConnectionClosedError, ReadTimeoutError
 
-    for attempt in range(tries):
+    sleep = sleep or time.sleep  # looked up per call, so a test can replace time.sleep here
+    attempt = 0
+    waits = 0  # retries while the instance profile propagates: PROFILE_STEPS of profile_wait / PROFILE_STEPS s
+    while True:
         try:
             return dict(client.run_instances(**params))
         except ClientError as exc:
-            code = str(exc.response.get("Error", {}).get("Code") or "")
+            error = exc.response.get("Error", {})
+            code, message = str(error.get("Code") or ""), str(error.get("Message") or "")
+            if profile_not_ready(code, message) and params.get("IamInstanceProfile") and waits < PROFILE_STEPS \
+                    and profile_wait > 0:
+                if waits == 0:
+                    log.warning("EC2 does not see instance profile %s yet (IAM propagation): retrying the same "
+                                "request for up to %g s", params["IamInstanceProfile"], profile_wait)
+                sleep(profile_wait / PROFILE_STEPS)
+                waits += 1
+                continue
             if code not in RETRY_CODES or attempt == tries - 1:
                 raise
         except (ReadTimeoutError, ConnectionClosedError):
             if attempt == tries - 1:
                 raise
         sleep(min(delay * 2 ** attempt, 20.0) * random.uniform(0.5, 1.0))
-    raise AssertionError("unreachable")
+        attempt += 1

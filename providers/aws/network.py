@@ -115,16 +115,42 @@ def wants_efa(info: TypeInfo, nodes: int) -> bool:
     return nodes > 1 and info.efa_supported
 
 
-def network_interfaces(subnet: Mapping[str, Any], group_ids: list[str]) -> list[dict[str, Any]]:
-    """One EFA interface as the primary (device 0, network card 0), carrying the subnet and the groups.
+def network_interfaces(subnet: Mapping[str, Any], group_ids: list[str],
+                       info: TypeInfo | None = None) -> list[dict[str, Any]]:
+    """The run's interfaces: one EFA device per network card, as "Maximize network bandwidth on Amazon EC2 instances
+    with multiple network cards" (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html) says:
 
-    One interface only: EC2 refuses a public address with several interfaces, and the machines need one to pull
-    images and reach S3/SSM through the default VPC's internet gateway; so it follows the subnet's own
-    MapPublicIpOnLaunch, as an instance launched without interfaces would.
+    - the primary (network card 0, device 0) an ENA interface ("You can't use an EFA-only network interface as the
+      primary network interface"), carrying the public address;
+    - an `efa-only` interface on card 0 at device 1, and one on every further card at device 0, up to the type's
+      MaximumEfaInterfaces (p5.48xlarge: 32, p4d.24xlarge: 4; one EFA on a p5 gives NCCL 1/32 of its fabric).
+
+    EFA-only interfaces have no IP address (create-efa.html: "You can't assign an IP address to an EFA-only network
+    interface"), so the instance keeps one IP interface: the public address the machines need to pull images and
+    reach S3/SSM through the default VPC's internet gateway stays possible (AssociatePublicIpAddress: "You cannot
+    specify more than one network interface in the request"; the P5 page's use case 1 recommends EFA-only interfaces
+    precisely to keep automatic public IP assignment). It follows the subnet's MapPublicIpOnLaunch, as an instance
+    launched without interfaces would. A type whose cards do not offer `efa-only` gets one EFA (with ENA) primary.
     """
-    return [{"DeviceIndex": 0, "NetworkCardIndex": 0, "InterfaceType": "efa", "SubnetId": subnet["SubnetId"],
-             "Groups": list(group_ids), "DeleteOnTermination": True,
-             "AssociatePublicIpAddress": bool(subnet.get("MapPublicIpOnLaunch"))}]
+    common = {"SubnetId": subnet["SubnetId"], "Groups": list(group_ids), "DeleteOnTermination": True}
+    efa_only = set(info.efa_only_cards) if info is not None else set()
+    wanted = min(info.network_cards, info.max_efa_interfaces) if info is not None else 0
+    if not efa_only or 0 not in efa_only or wanted < 1:
+        return [{"DeviceIndex": 0, "NetworkCardIndex": 0, "InterfaceType": "efa", **common,
+                 "AssociatePublicIpAddress": bool(subnet.get("MapPublicIpOnLaunch"))}]
+    interfaces: list[dict[str, Any]] = [
+        {"DeviceIndex": 0, "NetworkCardIndex": 0, "InterfaceType": "interface", **common,
+         "AssociatePublicIpAddress": bool(subnet.get("MapPublicIpOnLaunch"))},
+        {"DeviceIndex": 1, "NetworkCardIndex": 0, "InterfaceType": "efa-only", **common}]
+    for card in range(1, wanted):
+        if card in efa_only:
+            interfaces.append({"DeviceIndex": 0, "NetworkCardIndex": card, "InterfaceType": "efa-only", **common})
+    return interfaces
+
+
+def efa_devices(interfaces: list[Mapping[str, Any]]) -> int:
+    """How many EFA devices these interfaces give the machine (what NCCL's aws-ofi-nccl plugin can use)."""
+    return sum(1 for i in interfaces if i.get("InterfaceType") in ("efa", "efa-only"))
 
 
 def placement_group_name(run_id: str) -> str:

@@ -46,7 +46,7 @@ from gpuplan.providers.aws.image import (
     read_parameter,
 )
 from gpuplan.providers.aws.instance_types import TypeInfo, describe_type
-from gpuplan.providers.aws.launch_call import client_token, run_instances
+from gpuplan.providers.aws.launch_call import client_token, default_profile_wait, run_instances
 from gpuplan.providers.aws.places import AccountPlaces
 from gpuplan.providers.aws.rules import (
     DEFAULT_AMI_PARAMETER,
@@ -96,8 +96,9 @@ class AwsProvider(AccountPlaces, RunStorage, AwsCapabilities, Provider):
     parameter), `ssh_from` (an address to open port 22 to; "auto" asks checkip.amazonaws.com), `key_name`,
     `instance_profile`, `root_volume_gb`, `spot_max_price`, `retry_mode` and `max_attempts` (botocore retries;
     default: the user's AWS_MAX_ATTEMPTS / config-file setting, else 8: gpuplan.providers.aws.retries),
-    `waiter_delay` and `waiter_max_attempts` (waiting for `terminated`), `bucket` (else GPUPLAN_AWS_BUCKET: the
-    S3 bucket the boot script ships each node's job.log, metrics and exit.json to, under
+    `waiter_delay` and `waiter_max_attempts` (waiting for `terminated`), `profile_wait` (else
+    GPUPLAN_AWS_PROFILE_WAIT: how long a new instance profile may take to reach EC2, .launch_call), `bucket`
+    (else GPUPLAN_AWS_BUCKET: the S3 bucket the boot script ships each node's job.log, metrics and exit.json to, under
     `gpuplan/<run_id>/node-<rank>/`; without it a finished run cannot report its exit code).
 
     Secrets never ride in user-data: their values are stored as SSM SecureString parameters
@@ -133,6 +134,7 @@ class AwsProvider(AccountPlaces, RunStorage, AwsCapabilities, Provider):
         bucket: str | None = None,
         session: Any = None,
         launch_retry_delay: float = 1.0,
+        profile_wait: float | None = None,
     ) -> None:
         env = os.environ
         self.bucket = (bucket or env.get("GPUPLAN_AWS_BUCKET") or "").strip() or None
@@ -160,6 +162,7 @@ class AwsProvider(AccountPlaces, RunStorage, AwsCapabilities, Provider):
         self._group_of: dict[str, str] = {}
         self._ip_of: dict[str, str] = {}
         self.launch_retry_delay = launch_retry_delay
+        self.profile_wait = default_profile_wait() if profile_wait is None else float(profile_wait)
         self._zones = AccountZones(lambda region: self.client("ec2", region))
         self._regions = AccountRegions(lambda: self.client("ec2", self.region, retries=2))  # see AccountPlaces
         self._types: dict[tuple[str, str], TypeInfo] = {}
@@ -233,11 +236,11 @@ class AwsProvider(AccountPlaces, RunStorage, AwsCapabilities, Provider):
                                  [str(z) for z in self._option(request, "zones", ())])
         # check_launch verified the profile exists before anything was recorded; never start a machine that would
         # fail at boot for want of one (gpuplan.providers.aws.iam).
-        needed = aws_iam.needed_for(secrets=bool(request.secrets), bucket=self.bucket,
-                                    storage=request.options.get("run_storage_url"))
+        storage = request.options.get("run_storage_url")
+        needed = aws_iam.needed_for(secrets=bool(request.secrets), bucket=self.bucket, storage=storage)
         if needed and not self._option(request, "instance_profile", self.instance_profile):
-            raise ProviderError(str(aws_iam.check_profile(None, None, needed).problem), code="NoInstanceProfile",
-                                region=region)
+            raise ProviderError(str(aws_iam.check_profile(None, None, needed, fix=aws_iam.setup_fix(
+                self.bucket, storage)).problem), code="NoInstanceProfile", region=region)
         self._put_secrets(region, request)
         try:
             return self._launch_nodes(request, region, zone)
@@ -295,7 +298,8 @@ class AwsProvider(AccountPlaces, RunStorage, AwsCapabilities, Provider):
         where = Where(region=region, zone=zone, instance_type=request.instance_type, spot=request.spot)
         try:
             params = self._run_params(request, region, zone, count=count, user_data=user_data)
-            response = run_instances(self.launch_client(region), params, delay=self.launch_retry_delay)
+            response = run_instances(self.launch_client(region), params, delay=self.launch_retry_delay,
+                                     profile_wait=self.profile_wait)
         except ProviderError:
             raise
         except Exception as exc:
@@ -349,8 +353,8 @@ class AwsProvider(AccountPlaces, RunStorage, AwsCapabilities, Provider):
                 {"ResourceType": "volume", "Tags": tag_list(tags)},
             ],
         }
-        if network.wants_efa(self._type_info(region, str(request.instance_type)), request.nodes):
-            params["NetworkInterfaces"] = network.network_interfaces(subnet, groups)
+        if network.wants_efa(info := self._type_info(region, str(request.instance_type)), request.nodes):
+            params["NetworkInterfaces"] = network.network_interfaces(subnet, groups, info)
         else:
             params["SubnetId"] = subnet["SubnetId"]
             params["SecurityGroupIds"] = groups

@@ -158,6 +158,9 @@ def error_scope(code: str, message: str, w: Where) -> tuple[type[PlacementError]
         return CapacityError, Scope(region=w.region, zone=w.zone, instance_type=w.instance_type, spot=w.spot)
     if code in QUOTA_CODES:
         return QuotaError, Scope(region=w.region, family=instance_family(w.instance_type), spot=w.spot)
+    if code == "InvalidParameterValue" and "iam instance profile" in message.lower():
+        # The profile, not the placement: still unknown to EC2 after launch_call's wait, so no placement will do.
+        return None
     if code in ZONE_CODES or (code == "InvalidParameterValue" and "availability zone" in message.lower()):
         return PlacementError, Scope(region=w.region, zone=w.zone)
     if code in REGION_TYPE_CODES:

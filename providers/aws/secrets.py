@@ -20,6 +20,31 @@ from gpuplan.providers.base import CREATED_BY, TAG_CREATED_BY, CloudSecret
 SECRET_PATH = "/gpuplan"
 _DELETE_BATCH = 10  # DeleteParameters takes at most 10 names
 
+# Parameter tiers (https://docs.aws.amazon.com/systems-manager/latest/userguide/parameter-store-advanced-parameters.html):
+# "Maximum size of a parameter value: Standard 4 KB, Advanced 8 KB"; Standard has "No additional charge", Advanced
+# "Charges apply" ($0.05 per advanced parameter per month, prorated hourly: https://aws.amazon.com/systems-manager/
+# pricing/). A Standard PutParameter over the limit answers ValidationException "Standard tier parameters support a
+# maximum parameter value of 4096 characters" (aws/aws-sdk-net#3157), and the account's default tier is Standard
+# unless its owner changed it, so gpuplan names the tier itself: Standard when the value fits (free), else Advanced.
+# Sizes are counted in UTF-8 bytes, never fewer than characters, so a value that passes here passes either count.
+STANDARD_MAX_BYTES = 4096
+ADVANCED_MAX_BYTES = 8192
+ADVANCED_COST = "$0.05 per secret per month, prorated hourly"
+
+
+def parameter_tier(value: str) -> str:
+    """The SSM tier a secret value needs: Standard (free) up to 4 KB, Advanced above."""
+    return "Standard" if len(value.encode()) <= STANDARD_MAX_BYTES else "Advanced"
+
+
+def too_big(name: str, value: str) -> str | None:
+    """One line when a secret cannot be stored in SSM at all (over 8 KB), else None. The value is never quoted."""
+    size = len(value.encode())
+    if size <= ADVANCED_MAX_BYTES:
+        return None
+    return (f"secret {name} is {size} bytes; AWS SSM Parameter Store holds at most {ADVANCED_MAX_BYTES} bytes "
+            "(Advanced tier): pass a smaller value, e.g. a path or a URL the job fetches with its own credentials")
+
 
 def run_of(parameter: str) -> str | None:
     """The run of `/gpuplan/<run_id>/<NAME>`; None for any other shape (never guessed, so never deleted)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from gpuplan.providers.aws import secrets as aws_secrets
 from gpuplan.providers.aws.rules import Where, map_client_error, run_tags, tag_list
@@ -28,7 +28,7 @@ class RunStorage:
     """Needs `name`, `region`, `regions`, `bucket`, `client(service, region)`, `secret_parameter`, `_error`,
     `_find`, `_region_of` and `_etags` from the provider."""
 
-    name: str
+    name: ClassVar[str]
     region: str
     regions: list[str]
     bucket: str | None
@@ -48,14 +48,15 @@ class RunStorage:
         for name, value in sorted(request.secrets.items()):
             parameter = self.secret_parameter(request.run_id, name)
             try:
+                tier = aws_secrets.parameter_tier(value)  # Advanced only above 4 KB (gpuplan.providers.aws.secrets)
                 try:
-                    ssm.put_parameter(Name=parameter, Value=value, Type="SecureString", Tags=tags,
+                    ssm.put_parameter(Name=parameter, Value=value, Type="SecureString", Tags=tags, Tier=tier,
                                       Description=f"gpuplan secret {name} of run {request.run_id}")
                 except Exception as exc:
                     if map_client_error(exc).code != "ParameterAlreadyExists":
                         raise
                     # A retried launch: overwrite (SSM refuses tags together with Overwrite; they are set).
-                    ssm.put_parameter(Name=parameter, Value=value, Type="SecureString", Overwrite=True)
+                    ssm.put_parameter(Name=parameter, Value=value, Type="SecureString", Overwrite=True, Tier=tier)
             except Exception as exc:
                 # The message names the parameter, never the value.
                 raise self._error(exc, Where(region=region)) from None

@@ -16,6 +16,7 @@ from __future__ import annotations
 from gpuplan.jobs.boot_cloud import BootCloud
 from gpuplan.providers.gcp.boot_gcs import GCS_FUNCTIONS
 from gpuplan.providers.gcp.boot_gcs_sync import GCS_SYNC_FUNCTIONS
+from gpuplan.providers.gcp.self_delete import GCP_MACHINE_END, self_delete_assignments
 
 # Where a GCP VM ships its outputs (the GCS JSON API), asks for its service account's token and reads secrets.
 # All can be moved (a Private Service Connect endpoint; the tests' loopback fakes), never to anything the job controls.
@@ -83,14 +84,16 @@ interruption_notice() {
 
 
 def gcp_boot_cloud(*, gcs_endpoint: str | None = None, metadata_url: str | None = None,
-                   secretmanager_endpoint: str | None = None, guest_attributes: bool = True) -> BootCloud:
+                   secretmanager_endpoint: str | None = None, guest_attributes: bool = True,
+                   compute_endpoint: str | None = None) -> BootCloud:
     """The hooks of a GCE VM; the endpoints move the APIs (the tests' loopback fakes). Without
     `guest_attributes` the exit code is not reported through the metadata server."""
-    parts = [GCS_FUNCTIONS.strip("\n"), GCS_SYNC_FUNCTIONS.strip("\n"), GCP_HOOKS]
+    # The VM deletes itself at its end instead of powering off (providers/gcp/self_delete.py).
+    parts = [GCS_FUNCTIONS.strip("\n"), GCS_SYNC_FUNCTIONS.strip("\n"), GCP_HOOKS, GCP_MACHINE_END]
     functions = "\n".join(parts + ([GUEST_ATTRIBUTES_HOOK] if guest_attributes else []))
     # A Spot VM gets about thirty seconds: the job has fifteen to save before its checkpoints are copied as they are.
     return BootCloud(functions=functions, notice_source="gce", assignments={
         "GCS_ENDPOINT": (gcs_endpoint or DEFAULT_GCS_ENDPOINT).rstrip("/"),
         "METADATA_URL": (metadata_url or DEFAULT_METADATA_URL).rstrip("/"),
         "SECRETMANAGER_ENDPOINT": (secretmanager_endpoint or DEFAULT_SECRETMANAGER_ENDPOINT).rstrip("/"),
-        "NOTICE_BUDGET": "15"})
+        "NOTICE_BUDGET": "15", **self_delete_assignments(compute_endpoint)})

@@ -32,6 +32,9 @@ class GcpCapabilities(Attachable, RefreshesPrices, PublishesPrices):
     def secrets_endpoint(self) -> str | None:
         raise NotImplementedError  # GcpProvider's
 
+    def compute_endpoint(self) -> str | None:
+        raise NotImplementedError  # GcpProvider's
+
     def attach(self, target: AttachTarget, command: Sequence[str] | None, *, interactive: bool,
                via: str | None = None, prepare: bool = True) -> Attach:
         from gpuplan.providers.gcp.attach import gcp_attach
@@ -80,4 +83,5 @@ class GcpCapabilities(Attachable, RefreshesPrices, PublishesPrices):
                             notes=notes)
 
     def boot_cloud(self) -> BootCloud:
-        return gcp_boot_cloud(gcs_endpoint=self.outputs_endpoint(), secretmanager_endpoint=self.secrets_endpoint())
+        return gcp_boot_cloud(gcs_endpoint=self.outputs_endpoint(), secretmanager_endpoint=self.secrets_endpoint(),
+                              compute_endpoint=self.compute_endpoint())

@@ -38,8 +38,12 @@ log = logging.getLogger(__name__)
 class VmSettings(Protocol):
     """What a VM body needs from the GCP provider: its settings and its storage and secret endpoints."""
 
-    name: str
-    cloud: str
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def cloud(self) -> str: ...
+
     image: str | None
     image_project: str
     image_family: str
@@ -49,7 +53,9 @@ class VmSettings(Protocol):
     subnetwork: str | None
     external_ip: bool
     service_account: str | None
-    scopes: Sequence[str] | None
+
+    @property
+    def scopes(self) -> Sequence[str] | None: ...
 
     @property
     def project(self) -> str: ...
@@ -149,7 +155,7 @@ def instance_body(provider: VmSettings, request: LaunchRequest, zone: str, name:
         if account[0] == "default" and rank == 0:
             # The default Compute Engine account usually holds Editor on the project: with a storage (or the
             # cloud-platform) scope the VM could write to every bucket and read every secret. Say so once per
-            # launch; the README shows the narrow setup.
+            # launch; docs/providers/gcp.md shows the narrow setup.
             if not request.secrets:
                 log.warning("GCS outputs use the project's default service account (often Editor); set "
                             "service_account in [providers.gcp] to one allowed to write only to gs://%s",
@@ -157,7 +163,8 @@ def instance_body(provider: VmSettings, request: LaunchRequest, zone: str, name:
             else:
                 log.warning("secrets%s use the project's default service account (often Editor) with the "
                             "cloud-platform scope; set service_account in [providers.gcp] to a dedicated one "
-                            "holding roles/secretmanager.secretAccessor on gpuplan's secrets only (README, GCP)",
+                            "holding roles/secretmanager.secretAccessor on gpuplan's secrets only "
+                            "(docs/providers/gcp.md)",
                             " and GCS outputs" if provider.bucket else "")
     return instance
 

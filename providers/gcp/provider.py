@@ -43,9 +43,11 @@ from gpuplan.providers.base import (
     ProviderError,
 )
 from gpuplan.providers.gcp.capabilities import GcpCapabilities
+from gpuplan.providers.gcp.firewall import ensure_internal_rule
 from gpuplan.providers.gcp.instance import image, instance_body, to_instance
 from gpuplan.providers.gcp.offered import offered_gpus
 from gpuplan.providers.gcp.outputs import GcsOutputs, outcome_from_attributes, read_guest_attributes
+from gpuplan.providers.gcp.placement import delete_compact_policy, ensure_compact_policy, wants_compact
 from gpuplan.providers.gcp.preflight import ImageFamilies, check_labels
 from gpuplan.providers.gcp.rules import (
     CLOUD_PLATFORM_SCOPE,
@@ -160,6 +162,7 @@ class GcpProvider(GcpCapabilities, Provider):
                                             project=lambda: self.project)
         self.secrets = SecretStore.configure(secretmanager_endpoint, lambda: self.project, credentials=credentials)
         self._run_of: dict[str, str] = {}  # zone/name -> run id, from the VMs' labels
+        self._placed: dict[str, str] = {}  # zone/name -> run id of VMs in a compact placement policy
         self.image_families = ImageFamilies()  # images.getFromFamily, once per (project, family)
 
     @property
@@ -261,15 +264,20 @@ class GcpProvider(GcpCapabilities, Provider):
         # A missing image family is the same 404 in every zone: stop before any insert (asked once, then cached).
         self.image_families.check(image(self, request), lambda: self.client("ImagesClient"), self._retry())
         gpus = offered_gpus(self.client, self.project, self._retry(), zone, machine_type, request)
+        if request.nodes > 1:  # the ranks must reach each other on a network of the user's own (.firewall)
+            ensure_internal_rule(self, str(self._option(request, "network", self.network)))
         generation = int(self._option(request, "generation", 0))
         started: list[tuple[str, Any]] = []  # (name, insert operation)
+        compact = wants_compact(machine_type, request.nodes)  # the nodes close together (.placement)
         try:
             if request.secrets:  # before any VM: its boot script reads them
                 self.secrets.known.add(request.run_id)
                 self.secrets.put(request.run_id, request.secrets, labels_for(request))
+            policy = ensure_compact_policy(self, region_of(zone), request.run_id, request.nodes) if compact else None
             for rank in missing:
                 name = instance_name(request.run_id, rank, generation)
                 body = self._instance_body(request, zone, name, machine_type, gpus, rank)
+                body.resource_policies = [policy] if policy else []
                 req_id = self._unspent_request_id(zone, request.run_id, generation, rank)
                 started.append((name, self._insert(zone, body, req_id)))
             for _, operation in started:
@@ -278,6 +286,8 @@ class GcpProvider(GcpCapabilities, Provider):
             self._delete_quietly(zone, [name for name, _ in started])
             if not existing and request.secrets:  # this zone will not run the job: its secrets must not linger
                 self.secrets.forget(request.run_id)
+            if not existing and compact:
+                delete_compact_policy(self, region_of(zone), request.run_id)
             raise
         instances = [*existing, *self.describe([f"{zone}/{name}" for name, _ in started])]
         for inst in instances:
@@ -335,7 +345,7 @@ class GcpProvider(GcpCapabilities, Provider):
             log.info("VM %s already exists in %s; reusing it", body.name, zone)
             return None
         except Exception as exc:
-            raise map_api_error(exc, zone=zone) from exc
+            raise map_api_error(exc, zone=zone, project=self.project) from exc
 
     def _wait(self, zone: str, operation: Any) -> None:
         """Wait for a zone operation with our own ZoneOperationsClient (operation.result() ignores the endpoint)."""
@@ -352,7 +362,7 @@ class GcpProvider(GcpCapabilities, Provider):
             # wait() returns when the operation is DONE or after ~2 minutes, whichever comes first.
             current = self._call(ops.wait, project=self.project, zone=zone, operation=name)
         if current.error and list(current.error.errors):
-            raise map_operation_error(current, zone=zone)
+            raise map_operation_error(current, zone=zone, project=self.project)
 
     def _delete_quietly(self, zone: str, names: Iterable[str]) -> None:
         """All or nothing: a multi-node launch that failed half-way deletes the VMs it did start."""
@@ -437,6 +447,10 @@ class GcpProvider(GcpCapabilities, Provider):
 
     def secrets_endpoint(self) -> str | None:
         return self.secrets.vm_endpoint()
+
+    def compute_endpoint(self) -> str | None:
+        """The Compute API the VMs call to delete themselves (providers/gcp/self_delete.py), when not Google's."""
+        return self.endpoint.api_endpoint
 
     def list_secrets(self) -> list[CloudSecret]:
         """gpuplan's secrets in the project's Secret Manager (names and runs only): reconcile's leftover check."""
@@ -544,6 +558,10 @@ class GcpProvider(GcpCapabilities, Provider):
             self._wait(zone, op)
         for run_id in sorted({self._run_of[i] for i in instance_ids if i in self._run_of}):
             self._forget_secrets_if_done(run_id)
+        for run_id, zone in sorted({(self._placed[i], split_instance_id(i)[0]) for i in instance_ids
+                                    if i in self._placed}):
+            if not self.list_tagged(run_id):  # its placement policy can go once no VM uses it (.placement)
+                delete_compact_policy(self, region_of(zone), run_id)
 
     def _read_labels(self, zone: str, name: str) -> None:
         try:  # gone already, or unreadable: terminate's delete says which
@@ -555,6 +573,8 @@ class GcpProvider(GcpCapabilities, Provider):
         inst = to_instance(self, raw)
         if inst.run_id:
             self._run_of[inst.instance_id] = inst.run_id
+            if list(getattr(raw, "resource_policies", None) or ()):
+                self._placed[inst.instance_id] = inst.run_id
             if inst.tags.get(LABEL_SECRETS) == LABEL_SECRETS_VALUE:
                 self.secrets.known.add(inst.run_id)
         return inst

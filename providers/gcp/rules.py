@@ -30,6 +30,7 @@ from gpuplan.providers.base import (
     ProviderError,
     QuotaError,
 )
+from gpuplan.providers.gcp.error_scope import scoped_error
 
 ENDPOINT_ENV = "CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE"
 PROJECT_ENVS = ("GOOGLE_CLOUD_PROJECT", "CLOUDSDK_CORE_PROJECT")
@@ -49,7 +50,6 @@ CAPACITY_CODES = frozenset({
     "ZONE_RESOURCE_POOL_EXHAUSTED",
     "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS",
     "RESOURCE_POOL_EXHAUSTED",
-    "UNSUPPORTED_OPERATION",  # e.g. a GPU type this zone does not offer
     "NOT_OFFERED_IN_ZONE",  # our own pre-check: machine or accelerator type absent from the zone
     "NOT_OFFERED_ON_DEMAND",  # our own pre-check: a Spot/Flex-start-only shape asked for on demand (check_market)
 })
@@ -366,8 +366,10 @@ def _error_items(exc: Any) -> list[dict[str, Any]]:
     return [i for i in items if isinstance(i, dict)]
 
 
-def map_api_error(exc: Exception, *, zone: str | None = None, region: str | None = None) -> ProviderError:
-    """A google-api-core / google-auth error -> the typed error failover understands (messages hold no secrets)."""
+def map_api_error(exc: Exception, *, zone: str | None = None, region: str | None = None,
+                  project: str | None = None) -> ProviderError:
+    """A google-api-core / google-auth error -> the typed error failover understands (messages hold no secrets);
+    quota and zone reasons by their scope (gpuplan.providers.gcp.error_scope)."""
     from google.api_core import exceptions as gexc
     from google.auth import exceptions as auth_exc
 
@@ -382,6 +384,9 @@ def map_api_error(exc: Exception, *, zone: str | None = None, region: str | None
         reasons = [str(i.get("reason") or "") for i in _error_items(exc)]
         message = f"{exc.code} in {where}: {exc.message}"
         code = next((r for r in reasons if r), None) or type(exc).__name__
+        scoped = scoped_error(code, str(exc.message), zone=zone, region=region, project=project)
+        if scoped is not None:
+            return scoped
         if any(r in QUOTA_CODES for r in reasons) or "quota" in exc.message.lower():
             return QuotaError(message, code=code if code in QUOTA_CODES else "QUOTA_EXCEEDED", zone=zone,
                               region=region)
@@ -414,14 +419,18 @@ def service_disabled(exc: BaseException, service: str) -> bool:
     return named in (None, "", service)
 
 
-def map_operation_error(operation: Any, *, zone: str) -> ProviderError:
-    """A finished zone operation with `error` set -> CapacityError / QuotaError / AuthError / ProviderError."""
+def map_operation_error(operation: Any, *, zone: str, project: str | None = None) -> ProviderError:
+    """A finished zone operation with `error` set -> CapacityError / QuotaError / AuthError / ProviderError, quota and
+    zone reasons by their scope (gpuplan.providers.gcp.error_scope)."""
     errors = list(operation.error.errors) if operation.error else []
     first = errors[0] if errors else None
     code = (first.code if first else "") or "OPERATION_FAILED"
     detail = (first.message if first else "") or operation.http_error_message or "operation failed"
     message = f"{code} in {zone}: {detail}"
     region = region_of(zone)
+    scoped = scoped_error(code, detail, zone=zone, region=region, project=project)
+    if scoped is not None:
+        return scoped
     if code in CAPACITY_CODES:
         return CapacityError(message, code=code, zone=zone, region=region)
     if code in QUOTA_CODES:

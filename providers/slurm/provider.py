@@ -472,7 +472,7 @@ class SlurmProvider(Attachable, Provider):
         )
 
 
-def slurm_checkpoint_dir(options: dict[str, Any]) -> str | None:
+def slurm_checkpoint_dir(options: Mapping[str, Any]) -> str | None:
     """The job's checkpoint folder: on a cluster the run's folder storage is on the shared file system every node
     mounts, so the job writes its checkpoints straight there (`<storage>/<run id>/checkpoints`: durable, listed
     by `gpuplan checkpoints`, found again by a requeued or relaunched job); else the spec's `checkpoint.dir`."""

@@ -35,6 +35,8 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from gpuplan.jobs.exec_form import exec_script
+
 JOB_NAME_PREFIX = "gpuplan-"
 LOG_NAME = "job.log"
 METRICS_NAME = "metrics.jsonl"
@@ -195,7 +197,7 @@ def _container_image_ref(image: str, runtime: str) -> str:
 
 def _task_command(shape: JobShape) -> tuple[list[str], str]:
     """(srun options, the shell text each task runs): per-task rank variables, then the job's command."""
-    per_task = 'export NODE_RANK="$SLURM_NODEID" GPUPLAN_NODE_RANK="$SLURM_NODEID"\n'
+    per_task = 'export NODE_RANK="$SLURM_NODEID" GPUPLAN_NODE_RANK="$SLURM_NODEID" PET_NODE_RANK="$SLURM_NODEID"\n'
     if shape.task_is_rank:
         per_task += ('export RANK="$SLURM_PROCID" LOCAL_RANK="$SLURM_LOCALID" GPUPLAN_RANK="$SLURM_PROCID"'
                      ' GPUPLAN_LOCAL_RANK="$SLURM_LOCALID"\n')
@@ -214,9 +216,10 @@ def _task_command(shape: JobShape) -> tuple[list[str], str]:
         srun_opts += [f"--container-image={shape.image}", f"--container-mounts={shape.run_dir}:{shape.run_dir}"]
         if shape.workdir:
             srun_opts.append(f"--container-workdir={shape.workdir}")
-        body = "exec /bin/sh -c " + shlex.quote(shape.command)
-    else:
-        body = f"cd {shlex.quote(shape.start_dir)} || exit 1\nexec /bin/sh -c {shlex.quote(shape.command)}"
+        body = "exec /bin/sh -c " + shlex.quote(exec_script(shape.command))
+    else:  # the command exec'd where it is one program, so Slurm's SIGTERM reaches it (gpuplan.jobs.exec_form)
+        command = shlex.quote(exec_script(shape.command))
+        body = f"cd {shlex.quote(shape.start_dir)} || exit 1\nexec /bin/sh -c {command}"
     return srun_opts, per_task + body
 
 
@@ -261,6 +264,10 @@ def render_script(shape: JobShape) -> str:
         'export WORLD_SIZE=$((NNODES * NPROC_PER_NODE))',
         'export GPUPLAN_MASTER_ADDR="$MASTER_ADDR" GPUPLAN_MASTER_PORT="$MASTER_PORT" GPUPLAN_NNODES="$NNODES"',
         'export GPUPLAN_NPROC_PER_NODE="$NPROC_PER_NODE" GPUPLAN_WORLD_SIZE="$WORLD_SIZE"',
+        "# torchrun reads its options only as PET_<OPTION> (torch/distributed/argparse_util.py `env` action;",
+        "# https://pytorch.org/docs/stable/elastic/run.html): gpuplan.jobs.runner.TORCHRUN_VARIABLES.",
+        'export PET_MASTER_ADDR="$MASTER_ADDR" PET_MASTER_PORT="$MASTER_PORT" PET_NNODES="$NNODES"',
+        'export PET_NPROC_PER_NODE="$NPROC_PER_NODE"',
         "# Every node writes its own log, RUN_DIR/node-N/job.log, as with every gpuplan provider.",
         'i=0; while [ "$i" -lt "$NNODES" ]; do mkdir -p "$GPUPLAN_RUN_DIR/node-$i"; i=$((i + 1)); done',
         'echo "gpuplan: run $GPUPLAN_RUN_ID, Slurm job $SLURM_JOB_ID on $SLURM_JOB_NODELIST: $NNODES node(s) x'

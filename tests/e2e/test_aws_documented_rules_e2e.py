@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from gpuplan.providers.aws.policy import launch_policy
+
 from support.clihelp import Result, run_subprocess
 from support.run_storage import use_s3_storage
 from support.strict_aws.fixture import StrictAwsServer
@@ -86,6 +88,8 @@ def test_tiny_gpt_example_launches_on_the_default_catalog_choice(strict_aws: Str
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """The issue's first failure (`no default subnet in eus2-az1`): the catalog's zone ids reach EC2 as names."""
     use_s3_storage(monkeypatch, tmp_path)  # the example's `python tiny_gpt.py` needs its folder shipped
+    # Issue 32 item 7: the on-demand + storage path needs nothing outside the documented launching-user policy.
+    strict_aws.layer.account.caller_policy = launch_policy()
     launched = gpuplan("launch", str(EXAMPLES / "tiny-gpt.yaml"), "--provider", "aws", "-y", "--detach", "--json")
     assert launched.exit_code == 0, launched.stderr
     [run] = [c for c in strict_aws.layer.calls("RunInstances") if c.status == 200]
@@ -94,6 +98,17 @@ def test_tiny_gpt_example_launches_on_the_default_catalog_choice(strict_aws: Str
     assert len(run.params["ClientToken"]) <= 64
     stopped = gpuplan("stop", launched.json()["run_id"])
     assert stopped.exit_code == 0, stopped.stderr
+    assert strict_aws.layer.account.denied == []
+    assert {"s3:PutObject", "ec2:RunInstances", "ec2:TerminateInstances"} <= _called(strict_aws)
+
+
+def _called(strict_aws: StrictAwsServer) -> set[str]:
+    """The IAM actions of every request the layer saw (rule 14's mapping)."""
+    from support.strict_aws.account import s3_action
+
+    return {f"{r.service}:{r.action}" if r.service in ("ec2", "iam") else
+            s3_action(*r.action.split(" ", 1), "") if r.service == "s3" else r.action
+            for r in strict_aws.layer.requests}
 
 
 def test_llama_7b_example_two_spot_nodes_with_secrets(strict_aws: StrictAwsServer, per_region_ami: None,
@@ -104,6 +119,9 @@ def test_llama_7b_example_two_spot_nodes_with_secrets(strict_aws: StrictAwsServe
     monkeypatch.setenv("HF_TOKEN", "hf-secret-value")
     monkeypatch.setenv("WANDB_API_KEY", "wandb-secret-value")
     spec = str(EXAMPLES / "llama-7b-aws.yaml")
+    # Issue 32 item 7: spot, two nodes in a placement group with EFA, secrets, setup and teardown need nothing outside
+    # the documented launching-user policy (rule 14 refuses anything else).
+    strict_aws.layer.account.caller_policy = launch_policy()
 
     refused = gpuplan("launch", spec, "--provider", "aws", "-y", "--detach")
     assert refused.exit_code == 2, refused.stderr
@@ -111,13 +129,21 @@ def test_llama_7b_example_two_spot_nodes_with_secrets(strict_aws: StrictAwsServe
     assert len(refused.stderr.strip().splitlines()[-1]) > 0
     assert _recorded_runs() == [] and strict_aws.layer.calls("RunInstances") == []
 
+    # Issue 32 item 1: EC2 does not see the new profile for the first RunInstances (IAM propagation, strict layer rule
+    # 11); the launch waits on the same placement with the same ClientToken instead of failing over, and finds the
+    # profile in the config file `setup aws --create` wrote (no export).
+    strict_aws.layer.account.profile_propagation = 2
+    monkeypatch.setenv("GPUPLAN_AWS_PROFILE_WAIT", "0.6")  # 12 retries 0.05 s apart instead of 5 s
     created = gpuplan("setup", "aws", "--create", "--json")
     assert created.exit_code == 0, created.stderr
     profile = created.json()["instance_profile"]
-    monkeypatch.setenv("GPUPLAN_AWS_INSTANCE_PROFILE", profile)
+    assert f'instance_profile = "{profile}"' in Path(created.json()["config_file"]).read_text()
 
     launched = gpuplan("launch", spec, "--provider", "aws", "-y", "--detach", "--json")
     assert launched.exit_code == 0, launched.stderr
+    sent = strict_aws.layer.calls("RunInstances")
+    assert [c.status for c in sent] == [400, 400, 200]  # refused twice while propagating, then started
+    assert len({(c.region, c.params["ClientToken"], c.params["InstanceType"]) for c in sent}) == 1  # one placement
     [run] = [c for c in strict_aws.layer.calls("RunInstances") if c.status == 200]
     assert run.params["MinCount"] == run.params["MaxCount"] == "2"  # all nodes in one request
     assert run.params["Placement.GroupName"].startswith("gpuplan-")
@@ -138,6 +164,9 @@ def test_llama_7b_example_two_spot_nodes_with_secrets(strict_aws: StrictAwsServe
     assert user_data_needs_credentials(user_data)  # the boot script reads SSM: without the profile it would fail
     stopped = gpuplan("stop", launched.json()["run_id"])
     assert stopped.exit_code == 0, stopped.stderr
+    assert strict_aws.layer.account.denied == []
+    assert {"ec2:CreatePlacementGroup", "ec2:DeletePlacementGroup", "AmazonSSM.PutParameter",
+            "AmazonSSM.DeleteParameters", "iam:SimulatePrincipalPolicy"} <= _called(strict_aws)
 
 
 # Every kind of refusal the issue lists, planted in the first placement failover tries.

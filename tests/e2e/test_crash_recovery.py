@@ -218,6 +218,19 @@ def test_killed_after_the_machine_started_status_adopts_and_reconcile_agrees(tmp
     assert not pid_alive(wrapper_pid(run["run_dir"]))
 
 
+def test_adopted_in_a_shell_without_the_local_price_is_billed_at_the_recorded_price(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, local_price: None) -> None:
+    """The launch plan's price wins over the adopter's environment (issue 38, class 3): was billed at $0."""
+    killed_launch(tmp_path, LOCAL_JOB, "launched", "--detach")
+    monkeypatch.delenv("GPUPLAN_LOCAL_PRICE_PER_HOUR")
+    run = books()
+    status = gpuplan("status", run["id"], "--json")
+    assert status.exit_code == 0, status.stderr
+    assert [row[3] for row in books(run["id"])["rows"]] == [Decimal(PRICE)]
+    stopped = gpuplan("stop", run["id"], "--json").json()
+    assert_cost_is_rows(stopped)
+
+
 def test_killed_after_the_machine_started_reconcile_adopts_it(tmp_path: Path, local_price: None) -> None:
     killed_launch(tmp_path, LOCAL_JOB, "launched", "--detach")
     run = books()

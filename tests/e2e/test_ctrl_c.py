@@ -73,3 +73,54 @@ def test_ctrl_c_just_after_the_machine_started_says_what_runs_and_how_to_stop_it
     assert f"stop it: gpuplan stop {run_id}" in err
     stopped = run_subprocess("stop", run_id, "--json")
     assert stopped.exit_code == 0, stopped.stderr
+
+
+def _interrupt_when(argv: list[str], ready: str) -> tuple[int, str]:
+    """Start `gpuplan ARGV`, wait until its stdout (or, for "lease", the database) shows it is in its loop, send
+    SIGINT; (exit status, stderr)."""
+    import sqlite3
+
+    with interruptible_children():
+        proc = subprocess.Popen([*console_script(), *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+    try:
+        if ready == "lease":  # the scheduler holds its lease: its loop (and its signal handling) is running
+            db = os.environ["GPUPLAN_DB"].removeprefix("sqlite:///")
+            deadline = time.monotonic() + 60
+            while True:
+                assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+                try:
+                    with sqlite3.connect(db) as conn:
+                        if conn.execute("SELECT count(*) FROM leases").fetchone()[0]:
+                            break
+                except sqlite3.Error:
+                    pass
+                time.sleep(0.1)
+        else:
+            assert proc.stdout is not None
+            while ready not in proc.stdout.readline():  # the log so far is printed before the loop begins
+                assert proc.poll() is None, proc.communicate()
+            time.sleep(1.5)  # into the loop (it wakes every second)
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return proc.returncode, err
+
+
+@pytest.mark.timeout(120)
+def test_ctrl_c_of_scheduler_run_and_logs_follow_exits_130(tmp_path: Path) -> None:
+    """Issue 38, class 10: both exited 0 on Ctrl-C."""
+    code, err = _interrupt_when(["scheduler", "run", "--interval", "0.2"], "lease")
+    assert code == 130 and "Traceback" not in err, (code, err)
+    spec = tmp_path / "job.yaml"
+    spec.write_text("name: followed\nruntime: process\ncommand: 'echo hello; sleep 300'\nlimits: {max_hours: 1}\n")
+    out = run_subprocess("launch", str(spec), "-y", "--detach", "--json")
+    assert out.exit_code == 0, out.stderr
+    run_id = out.json()["run_id"]
+    try:
+        code, err = _interrupt_when(["logs", run_id, "-f"], "hello")
+        assert code == 130 and "Traceback" not in err, (code, err)
+    finally:
+        run_subprocess("stop", run_id)

@@ -371,12 +371,18 @@ def user_data_of(ec2: Any, instance_id: str) -> str:
 
 
 def create_instance_profile(iam: Any, name: str = TEST_INSTANCE_PROFILE) -> str:
-    """An instance profile holding a role, as `gpuplan setup aws --create` makes (moto does not check policies)."""
+    """An instance profile holding a role, as `gpuplan setup aws --create` makes, whose policy lets the machines read
+    gpuplan's secrets and use any bucket (moto does not check policies; the strict layer's SimulatePrincipalPolicy,
+    which the launch check asks, does: tests/support/strict_aws/account.py rule 13)."""
     import json
 
     trust = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"},
                                                      "Action": "sts:AssumeRole"}]}
     iam.create_role(RoleName=name, AssumeRolePolicyDocument=json.dumps(trust))
+    iam.put_role_policy(RoleName=name, PolicyName="gpuplan-test", PolicyDocument=json.dumps({
+        "Version": "2012-10-17", "Statement": [
+            {"Effect": "Allow", "Action": "ssm:GetParameter", "Resource": "arn:aws:ssm:*:*:parameter/gpuplan/*"},
+            {"Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject", "s3:ListBucket"], "Resource": "*"}]}))
     iam.create_instance_profile(InstanceProfileName=name)
     iam.add_role_to_instance_profile(InstanceProfileName=name, RoleName=name)
     return name

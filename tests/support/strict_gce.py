@@ -30,6 +30,16 @@ Rules (notes, GCP 10-12):
 - `metadata`: each metadata value (the startup-script: the boot script) is at most 262144 bytes (256 KiB) and all
   keys and values together under 512 KB — https://cloud.google.com/compute/docs/reference/rest/v1/instances
   (Metadata.items[].value, Metadata.items). GCE's exact message was not found: HTTP 400 `invalid`, ours made up.
+- `gpus_all_regions` (off: None; a new project's value is 0): the project-wide GPU quota. An insert whose GPUs (its
+  guestAccelerators, or the GPUs an a2/a3/a4/g2 machine type comes with) would bring the project's live GPUs above it
+  is refused at once: HTTP 403, reason `quotaExceeded`, "Quota 'GPUS_ALL_REGIONS' exceeded. Limit: 0.0 globally."
+  (https://cloud.google.com/compute/resource-usage#gpu_quota; the HTTP shape:
+  https://cloud.google.com/compute/docs/troubleshooting/troubleshooting-bulk-vm-creation "HTTP 403 reason
+  quotaExceeded"; the message: fastai/course-v3#165). The plain fake has no quotas.
+- `caller_permissions` (off: None): the caller's IAM permissions; a request needing another gets 403 `forbidden`
+  "Required 'PERMISSION' permission for 'RESOURCE'" (support/gce_permissions.py maps methods to permissions).
+- `reachable(state, a, b)` (a check a test asks, like the AWS layer's): VPC firewall rules between two VMs; the
+  `default` network's default-allow-internal, an implied deny-ingress everywhere else (docs at the function).
 """
 
 from __future__ import annotations
@@ -46,6 +56,7 @@ from typing import Any
 from support.fakes.gce_errors import ApiError
 from support.fakes.gce_server import FakeCompute, GceApp, InsertFailure, RunningFake
 from support.fakes.wsgi import serve_wsgi
+from support.gce_permissions import needed
 
 # Image families the strict layer treats as published (notes, GCP 11: Deep Learning VM families seen in 2024-2026
 # public code, and gpuplan's default). Listed literally, not imported from gpuplan: if the product's default family
@@ -78,12 +89,30 @@ class StrictGceRules:
     markets: bool = True
     metadata: bool = True
     families: set[tuple[str, str]] = field(default_factory=lambda: set(PUBLISHED_FAMILIES))
+    gpus_all_regions: float | None = None
+    caller_permissions: set[str] | None = None  # None: the caller may do anything (support/gce_permissions.py)
+    denied: list[str] = field(default_factory=list)  # permissions the caller lacked, in order
     refused: list[str] = field(default_factory=list)  # the rule of each refusal, in order
 
     def off(self) -> StrictGceRules:
         """Every rule off: the plain fake's behaviour."""
         self.labels = self.image_families = self.boot_disks = self.markets = self.metadata = False
+        self.gpus_all_regions = None
+        self.caller_permissions = None
         return self
+
+
+# GPUs a G2 machine type comes with (https://cloud.google.com/compute/docs/gpus#l4-gpus); a2/a3/a4 say it: `-8g`.
+G2_GPUS = {"g2-standard-4": 1, "g2-standard-8": 1, "g2-standard-12": 1, "g2-standard-16": 1, "g2-standard-32": 1,
+           "g2-standard-24": 2, "g2-standard-48": 4, "g2-standard-96": 8}
+
+
+def gpus_of(body: dict[str, Any]) -> int:
+    """The GPUs one instances.insert body asks for."""
+    machine = str(body.get("machineType") or "").rstrip("/").rsplit("/", 1)[-1]
+    attached = sum(int(a.get("acceleratorCount") or 0) for a in body.get("guestAccelerators") or [])
+    fixed = re.search(r"^a\d[a-z]?-\w+-(\d+)g$", machine)
+    return attached + (int(fixed.group(1)) if fixed else G2_GPUS.get(machine, 0))
 
 
 def _label_char(ch: str) -> bool:
@@ -150,6 +179,8 @@ class StrictGceApp:
     def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
         path, method = environ.get("PATH_INFO", ""), environ.get("REQUEST_METHOD", "GET")
         try:
+            if self.rules.caller_permissions is not None:
+                self._check_caller(environ, method, path)
             family = _FAMILY.match(path)
             if family and method == "GET":
                 self._check_family(family.group(1), family.group(2))
@@ -164,6 +195,21 @@ class StrictGceApp:
         except ApiError as exc:
             return exc.response()(environ, start_response)
         return self.inner(environ, start_response)
+
+    def _check_caller(self, environ: dict[str, Any], method: str, path: str) -> None:
+        """HTTP 403 for a request needing a permission the caller lacks (support/gce_permissions.py)."""
+        body = None
+        if method == "POST":
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+            raw = environ["wsgi.input"].read(length) if length else b""
+            environ["wsgi.input"] = io.BytesIO(raw)
+            body = json.loads(raw or b"{}")
+        allowed = self.rules.caller_permissions or set()
+        for permission in needed(method, path, body):
+            if permission not in allowed:
+                self.rules.denied.append(permission)
+                self._refuse("caller_permissions", ApiError(
+                    403, f"Required '{permission}' permission for '{path.removeprefix('/compute/v1/')}'", "forbidden"))
 
     def _refuse(self, rule: str, error: ApiError) -> None:
         self.rules.refused.append(rule)
@@ -182,6 +228,12 @@ class StrictGceApp:
                      or label_error(params.get("labels") or {}, "resource.disks[0].initializeParams.labels"))
             if error is not None:
                 self._refuse("labels", error)
+        if rules.gpus_all_regions is not None:
+            live = sum(gpus_of(vm) for vm in self.state.live())
+            if gpus_of(body) and live + gpus_of(body) > rules.gpus_all_regions:
+                self._refuse("gpus_all_regions", ApiError(
+                    403, f"Quota 'GPUS_ALL_REGIONS' exceeded. Limit: {rules.gpus_all_regions:.1f} globally.",
+                    "quotaExceeded"))
         if rules.metadata:
             error = metadata_error((body.get("metadata") or {}).get("items") or [])
             if error is not None:
@@ -210,6 +262,46 @@ class StrictGceApp:
             state.failures.setdefault(zone, []).insert(
                 0, InsertFailure("UNSUPPORTED_OPERATION", message, 0, 1, op_status=400))
         self.rules.refused.append(rule)
+
+
+def _network(vm: dict[str, Any]) -> str:
+    nics = vm.get("networkInterfaces") or [{}]
+    return str(nics[0].get("network") or "default").rstrip("/").rsplit("/", 1)[-1]
+
+
+def reachable(state: FakeCompute, source: dict[str, Any], destination: dict[str, Any], *,
+              protocol: str = "tcp") -> bool:
+    """Whether `source` can open a connection to `destination` (rank 1 to rank 0's rendezvous port), as VPC firewall
+    rules decide. Every network has the implied rule denying all ingress
+    (https://cloud.google.com/firewall/docs/firewalls#default_firewall_rules); the auto-created `default` network
+    also comes with `default-allow-internal`, allowing "ingress connections for all protocols and ports among
+    instances in the network" (https://cloud.google.com/firewall/docs/firewalls#more_rules_default_vpc), which the
+    fake models; any other network needs an INGRESS rule of its own whose sourceTags hold a tag of the source
+    (or sourceRanges 0.0.0.0/0) and whose targetTags are empty or hold a tag of the destination. Egress is allowed
+    by the implied rule. The plain fake has no firewalls: everything reaches everything."""
+    network = _network(source)
+    if network != _network(destination):
+        return False
+    if network == "default":
+        return True
+    source_tags = set((source.get("tags") or {}).get("items") or [])
+    target_tags = set((destination.get("tags") or {}).get("items") or [])
+    with state._lock:
+        rules = list(state.firewalls.values())
+    for rule in rules:
+        if str(rule.get("network") or "").rstrip("/").rsplit("/", 1)[-1] != network:
+            continue
+        if rule.get("direction", "INGRESS") != "INGRESS" or rule.get("disabled"):
+            continue
+        protocols = {str(a.get("IPProtocol") or a.get("I_p_protocol") or "") for a in rule.get("allowed") or []}
+        if not protocols & {"all", protocol}:
+            continue
+        from_source = bool(source_tags & set(rule.get("sourceTags") or [])) or "0.0.0.0/0" in (
+            rule.get("sourceRanges") or [])
+        to_target = not rule.get("targetTags") or bool(target_tags & set(rule["targetTags"]))
+        if from_source and to_target:
+            return True
+    return False
 
 
 @contextmanager

@@ -7,7 +7,7 @@ from decimal import Decimal, InvalidOperation
 import click
 
 from gpuplan.cli.context import AppContext, pass_app
-from gpuplan.cli.output import emit_json, print_table
+from gpuplan.cli.output import emit_json, print_table, say
 from gpuplan.errors import UserError
 
 NOW_HELP = "Fixed clock (ISO time; env GPUPLAN_NOW), for reproducible status in tests."
@@ -61,7 +61,7 @@ def set_(app: AppContext, name: str, amount: str, period: str, project: str | No
         parts = [f"project {project}" if project else "", "clouds " + ",".join(cloud_list) if cloud_list else ""]
         scope = ", ".join(p for p in parts if p) or "all spend"
         per = "in total" if period == "total" else f"per {period}"
-        click.echo(f"budget {name}: ${value:,.2f} {per} ({scope})")
+        say(f"budget {name}: ${value:,.2f} {per} ({scope})")
 
 
 @budget.command("list")
@@ -129,4 +129,4 @@ def rm(app: AppContext, name: str, as_json: bool) -> None:
     if as_json:
         emit_json({"removed": name})
     else:
-        click.echo(f"removed budget {name}")
+        say(f"removed budget {name}")

@@ -44,12 +44,14 @@ def path_command(as_json: bool) -> None:
 @pass_app
 def show(app: AppContext, show_all: bool, as_json: bool) -> None:
     """Check the config file (sections, keys, value types, provider settings) and print what it sets."""
+    from gpuplan.cli.config_check import check_config_values
     from gpuplan.config import DEFAULTS, config_path, load_config
     from gpuplan.providers import registry
 
     data = load_config()
     for name in data.get("providers", {}):
         registry.check_provider_settings(name)
+    check_config_values(data)  # the values, with the spec's rules and each provider's own
     if as_json:
         doc: dict[str, Any] = {"path": str(config_path()), "exists": config_path().exists(), **data}
         if show_all:
@@ -132,7 +134,10 @@ def _checked(key: str, text: str | None) -> tuple[str, str, Any]:
             raise UserError(f"unknown setting {name!r} in [defaults]{did_you_mean(name, DEFAULTS)}")
         value = None if text is None else _typed(text, DEFAULTS[name].kind)
         if value is not None:
+            from gpuplan.cli.config_check import check_default_value
+
             check_default(name, value, config_path())
+            check_default_value(name, value, where=f"config set {key}")
         return "defaults", name, value
     if len(parts) != 3:
         raise UserError(f"{key!r}: a provider setting is providers.CLOUD.NAME, e.g. providers.aws.bucket")
@@ -143,6 +148,10 @@ def _checked(key: str, text: str | None) -> tuple[str, str, Any]:
         raise UserError(f"[providers.{cloud}] names no provider{did_you_mean(cloud, provider_names())}")
     value = None if text is None else _typed(text, "any")
     check_provider_settings(cloud, {name: value}, where=f"config set {key}")
+    if value is not None:
+        from gpuplan.providers.registry import check_provider_value
+
+        check_provider_value(cloud, name, value, where=f"config set {key}")
     return f"providers.{cloud}", name, value
 
 

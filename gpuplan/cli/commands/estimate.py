@@ -14,13 +14,14 @@ import click
 
 from gpuplan.cli import complete
 from gpuplan.cli.commands.params import bounded, bounded_int
-from gpuplan.cli.commands.workload_options import build_workload, tokens_given, workload_options
+from gpuplan.cli.commands.workload_options import build_workload, defaulted_notes, tokens_given, workload_options
 from gpuplan.cli.context import AppContext, pass_app
 from gpuplan.cli.output import emit_json, to_jsonable
 from gpuplan.errors import UserError
 from gpuplan.estimating.configured import precision_for
 from gpuplan.estimating.defaults import auto_shard
 from gpuplan.estimating.estimate import PRECISIONS, Estimate, Hardware, estimate, min_gpus
+from gpuplan.estimating.values import USABLE_MEMORY
 from gpuplan.hardware.gpus import GpuSpec, resolve_gpu
 from gpuplan.limits import check
 from gpuplan.units import format_size
@@ -76,7 +77,7 @@ def run_estimate(app: AppContext, options: dict[str, Any], lookups: list[Any] | 
     if hardware is None:
         per_node = options["gpus_per_node"] or 8
         needed = min_gpus(workload, gpu, gpus_per_node=per_node) or 1
-        group = workload.tp * workload.pp  # a whole number of model replicas
+        group = workload.model_parallel  # a whole number of model replicas
         needed = max(group, -(-needed // group) * group)
         if needed > per_node:
             needed = -(-needed // per_node) * per_node
@@ -86,8 +87,9 @@ def run_estimate(app: AppContext, options: dict[str, Any], lookups: list[Any] | 
         result = estimate(workload, hardware, throughput)
     except ValueError as exc:
         raise UserError(str(exc)) from exc
-    if shard_note:
-        result = replace(result, assumptions=[*result.assumptions, shard_note])
+    notes = [*defaulted_notes(options, workload), *([shard_note] if shard_note else [])]
+    if notes:
+        result = replace(result, assumptions=[*result.assumptions, *notes])
     return replace(result, cost=_cost(app, result))
 
 
@@ -95,11 +97,38 @@ def _cost(app: AppContext, result: Estimate) -> list[dict[str, Any]]:
     """The cheapest catalog offers for this setup (the shipped snapshot, or a newer stored refresh)."""
     from gpuplan.catalog import CANONICAL_GPUS, Catalog
     from gpuplan.planning.estimate_cost import cheapest_offers
+    from gpuplan.planning.job_cost import billing_minimums
 
     if not result.fits or result.gpu not in CANONICAL_GPUS:
         return []  # consumer cards and MI300X are not sold by the clouds in the catalog
     catalog = Catalog.load(app.db_url)
-    return cheapest_offers(result, catalog.select(gpus={result.gpu}))
+    offers = catalog.select(gpus={result.gpu})
+    return cheapest_offers(result, offers, min_billed_seconds=billing_minimums(o.cloud for o in offers))
+
+
+def fits_text(result: Estimate) -> str:
+    """The "fits" line: yes (with a warning when little memory is left), or no with what would fit, said as a hint."""
+    m = result.memory_gb_per_gpu
+    if not result.fits:
+        return (f"not on {result.gpus} x {result.gpu} ({m.total:.1f} of {result.gpu_memory_gb:g} GB per GPU); it "
+                f"{result.fit_hint}")
+    text = f"yes (smallest that fits: {result.min_gpus} x {result.gpu})"
+    if m.total > USABLE_MEMORY * result.gpu_memory_gb:
+        free = 1 - m.total / result.gpu_memory_gb
+        text += (f", but only {free:.0%} of the memory left: allocator fragmentation or a longer sequence may not "
+                 "fit (more GPUs, sharding or recomputation leave room)")
+    return text
+
+
+def dollars(value: Any) -> str:
+    from gpuplan.cli.display import dollars as shown
+
+    return shown(value)
+
+
+def hourly(price: Any) -> str:
+    """An hourly price as the catalog has it: four places below $1 (g6.xlarge $0.0913/h), cents above."""
+    return f"${price:,.4f}" if price < 1 else f"${price:,.2f}"
 
 
 def _fmt_hours(hours: float) -> str:
@@ -119,8 +148,10 @@ def render(result: Estimate, *, timed: bool = True) -> None:
     m = result.memory_gb_per_gpu
     echo = click.echo
     what = "training" if result.mode == "train" else "inference"
+    number_format = result.precision if not result.weight_format or result.weight_format == result.precision else \
+        f"weights {result.weight_format}, compute {result.precision}"
     echo(f"{what} {format_size(result.params)} parameters on {result.gpus} x {result.gpu}"
-         f" ({result.nodes} node{'s' if result.nodes != 1 else ''} x {result.gpus_per_node}), {result.precision}")
+         f" ({result.nodes} node{'s' if result.nodes != 1 else ''} x {result.gpus_per_node}), {number_format}")
     if result.mode == "train":
         trainable = "" if result.trainable_params == result.params else \
             f", {format_size(result.trainable_params)} trainable (LoRA)"
@@ -140,10 +171,7 @@ def render(result: Estimate, *, timed: bool = True) -> None:
         echo(f"  memory/GPU {m.total:.1f} GB of {result.gpu_memory_gb:g} GB: weights {m.weights:.1f}, KV cache "
              f"{m.kv_cache:.1f}, activations {m.activations:.1f}, overhead {m.overhead:.1f} (split over "
              f"{result.gpus} GPU{'s' if result.gpus != 1 else ''}, {result.attention} attention)")
-    if result.fits:
-        echo(f"  fits       yes (smallest that fits: {result.min_gpus} x {result.gpu})")
-    else:
-        echo(f"  fits       NO — {result.fit_hint}")
+    echo(f"  fits       {fits_text(result)}")
     echo(f"  speed      {result.tokens_per_s_per_gpu:,.0f} tokens/s per GPU, MFU {result.mfu:.1%}"
          f" ({result.mfu_source}: {result.mfu_detail}), scaling efficiency {result.scaling_efficiency:.1%}")
     if not timed:
@@ -151,19 +179,19 @@ def render(result: Estimate, *, timed: bool = True) -> None:
             echo(f"  assumed    {note}")
         echo("  time       give --tokens N for the time and cost")
         return
-    echo(f"  time       {_fmt_hours(result.wall_hours)} wall, {result.gpu_hours:,.0f} GPU-hours")
+    overhead = (f" (the steps x {result.run_overhead:.2f} run overhead: restarts, evaluation, checkpoints)"
+                if result.run_overhead != 1.0 else "")
+    echo(f"  time       {_fmt_hours(result.wall_hours)} wall, {result.gpu_hours:,.0f} GPU-hours{overhead}")
     if result.wall_hours_range is not None:
         low, high = result.wall_hours_range
-        why = ("80% of published throughput rows fell in this band around the config model, each source left out"
-               if result.mfu_source == "config" else
-               "80% of published runs fell in this band around the default prior")
-        echo(f"  likely     {_fmt_hours(low)} to {_fmt_hours(high)} wall: {why} (bench it for a measured figure)")
+        echo(f"  likely     {_fmt_hours(low)} to {_fmt_hours(high)} wall: 80% of published runs fell in this band "
+             "around the model (bench it for a measured figure)")
     for i, c in enumerate(result.cost[:3]):
         market = "spot" if c["spot"] else "on-demand"
         plural = "s" if c["gpus_per_node"] > 1 else ""
-        echo(f"  {'cost' if i == 0 else '':10} ${c['total_usd']:,.0f}: {c['nodes']} x {c['cloud']} "
+        echo(f"  {'cost' if i == 0 else '':10} {dollars(c['total_usd'])}: {c['nodes']} x {c['cloud']} "
              f"{c['instance_type']} ({c['gpus_per_node']} GPU{plural}) {market} in {c['region']} at "
-             f"${c['price_per_hour']:,.2f}/h")
+             f"{hourly(c['price_per_hour'])}/h")
     for note in result.assumptions:
         echo(f"  assumed    {note}")
 
@@ -185,7 +213,8 @@ def estimate_command(app: AppContext, as_json: bool, **options: Any) -> None:
     """Estimate FLOPs, memory per GPU, wall time and GPU-hours of a training or inference job.
 
     Throughput, in order of preference: --throughput or --mfu, a matching `gpuplan bench` record, an MFU
-    calibrated from finished runs, or the default MFU prior (GPU generation, model size, precision, nodes).
+    calibrated from finished runs, or the step model with every layout flag left out set to its default
+    (listed as assumed).
     """
     if not options["gpu"]:
         if options["mode"] != "inference":

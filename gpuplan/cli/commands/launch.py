@@ -74,11 +74,19 @@ def launch(app: AppContext, spec_path: Path, provider_name: str | None, allow_cp
     note(f"provider: {provider.name} ({decision.why})")
     for line in decision.notes:
         note(line)
+    if plan.image_arch is not None:  # which machines the image can run on, and how gpuplan knows
+        note(plan.image_arch.note)
     info = {**plan.as_dict(), **decision.as_dict()}
     where = " ".join(str(p) for p in (info["instance_type"], info["region"]) if p) or "(the provider chooses)"
     gpus = f"{info['nodes']} node(s) x {info['gpus_per_node']} {info['gpu'] or 'GPU'}" if info["gpu"] else \
         f"{info['nodes']} node(s), CPU"
     note(f"job {spec.name}: {provider.name} {where}, {gpus}, {money(info['price_per_hour'])}/h")
+    from gpuplan.launching.larger import larger_machines_offered
+
+    larger = larger_machines_offered(provider, plan, db_url=app.store.url)
+    for c in larger:  # the spec's `larger_machines: true`: priced and shown before anything starts
+        note(f"failover may use a larger machine (larger_machines: true): {c.instance_type} in {c.region}, "
+             f"{c.gpu_count:g} x {c.gpu}, {money(c.price_per_hour)}/h per node")
     if plan.estimate is not None:
         est = plan.estimate
         # On spot the hours include the expected interruptions; say so, or they look like an unexplained gap.
@@ -96,6 +104,9 @@ def launch(app: AppContext, spec_path: Path, provider_name: str | None, allow_cp
     if dry_run:
         if as_json:
             emit_json({**info, "failsafe": fs.as_dict(), **dict(gates.launch_check.details),
+                       "larger_machines": [{"instance_type": c.instance_type, "region": c.region,
+                                            "gpus_per_node": c.gpu_count, "price_per_hour": c.price_per_hour}
+                                           for c in larger],
                        "over_caps": [o.as_dict() for o in over], "dry_run": True})
         else:
             click.echo("dry run: nothing recorded, nothing started")

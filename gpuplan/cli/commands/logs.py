@@ -46,21 +46,25 @@ def logs(app: AppContext, run_ref: str, keep_following: bool, node: int) -> None
         note(said)
     tail = LogTail(log_path(run_dir, node))
     out = sys.stdout
-    out.write(tail.read())
+    tail.drain(out)  # streamed a chunk at a time (a log of any size)
     out.flush()
     if not keep_following:
-        out.write(tail.rest())
+        tail.drain(out, partial=True)
         return
     try:
         while True:
             state = watch_run(app.store, run_id).state
-            out.write(tail.read())
+            tail.drain(out)
             out.flush()
             if state in RunState.FINAL:
                 break
             # A shipped copy changes at most every SHIP_INTERVAL_SECONDS: fetching it every second is waste.
             time.sleep(3.0 if source.is_copy else 1.0)
     except KeyboardInterrupt:
-        pass
-    out.write(tail.rest())
+        tail.drain(out, partial=True)
+        out.flush()
+        from gpuplan.cli.interrupt import EXIT_INTERRUPTED
+
+        sys.exit(EXIT_INTERRUPTED)  # Ctrl-C: 130, as a shell reports it (the run keeps going)
+    tail.drain(out, partial=True)
     out.flush()

@@ -7,6 +7,7 @@ answer. "Nothing fits" is an answer with reasons (exit 0), not an error.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,41 @@ def plan_command(app: AppContext, spec_path: Path | None, gpu_text: str | None, 
     deadline needs them), adds the expected cost of spot interruptions, and drops what breaks the constraints.
     The output marks the cheapest, the fastest and the Pareto front of cost against time.
     """
+    answer = plan_answer(app, spec_path, gpu_text=gpu_text, cloud_text=cloud_text, region_text=region_text,
+                         spot=spot, deadline=deadline, budget=budget, max_price=max_price, max_nodes=max_nodes,
+                         auto_shard=auto_shard, interruption_rate=interruption_rate,
+                         checkpoint_interval=checkpoint_interval, **workload_flags)
+    workload, constraints, spot_model, result, catalog = (answer.workload, answer.constraints, answer.spot_model,
+                                                          answer.result, answer.catalog)
+    shown = list(result.options[:limit] if limit else result.options)
+    _note_precision_fallbacks(workload.precision, {o.gpu for o in shown})
+    if as_json:
+        rows = [o.as_json() for o in shown]
+        if explain:
+            rows += [o.as_json() for o in result.rejected]
+        emit_json(rows)
+        return
+    _render(workload, constraints, spot_model, result, shown, explain, catalog)
+
+
+@dataclass(frozen=True)
+class PlanAnswer:
+    """What `gpuplan plan` (and the dashboard's plan explorer) computed: the workload and constraints it planned
+    for, the spot model, the ranked and dropped options, and the catalog whose prices it used."""
+
+    workload: Any
+    constraints: Any
+    spot_model: Any
+    result: Any
+    catalog: Any
+
+
+def plan_answer(app: AppContext, spec_path: Path | None, *, gpu_text: str | None, cloud_text: str | None,
+                region_text: str | None, spot: bool | None, deadline: str | None, budget: float | None,
+                max_price: float | None, max_nodes: int, auto_shard: bool, interruption_rate: float | None,
+                checkpoint_interval: str | None, **workload_flags: Any) -> PlanAnswer:
+    """Plan the job the options describe (the parsed parameters of `plan_command`): one function for every caller,
+    so the dashboard's options are `gpuplan plan --json`'s options."""
     from gpuplan.calibration.interruption_loss import measured_loss
     from gpuplan.catalog.catalog import Catalog
     from gpuplan.catalog.gpu_names import compile_region_patterns, resolve_clouds, resolve_gpus
@@ -112,18 +148,13 @@ def plan_command(app: AppContext, spec_path: Path | None, gpu_text: str | None, 
 
     # Each cloud's start-up allowance, as `gpuplan launch` adds it to the run's hours (gpuplan.estimating.job_hours).
     startup_s = {cloud: startup_allowance(cloud, app.db_url).seconds for cloud in {o.cloud for o in offers}}
-    result = plan(workload, offers, constraints=constraints, throughput_for=throughput_for,
-                  spot_model=spot_model, shardings=shardings, startup_s=startup_s)
+    from gpuplan.planning.job_cost import billing_minimums
 
-    shown = list(result.options[:limit] if limit else result.options)
-    _note_precision_fallbacks(workload.precision, {o.gpu for o in shown})
-    if as_json:
-        rows = [o.as_json() for o in shown]
-        if explain:
-            rows += [o.as_json() for o in result.rejected]
-        emit_json(rows)
-        return
-    _render(workload, constraints, spot_model, result, shown, explain, catalog)
+    result = plan(workload, offers, constraints=constraints, throughput_for=throughput_for,
+                  spot_model=spot_model, shardings=shardings, startup_s=startup_s,
+                  min_billed_seconds=billing_minimums(o.cloud for o in offers))
+
+    return PlanAnswer(workload, constraints, spot_model, result, catalog)
 
 
 def _note_precision_fallbacks(precision: str, gpu_names: set[str]) -> None:
@@ -291,7 +322,9 @@ def _render(workload: Any, constraints: Any, spot_model: Any, result: Any, shown
             ["#", "cloud", "region", "instance", "nodes x GPUs", "market", "$/h", "hours", "cost", "sharding",
              "note"],
             [(i + 1, o.cloud, o.region, o.instance_type, f"{o.nodes} x {o.gpus_per_node:g} {o.gpu}",
-              "spot" if o.spot else "on-demand", f"{o.price_per_hour:,.2f}", hours_text(o.est_hours),
+              "spot" if o.spot else "on-demand",
+              f"{o.price_per_hour:,.4f}" if o.price_per_hour < 1 else f"{o.price_per_hour:,.2f}",
+              hours_text(o.est_hours),
               dollars(o.est_cost_usd), o.sharding, " ".join(o.tags)) for i, o in enumerate(shown)],
             justify_right=["#", "$/h", "hours", "cost"],
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
@@ -91,7 +92,12 @@ def report(app: AppContext, since: str | None, until: str | None, by: tuple[str,
         print_table(columns, rows, justify_right=("instances", "billed_hours", "cost_usd"))
         _spot_note(app, request)
     else:
-        click.echo(rep.render(result, request, fmt), nl=False)
+        text = rep.render(result, request, fmt)
+        if fmt != "html" and sys.stdout.isatty():  # names and projects are anyone's text: shown, not obeyed
+            from gpuplan.cli.inert import inert_lines
+
+            text = inert_lines(text)
+        click.echo(text, nl=False)
 
 
 def _quoted_or_bill(app: AppContext, *, quoted: bool, since: str | None, until: str | None, by: tuple[str, ...],

@@ -18,29 +18,20 @@ from gpuplan.cli.output import emit_json, print_table
 @click.option("--since", "since_text", metavar="WHEN",
               help="Only runs created since a date/time (2026-11-01) or for an age back from now (12h, 3d).")
 @click.option("--project", help="Only this project's runs.")
+@click.option("--provider", help="Only runs started through this provider (local, aws, gcp, slurm, ...).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @pass_app
 def runs(app: AppContext, limit: int, state_text: str | None, since_text: str | None, project: str | None,
-         as_json: bool) -> None:
+         provider: str | None, as_json: bool) -> None:
     """List runs with their state, machines, GPU, duration, cost, throughput and why they ended."""
     from gpuplan.cli.display import duration, money, rate
+    from gpuplan.cli.output import warn
     from gpuplan.cli.runlist import gpu_cell, machines_cell, parse_since, parse_states, reason_cell
-    from gpuplan.runs.records import list_runs
-    from gpuplan.store.models import RunState
     from gpuplan.store.types import utcnow
-    from gpuplan.supervise.summary import summary
-    from gpuplan.supervise.watch import watch_run
+    from gpuplan.supervise.listing import run_summaries
 
-    now = utcnow()
-    filters = {"states": parse_states(state_text), "project": project,
-               "since": parse_since(since_text, now) if since_text is not None else None}
-    with app.store.session() as session:
-        live = [r.id for r in list_runs(session, limit, **filters) if r.state in RunState.LIVE]
-    for run_id in live:
-        watch_run(app.store, run_id)
-    now = utcnow()
-    with app.store.session() as session:
-        rows = [summary(r, now) for r in list_runs(session, limit, **filters)]
+    rows = run_summaries(app.store, limit, states=parse_states(state_text), project=project, provider=provider,
+                         since=parse_since(since_text, utcnow()) if since_text is not None else None, warn=warn)
     if as_json:
         emit_json(rows)
         return

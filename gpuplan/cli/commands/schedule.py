@@ -11,7 +11,7 @@ import click
 from gpuplan.cli import complete
 from gpuplan.cli.commands.params import bounded_int
 from gpuplan.cli.context import AppContext, pass_app
-from gpuplan.cli.output import emit_json, print_table, warn
+from gpuplan.cli.output import emit_json, print_table, say, warn
 from gpuplan.errors import UserError
 
 JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
@@ -23,14 +23,14 @@ def _now() -> dt.datetime:
 
 def _read_spec(path: Path) -> tuple[str, Any]:
     """The spec's text and the JobSpec it parses to (validated for scheduling)."""
+    from gpuplan.jobs.spec_bounds import MAX_SPEC_BYTES
+    from gpuplan.readfile import read_text
     from gpuplan.scheduling.specs import validate_spec_text
 
     try:
-        text = path.read_text()
-    except OSError as exc:
+        text = read_text(path, "the job spec", MAX_SPEC_BYTES)  # /dev/zero, a FIFO: refused at once
+    except FileNotFoundError as exc:
         raise UserError(f"cannot read {path}: {exc.strerror}") from exc
-    except UnicodeDecodeError as exc:
-        raise UserError(f"cannot read {path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
     return text, validate_spec_text(text, source=str(path))
 
 
@@ -39,7 +39,7 @@ def _emit(row: dict[str, Any], as_json: bool, message: str) -> None:
     if as_json:
         emit_json(row)
     else:
-        click.echo(message)
+        say(message)
 
 
 def schedule_row(schedule: Any, now: dt.datetime) -> dict[str, Any]:
@@ -137,8 +137,8 @@ def show(app: AppContext, name: str, fires: int, as_json: bool) -> None:
     if as_json:
         emit_json(row)
         return
-    click.echo(f"{row['name']}: {row['cron']} ({row['tz']}) {'paused' if row['paused'] else 'active'}")
-    click.echo(f"  spec: {row['spec_path'] or '-'} (sha256 {row['spec_hash'][:12]})")
+    say(f"{row['name']}: {row['cron']} ({row['tz']}) {'paused' if row['paused'] else 'active'}")
+    say(f"  spec: {row['spec_path'] or '-'} (sha256 {row['spec_hash'][:12]})")
     click.echo(f"  last fire: {_fmt(row['last_fire_at'])}   next fire: {_fmt(row['next_fire_at'])}")
     if row["fires"]:
         print_table(["slot (UTC)", "outcome", "run", "reason"],
@@ -216,6 +216,8 @@ def rm(app: AppContext, name: str, yes: bool, as_json: bool) -> None:
     """Remove a schedule (its past runs stay in the books)."""
     from gpuplan.scheduling.scheduler import get_schedule
 
+    with app.store.session() as session:
+        get_schedule(session, name)  # no such schedule: said at once (exit 2), not after asking to confirm
     if not yes and not as_json:
         click.confirm(f"remove schedule {name!r}?", abort=True, err=True)
     with app.store.session() as session:
@@ -223,7 +225,7 @@ def rm(app: AppContext, name: str, yes: bool, as_json: bool) -> None:
     if as_json:
         emit_json({"name": name, "removed": True})
     else:
-        click.echo(f"removed {name}")
+        say(f"removed {name}")
 
 
 def _fmt(value: dt.datetime | None) -> str:

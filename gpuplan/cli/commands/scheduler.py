@@ -7,6 +7,7 @@ import logging
 import os
 import signal
 import socket
+import sys
 import threading
 from pathlib import Path
 
@@ -102,7 +103,14 @@ def run(app: AppContext, once: bool, interval: float, lease_ttl: float) -> None:
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     stop = threading.Event()
-    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
+    interrupted = threading.Event()  # Ctrl-C (SIGINT) exits 130 like every command; SIGTERM is a clean stop (0)
+
+    def on_signal(signum: int, _frame: object) -> None:
+        if signum == signal.SIGINT:
+            interrupted.set()
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     holder = f"{socket.gethostname()}:{os.getpid()}"
     ttl = dt.timedelta(seconds=lease_ttl)
     store = app.store
@@ -132,6 +140,10 @@ def run(app: AppContext, once: bool, interval: float, lease_ttl: float) -> None:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     log.info("scheduler stopped")
+    if interrupted.is_set():
+        from gpuplan.cli.interrupt import EXIT_INTERRUPTED
+
+        sys.exit(EXIT_INTERRUPTED)
 
 
 @scheduler.command("install")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from pathlib import Path
 
 import click
 
@@ -35,48 +36,70 @@ def setup() -> None:
 @click.option("--storage", default=None, metavar="s3://BUCKET/PREFIX",
               help="The durable storage runs keep checkpoints in (a spec's `storage:`; default: the config's "
                    "[defaults] storage when it is s3://): the role may list, read and write under PREFIX only.")
+@click.option("--print-policy", "print_policy", is_flag=True,
+              help="Print the IAM policy the launching user needs (every call gpuplan makes: launch, spot, "
+                   "multi-node, storage, secrets, and this setup), with --name and the --bucket/--storage buckets "
+                   "filled in, and exit. Nothing is called.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 @pass_app
 def setup_aws(app: AppContext, create: bool, name: str, bucket: str | None, kms_key: str | None,
-              storage: str | None, as_json: bool) -> None:
+              storage: str | None, print_policy: bool, as_json: bool) -> None:
     """Check or create the instance profile gpuplan's AWS machines use.
 
     A run's machines read its secrets from SSM Parameter Store (/gpuplan/RUN_ID/NAME) and ship job.log, metrics
     and exit.json to s3://BUCKET/gpuplan/RUN_ID/; on EC2 that needs an instance profile, and `gpuplan launch`
     refuses a launch that needs one when none is usable. With --create this makes a least-privilege role
     (ssm:GetParameter on parameter/gpuplan/*, s3:PutObject on BUCKET/gpuplan/*, only EC2 may assume it), puts it
-    in an instance profile of the same name, tags both gpuplan:created-by=gpuplan, and tells you to set
-    GPUPLAN_AWS_INSTANCE_PROFILE. Running it again updates the policy; nothing is deleted. You need IAM
-    permissions to create roles, and iam:PassRole on the role to launch with it.
+    in an instance profile of the same name, tags both gpuplan:created-by=gpuplan, and records the profile in
+    the config file ([providers.aws] instance_profile), so the next launch uses it. Running it again updates
+    the policy; nothing is deleted. You need IAM permissions to create roles, and iam:PassRole on the role to
+    launch with it (`--print-policy` prints everything a launching user needs).
+
+    \b
+    Secrets: each is a SecureString parameter while its run lives. Up to 4 KB it is a Standard-tier parameter
+    (free); above 4 KB (a service-account JSON, a kubeconfig) an Advanced-tier one, which AWS bills at $0.05 per
+    parameter per month, prorated hourly; a secret over 8 KB is refused before anything starts.
     """
     if not IAM_NAME.fullmatch(name):
         raise UserError(f"--name {name!r} is not an IAM role name (1-64 of letters, digits and +=,.@_-)")
     if kms_key is not None and not kms_key.startswith("arn:"):
         raise UserError(f"--kms-key must be a KMS key ARN (arn:aws:kms:REGION:ACCOUNT:key/ID), not {kms_key!r}")
+    if print_policy:
+        from gpuplan.providers.aws.policy import launch_policy
+
+        stores = [str(check).removeprefix("s3://").split("/", 1)[0] for check in (_s3_storage(storage),) if check]
+        buckets = tuple(dict.fromkeys([b for b in (bucket or os.environ.get("GPUPLAN_AWS_BUCKET"),) if b] + stores))
+        click.echo(json.dumps(launch_policy(instance_profile=name, buckets=buckets), indent=2))
+        return
     from gpuplan.providers.aws import iam as aws_iam
     from gpuplan.providers.aws.provider import AwsProvider
 
+    given_bucket = bucket
     bucket = bucket or os.environ.get("GPUPLAN_AWS_BUCKET") or None
     storage = _s3_storage(storage)
-    provider = AwsProvider(bucket=bucket)
+    from gpuplan.config import provider_settings
+
+    recorded_profile = provider_settings("aws").get("instance_profile")  # what an earlier --create recorded
+    provider = AwsProvider(bucket=bucket, instance_profile=str(recorded_profile) if recorded_profile else None)
     client = provider.client("iam", provider.region)
     if create:
         result = aws_iam.create_profile(client, name=name, bucket=bucket, kms_key_arn=kms_key, storage=storage)
-        out = {**result.as_dict(), "created": True,
-               "next": f"export GPUPLAN_AWS_INSTANCE_PROFILE={name}"}
+        recorded = _record_profile(name, given_bucket)
+        out = {**result.as_dict(), "created": True, "config_file": str(recorded)}
         if as_json:
             emit_json(out)
             return
         for action in result.actions:
             note(action)
+        note(f"recorded instance_profile = {name!r} under [providers.aws] in {recorded}")
         # IAM is eventually consistent: EC2 may not know a new profile for some seconds (RunInstances answers
         # "Invalid IAM Instance Profile name": aws/aws-sdk-js-v3#5253, hashicorp/terraform-provider-aws#27516;
         # https://docs.aws.amazon.com/IAM/latest/UserGuide/troubleshoot_general.html "Changes that I make are not
         # always immediately visible").
         note("a new instance profile can take a few seconds to be usable by EC2")
         click.echo(json.dumps(result.policy, indent=2))
-        click.echo(f"now set GPUPLAN_AWS_INSTANCE_PROFILE={name} (and GPUPLAN_AWS_BUCKET={bucket})" if bucket else
-                   f"now set GPUPLAN_AWS_INSTANCE_PROFILE={name} (no bucket: outputs are not shipped)")
+        if not bucket:
+            click.echo("no bucket: outputs are not shipped (run again with --bucket BUCKET to add one)")
         return
     configured = provider.instance_profile
     needed = aws_iam.needed_for(secrets=True, bucket=bucket, storage=storage)
@@ -95,6 +118,19 @@ def setup_aws(app: AppContext, create: bool, name: str, bucket: str | None, kms_
     click.echo(json.dumps(policy, indent=2))
 
 
+def _record_profile(name: str, bucket: str | None) -> Path:
+    """Write the profile (and an explicitly given bucket) to the config file's [providers.aws], which every
+    command that builds the AWS provider reads: the next launch uses the profile without any export."""
+    from gpuplan.cli.config_edit import write_setting
+    from gpuplan.config import config_path
+
+    path = config_path()
+    write_setting(path, "providers.aws", "instance_profile", name)
+    if bucket:
+        write_setting(path, "providers.aws", "bucket", bucket)
+    return path
+
+
 def _s3_storage(storage: str | None) -> str | None:
     """--storage, else an s3:// `[defaults] storage`; one line and exit 2 for anything but s3://BUCKET[/PREFIX]."""
     from gpuplan.config import default_setting
@@ -110,3 +146,28 @@ def _s3_storage(storage: str | None) -> str | None:
     if checked is None or storage_scheme(checked) != "s3":
         raise UserError(f"--storage {storage!r}: an AWS role can only be given an s3://BUCKET/PREFIX storage")
     return checked
+
+
+@setup.command("gcp")
+@click.option("--print-policy", "print_policy", is_flag=True,
+              help="Print the IAM roles (or, for a custom role, the exact permissions) the launching user needs.")
+@click.option("--json", "as_json", is_flag=True, help="Print the roles and permissions as JSON on stdout.")
+def setup_gcp(print_policy: bool, as_json: bool) -> None:
+    """What a GCP account needs before gpuplan can launch there: the launching user's roles.
+
+    Grant the predefined roles on the project (`gcloud projects add-iam-policy-binding PROJECT
+    --member=user:YOU --role=ROLE`), or make a custom role of exactly the listed permissions (`gcloud iam roles
+    create gpuplan --project=PROJECT --permissions=...`). Without --print-policy this says the same in short.
+    """
+    from gpuplan.providers.gcp.permissions import launch_roles
+
+    roles = launch_roles()
+    if as_json:
+        emit_json(roles)
+        return
+    if not print_policy:
+        click.echo("the launching user needs these roles (or the permissions `--print-policy` lists):")
+    for role in roles["roles"]:
+        click.echo(f"role {role}")
+    if print_policy:
+        click.echo("custom role permissions: " + ",".join(roles["permissions"]))

@@ -43,14 +43,10 @@ def status(app: AppContext, run_ref: str | None, ended_count: int, with_events: 
 
 
 def _history(app: AppContext, run_id: str) -> list[dict[str, Any]]:
-    """The run's events, oldest first: when, what kind, the message and its data."""
-    from gpuplan.runs.events import event_data, events_of
-    from gpuplan.store.models import Run
+    from gpuplan.runs.events import history
 
     with app.store.session() as session:
-        run = session.get(Run, run_id)
-        assert run is not None
-        return [{"at": e.at, "kind": e.kind, "message": e.message, "data": event_data(e)} for e in events_of(run)]
+        return history(session, run_id)
 
 
 def _print_history(history: list[dict[str, Any]]) -> None:
@@ -64,53 +60,18 @@ def _print_history(history: list[dict[str, Any]]) -> None:
 
 
 def _queue(app: AppContext, ended_count: int, as_json: bool) -> None:
-    from gpuplan.cli.output import emit_json, note
-    from gpuplan.runs.records import list_runs, live_runs
-    from gpuplan.store.models import RunState
-    from gpuplan.store.types import utcnow
-    from gpuplan.supervise.summary import summary
+    from gpuplan.cli.output import emit_json, note, warn
+    from gpuplan.supervise.listing import queue
 
-    with app.store.session() as session:
-        live_ids = [r.id for r in live_runs(session)]
-    watched = [_watched(app, run_id) for run_id in live_ids]
-    # Asking the provider may end a run (its fail-safe fired, it finished): it is listed once, with the ended
-    # ones (first: it ended just now), never both as live and again from the ended rows read after.
-    live = [s for s in watched if s["state"] in RunState.LIVE]
-    just_ended = [s for s in watched if s["state"] not in RunState.LIVE]
-    with app.store.session() as session:
-        now = utcnow()
-        listed = {s["run_id"] for s in watched}
-        ended = [summary(r, now) for r in list_runs(session, ended_count, states=RunState.FINAL)
-                 if r.id not in listed] if ended_count else []
-    ended = [*just_ended, *ended][:max(ended_count, len(just_ended))]
+    found = queue(app.store, ended_count, warn)
     if as_json:
-        emit_json({"live": live, "ended": ended})
+        emit_json(found)
         return
-    if not live:
+    if not found["live"]:
         note("no live runs")
-    rows = [*live, *ended]
+    rows = [*found["live"], *found["ended"]]
     if rows:
         _print(rows)
-
-
-def _watched(app: AppContext, run_id: str) -> dict[str, Any]:
-    """A live run refreshed from its provider (state, progress, ETA); when the provider cannot be asked (no
-    credentials, a network error), the recorded row with a warning, so one cloud's outage hides no other run."""
-    from gpuplan.cli.output import warn
-    from gpuplan.errors import GpuplanError
-    from gpuplan.providers.base import ProviderError
-    from gpuplan.store.models import Run
-    from gpuplan.supervise.summary import summary
-    from gpuplan.supervise.watch import watch_run
-
-    try:
-        return watch_run(app.store, run_id).summary
-    except (GpuplanError, ProviderError) as exc:
-        warn(f"{run_id}: could not ask its provider ({' '.join(str(exc).split())}); showing the recorded state")
-    with app.store.session() as session:
-        run = session.get(Run, run_id)
-        assert run is not None
-        return summary(run)
 
 
 def _print(rows: list[dict[str, Any]]) -> None:

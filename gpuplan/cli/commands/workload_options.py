@@ -19,12 +19,14 @@ from gpuplan.cli.commands.params import bounded, bounded_int
 from gpuplan.errors import UserError
 from gpuplan.estimating.architecture import Architecture, load_hf_config, preset
 from gpuplan.estimating.estimate import ATTENTIONS, MODES, OPTIMIZERS, PRECISIONS, SHARDINGS, Workload
-from gpuplan.estimating.parallel import INTERCONNECTS, RECOMPUTES, SCHEDULES, parse_interconnect
+from gpuplan.estimating.layout import RECOMPUTES, SCHEDULES
+from gpuplan.estimating.parallel import INTERCONNECTS, parse_interconnect
 from gpuplan.estimating.serving import DEFAULT_GROUP_SIZE, WEIGHT_FORMATS
 from gpuplan.limits import check
 from gpuplan.units import parse_size
 
 F = TypeVar("F", bound=Callable[..., Any])
+DEFAULT_OPTIMIZER = "adamw"
 
 _OPTIONS = [
     click.option("--params", metavar="N", help="Parameter count: 125M, 1.3e9, 7B, 1.5T."),
@@ -44,12 +46,13 @@ _OPTIONS = [
                  help="Sequences per GPU per forward pass (default 1)."),
     click.option("--precision", type=click.Choice(PRECISIONS), default="bf16", show_default=True,
                  help="Number format of the matmuls (sets peak FLOPs and bytes per weight)."),
-    click.option("--optimizer", type=click.Choice(OPTIMIZERS), default="adamw", show_default=True,
-                 help="Optimizer, for the bytes of optimizer state per parameter."),
+    click.option("--optimizer", type=click.Choice(OPTIMIZERS),
+                 help="Optimizer, for the bytes of optimizer state per parameter (default adamw)."),
     click.option("--sharding", type=click.Choice(SHARDINGS),
                  help="How weights/gradients/optimizer state are split across GPUs (ZeRO stage or FSDP). Default: "
                       "the least sharded of none/zero1/zero2/zero3 that fits (estimate and plan choose alike)."),
-    click.option("--activation-checkpointing", is_flag=True, help="Recompute activations in the backward pass."),
+    click.option("--activation-checkpointing", is_flag=True,
+                 help="Recompute activations in the backward pass: the same option as --recompute full."),
     click.option("--attention", type=click.Choice(ATTENTIONS), default="flash", show_default=True,
                  help="Attention kernel, for activation memory and the config model's speed. flash: fused "
                       "kernels that never store the s x s scores (PyTorch >= 2.0 scaled_dot_product_attention, "
@@ -58,9 +61,9 @@ _OPTIONS = [
                       "are kept (a·s² per layer and sequence); pick it "
                       "for torch < 2.0, custom attention the fused kernels cannot run (your own softmax/bias, "
                       "output_attentions, attn_implementation=\"eager\") or GPUs/backends without fused kernels."),
-    click.option("--tp", type=click.IntRange(1, 1024), help="Tensor-parallel size (Megatron-style; default 1). "
-                 "Stating --tp, --pp, --recompute, --tp-overlap, --dp-overlap or --interconnect times a step with the "
-                 "config-aware model."),
+    click.option("--tp", type=click.IntRange(1, 1024),
+                 help="Tensor-parallel size (Megatron-style). Every layout flag left out gets a default, listed "
+                      "under 'assumed' (tp, pp, recompute: the fastest layout that fits)."),
     click.option("--tp-overlap", is_flag=True,
                  help="Tensor-parallel exchanges overlap the GEMMs (Megatron-Core + Transformer Engine "
                       "--tp-comm-overlap); without it they wait on the critical path. Needs --tp 2 or more."),
@@ -68,13 +71,16 @@ _OPTIONS = [
                  help="The sharded optimizer's parameter all-gather overlaps the next step's forward (Megatron "
                       "--overlap-param-gather, NeMo overlap_param_sync); without it only the gradient "
                       "reduce-scatter hides, behind the last backward. Needs --sharding zero1 or zero2."),
-    click.option("--pp", type=click.IntRange(1, 1024), help="Pipeline-parallel stages (default 1)."),
-    click.option("--pp-schedule", type=click.Choice(SCHEDULES), default="1f1b", show_default=True,
-                 help="Pipeline schedule: 1f1b, or interleaved (2 virtual stages per GPU, a smaller bubble)."),
+    click.option("--pp", type=click.IntRange(1, 1024),
+                 help="Pipeline-parallel stages (default: the fastest layout that fits)."),
+    click.option("--pp-schedule", type=click.Choice(SCHEDULES),
+                 help="Pipeline schedule: 1f1b, or interleaved (2 virtual stages per GPU, a smaller bubble; the "
+                      "default when pipelined)."),
     click.option("--recompute", type=click.Choice(RECOMPUTES),
                  help="Activation recomputation: none, selective (attention core only, Korthikanti et al. 2022; "
                       "Megatron's --recompute-granularity selective), op (torchtitan's selective op checkpointing: "
-                      "every second matmul and the element-wise ops) or full (= --activation-checkpointing)."),
+                      "every second matmul and the element-wise ops) or full (= --activation-checkpointing). "
+                      "Default: the least that fits at full speed."),
     click.option("--interconnect", metavar="FABRIC|GBPS",
                  help=f"Inter-node network per node: {', '.join(INTERCONNECTS)}, or Gbit/s (e.g. 3200)."),
     click.option("--lora", type=bounded_int("lora"), metavar="RANK", help="Train LoRA adapters of this rank only."),
@@ -125,6 +131,9 @@ def count_module_params(target: str) -> int:
         raise UserError(f"cannot load --module {target}: {exc}") from exc
     try:  # the user's code: whatever it raises is their module's problem, said in one line
         model = factory() if callable(factory) and not hasattr(factory, "parameters") else factory
+    except SystemExit as exc:  # `sys:exit` would end gpuplan itself, silently, with its status
+        raise UserError(f"--module {target}: calling {attr}() exited ({exc.code!r}) instead of building a model") \
+            from None
     except Exception as exc:
         raise UserError(f"--module {target}: calling {attr}() failed: {type(exc).__name__}: {exc}") from exc
     if not hasattr(model, "parameters"):
@@ -194,6 +203,20 @@ def interconnect_gbps(value: str | None) -> float | None:
         raise UserError(f"--{exc}") from None
 
 
+def defaulted_notes(options: dict[str, Any], workload: Workload) -> list[str]:
+    """The "assumed" lines for the workload flags left out whose default the answer depends on (the layout's are
+    the estimate's own: gpuplan.estimating.layout)."""
+    if workload.mode != "train":
+        return []
+    notes = []
+    if not options.get("seq_len"):
+        why = "the model's context, up to 4096" if workload.architecture is not None else "no model context known"
+        notes.append(f"sequence length {workload.seq_len} ({why}; set --seq-len)")
+    if not options.get("optimizer"):
+        notes.append(f"optimizer {workload.optimizer} (set --optimizer {', '.join(OPTIMIZERS)})")
+    return notes
+
+
 def tokens_given(options: dict[str, Any]) -> bool:
     """Whether the flags say how much work there is (inference may leave it out and ask for memory only)."""
     return bool(options.get("tokens") or options.get("samples"))
@@ -217,8 +240,6 @@ def build_workload(options: dict[str, Any]) -> Workload:
         raise UserError("--batch and --context apply to --mode inference; use --global-batch/--seq-len to train")
     tokens = _tokens(mode, options["tokens"], options["samples"], options["epochs"], seq_len)
     recompute = options.get("recompute")
-    if recompute and options["activation_checkpointing"] and recompute != "full":
-        raise UserError(f"--activation-checkpointing means --recompute full, not {recompute}")
     if mode == "inference" and (recompute or (options.get("pp") or 1) > 1 or (options.get("tp") or 1) > 1
                                 or options.get("interconnect") or options.get("tp_overlap")
                                 or options.get("dp_overlap")):
@@ -228,13 +249,14 @@ def build_workload(options: dict[str, Any]) -> Workload:
         return Workload(
             params=params, tokens=tokens, architecture=arch, seq_len=seq_len,
             global_batch=options["global_batch"], micro_batch=options["micro_batch"] or 1,
-            precision=options["precision"], optimizer=options["optimizer"], sharding=options["sharding"] or "none",
-            activation_checkpointing=options["activation_checkpointing"] or recompute == "full",
+            precision=options["precision"], optimizer=options["optimizer"] or DEFAULT_OPTIMIZER,
+            sharding=options["sharding"] or "none",
+            activation_checkpointing=bool(options["activation_checkpointing"]),
             lora_rank=options["lora"], mode=mode,
             batch=options["batch"] or 1, context=options["context"] or (arch.max_seq_len if arch else 2048),
             attention=options.get("attention") or "flash",
-            tp=options.get("tp") or 1, pp=options.get("pp") or 1, recompute=recompute,
-            schedule=options.get("pp_schedule") or "1f1b",
+            tp=options.get("tp"), pp=options.get("pp"), recompute=recompute,
+            schedule=options.get("pp_schedule"),
             interconnect_gbps=interconnect_gbps(options.get("interconnect")),
             tp_overlap=bool(options.get("tp_overlap")), dp_overlap=bool(options.get("dp_overlap")),
             weight_format=options.get("weight_format"), group_size=options.get("group_size") or DEFAULT_GROUP_SIZE,

@@ -112,6 +112,9 @@ class FakeCompute:
     failures: dict[str, list[InsertFailure]] = field(default_factory=dict)
     guest: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)  # VM -> guest attributes
     calls: list[tuple[str, str, dict[str, str]]] = field(default_factory=list)
+    firewalls: dict[str, dict[str, Any]] = field(default_factory=dict)  # global firewall rules by name
+    firewall_insert_denied: bool = False  # the caller lacks compute.firewalls.create: 403 forbidden
+    resource_policies: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # (region, name)
     _ids: Iterator[int] = field(default_factory=lambda: itertools.count(7_000_000_000_000_000_001))
     _lock: threading.RLock = field(default_factory=threading.RLock)
     _polls: dict[tuple[str, str], int] = field(default_factory=dict)
@@ -327,6 +330,9 @@ class FakeCompute:
             if d.get("boot") and not re.match(r"^(https://.*/)?projects/[^/]+/global/images/(family/)?[^/]+$", source):
                 raise ApiError(400, f"Invalid value for field 'resource.disks[0].initializeParams.sourceImage': "
                                f"'{source}'.")
+        for path in body.get("resourcePolicies") or []:  # a placement policy of the zone's region, made before
+            if (zone.rsplit("-", 1)[0], _last(path)) not in self.resource_policies:
+                raise ApiError(404, f"The resource '{path}' was not found", "notFound")
         inst_id = str(next(self._ids))
         stored = json.loads(json.dumps(body))
         stored.update({
@@ -442,6 +448,15 @@ class GceApp:
             Rule(f"{prefix}/zones/<zone>/acceleratorTypes", endpoint="accelerator_types", methods=["GET"]),
             Rule(f"{prefix}/zones/<zone>/acceleratorTypes/<name>", endpoint="accelerator_type", methods=["GET"]),
             Rule(f"{prefix}/global/images/family/<family>", endpoint="image_family", methods=["GET"]),
+            Rule(f"{prefix}/global/firewalls", endpoint="firewalls", methods=["GET", "POST"]),
+            Rule(f"{prefix}/global/firewalls/<name>", endpoint="firewall", methods=["GET"]),
+            Rule(f"{prefix}/global/operations/<name>", endpoint="global_operation", methods=["GET"]),
+            Rule(f"{prefix}/global/operations/<name>/wait", endpoint="global_operation", methods=["POST"]),
+            Rule(f"{prefix}/regions/<region>/resourcePolicies", endpoint="policies", methods=["POST"]),
+            Rule(f"{prefix}/regions/<region>/resourcePolicies/<name>", endpoint="policy", methods=["GET", "DELETE"]),
+            Rule(f"{prefix}/regions/<region>/operations/<name>", endpoint="region_operation", methods=["GET"]),
+            Rule(f"{prefix}/regions/<region>/operations/<name>/wait", endpoint="region_operation",
+                 methods=["POST"]),
         ])
 
     def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
@@ -494,6 +509,10 @@ class GceApp:
             time.sleep(0.05)  # a held wait answers RUNNING after a moment; the client keeps waiting
         if endpoint in ("operation", "wait"):
             return _json(state.get_operation(zone, args["name"], wait=endpoint == "wait"))
+        if endpoint in ("policies", "policy", "region_operation"):
+            return _json(policy_call(state, endpoint, request, args["region"], args.get("name")))
+        if endpoint in ("firewalls", "firewall", "global_operation"):
+            return _json(firewall_call(state, endpoint, request, args.get("name")))
         if endpoint == "machine_types":
             state._check_zone(zone)
             return _json({"items": [self._machine_type(zone, m) for m in MACHINE_TYPES
@@ -544,6 +563,69 @@ def image_from_family(project: str, family: str) -> dict[str, Any]:
     return {"kind": "compute#image", "id": str(abs(hash((project, family))) % 10**18), "name": name,
             "family": family, "status": "READY", "archiveSizeBytes": "21474836480", "diskSizeGb": "50",
             "architecture": "X86_64", "selfLink": f"{BASE}/projects/{project}/global/images/{name}"}
+
+
+def firewall_call(state: FakeCompute, endpoint: str, request: Request, name: str | None) -> dict[str, Any]:
+    """firewalls.insert/get/list and globalOperations.get/wait: mechanics only (an insert is DONE at once)."""
+    base = f"{BASE}/projects/{state.project}/global"
+    if endpoint == "global_operation":
+        return {"kind": "compute#operation", "name": name, "status": "DONE", "progress": 100,
+                "selfLink": f"{base}/operations/{name}"}
+    if endpoint == "firewall":
+        with state._lock:
+            found = state.firewalls.get(str(name))
+        if found is None:
+            raise ApiError(404, f"The resource 'projects/{state.project}/global/firewalls/{name}' was not found",
+                           "notFound")
+        return found
+    if request.method == "GET":
+        with state._lock:
+            return {"kind": "compute#firewallList", "items": list(state.firewalls.values())}
+    if state.firewall_insert_denied:
+        raise ApiError(403, f"Required 'compute.firewalls.create' permission for 'projects/{state.project}/global/"
+                       "firewalls'", "forbidden")
+    body = request.get_json(force=True)
+    with state._lock:
+        if body["name"] in state.firewalls:
+            raise ApiError(409, f"The resource 'projects/{state.project}/global/firewalls/{body['name']}' already "
+                           "exists", "alreadyExists")
+        state.firewalls[body["name"]] = {**body, "kind": "compute#firewall", "selfLink": f"{base}/firewalls/"
+                                         f"{body['name']}", "direction": body.get("direction") or "INGRESS"}
+    op = f"operation-{uuid.uuid4().hex[:20]}"
+    return {"kind": "compute#operation", "name": op, "status": "DONE", "progress": 100, "operationType": "insert",
+            "targetLink": f"{base}/firewalls/{body['name']}", "selfLink": f"{base}/operations/{op}"}
+
+
+def policy_call(state: FakeCompute, endpoint: str, request: Request, region: str, name: str | None) -> dict[str, Any]:
+    """resourcePolicies.insert/get/delete and regionOperations.get/wait (DONE at once). A policy a VM still names
+    cannot be deleted (400 resourceInUseByAnotherResource), as on GCE."""
+    base = f"{BASE}/projects/{state.project}/regions/{region}"
+    op = {"kind": "compute#operation", "name": f"operation-{uuid.uuid4().hex[:20]}", "status": "DONE",
+          "progress": 100}
+    if endpoint == "region_operation":
+        return {**op, "name": name}
+    with state._lock:
+        if endpoint == "policies":
+            body = request.get_json(force=True)
+            if (region, body["name"]) in state.resource_policies:
+                raise ApiError(409, f"The resource '{base}/resourcePolicies/{body['name']}' already exists",
+                               "alreadyExists")
+            state.resource_policies[(region, body["name"])] = {**body, "selfLink": f"{base}/resourcePolicies/"
+                                                               f"{body['name']}", "status": "READY"}
+            return op
+        found = state.resource_policies.get((region, str(name)))
+        if found is None:
+            raise ApiError(404, f"The resource 'projects/{state.project}/regions/{region}/resourcePolicies/{name}' "
+                           "was not found", "notFound")
+        if request.method == "GET":
+            return found
+        users = [vm["name"] for vm in state.instances.values()
+                 if any(str(p).endswith(f"/resourcePolicies/{name}") for p in vm.get("resourcePolicies") or [])]
+        if users:
+            raise ApiError(400, f"The resource_policy resource '{name}' is already being used by "
+                           f"'{users[0]}'", "resourceInUseByAnotherResource")
+        del state.resource_policies[(region, str(name))]
+        return op
 
 
 def _json(body: Any) -> Response:

@@ -63,6 +63,13 @@ errors-overview.html unless noted):
    NextToken, StartTime older than 90 days refused; unseeded types/zones have no history (moto invents ~$0.00001/h).
    https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DescribeSpotPriceHistory.html
 
+11-14. Account rules (account.py; off until a test sets them on `layer.account`, except the SSM tiers): a new
+   instance profile unknown to EC2 for a few RunInstances (IAM propagation), SSM parameter tiers (4 KB Standard,
+   8 KB Advanced), iam:SimulatePrincipalPolicy answered from the role's policies (moto lacks it), and the caller's
+   own IAM policy (every call outside it refused as each service refuses it). Docs cited there.
+15. Network interfaces (efa.py): EFA-only never primary, cards and interface types the type has, at most its EFA
+   devices, one interface per (card, device), a public address only with one IP interface.
+
 Use from a test (the `strict_aws` fixture, tests/support/strict_aws/fixture.py; tests/conftest.py registers it):
 
     def test_launch(strict_aws):

@@ -13,6 +13,8 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from . import placement, rules
+from .account import AccountRules, simulate_principal_policy
+from .efa import check_network_interfaces
 from .model import Injection, Launch, LocalZone, PlacementGroup, Recorded, default_local_zones
 from .spot_prices import SpotPriceRow, describe_spot_price_history
 from .view import MotoView
@@ -62,6 +64,8 @@ class StrictAws:
             self.placement_groups: dict[tuple[str, str], dict[str, PlacementGroup]] = {}
             self.injections: list[Injection] = []
             self.requests: list[Recorded] = []
+            # Rules 11-14 (account.py): IAM propagation, SSM tiers, SimulatePrincipalPolicy, the caller's policy.
+            self.account = AccountRules()
             # moto's RegisterImage drops Architecture (its DescribeImages then has none); the layer keeps what the
             # request said, adds it to DescribeImages answers and checks launches against it.
             self.image_architectures: dict[tuple[str, str], str] = {}
@@ -134,12 +138,21 @@ class StrictAws:
         record = Recorded(signed.service, req.action if req else target or f"{method} {path}", signed.region,
                           dict(req.params) if req else {})
         self.requests.append(record)
+        account = self.account
         if not region_enabled(signed.region, self.opted_in_regions):
             reply = disabled_region(signed, bool(target))
+        elif (refused := account.caller_refusal(signed, req, target, method, path, query, body)) is not None:
+            reply = refused  # rule 14
         elif signed.service == "ec2" and req is not None:
             reply = self.ec2(req, method, path, query, headers, body)
+        elif signed.service == "iam" and req is not None and req.action == "SimulatePrincipalPolicy":
+            reply = simulate_principal_policy(req, self.view.client("iam", "us-east-1"))  # rule 13
+        elif (refused := account.ssm_refusal(target, body)) is not None:
+            reply = refused  # rule 12
         else:
             reply = self.forward(method, path, query, headers, body)
+            if signed.service == "iam" and req is not None:
+                account.observe_iam(req, reply.status)  # rule 11
         record.status = reply.status
         return reply
 
@@ -258,6 +271,9 @@ class StrictAws:
                     zone = next((z for z in self.zones(req.region) if z.name == group.zone), None)
         image_id = params.get("ImageId")
         instance_type = params.get("InstanceType", "m1.small")
+        refused = check_network_interfaces(params, self.view.instance_type(instance_type))  # rule 15 (efa.py)
+        if refused:
+            return refused
         if image_id:
             image = self.view.image(req.region, image_id)
             if image is None:
@@ -280,6 +296,9 @@ class StrictAws:
             if any(state == "terminated" for state in states):
                 return rules.idempotent_terminated()
             return Reply(prior.status, prior.body)
+        refused = self.account.profile_refusal(params)  # rule 11: a new profile EC2 does not see yet
+        if refused:
+            return refused
         injected = self.injected(req, params, zone, instance_type)
         if injected:
             return injected

@@ -89,7 +89,7 @@ def test_estimate_uses_calibration_from_a_finished_run(db_url: str) -> None:
     data = _estimate(db_url, "A100-80GB")
     assert data["mfu_source"] == "calibrated" and data["mfu"] == pytest.approx(0.37)
     assert data["mfu_ref"]["run_ids"] == [run_id]
-    assert _estimate(db_url, "H100")["mfu_source"] == "default"  # learned for the A100 only
+    assert _estimate(db_url, "H100")["mfu_source"] == "model"  # learned for the A100 only
 
 
 @pytest.mark.slow
@@ -100,7 +100,7 @@ def test_a_real_cpu_bench_is_stored_but_never_stands_in_for_a_gpu(tmp_path) -> N
                     "--micro-batch", "1", "--seq-len", "32", "--peak-tflops", "1", "--json")
     assert bench.exit_code == 0, bench.stderr
     assert bench.json()["mfu"] > 0
-    assert _estimate(url, "H100", "--seq-len", "32")["mfu_source"] == "default"
+    assert _estimate(url, "H100", "--seq-len", "32")["mfu_source"] == "model"
 
 
 def test_calibrated_mfu_round_trips_to_the_runs_throughput(tmp_path) -> None:

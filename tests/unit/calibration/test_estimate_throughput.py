@@ -51,7 +51,7 @@ def _estimate(url: str, *extra: str) -> dict:
 
 
 def test_order_of_preference(db_url: str) -> None:
-    assert _estimate(db_url)["mfu_source"] == "default"  # empty store (or none at all)
+    assert _estimate(db_url)["mfu_source"] == "model"  # empty store (or none at all)
     _seed(db_url, calibrated=0.33)
     data = _estimate(db_url)
     assert data["mfu_source"] == "calibrated" and data["mfu"] == pytest.approx(0.33)
@@ -80,7 +80,7 @@ def test_bench_record_must_match_shape_precision_and_length(tmp_path: Path) -> N
 def test_missing_store_is_not_created(tmp_path: Path) -> None:
     """Estimating never creates or migrates a database: no file, no lookup, default prior."""
     url = f"sqlite:///{tmp_path / 'absent' / 'gpuplan.db'}"
-    assert _estimate(url)["mfu_source"] == "default"
+    assert _estimate(url)["mfu_source"] == "model"
     assert not (tmp_path / "absent").exists()
     assert calibration_lookup(url)(LookupKey("A100-80GB", 10**8, "bf16", 1024, None)) is None
 
@@ -118,4 +118,4 @@ def test_inference_ignores_training_measurements(tmp_path: Path) -> None:
     result = run_cli("--db", url, "estimate", "--model", "gpt2", "--mode", "inference", "--tokens", "1M",
                      "--gpu", "A100-80GB", "--json")
     assert result.exit_code == 0, result.stderr
-    assert result.json()["mfu_source"] == "default"
+    assert result.json()["mfu_source"] == "model"

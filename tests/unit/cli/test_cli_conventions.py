@@ -9,7 +9,8 @@ from gpuplan import __version__
 
 from support.clihelp import run_cli, run_subprocess
 
-HEAVY = {"pandas", "boto3", "botocore", "google", "torch", "sqlalchemy", "alembic", "numpy"}
+HEAVY = {"pandas", "boto3", "botocore", "google", "torch", "sqlalchemy", "alembic", "numpy",
+         "starlette", "uvicorn", "jinja2", "markupsafe", "selenium"}  # the web stack: `gpuplan ui` only
 
 
 def test_help_lists_commands() -> None:

@@ -151,6 +151,7 @@ def assert_json_only(result: Result, argv: list[str]) -> Any:
 # Read-only data commands, on the empty database the autouse fixture gives each test; no cloud needed.
 EMPTY_DB_JSON: list[tuple[str, ...]] = [
     ("runs", "--json"),
+    ("setup", "gcp", "--json"),
     ("runs", "--state", "succeeded", "--json"),
     ("budget", "list", "--json"),
     ("budget", "status", "--json"),
@@ -250,6 +251,7 @@ NO_JSON: dict[Path_, str] = {
     ("ssh",): "an interactive shell on the machine",
     ("convert",): "prints a job spec (YAML) to be saved and launched, not data",
     ("scheduler", "install"): "prints a systemd unit or a crontab line to be installed, not data",
+    ("ui",): "serves the dashboard; its JSON is the /api endpoints (tests/e2e/test_ui_http.py)",
 }
 
 
@@ -286,6 +288,7 @@ BAD_INPUT: list[tuple[tuple[str, ...], str]] = [
     # not an IAM name / not a KMS key ARN (checked before any AWS call)
     (("setup", "aws", "--name", "no spaces"), "not an IAM role name"),
     (("setup", "aws", "--kms-key", "alias/mine", "--json"), "--kms-key must be a KMS key ARN"),
+    (("setup", "gcp", "--project", "x"), "No such option"),
     # unknown names
     (("estimate", "--params", "7B", "--tokens", "1B", "--gpu", "H900"), "unknown GPU 'H900'"),
     (("estimate", "--model", "gpt-99", "--tokens", "1B", "--gpu", "H100"), "unknown model preset"),
@@ -392,6 +395,9 @@ BAD_INPUT: list[tuple[tuple[str, ...], str]] = [
     (("lanch",), "No such command"),
     (("budget", "sett"), "No such command"),
     (("runs", "--jsn"), "--jsn"),
+    (("ui", "--no-browser", "--token", "short"), "--token"),
+    (("ui", "--port", "70000"), "--port"),
+    (("--db", "not a url", "ui", "--no-browser"), "not a database URL"),
 ]
 # Cases that run with $GPUPLAN_CONFIG pointing at a malformed TOML file, or at no file at all.
 CASE_CONFIG = {("launch", "{good}", "-y"): "bad_config", ("reconcile", "--cloud", "aws"): "bad_config",
@@ -541,7 +547,7 @@ def test_unexpected_exception_is_one_line_with_a_hint(capsys: pytest.CaptureFixt
     assert exited.value.code == 1
     err = capsys.readouterr().err
     assert err.strip().splitlines() == [
-        "error: unexpected RuntimeError: the disk caught fire (run with -v for the traceback)"]
+        "error: unexpected RuntimeError: the disk caught fire (a bug in gpuplan: run with -v for the traceback)"]
 
     monkeypatch.setenv("GPUPLAN_DEBUG", "1")
     with pytest.raises(SystemExit):

@@ -44,9 +44,9 @@ def test_set_keeps_comments_and_order_and_unset_removes() -> None:
     path.write_text("# my settings\n[defaults]\nproject = \"nlp\"  # the team\n\n[providers.gcp]\n"
                     "project = \"p\"\n")
     assert run_cli("config", "set", "defaults.project", "vision").exit_code == 0
-    assert run_cli("config", "set", "defaults.storage", "gs://b/runs").exit_code == 0
+    assert run_cli("config", "set", "defaults.storage", "gs://my-runs/runs").exit_code == 0
     text = path.read_text()
-    assert text.startswith("# my settings\n[defaults]\nproject = \"vision\"\nstorage = \"gs://b/runs\"\n\n"
+    assert text.startswith("# my settings\n[defaults]\nproject = \"vision\"\nstorage = \"gs://my-runs/runs\"\n\n"
                            "[providers.gcp]")
     assert run_cli("config", "set", "defaults.project", "--unset").exit_code == 0
     assert "project" not in load_config()["defaults"] and load_config()["providers"]["gcp"]["project"] == "p"

@@ -123,7 +123,8 @@ def test_hours_text(hours: float | None, text: str) -> None:
 
 
 def test_dollars_keeps_cents_for_small_sums() -> None:
-    assert (dollars(0.001), dollars(0.03), dollars(99.5), dollars(1234.4)) == ("<$0.01", "$0.03", "$99.50", "$1,234")
+    assert (dollars(0.001), dollars(0.03), dollars(99.5), dollars(1234.4)) == ("$0.0010", "$0.03", "$99.50", "$1,234")
+    assert dollars(0.00421) == "$0.0042" and dollars(0.0000031) == "$3.1e-06"
 
 
 def _closed_reader(*args: str) -> subprocess.CompletedProcess[bytes]:

@@ -31,8 +31,8 @@ def test_help_explains_what_it_creates() -> None:
     result = run_cli("setup", "aws", "--help")
     assert result.exit_code == 0
     text = " ".join(result.stdout.split())
-    for fragment in ("--create", "instance profile", "ssm:GetParameter", "s3:PutObject", "GPUPLAN_AWS_INSTANCE_PROFILE",
-                     "iam:PassRole", "--json"):
+    for fragment in ("--create", "instance profile", "ssm:GetParameter", "s3:PutObject",
+                     "[providers.aws] instance_profile", "iam:PassRole", "--json"):
         assert fragment in text, fragment
 
 
@@ -70,13 +70,17 @@ def test_create_makes_a_least_privilege_tagged_role_in_a_profile(in_moto: dict[s
     assert "instance profile gpuplan-instance exists" in again.json()["actions"]
     profile = iam.get_instance_profile(InstanceProfileName=aws_iam.DEFAULT_NAME)["InstanceProfile"]
     assert len(profile["Roles"]) == 1
-    # And the check now passes with it configured.
-    ready = run_cli("setup", "aws", "--json", env={"GPUPLAN_AWS_INSTANCE_PROFILE": aws_iam.DEFAULT_NAME})
+    # And the check now passes: --create recorded the profile in the config file (issue 32: no export needed).
+    from gpuplan.config import provider_settings
+
+    assert provider_settings("aws") == {"instance_profile": aws_iam.DEFAULT_NAME, "bucket": BUCKET}
+    ready = run_cli("setup", "aws", "--json")
     assert ready.json()["usable"] is True
 
 
-def test_the_created_policy_is_the_one_the_readme_shows() -> None:
-    """tests/unit/providers/test_cloud_tags.py reads the README's policy; the role gpuplan creates is that one."""
+def test_the_created_policy_is_the_one_the_docs_show() -> None:
+    """tests/unit/providers/test_cloud_tags.py reads the policy docs/providers/aws.md shows; the role gpuplan
+    creates is that one."""
     policy = aws_iam.instance_policy("BUCKET")
     assert {(s["Effect"], s["Action"], s["Resource"]) for s in policy["Statement"]} == {
         ("Allow", "s3:PutObject", "arn:aws:s3:::BUCKET/gpuplan/*"),
@@ -125,6 +129,7 @@ def test_a_storage_prefix_adds_only_that_prefix_to_the_role(in_moto: dict[str, s
     iam = aws_clients("iam")
     policy = iam.get_role_policy(RoleName=aws_iam.DEFAULT_NAME, PolicyName=aws_iam.POLICY_NAME)["PolicyDocument"]
     policy = json.loads(policy) if isinstance(policy, str) else policy
+    policy["Statement"] = [{k: v for k, v in s.items() if k != "Sid"} for s in policy["Statement"]]
     assert {"Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject"],
             "Resource": "arn:aws:s3:::ckpt-bkt/team/*"} in policy["Statement"]
     assert {"Effect": "Allow", "Action": "s3:ListBucket", "Resource": "arn:aws:s3:::ckpt-bkt",
@@ -135,3 +140,28 @@ def test_a_storage_prefix_adds_only_that_prefix_to_the_role(in_moto: dict[str, s
 def test_a_storage_the_role_cannot_use_is_one_line_exit_2(in_moto: dict[str, str], storage: str) -> None:
     result = run_cli("setup", "aws", "--storage", storage)
     assert result.exit_code == 2 and "--storage" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_print_policy_prints_the_shipped_launching_user_policy() -> None:
+    """Issue 32 item 7: the policy a user pastes is the package data the strict layer enforces in the e2e tests."""
+    from gpuplan.providers.aws.policy import launch_actions
+
+    result = run_cli("setup", "aws", "--print-policy", "--name", "team-gpu", "--bucket", "outs",
+                     "--storage", "s3://ckpt/team")
+    assert result.exit_code == 0, result.stderr
+    policy = json.loads(result.stdout)
+    resources = {r for s in policy["Statement"] for r in ([s["Resource"]] if isinstance(s["Resource"], str)
+                                                          else s["Resource"])}
+    assert {"arn:aws:s3:::outs/*", "arn:aws:s3:::ckpt/*", "arn:aws:iam::*:role/team-gpu"} <= resources
+    assert not any("BUCKET" in r or "INSTANCE_PROFILE" in r for r in resources)
+    assert [a for s in policy["Statement"] for a in s["Action"]] == launch_actions()
+    assert {"iam:PassRole", "ec2:CreatePlacementGroup", "ssm:AddTagsToResource"} <= set(launch_actions())
+
+
+def test_setup_gcp_prints_the_roles_and_permissions() -> None:
+    result = run_cli("setup", "gcp", "--json")
+    assert result.exit_code == 0, result.stderr
+    roles = result.json()
+    assert "roles/compute.instanceAdmin.v1" in roles["roles"] and "compute.instances.create" in roles["permissions"]
+    printed = run_cli("setup", "gcp", "--print-policy")
+    assert "custom role permissions: " in printed.stdout and "iam.serviceAccounts.actAs" in printed.stdout

@@ -9,7 +9,6 @@ import pytest
 from gpuplan.estimating import comms, flops, memory
 from gpuplan.estimating.architecture import Architecture, preset
 from gpuplan.estimating.estimate import Hardware, Throughput, Workload, estimate, lora_params, min_gpus
-from gpuplan.estimating.mfu import default_mfu, mfu_prior
 from gpuplan.estimating.shape import shape_of
 from gpuplan.hardware.gpus import resolve_gpu
 
@@ -104,9 +103,10 @@ def test_min_gpus_and_what_would_fit() -> None:
     fits = estimate(w, Hardware(H100, gpus=needed))
     assert fits.fits and fits.min_gpus == needed
     short = estimate(w, Hardware(H100, gpus=8))
-    assert not short.fits and f"needs at least {needed} x H100" in (short.fit_hint or "")
-    plain = Workload(params=70 * 10**9, tokens=10**12)
-    assert min_gpus(plain, H100) is None  # without sharding more GPUs do not help
+    assert not short.fits and f"would fit with at least {needed} x H100" in (short.fit_hint or "")
+    plain = Workload(params=70 * 10**9, tokens=10**12, tp=1, pp=1)
+    assert min_gpus(plain, H100) is None  # data parallel without sharding: more GPUs do not help
+    assert min_gpus(replace(plain, tp=None, pp=None), H100) == 16  # the default layout splits it (TP 8 x PP 2)
     hint = estimate(plain, Hardware(H100, gpus=8)).fit_hint or ""
     assert "zero3 across" in hint
     small = Workload(params=125 * 10**6, tokens=10**9)
@@ -117,45 +117,37 @@ def test_memory_falls_with_sharding_and_checkpointing() -> None:
     arch = preset("llama-2-7b")
 
     def total(**kw: object) -> float:
+        for key, value in (("recompute", "none"), ("tp", 1), ("pp", 1)):  # stated: the defaults would adapt
+            kw.setdefault(key, value)
         w = Workload(params=arch.param_count(), tokens=10**9, architecture=arch, seq_len=4096, **kw)  # type: ignore[arg-type]
         return estimate(w, Hardware(A100, gpus=8)).memory_gb_per_gpu.total
 
     assert total() > total(sharding="zero1") > total(sharding="zero2") > total(sharding="zero3")
-    assert total(activation_checkpointing=True) < total()
+    assert total(activation_checkpointing=True, recompute="full") < total()
     assert total(micro_batch=4) > total()
 
 
-def test_mfu_prior_is_not_a_constant() -> None:
-    """MFU depends on GPU generation, model size, precision, GPU count vs batch, recomputation."""
-    big, small = 70e9, 125e6
-    assert default_mfu(A100, matmul_params=big) > default_mfu(A100, matmul_params=small)
-    assert default_mfu(A100, matmul_params=7e9) > default_mfu(H100, matmul_params=7e9)
-    assert default_mfu(H100, matmul_params=7e9, precision="fp8") < default_mfu(H100, matmul_params=7e9)
-    # The model-parallel penalty is a fitted knob (0.0 on the published runs): never a gain.
-    assert default_mfu(H100, matmul_params=7e9, gpus=8192, global_batch=1024) <= default_mfu(
-        H100, matmul_params=7e9, gpus=1024, global_batch=1024)
-    assert default_mfu(A100, matmul_params=7e9, recompute_ratio=0.75) == pytest.approx(
-        0.75 * default_mfu(A100, matmul_params=7e9))
-    prior = mfu_prior(A100, matmul_params=7e9)
-    assert 0.3 < prior.mfu < 0.6 and "size" in prior.detail()
-
-
-def test_model_parallel_degree_follows_memory_and_batch() -> None:
-    """GPUs per replica: 1 when a 7B replica fits, >1 for a 176B model on 80 GB (BLOOM ran TP4 x PP12) or
-    when the batch has fewer sequences than GPUs; ZeRO-3 shards over data parallel instead."""
-    from gpuplan.estimating.estimate import model_parallel_degree
-
+def test_default_layout_splits_a_replica_only_when_it_must() -> None:
+    """The defaults fill every layout field the user leaves out with the fastest layout that fits: a 7B model on 64
+    A100s with ZeRO-1 runs data parallel only without recomputation; BLOOM-176B on 384 A100-80GB without ZeRO-3
+    must split its replica (it ran TP 4 x PP 12) and does, and fits; each choice is listed as assumed."""
     small = preset("llama-2-7b")
     w7 = Workload(params=small.param_count(), tokens=10**12, architecture=small, seq_len=4096, global_batch=1024,
                   sharding="zero1")
-    assert model_parallel_degree(w7, shape_of(w7.params, small), A100, 64, 1024) == 1
-    assert model_parallel_degree(w7, shape_of(w7.params, small), A100, 4096, 1024) == 4
+    seven = estimate(w7, Hardware(A100, gpus=64))
+    assert seven.parallel is not None
+    assert (seven.parallel["tp"], seven.parallel["pp"], seven.parallel["recompute"]) == (1, 1, "none")
+    assert any("data parallel only: the model fits without splitting it (set --tp, --pp)" in n
+               for n in seven.assumptions)
     big = Architecture("bloom", 14336, 70, 112, 112, 57344, 250880, 2048, gated_mlp=False, tied_embeddings=True)
     w176 = Workload(params=big.param_count(), tokens=10**12, architecture=big, seq_len=2048, global_batch=2048,
                     sharding="zero1")
-    m = model_parallel_degree(w176, shape_of(w176.params, big), A100, 384, 2048)
-    assert 8 <= m <= 64 and m & (m - 1) == 0
-    assert model_parallel_degree(replace(w176, sharding="zero3"), shape_of(w176.params, big), A100, 384, 2048) == 1
+    bloom = estimate(w176, Hardware(resolve_gpu("A100-80GB"), gpus=384))
+    assert bloom.fits and bloom.parallel is not None
+    assert bloom.parallel["tp"] * bloom.parallel["pp"] >= 8
+    assert any("tensor parallel" in n and "(set --tp, --pp)" in n for n in bloom.assumptions)
+    stated = estimate(replace(w176, tp=1, pp=1, recompute="none"), Hardware(resolve_gpu("A100-80GB"), gpus=384))
+    assert not stated.fits and not any("(set --tp, --pp)" in n for n in stated.assumptions)
 
 
 def test_model_parallel_replicas_cut_network_traffic() -> None:

@@ -151,12 +151,12 @@ def test_estimate_uses_the_config_model_when_the_config_is_stated() -> None:
     workload = Workload(params=arch.param_count(), tokens=10**12, architecture=arch, seq_len=4096, tp=8, pp=4,
                         recompute="selective", global_batch=512)
     result = estimate(workload, Hardware(H100, gpus=256))
-    assert result.mfu_source == "config" and "step" in result.mfu_detail
-    assert result.scaling_efficiency == 1.0  # the step model counts the exchanges itself
-    plain = estimate(replace(workload, tp=1, pp=1, recompute=None, sharding="zero3"), Hardware(H100, gpus=256))
-    assert plain.mfu_source == "default"
+    assert result.mfu_source == "model" and "step" in result.mfu_detail
+    assert 0 < result.scaling_efficiency < 1  # what the step waits on the other GPUs
+    plain = estimate(replace(workload, tp=None, pp=None, recompute=None, sharding="zero3"), Hardware(H100, gpus=256))
+    assert plain.mfu_source == "model" and "step" in plain.mfu_detail  # one model, with the default layout
     # Weights, gradients and optimizer state split 32 ways under tp 8 x pp 4.
-    unsplit = estimate(replace(workload, tp=1, pp=1, recompute=None), Hardware(H100, gpus=256))
+    unsplit = estimate(replace(workload, tp=1, pp=1, recompute="none"), Hardware(H100, gpus=256))
     assert result.memory_gb_per_gpu.weights == pytest.approx(unsplit.memory_gb_per_gpu.weights / 32)
     with pytest.raises(ValueError, match="do not split"):
         estimate(workload, Hardware(H100, gpus=260, gpus_per_node=4))

@@ -156,7 +156,7 @@ def test_boot_script_for_a_launch_request() -> None:
                             gpus_per_node=8, image=spec.image, max_hours=1.0, secrets={"TOKEN": "v"},
                             options={"argv": spec.argv})
     script = render_boot_script_checked(request)
-    assert "JOB_ARGV=(/bin/sh -c 'python train.py --x '\"'\"'a b'\"'\"'')" in script
+    assert "JOB_ARGV=(/bin/sh -c 'exec python train.py --x '\"'\"'a b'\"'\"'')" in script
     assert "export TOKEN=v" in script and "MAX_SECONDS=3600" in script and "export NODE_RANK=1" in script
 
 

@@ -73,8 +73,9 @@ def set_tag(shims: Path, key: str, value: str) -> None:
 def plan(base: Path, **overrides: object) -> BootPlan:
     values: dict = dict(
         run_id="r-tags", name="multi", base_dir=str(base), poweroff=False, nnodes=3, node_rank=0,
-        argv=["/bin/sh", "-c", 'echo "rank=$NODE_RANK grank=$GPUPLAN_NODE_RANK r=$RANK master=$MASTER_ADDR '
-                               'gm=$GPUPLAN_MASTER_ADDR" > "$GPUPLAN_RUN_DIR/identity.txt"'],
+        argv=["/bin/sh", "-c", 'echo "rank=$NODE_RANK grank=$GPUPLAN_NODE_RANK r=$RANK pet=$PET_NODE_RANK '
+                               'master=$MASTER_ADDR gm=$GPUPLAN_MASTER_ADDR pm=$PET_MASTER_ADDR" '
+                               '> "$GPUPLAN_RUN_DIR/identity.txt"'],
         storage_url=STORAGE, rank_tag=RANK_TAG, master_tag=MASTER_TAG, identity_wait_seconds=2,
         identity_poll_seconds=1, cloud=aws_boot_cloud())
     values.update(overrides)
@@ -109,7 +110,7 @@ def test_a_node_takes_its_rank_and_master_from_the_tags(tmp_path: Path, shims: P
     proc = run(render_boot_script(plan(base)), tmp_path, shims)
     assert proc.returncode == 0, (base / "boot.log").read_text()
     assert (base / "run" / "identity.txt").read_text().split() == [
-        "rank=2", "grank=2", "r=2", "master=10.0.1.17", "gm=10.0.1.17"]
+        "rank=2", "grank=2", "r=2", "pet=2", "master=10.0.1.17", "gm=10.0.1.17", "pm=10.0.1.17"]
     # Its outputs go to its own rank's prefix, which gpuplan reads back.
     shipped = shims / "s3" / "bucket/gpuplan/r-tags/node-2"
     assert json.loads((shipped / "exit.json").read_text())["exit_code"] == 0

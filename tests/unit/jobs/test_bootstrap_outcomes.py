@@ -170,3 +170,46 @@ def test_outcome_script_is_shellcheck_clean(tmp_path: Path) -> None:
 def test_secret_names_must_be_variable_names(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="environment variable names"):
         render_boot_script(BootPlan(run_id="r", name="n", argv=["true"], secret_params={"A;B": "/x"}))
+
+
+DOCKER_SHIM = r'''#!PYTHON
+import json, os, sys
+root = os.environ["SHIM_ROOT"]
+args = sys.argv[1:]
+with open(os.path.join(root, "docker.calls"), "a") as fh:
+    fh.write(json.dumps(args) + "\n")
+if args[:2] == ["image", "inspect"]:
+    sys.exit(0)
+if "--entrypoint" in args:  # the plugin probe: the test says whether the image has aws-ofi-nccl
+    sys.exit(0 if os.environ.get("IMAGE_HAS_OFI") == "1" else 2)
+'''
+
+
+@pytest.mark.parametrize("has_plugin", [True, False])
+def test_an_efa_machine_gives_the_container_its_devices_and_memlock(tmp_path: Path, shims: Path,
+                                                                   has_plugin: bool) -> None:
+    """Issue 32 item 3: with EFA devices on the machine, the container gets /dev/infiniband and unlimited locked
+    memory, and the job log says when the image lacks the aws-ofi-nccl plugin (NCCL would not use EFA)."""
+    docker = shims / "bin" / "docker"
+    docker.write_text(DOCKER_SHIM.replace("PYTHON", sys.executable, 1))
+    docker.chmod(0o755)
+    devices = tmp_path / "infiniband"
+    devices.mkdir()
+    base = tmp_path / "base"
+    from gpuplan.providers.aws.boot import aws_boot_cloud  # the AWS hooks give the fabric's arguments
+
+    script = render_boot_script(BootPlan(run_id="r-efa", name="efa", base_dir=str(base), poweroff=False,
+                                         argv=["true"], image="example/train:1", runtime="docker",
+                                         cloud=aws_boot_cloud()))
+    path = tmp_path / "boot.sh"
+    path.write_text(script)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(PATH=f"{shims / 'bin'}:{os.environ['PATH']}", SHIM_ROOT=str(shims), GPUPLAN_EFA_DEVICES=str(devices),
+               IMAGE_HAS_OFI="1" if has_plugin else "0")
+    subprocess.run(["bash", str(path)], cwd=tmp_path, capture_output=True, text=True, timeout=60, env=env)
+    [run_call] = [c for c in calls(shims, "docker") if c[0] == "run" and "--entrypoint" not in c]
+    assert run_call[run_call.index("--device") + 1] == str(devices)
+    assert run_call[run_call.index("--ulimit") + 1] == "memlock=-1:-1"
+    log = (base / "run" / "job.log").read_text()
+    assert ("no aws-ofi-nccl plugin" in log) is (not has_plugin)
+    assert _wait_gone(path)

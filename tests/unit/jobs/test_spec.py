@@ -116,7 +116,7 @@ def test_deadline_relative_to_launch() -> None:
         ("name: x\ncommand: a\nworkload:\n  params: 7B\n  tokens: 1B\n  tp_overlap: true\n", 3,
          "tp_overlap needs tp of 2 or more"),
         ("name: x\ncommand: a\nworkload:\n  params: 7B\n  tokens: 1B\n  dp_overlap: true\n", 3,
-         "dp_overlap needs sharding zero1 or zero2"),
+         "dp_overlap is the sharded optimizer's parameter all-gather: it needs sharding zero1 or zero2"),
         ("name: x\ncommand: a\nworkload:\n  params: 7B\n  tokens: 1B\n  interconnect: fast\n", 6,
          "interconnect 'fast': give one of ib-ndr"),
         ("name: x\ncommand: a\nworkload:\n  params: 7B\n  tokens: 1B\n  recompute: selective\n"

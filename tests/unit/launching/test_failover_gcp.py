@@ -112,3 +112,38 @@ def test_a_run_already_launched_is_returned_not_relaunched(provider: GcpProvider
     assert [a.outcome for a in result.attempts] == ["existing"]
     assert [i.instance_id for i in result.instances] == [i.instance_id for i in first]
     assert gce.state.count_calls("POST", "/instances") == 1
+
+
+# ---- issue 32 item 4: GCE's quota and error reasons by scope ------------------------------------------------------
+
+
+def test_the_project_wide_gpu_quota_ends_gcp_at_once(provider: GcpProvider, gce: RunningFake) -> None:
+    """GPUS_ALL_REGIONS is 0 on a new project (strict layer rule): one refusal, then no other GCP placement is tried,
+    and the error names the quota and the console page that raises it."""
+    gce.strict.gpus_all_regions = 0
+    with pytest.raises(failover.FailoverExhausted) as info:
+        failover.launch_with_failover(
+            request(), placements(provider, ("us-central1", "n1-standard-8", "0.73"), ("europe-west4", "g2-standard-8",
+                                                                                      "0.85")), {"gcp": provider})
+    attempts = info.value.attempts
+    assert [a.outcome for a in attempts][:1] == ["quota"] and {a.outcome for a in attempts[1:]} == {"skipped"}
+    assert gce.strict.refused == ["gpus_all_regions"]  # one insert asked; the layer refused it before the fake
+    assert "GPUS_ALL_REGIONS" in info.value.detail
+    assert "https://console.cloud.google.com/iam-admin/quotas?project=" in str(attempts[0].message)
+
+
+@pytest.mark.parametrize(("code", "outcome", "blocked"), [
+    ("ZONE_RESOURCE_POOL_EXHAUSTED", "capacity", "zone us-central1-a, type n1-standard-8"),
+    ("RESOURCE_NOT_READY", "blocked", "zone us-central1-a"),  # the zone, any type
+    ("RESOURCE_OPERATION_RATE_EXCEEDED", "blocked", "zone us-central1-a"),
+    ("UNSUPPORTED_OPERATION", "blocked", "zone us-central1-a, type n1-standard-8"),  # not a stockout
+])
+def test_zone_level_reasons_move_to_the_next_zone(provider: GcpProvider, gce: RunningFake, code: str, outcome: str,
+                                                  blocked: str) -> None:
+    gce.state.fail_insert("us-central1-a", code)
+    result = failover.launch_with_failover(request(), placements(provider, ("us-central1", "n1-standard-8", "0.73")),
+                                           {"gcp": provider})
+    first, second = result.attempts[:2]
+    assert (first.placement.zone, first.outcome, first.code) == ("us-central1-a", outcome, code)
+    assert (first.blocked or "").startswith(blocked)
+    assert (second.placement.zone, second.outcome) == ("us-central1-b", "launched")

@@ -48,7 +48,7 @@ def test_estimate_for_job_reads_the_job_spec_workload() -> None:
     job = JobWorkload(model="gpt2", tokens="10B", seq_len=1024, sharding="zero2")
     est = estimate_for_job(job, gpu="A100-80GB", gpus_per_node=8, nodes=2)
     assert est.gpus == 16 and est.nodes == 2 and est.seq_len == 1024 and est.sharding == "zero2"
-    assert est.mfu_source == "default" and est.wall_hours > 0
+    assert est.mfu_source == "model" and est.wall_hours > 0
     measured = estimate_for_job(JobWorkload(params="1B", tokens="1B", throughput=1000.0), gpu="L4",
                                 gpus_per_node=1, nodes=1)
     assert measured.mfu_source == "user" and measured.wall_hours == pytest.approx(1e9 / 1000 / 3600)

@@ -146,9 +146,9 @@ def test_pareto_front_is_cost_time_optimal(catalog: Catalog) -> None:
 
 def test_auto_sharding_picks_the_least_sharding_that_fits_on_fewest_gpus(catalog: Catalog) -> None:
     offers = catalog.select(gpus={"H100"}, clouds={"aws"})
-    plain = plan(llama7b(sharding="none"), offers, constraints=Constraints(spot=False))
-    assert plain.options == ()  # 16 B/param for 6.7B params is more than 80 GB: no sharding cannot fit
-    auto = plan(llama7b(sharding="none"), offers, constraints=Constraints(spot=False), shardings=AUTO)
+    plain = plan(llama7b(sharding="none", tp=1, pp=1), offers, constraints=Constraints(spot=False))
+    assert plain.options == ()  # 16 B/param for 6.7B params is more than 80 GB: data parallel alone cannot fit
+    auto = plan(llama7b(sharding="none", tp=1, pp=1), offers, constraints=Constraints(spot=False), shardings=AUTO)
     assert auto.options and auto.options[0].sharding in ("zero1", "zero2", "zero3")
 
 

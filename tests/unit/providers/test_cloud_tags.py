@@ -74,15 +74,15 @@ def test_every_gcp_vm_and_disk_of_a_launch_is_labelled(gce: RunningFake) -> None
 
 
 def test_the_documented_instance_policy_is_scoped_to_gpuplans_prefixes() -> None:
-    """The README's IAM policies: the instance role's, only PutObject under gpuplan/ and GetParameter under
-    /gpuplan/ (least privilege: no wildcard action, no whole bucket, no other parameters); reconcile's, only
-    listing parameter metadata and deleting under /gpuplan/."""
+    """The documented IAM policies (docs/providers/aws.md): the instance role's, only PutObject under gpuplan/
+    and GetParameter under /gpuplan/ (least privilege: no wildcard action, no whole bucket, no other
+    parameters); reconcile's, only listing parameter metadata and deleting under /gpuplan/."""
     import json
     import re
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
-    policies = [json.loads(b)["Statement"] for b in re.findall(r"```json\n(.*?)```", readme, re.S)
+    page = (Path(__file__).resolve().parents[3] / "docs" / "providers" / "aws.md").read_text()
+    policies = [json.loads(b)["Statement"] for b in re.findall(r"```json\n(.*?)```", page, re.S)
                 if '"Statement"' in b]
     assert [{(s["Effect"], s["Action"], s["Resource"]) for s in statements} for statements in policies] == [
         {("Allow", "s3:PutObject", "arn:aws:s3:::BUCKET/gpuplan/*"),

@@ -161,8 +161,10 @@ def test_efa_interface_on_types_that_support_it(env: Env) -> None:
     p = provider(env)
     nodes = p.launch(request(nodes=2))
     [call] = env.runs
-    assert call["NetworkInterface.1.InterfaceType"] == "efa"
+    # The primary an ENA interface, then one EFA-only device per network card (issue 32: p4d has 4).
+    assert call["NetworkInterface.1.InterfaceType"] == "interface"
     assert call["NetworkInterface.1.DeviceIndex"] == "0"
+    assert [call[f"NetworkInterface.{n}.InterfaceType"] for n in range(2, 6)] == ["efa-only"] * 4
     groups = sent(call, "NetworkInterface.1.SecurityGroupId")
     assert groups and "SecurityGroupId.1" not in call and "SubnetId" not in call  # carried by the interface
     [group] = env.ec2().describe_security_groups(GroupIds=groups)["SecurityGroups"]

@@ -385,7 +385,7 @@ def test_startup_script_is_rendered_per_node_when_the_request_has_none(secretman
     assert "NODE_RANK_=0" in scripts[0] and "NODE_RANK_=1" in scripts[1]
     assert f"MASTER_ADDR_={master}" in scripts[1]
     # User text enters only shell-quoted; the secret is kept in Secret Manager: the scripts and labels only name it.
-    assert "'python train.py --name \"$(reboot)\"'" in scripts[0]
+    assert "'exec python train.py --name \"$(reboot)\"'" in scripts[0]
     assert all("hf_secret_value" not in s for s in scripts)
     assert all(f"SECRET_PARAMS=(projects/gpuplan-test/secrets/gpuplan-{RUN}-HF_TOKEN)" in s for s in scripts)
     assert all("hf_secret_value" not in v for vm in vms for v in vm["labels"].values())

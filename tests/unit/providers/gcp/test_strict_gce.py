@@ -157,3 +157,13 @@ def test_metadata_rule(gce: RunningFake) -> None:
     code, reason, text = error_body(caught.value)
     assert (code, reason) == (400, "invalid") and "startup-script" in text
     assert len(gce.state.live()) == 2 and gce.strict.refused == ["metadata"]
+
+
+def test_gpus_all_regions_rule(gce: RunningFake) -> None:
+    """Issue 32 item 4: a new project's project-wide GPU quota is 0; the plain fake has no quotas."""
+    assert not insert(gce, body("a3-highgpu-8g", model="SPOT")).error  # rule off: plain fake
+    gce.strict.gpus_all_regions = 8
+    with pytest.raises(gexc.Forbidden) as caught:
+        insert(gce, body("a3-highgpu-8g", model="SPOT"))  # 8 live + 8 more > 8
+    assert error_body(caught.value) == (403, "quotaExceeded", "Quota 'GPUS_ALL_REGIONS' exceeded. Limit: 8.0 globally.")
+    assert len(gce.state.live()) == 1 and gce.strict.refused == ["gpus_all_regions"]

@@ -20,6 +20,7 @@ from gpuplan.providers.slurm.provider import SlurmProvider
 
 from support.clihelp import run_cli
 from support.slurmhelp import SlurmCluster, wait_for
+from support.torchrun_args import torchrun_sees
 
 SECRET = "s3cr3t-'$(touch /tmp/gpuplan-pwned)'-value"
 HOSTILE_NAME = 'it\'s "$(touch PWNED)" `touch PWNED2`\nrm -rf / ; echo'
@@ -178,6 +179,9 @@ def test_two_tasks_see_the_torchrun_variables(provider: SlurmProvider,
         assert env["LOCAL_WORLD_SIZE"] == "2"
         assert env["MASTER_ADDR"] == env["GPUPLAN_MASTER_ADDR"] == host
         assert env["MASTER_PORT"] == env["GPUPLAN_MASTER_PORT"] == "29611"
+        # What a bare `torchrun train.py` reads (its PET_* variables, torch/distributed/argparse_util.py).
+        assert torchrun_sees(env) == {"nnodes": "1", "node_rank": "0", "master_addr": host, "master_port": "29611",
+                                      "nproc_per_node": "2"}
         assert env["GPUPLAN_RUN_ID"] == "r-ranks00001" and env["GPUPLAN_PROVIDER"] == "slurm"
         assert env["GPUPLAN_METRICS"] == str(run_dir / "metrics.jsonl")
         assert env["SLURM_GPUS_ON_NODE"] == "2"  # --gres=gpu:2 was granted

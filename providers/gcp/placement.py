@@ -1,0 +1,76 @@
+"""A compact placement policy for a multi-node GCP run: its VMs close together, as EC2's cluster placement group.
+
+Why: NCCL's all-reduce between nodes runs at the speed of the path between them; "compact placement policies
+specify that your VMs should be physically placed close to each other, which reduces network latency"
+(https://cloud.google.com/compute/docs/instances/placement-policies-overview#compact). GPU machine series with it:
+the accelerator-optimized A2, A3, A4 and G2 (same page, "Supported machine series"), the ones gpuplan gives fixed GPUs.
+
+The policy is the run's own, `gpuplan-<run id>`, regional, COLLOCATED with vmCount = the run's nodes
+(https://cloud.google.com/compute/docs/reference/rest/v1/resourcePolicies: groupPlacementPolicy.collocation,
+vmCount); each VM names it in `resourcePolicies`. Resource policies take no labels, so the name and description
+mark it as gpuplan's. It is deleted once the run has no VM left (a policy still in use is refused by GCE, and
+costs nothing: the next teardown tries again).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+from gpuplan.providers.gcp.rules import map_api_error
+
+log = logging.getLogger(__name__)
+
+COMPACT_FAMILIES = ("a2-", "a3-", "a4-", "g2-")
+DESCRIPTION = "gpuplan: compact placement of one multi-node run; created-by gpuplan"
+
+
+def wants_compact(machine_type: str, nodes: int) -> bool:
+    return nodes > 1 and machine_type.startswith(COMPACT_FAMILIES)
+
+
+def policy_name(run_id: str) -> str:
+    return re.sub(r"[^a-z0-9-]", "-", f"gpuplan-{run_id.lower()}")[:63].rstrip("-")
+
+
+def policy_path(project: str, region: str, run_id: str) -> str:
+    return f"projects/{project}/regions/{region}/resourcePolicies/{policy_name(run_id)}"
+
+
+def ensure_compact_policy(provider: Any, region: str, run_id: str, nodes: int) -> str:
+    """The run's compact placement policy in `region` (made once; a retried launch finds it); returns its path."""
+    from google.api_core import exceptions as gexc
+    from google.cloud import compute_v1
+
+    policy = compute_v1.ResourcePolicy(
+        name=policy_name(run_id), region=region, description=DESCRIPTION,
+        group_placement_policy=compute_v1.ResourcePolicyGroupPlacementPolicy(collocation="COLLOCATED",
+                                                                              vm_count=nodes))
+    try:
+        operation = provider.client("ResourcePoliciesClient").insert(project=provider.project, region=region,
+                                                                    resource_policy_resource=policy)
+        provider.client("RegionOperationsClient").wait(project=provider.project, region=region,
+                                                       operation=operation.name)
+    except gexc.Conflict:
+        pass  # a retried launch of this run made it already
+    except Exception as exc:
+        raise map_api_error(exc, region=region) from exc
+    return policy_path(provider.project, region, run_id)
+
+
+def delete_compact_policy(provider: Any, region: str, run_id: str) -> bool:
+    """Delete the run's policy once its VMs are gone; True when it is gone (best effort, logged otherwise)."""
+    from google.api_core import exceptions as gexc
+
+    try:
+        operation = provider.client("ResourcePoliciesClient").delete(project=provider.project, region=region,
+                                                                    resource_policy=policy_name(run_id))
+        provider.client("RegionOperationsClient").wait(project=provider.project, region=region,
+                                                       operation=operation.name)
+    except gexc.NotFound:
+        return True
+    except Exception as exc:
+        log.info("placement policy %s not deleted: %s", policy_name(run_id), exc)
+        return False
+    return True

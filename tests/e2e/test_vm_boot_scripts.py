@@ -1,0 +1,115 @@
+"""The real AWS user data and GCP startup script, run in podman containers standing in for VMs (support.vm_containers).
+
+- AWS, two nodes: each "VM" learns its rank and the master's address from its instance tags (IMDSv2 on its own
+  loopback), and a bare `torchrun train.py` on each reaches the other through the exported PET_* variables: gloo
+  all-reduces across the two containers' addresses (issue 31, items 1 and 2: before the fix both nodes were rank 0 of
+  a rendezvous on 127.0.0.1 and the run hung). The VMs power off at the end (EC2 terminates them on shutdown).
+- GCP, one node: the startup script gpuplan put in the VM's metadata (through the real Compute client against the
+  fake API) runs; at its end the VM deletes itself through instances.delete with its metadata-server token instead
+  of powering off (item 5: before the fix it powered off, and a stopped VM bills its disk).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import socket
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from gpuplan.launching.placements import with_boot_scripts
+from gpuplan.providers.aws.provider import AwsProvider
+from gpuplan.providers.aws.ranks import TAG_MASTER_ADDR
+from gpuplan.providers.aws.rules import TAG_NODE_RANK
+from gpuplan.providers.base import LaunchRequest
+from gpuplan.providers.gcp.provider import GcpProvider
+
+from support.fakes.gce_server import RunningFake
+from support.vm_containers import VmLab
+
+TRAIN = r"""
+import json, os
+import torch
+import torch.distributed as dist
+
+dist.init_process_group("gloo")  # torchrun's env:// rendezvous: MASTER_ADDR/PORT, RANK, WORLD_SIZE
+value = torch.tensor([float(dist.get_rank() + 1)])
+dist.all_reduce(value)
+record = {"rank": dist.get_rank(), "world": dist.get_world_size(), "sum": value.item(),
+          "master": os.environ["MASTER_ADDR"], "group_rank": int(os.environ["GROUP_RANK"])}
+with open(os.path.join(os.environ["GPUPLAN_RUN_DIR"], "allreduce.json"), "w") as fh:
+    json.dump(record, fh)
+dist.destroy_process_group()
+"""
+
+
+@pytest.fixture
+def lab(tmp_path: Path) -> Iterator[VmLab]:
+    vms = VmLab(tmp_path / "lab")
+    try:
+        yield vms
+    finally:
+        vms.close()
+
+
+def test_two_aws_vms_run_a_bare_torchrun_across_their_network(lab: VmLab) -> None:
+    lab.create_network()
+    code = lab.folder / "shared" / "code"
+    code.mkdir(parents=True)
+    (code / "train.py").write_text(TRAIN)
+    request = LaunchRequest(run_id="r-vm2node0", name="two-vms", command="torchrun /shared/code/train.py",
+                            run_dir="/tmp/unused", nodes=2, instance_type="c5.xlarge", region="us-east-1",
+                            options={"argv": ["/bin/sh", "-c", "torchrun /shared/code/train.py"],
+                                     "run_storage_url": "/shared/runs/r-vm2node0"})
+    script = with_boot_scripts(request, AwsProvider(region="us-east-1")).boot_script
+    assert script is not None and "IMDS_URL=http://169.254.169.254" in script  # the user data EC2 would get
+    script = script.replace("IMDS_URL=http://169.254.169.254", "IMDS_URL=http://127.0.0.1:8169")
+    master = f"{lab.subnet}.10"
+    vms = [lab.start(f"node{rank}", script, {"tags": {TAG_NODE_RANK: str(rank), TAG_MASTER_ADDR: master}},
+                     host=10 + rank) for rank in (0, 1)]
+    codes = [lab.wait(vm, timeout=180) for vm in vms]
+    logs = "\n".join(vm.text("job.log") for vm in vms)
+    assert codes == [0, 0], logs
+    results = [json.loads(vm.text("allreduce.json")) for vm in vms]
+    assert [r["group_rank"] for r in results] == [0, 1]  # each node is its own rank, from its tags, via PET_*
+    assert all(r["world"] == 2 and r["sum"] == 3.0 and r["master"] == master for r in results)
+    for rank, vm in enumerate(vms):
+        shipped = lab.folder / "shared" / "runs" / "r-vm2node0" / f"node-{rank}" / "exit.json"
+        assert json.loads(shipped.read_text())["exit_code"] == 0
+        assert (vm.folder / "powered-off").exists()  # EC2: a shutdown terminates the instance
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_a_gcp_vm_deletes_itself_instead_of_powering_off(lab: VmLab, gce: RunningFake) -> None:
+    provider = GcpProvider(retry_initial=0.01, retry_timeout=5)
+    request = LaunchRequest(run_id="r-vmselfdel", name="self-delete", command="echo trained", run_dir="/tmp/unused",
+                            project="research", instance_type="n1-standard-8", gpu="T4", gpus_per_node=1,
+                            zones=("us-central1-a",), price_per_hour=Decimal("0.73"), max_hours=1.0)
+    request = dataclasses.replace(with_boot_scripts(request, provider), gpus_per_node=1)
+    [instance] = provider.launch(request)
+    [body] = gce.state.live()
+    items = {i["key"]: i["value"] for i in body["metadata"]["items"]}
+    script = items["startup-script"]
+    port = _free_port()
+    script = script.replace("METADATA_URL=http://metadata.google.internal/computeMetadata/v1",
+                            f"METADATA_URL=http://127.0.0.1:{port}/computeMetadata/v1")
+    script = script.replace("EXPECTED_GPUS=1", "EXPECTED_GPUS=0")  # the stand-in VM has no GPU
+    vm = lab.start("gcpvm", script, {"project": "gpuplan-test", "zone": instance.zone, "name": body["name"],
+                                     "token": "ya29.vm-token"}, metadata_port=port)
+    assert lab.wait(vm, timeout=120) == 0, vm.text("job.log")
+    log = vm.text("job.log")
+    assert "deleting this VM through the Compute API" in log, log
+    [delete] = gce.state.operations_of("delete")  # the VM's own instances.delete (old code: none, powered off)
+    gce.state.get_operation(instance.zone, delete, wait=True)  # GCE carries it out
+    assert gce.state.live() == []  # no VM, no disk left billing
+    assert not (vm.folder / "powered-off").exists()
+    assert ("DELETE", f"/compute/v1/projects/gpuplan-test/zones/{instance.zone}/instances/{body['name']}") in [
+        (m, p) for m, p, _args in gce.state.calls]

@@ -1,0 +1,133 @@
+"""A stop reaches the job: in a real podman container (an init as PID 1, the command exec'd or forwarded) and as a
+plain process (the command exec'd), the job's own SIGTERM handler saves its checkpoint.
+
+The container's userland is this machine's /usr (support.hostimage): Debian's dash as /bin/sh, as on a cloud image,
+so `sh -c "python3 train.py"` does not exec by itself. Before the fix, `sh` was the container's PID 1 and the kernel
+dropped the SIGTERM; nothing was saved and the container was killed after the grace period.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from gpuplan.jobs.bootstrap import BootPlan, render_boot_script
+from gpuplan.jobs.exec_form import exec_script
+from gpuplan.jobs.runner import NodeLaunch, NodeRunner
+from gpuplan.providers.aws.boot import aws_boot_cloud
+
+from support.fakes.interruption_metadata import serve_interruption_metadata
+from support.hostimage import host_userland_env, host_userland_image
+from support.reaper import reap
+
+# A training loop that saves where it is when SIGTERM comes (as a torch job saves its state_dict), then exits 143.
+TRAIN = r"""
+import json, os, signal, sys, time
+ck = os.environ["GPUPLAN_CHECKPOINT_DIR"]
+os.makedirs(ck, exist_ok=True)
+step = 0
+def save(signum, frame):
+    with open(os.path.join(ck, "state.json"), "w") as fh:
+        json.dump({"step": step, "signal": signum, "ppid": os.getppid()}, fh)
+    print("saved at", step, flush=True)
+    sys.exit(143)
+signal.signal(signal.SIGTERM, save)
+open(os.path.join(os.environ["GPUPLAN_RUN_DIR"], "started"), "w").close()
+while True:
+    step += 1
+    time.sleep(0.05)
+"""
+
+
+@pytest.fixture(autouse=True)
+def no_job_outlives_its_test(tmp_path: Path) -> object:
+    yield
+    reap(tmp_path)
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+def test_exec_form_of_commands() -> None:
+    assert exec_script("python3 train.py --lr 3e-4") == "exec python3 train.py --lr 3e-4"
+    assert exec_script("OMP_NUM_THREADS=4 torchrun train.py") == "OMP_NUM_THREADS=4 exec torchrun train.py"
+    for script in ("cd src && python3 train.py", "set -e\npython3 train.py", "python3 t.py | tee log",
+                   "exec python3 t.py", "cd /x", "A=1", "echo $(date)"):
+        assert exec_script(script) == script
+
+
+def test_gpuplan_stop_reaches_the_job_in_a_podman_container(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    image = host_userland_image()
+    for key, value in host_userland_env(tmp_path).items():
+        monkeypatch.setenv(key, value)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "train.py").write_text(TRAIN)
+    node_dir = tmp_path / "node"
+    node_dir.mkdir()
+    launch = NodeLaunch(run_id=f"r-sig{os.getpid():x}", name="sig", run_dir=str(run_dir), runtime="podman",
+                        image=image, argv=["/bin/sh", "-c", "python3 /gpuplan/run/train.py"], checkpoint_dir="ckpt")
+    runner = NodeRunner(node_dir, launch)
+    codes: list[int] = []
+    worker = threading.Thread(target=lambda: codes.append(runner.run()))
+    worker.start()
+    wait_for(lambda: (run_dir / "started").exists())
+    runner.stop("stopped", grace=20)
+    worker.join(60)
+    log = (node_dir / "job.log").read_text()
+    state = json.loads((run_dir / "ckpt" / "state.json").read_text())  # old code: never written
+    assert state["signal"] == 15 and state["step"] > 0, log
+    assert codes == [143] and "saved at" in log
+    assert state["ppid"] == 1  # exec'd: the init (PID 1) is the program's parent, no shell in between
+
+
+def test_a_spot_notice_reaches_a_script_job_in_the_boot_scripts_container(tmp_path: Path) -> None:
+    """A `run:`-style script (not one command) under the boot script's container: the forwarder passes the
+    notice's SIGTERM to the program; the checkpoint lands in the run's storage before the machine goes."""
+    image = host_userland_image()
+    base, storage = tmp_path / "machine", tmp_path / "shared"
+    (base / "run").mkdir(parents=True)
+    (base / "run" / "train.py").write_text(TRAIN)
+    with serve_interruption_metadata() as metadata:
+        plan = BootPlan(run_id=f"r-notice{os.getpid():x}", name="notice", image=image, runtime="podman",
+                        argv=["/bin/sh", "-c", "cd /gpuplan/run && python3 train.py"], base_dir=str(base),
+                        poweroff=False, checkpoint_dir="ckpt", checkpoint_url=str(storage / "checkpoints"),
+                        checkpoint_sync_seconds=3600, storage_url=str(storage / "node-0"),
+                        interruption_watch=True, notice_poll_seconds=1, cloud=aws_boot_cloud(metadata.imds_url))
+        (tmp_path / "boot.sh").write_text(render_boot_script(plan))
+        proc = subprocess.Popen(["bash", str(tmp_path / "boot.sh")], cwd=tmp_path, start_new_session=True,
+                                env={**os.environ, **host_userland_env(tmp_path)})
+        wait_for(lambda: (base / "run" / "started").exists() or proc.poll() is not None)
+        metadata.state.announce("terminate")
+        code = proc.wait(timeout=90)
+    log = (base / "run" / "job.log").read_text()
+    assert code == 143, log + (base / "boot.log").read_text()
+    assert json.loads((base / "run" / "exit.json").read_text())["reason"] == "interrupted"
+    saved = json.loads((storage / "checkpoints" / "state.json").read_text())  # old code: no checkpoint at all
+    assert saved["signal"] == 15 and saved["step"] > 0
+
+
+def test_a_process_job_is_the_program_itself(tmp_path: Path) -> None:
+    """The boot script's process runtime: job.pid is the program (exec'd), so a stop reaches it directly."""
+    base = tmp_path / "machine"
+    plan = BootPlan(run_id="r-execd", name="execd", base_dir=str(base), poweroff=False,
+                    argv=["/bin/sh", "-c", 'python3 -c "import time; time.sleep(30)"'], max_hours=3 / 3600)
+    (tmp_path / "boot.sh").write_text(render_boot_script(plan))
+    proc = subprocess.Popen(["bash", str(tmp_path / "boot.sh")], cwd=tmp_path, start_new_session=True)
+    pid_file = base / "run" / "job.pid"
+    wait_for(lambda: pid_file.exists() and Path(f"/proc/{pid_file.read_text().strip()}/cmdline").exists())
+    time.sleep(0.5)  # setsid, then the shell, then the exec
+    cmdline = Path(f"/proc/{pid_file.read_text().strip()}/cmdline").read_bytes().split(b"\0")
+    proc.wait(timeout=60)
+    assert cmdline[0].endswith(b"python3"), cmdline  # old code: /bin/sh
