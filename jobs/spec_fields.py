@@ -23,6 +23,9 @@ FIELD_DOCS: dict[str, dict[str, str]] = {
             'clouds`, else this machine.'),
         "regions": 'Region globs the plan may use (`[us-*, europe-west4]`).',
         "max_price_per_hour": 'Highest price per machine-hour (USD) an offer may cost.',
+        "larger_machines": (
+            'Let failover go on to machines with more of the same GPU than asked (each priced and listed before '
+            'the launch); default false: the GPU count is exact.'),
         "zones": 'Zone names or ids the launch tries, and only those; the way to use an AWS Local or Wavelength Zone.',
     },
     "WorkloadSpec": {
@@ -67,6 +70,9 @@ FIELD_DOCS: dict[str, dict[str, str]] = {
     },
     "JobSpec": {
         "name": "The job's name, shown in every listing and progress bar.",
+        "arch": (
+            "The image's CPU architecture (amd64 or arm64) when its registry cannot be asked; otherwise read from "
+            "the registry, and amd64 is assumed."),
         "image": 'A container image: the job runs in it (podman/docker locally), never on the host.',
         "command": 'The command to run: a string (run by a shell) or a list of arguments.',
         "run": 'A multi-line shell script to run instead of `command`.',
