@@ -2,7 +2,10 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-PIP := $(PY) -m pip --disable-pip-version-check -q
+# setuptools says "Editable installation ... be careful with folders named like your package" on every editable
+# install of a package-dir mapping (providers/ -> gpuplan.providers): information, not a problem; keep it quiet so
+# the first thing `make demo` shows is the demo (the packaging config itself builds without warnings).
+PIP := PYTHONWARNINGS="ignore:Editable installation" $(PY) -m pip --disable-pip-version-check -q
 GPUPLAN := $(VENV)/bin/gpuplan
 # The demo keeps its database and run folders inside the checkout so it never touches a user's real books.
 DEMO_HOME := $(CURDIR)/.demo

@@ -133,6 +133,11 @@ def failure_cause(code: int, *, runtime: str, image: str | None, output: str,
     `OomWatch.kills()`."""
     if code == 0:
         return None
+    from gpuplan.jobs.setup_step import setup_cause
+
+    in_setup = setup_cause(code, output)
+    if in_setup is not None:
+        return in_setup
     lowered = output.lower()
     if code in (137, -signal.SIGKILL):
         if oom is not None:

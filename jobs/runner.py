@@ -137,6 +137,9 @@ def job_environment(launch: NodeLaunch, *, run_dir: str) -> dict[str, str]:
         **torchrun_variables(launch.nnodes, launch.node_rank, launch.master_addr, launch.master_port,
                              launch.nproc_per_node),
     }
+    if launch.master_addr in ("127.0.0.1", "localhost", "::1"):
+        # Every node on this machine: the address list SkyPilot/dstack scripts read (one a line, rank 0 first)
+        env["GPUPLAN_NODE_IPS"] = "\n".join([launch.master_addr] * max(launch.nnodes, 1))
     if launch.nproc_per_node <= 1:
         # One process per node: it *is* the global rank, so plain `init_process_group` works without torchrun.
         env.update({"RANK": str(launch.node_rank), "WORLD_SIZE": str(world), "LOCAL_RANK": "0"})

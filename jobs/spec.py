@@ -156,6 +156,9 @@ class Resources(_Model):
 
     gpu: str | None = None
     gpus_per_node: Annotated[int, _within("gpus_per_node", low=0)] | None = None  # 0: a CPU job
+    # `gpu: [A100:8, H100:8]`: every GPU the job may run on, as NAME:COUNT (filled from a list in `gpu`, whose
+    # first entry also sets gpu and gpus_per_node). Plan and failover weigh each by the whole job's cost.
+    gpu_candidates: list[str] = Field(default_factory=list)
     nodes: Annotated[int, _within("launch_nodes")] = 1
     spot: bool = False
     clouds: StrList = Field(default_factory=list)
@@ -183,7 +186,12 @@ class Resources(_Model):
     @model_validator(mode="before")
     @classmethod
     def _gpu_shorthand(cls, data: Any) -> Any:
-        """`gpu: H100:8` is `gpu: H100` with `gpus_per_node: 8` (the form SkyPilot users type)."""
+        """`gpu: H100:8` is `gpu: H100` with `gpus_per_node: 8` (the form SkyPilot users type); `gpu: [A100:8,
+        H100:8]` lists candidates (gpuplan.jobs.gpu_candidates)."""
+        if isinstance(data, dict) and isinstance(data.get("gpu"), list):
+            from gpuplan.jobs.gpu_candidates import split_candidates
+
+            data = split_candidates(data)
         if isinstance(data, dict) and isinstance(data.get("gpu"), str) and ":" in data["gpu"]:
             name, _, count = data["gpu"].rpartition(":")
             # Only a count of 1 or more splits; anything else stays in `gpu` for _gpu_name to refuse on its line.
@@ -387,6 +395,9 @@ class JobSpec(_Model):
     arch: Literal["amd64", "arm64"] | None = None
     command: Annotated[str | list[str] | None, BeforeValidator(_command)] = None
     run: str | None = None
+    # Runs once on every node before `command`/`run`, in the same place (container or host), as its own script
+    # (`sh -e`): its own section in the job log and its own failure reason ("setup failed (exit N)").
+    setup: str | None = None
     runtime: Literal["auto", "process", "podman", "docker"] = "auto"
     workdir: str | None = None
     env: dict[EnvName, EnvValue] = Field(default_factory=dict)
@@ -462,6 +473,8 @@ class JobSpec(_Model):
             raise ValueError("command must not be empty")
         if self.run is not None and not self.run.strip():
             raise ValueError("run must not be empty")
+        if self.setup is not None and not self.setup.strip():
+            raise ValueError("setup must not be empty (leave it out)")
         if self.runtime in ("podman", "docker") and not self.image:
             raise ValueError(f"runtime {self.runtime} needs an image")
         clash = sorted(set(self.env) & set(self.secrets))
@@ -473,13 +486,20 @@ class JobSpec(_Model):
 
     @property
     def shell_script(self) -> str:
-        """The job as `sh -c` text: a list command is joined with shlex; `run` gets `set -e` first."""
+        """The job as `sh -c` text: a list command is joined with shlex; `run` gets `set -e` first; a `setup`
+        comes before it (gpuplan.jobs.setup_step)."""
         if self.run is not None:
-            return "set -e\n" + self.run
-        if isinstance(self.command, list):
-            return shlex.join(self.command)
-        assert self.command is not None
-        return self.command
+            main = "set -e\n" + self.run
+        elif isinstance(self.command, list):
+            main = shlex.join(self.command)
+        else:
+            assert self.command is not None
+            main = self.command
+        if self.setup is None:
+            return main
+        from gpuplan.jobs.setup_step import with_setup
+
+        return with_setup(self.setup, main)
 
     @property
     def argv(self) -> list[str]:

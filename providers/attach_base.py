@@ -47,6 +47,16 @@ class Attach:
         return cd + (f"env {env} " if env else "") + shlex.join(self.argv)
 
 
+@dataclass(frozen=True)
+class SshHost:
+    """How plain `ssh` reaches a node (an ssh_config(5) Host entry: `gpuplan ssh RUN --config`)."""
+
+    host_name: str
+    user: str | None = None
+    proxy_command: str | None = None
+    options: Mapping[str, str] = field(default_factory=dict)  # more ssh_config keywords (IdentityFile, ...)
+
+
 def reporting_status(command_line: str, marker: str) -> str:
     """A remote shell line that runs `command_line` (one command: a child process, so an `exit` or `exec` inside
     what it runs cannot skip the report), then prints `MARKER=its exit status`."""

@@ -20,14 +20,15 @@ from __future__ import annotations
 
 import abc
 import datetime as dt
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, ClassVar
 
+from gpuplan.catalog.offer import Offer
 from gpuplan.catalog.price_refresh import PriceRefresh
 from gpuplan.jobs.boot_cloud import BootCloud
-from gpuplan.providers.attach_base import Attach, AttachTarget
+from gpuplan.providers.attach_base import Attach, AttachTarget, SshHost
 
 # Tags (AWS) / labels (GCP: lower-case, `-` instead of `:`) on every resource gpuplan creates.
 TAG_RUN_ID = "gpuplan:run-id"
@@ -451,6 +452,31 @@ class Attachable(abc.ABC):
     # True when one recorded machine holds every node of a run (a Slurm job): `--node N` picks the node inside it
     # instead of a row per node.
     one_step_for_all_nodes: ClassVar[bool] = False
+
+    def ssh_host(self, target: AttachTarget) -> SshHost | None:
+        """How plain `ssh` reaches `target` (an ssh_config Host: `gpuplan ssh RUN --config`), or None when this
+        provider's machines take no ssh login (this machine, a Slurm step)."""
+        return None
+
+
+class PublishesPrices(abc.ABC):
+    """The cloud publishes prices anyone may read: `gpuplan catalog refresh --source public` (and `auto` without
+    credentials) stores them. What the public source lacks (AWS: zones, spot prices; GCP: the machine types) is
+    taken from the previous snapshot, named in `origin`, and the snapshot's source says so."""
+
+    # What still needs an account, for the refresh's note (`zones and spot prices (EC2 ...)`).
+    account_needed_for: ClassVar[str] = ""
+
+    @classmethod
+    @abc.abstractmethod
+    def has_price_credentials(cls) -> bool:
+        """Whether the price API would find credentials here, asked without a network call."""
+
+    @abc.abstractmethod
+    def refresh_public_prices(self, regions: Sequence[str] | None, now: dt.datetime, previous: Sequence[Offer],
+                              origin: str, progress: Callable[[str], None] | None = None) -> PriceRefresh:
+        """The public source's offers (in `regions`, or where `previous` has offers), completed from `previous`;
+        raises on any failure (the previous prices are kept)."""
 
 
 class RefreshesPrices(abc.ABC):

@@ -44,3 +44,11 @@ step report --by project --plot "${GPUPLAN_HOME:-.}/spend.png"
 OMP_NUM_THREADS=1 step bench --model gpt-tiny --seq-len 64 --micro-batch 16 --precision fp32 --steps 40
 step launch examples/tiny-gpt-measured.yaml -y
 step report --accuracy
+
+# Where the demo's books are: its own database, not the one your shell uses (so `gpuplan runs` there shows none).
+DB=${GPUPLAN_DB:-"(the default: see gpuplan db current)"}
+printf '\n\033[1mThe demo kept its books apart from yours.\033[0m\n'
+printf '  database:    %s\n' "$DB"
+printf '  run folders: %s\n' "${GPUPLAN_HOME:-"(the default gpuplan home)"}"
+printf '  look at it:  GPUPLAN_DB=%q GPUPLAN_HOME=%q gpuplan runs\n' "${GPUPLAN_DB:-}" "${GPUPLAN_HOME:-}"
+printf '  (gpuplan is in .venv/bin: `source .venv/bin/activate` first, or call .venv/bin/gpuplan)\n'

@@ -51,6 +51,11 @@ def _isolated_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     # ... at once: one attempt per call (providers/aws/retries.py honours it), not eight backed-off ones (~7 s). The
     # moto fixtures, which give a live endpoint, remove it again (support.awsmoto.live_endpoint).
     monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
+    # The public price sources (catalog refresh without credentials) too: a dead loopback port unless a test
+    # serves recorded files.
+    monkeypatch.setenv("GPUPLAN_AWS_PRICE_LIST_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("GPUPLAN_AZURE_PRICES_URL", "http://127.0.0.1:9/api/retail/prices")
+    monkeypatch.delenv("GPUPLAN_GCP_API_KEY", raising=False)
     # Image-platform lookups (gpuplan.jobs.image_registry) go nowhere but a closed loopback port: "unreachable".
     monkeypatch.setenv("GPUPLAN_REGISTRY_ENDPOINT", "http://127.0.0.1:9")
     monkeypatch.setenv("CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE", "http://127.0.0.1:9/compute/v1/")

@@ -64,7 +64,7 @@ def plot_spend(path: Path, buckets: list[dt.datetime], series: dict[str, list[fl
                 twin = ax.twinx()
                 twin.plot(x, cumulative, color="black", marker=".", label="cumulative spend")
                 twin.axhline(float(line.amount_usd), color="red", linestyle="--",
-                             label=f"budget {line.name} (${line.amount_usd:,.0f} total)")
+                             label=budget_label(line))
                 twin.set_ylabel("cumulative USD")
                 twin.set_ylim(0, max(float(line.amount_usd), running) * 1.1)
                 twin.legend(loc="lower left", bbox_to_anchor=(1.08, 0.0), fontsize="small")
@@ -74,7 +74,7 @@ def plot_spend(path: Path, buckets: list[dt.datetime], series: dict[str, list[fl
                 steps = [allowance(line, b, unit) for b in buckets]
                 # One flat segment across each bar (bars are centred on integers, 0.8 wide).
                 ax.step([i - 0.5 for i in range(len(x) + 1)], [*steps, steps[-1]], where="post", color="red",
-                        linestyle="--", label=f"budget {line.name} (${line.amount_usd:,.0f}/{line.period})")
+                        linestyle="--", label=budget_label(line))
         labels = [periods.period_label(b, unit, short=True) for b in buckets]
         stride = max(1, -(-len(labels) // 24))
         ax.set_xticks(x[::stride], labels[::stride], rotation=45, ha="right", fontsize="small")
@@ -109,3 +109,12 @@ def _fold(series: dict[str, list[float]]) -> dict[str, list[float]]:
     rest = [series[k] for k in ranked[MAX_SERIES - 1:]]
     keep["other"] = [sum(vals) for vals in zip(*rest, strict=True)]
     return keep
+
+
+def budget_label(line: BudgetLine) -> str:
+    """The legend entry of a budget line with its real amount: `$0.05/month`, not `$0/month` (cents below $100,
+    whole dollars above, as the CLI shows money)."""
+    amount = Decimal(line.amount_usd)
+    shown = f"${amount:,.2f}" if amount < 100 else f"${amount:,.0f}"
+    per = " total" if line.period == "total" else f"/{line.period}"
+    return f"budget {line.name} ({shown}{per})"

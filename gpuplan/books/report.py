@@ -152,11 +152,11 @@ def table_rows(result: ledger.Spend, request: ReportRequest) -> tuple[list[str],
 
 
 def _hours_cell(hours: Decimal) -> str:
-    """Billed hours for people: `1,234.50`, but `40 s` / `12 min` under an hour (`0.00` would say nothing);
-    CSV and JSON keep the exact number."""
-    from gpuplan.units import format_hours
-
-    return f"{hours:,.2f}" if hours >= 1 or hours == 0 else format_hours(float(hours))
+    """Billed hours, in hours, whatever the size: `1,234.50`, and four decimals under an hour (`0.0078` for
+    28 s), so the column reads in one unit and sums by eye; CSV and JSON keep the exact number."""
+    if hours >= 1 or hours == 0:
+        return f"{hours:,.2f}"
+    return f"{hours:.4f}" if hours >= Decimal("0.0001") else "<0.0001"
 
 
 def auto_unit(span: tuple[dt.datetime, dt.datetime]) -> str:

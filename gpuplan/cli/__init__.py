@@ -36,6 +36,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                    "Print the shell completion script for bash, zsh or fish."),
     "config": ("gpuplan.cli.commands.config:config",
                "Show, check and set the config file (defaults, provider settings)."),
+    "convert": ("gpuplan.cli.commands.convert:convert",
+                "Write the gpuplan job spec of a SkyPilot task or dstack task file."),
     "db": ("gpuplan.cli.commands.db:db", "Inspect and upgrade the gpuplan database."),
     "estimate": ("gpuplan.cli.commands.estimate:estimate_command", "Estimate FLOPs, memory, hours of a training job."),
     "exec": ("gpuplan.cli.commands.attach:exec_command",
@@ -108,7 +110,8 @@ class LazyGroup(click.Group):
     def main(self, args: Any = None, prog_name: str | None = None, **extra: Any) -> Any:  # type: ignore[override]
         """Run the CLI; map every error to `error: ...` on stderr and a documented exit status.
 
-        Exit status: 0 success, 1 failure or unexpected error, 2 bad input (usage, UserError), 130 Ctrl-C,
+        Exit status: 0 success, 1 failure or unexpected error, 2 bad input (usage, UserError), 3 the user
+        declined `launch`'s prompt (nothing started), 130 Ctrl-C,
         141 (killed by SIGPIPE, from the console script) when the reader of the output went away.
         """
         argv = list(sys.argv[1:] if args is None else args)

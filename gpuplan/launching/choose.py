@@ -52,15 +52,21 @@ def choose_offer(spec: JobSpec, provider: Provider, *, db_url: str | None = None
         if planned is not None:
             return planned
     if res.gpu and priced:
-        # The cheapest catalog offer for the GPU within the spec's regions and price cap
-        # (gpuplan.launching.placements tries the others, in order, if this one has no capacity).
+        # The cheapest catalog offer for the GPU (for each candidate GPU) within the spec's regions and price cap
+        # (gpuplan.launching.placements tries the others, in order, if this one has no capacity). With no
+        # workload there are no hours to weigh, so the hourly price decides between candidates.
         from gpuplan.launching.placements import ranked_choices
 
-        choices = ranked_choices(provider.cloud, res.gpu, gpus_per_node, spot=res.spot, regions=res.regions,
-                                 max_price=res.max_price_per_hour, db_url=db_url, usable=usable,
-                                 larger=res.larger_machines)
+        choices = [c for name, count in candidates_of(spec)
+                   for c in ranked_choices(provider.cloud, name, count, spot=res.spot, regions=res.regions,
+                                           max_price=res.max_price_per_hour, db_url=db_url, usable=usable,
+                                           larger=res.larger_machines)]
+        if len(res.gpu_candidates) > 1:  # each candidate at its own count, the cheapest hour first
+            counts = dict(candidates_of(spec))
+            choices = sorted((c for c in choices if any(int(c.gpu_count) == n for n in counts.values())),
+                             key=lambda c: (c.price_per_hour is None, c.price_per_hour or Decimal(0)))
         if not choices:
-            raise UserError(f"no {provider.cloud} offer in the catalog for {gpus_per_node} x {res.gpu}"
+            raise UserError(f"no {provider.cloud} offer in the catalog for {_asked(spec)}"
                             + (f" in {', '.join(res.regions)}" if res.regions else "")
                             + (f" under ${res.max_price_per_hour}/h" if res.max_price_per_hour else "")
                             + " (see `gpuplan prices`)")
@@ -72,6 +78,23 @@ def choose_offer(spec: JobSpec, provider: Provider, *, db_url: str | None = None
     return ChosenOffer(provider=provider.name, cloud=provider.cloud, region=region, gpu=res.gpu,
                        gpus_per_node=gpus_per_node, nodes=res.nodes, spot=res.spot,
                        price_per_hour=provider.quoted_price_per_hour(gpus_per_node, 1))
+
+
+def candidates_of(spec: JobSpec) -> list[tuple[str, int]]:
+    """The (GPU, count per node) pairs the spec accepts: its `gpu: [A100:8, H100:8]` candidates, or its one GPU."""
+    from gpuplan.jobs.gpu_candidates import parse_candidate
+
+    res = spec.resources
+    if res.gpu_candidates:
+        return [parse_candidate(c) for c in res.gpu_candidates]
+    return [(res.gpu, res.gpus_per_node or 1)] if res.gpu else []
+
+
+def _asked(spec: JobSpec) -> str:
+    res = spec.resources
+    if len(res.gpu_candidates) > 1:
+        return " or ".join(f"{count} x {name}" for name, count in candidates_of(spec))
+    return f"{res.gpus_per_node or 1} x {res.gpu}"
 
 
 def planned_offer(spec: JobSpec, provider_name: str, cloud: str, *, db_url: str | None = None,
@@ -104,7 +127,9 @@ def planned_offer(spec: JobSpec, provider_name: str, cloud: str, *, db_url: str 
         max_price_per_hour=res.max_price_per_hour, nodes=res.nodes,
     )
     catalog = Catalog.load(db_url, (cloud,))
-    offers = catalog.select(gpus=resolve_gpus(res.gpu) if res.gpu else None, clouds=(cloud,),
+    accepted = {(resolve_gpus(name), count) for name, count in candidates_of(spec)}
+    names = ",".join(name for name, _ in candidates_of(spec))
+    offers = catalog.select(gpus=resolve_gpus(names) if names else None, clouds=(cloud,),
                             regions=compile_region_patterns(",".join(res.regions)) if res.regions else None,
                             zones="standard" if usable is None else "all")  # usable.keep: named Local Zones
     if usable is not None:
@@ -116,8 +141,10 @@ def planned_offer(spec: JobSpec, provider_name: str, cloud: str, *, db_url: str 
                   spot_model=spot_model_for(spec, db_url),
                   startup_s={cloud: startup_allowance(provider_name, db_url).seconds},
                   min_billed_seconds=billing_minimums((cloud,)))
+    # Options come ranked by the whole job's cost: with candidates, the first that is one of them wins.
     wanted = [o for o in result.options
-              if (res.gpus_per_node is None or o.gpus_per_node == res.gpus_per_node)
+              if (res.gpus_per_node is None or not accepted
+                  or any(o.gpu in names_ and o.gpus_per_node == count for names_, count in accepted))
               and o.nodes == res.nodes]
     if not wanted:
         reasons = sorted({o.reason for o in result.rejected if o.reason})[:3]

@@ -89,6 +89,12 @@ def _in_regions(region: str | None, patterns: Sequence[str]) -> bool:
     return not patterns or (region is not None and any(fnmatch.fnmatchcase(region, p) for p in patterns))
 
 
+def _candidates(request: LaunchRequest) -> list[tuple[str, int]]:
+    from gpuplan.jobs.gpu_candidates import parse_candidate
+
+    return [parse_candidate(str(c)) for c in request.options.get("gpu_candidates") or ()]
+
+
 def placements_for(provider: Provider, request: LaunchRequest,
                    choices: Sequence[CloudChoice] = ()) -> list[Placement]:
     """The chosen offer first (in its catalog zone, then the region's other zones), then the same type in other
@@ -211,14 +217,21 @@ def planned_placements(provider: Provider, request: LaunchRequest, *,
     archs = request.options.get("image_archs")  # the image's architectures, found at plan time (image_arch)
     usable = usable_offers(provider, [str(z) for z in request.options.get("zones") or ()],
                            archs=[str(a) for a in archs] if archs else None)
-    try:
-        choices = ranked_choices(provider.cloud, request.gpu, int(request.gpus_per_node or 0) or None,
-                                 spot=request.spot, regions=patterns,
-                                 max_price=Decimal(str(max_price)) if max_price is not None else None,
-                                 db_url=db_url, usable=usable,
-                                 larger=bool(request.options.get("larger_machines")))
-    except GpuplanError:  # a GPU or cloud the catalog does not know: only the chosen offer is tried
-        choices = []
+    count = int(request.gpus_per_node or 0) or None
+    # The chosen GPU's offers first, then those of the spec's other candidate GPUs (`gpu: [A100:8, H100:8]`) at
+    # the same count per node: the boot script and the job's processes are laid out for that count.
+    gpus = [request.gpu, *(name for name, n in _candidates(request) if name != request.gpu and n == count)]
+    choices = []
+    for gpu in gpus:
+        try:
+            choices += ranked_choices(provider.cloud, gpu, count, spot=request.spot, regions=patterns,
+                                      max_price=Decimal(str(max_price)) if max_price is not None else None,
+                                      db_url=db_url, usable=usable,
+                                      larger=bool(request.options.get("larger_machines")))
+        except GpuplanError:  # a GPU or cloud the catalog does not know: only the chosen offer is tried
+            continue
+    if count is not None and len(gpus) > 1:
+        choices = [c for c in choices if int(c.gpu_count) == count]
     choices = [c for c in choices if _in_regions(c.region, patterns)]
     return placements_for(provider, request, choices)
 

@@ -73,6 +73,7 @@ def build_request(plan: LaunchPlan, run_id: str, run_dir: str, secrets: Mapping[
                  "checkpoint_dir": spec.checkpoint.dir if spec.checkpoint else None,
                  **storage_options(spec, run_id, offer.spot),
                  "regions": list(spec.resources.regions), "zones": list(spec.resources.zones),
+                 "gpu_candidates": list(spec.resources.gpu_candidates),
                  "max_price_per_hour": spec.resources.max_price_per_hour,
                  "larger_machines": spec.resources.larger_machines,
                  "image_archs": sorted(plan.image_arch.catalog_archs) if plan.image_arch else None},

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import os
 from collections.abc import Iterable
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
 from gpuplan.providers.base import Instance as ProviderInstance
 from gpuplan.providers.base import InstanceState, Provider
-from gpuplan.providers.outputs import read_exit_record
+from gpuplan.providers.outputs import node_dir, read_exit_record
 from gpuplan.runs.events import EventKind, record_event
 from gpuplan.store.models import InstanceRow, Run
 from gpuplan.store.types import utcnow
@@ -99,6 +100,22 @@ def fetch_outputs(provider: Provider, run: Run, described: list[ProviderInstance
                 inst.exit_code = int(record["exit_code"])
                 if record.get("reason") == "max_hours":
                     inst.state_reason = "max_hours"
+                if inst.exit_code and inst.failure_cause is None:
+                    inst.failure_cause = _shipped_setup_cause(run.run_dir, inst.node_rank, inst.exit_code)
+
+
+def _shipped_setup_cause(run_dir: str, rank: int, code: int) -> str | None:
+    """"setup failed (exit N)" when the node's shipped log says its `setup:` failed (gpuplan.jobs.setup_step): a
+    cloud machine reports only its exit code, the log says which part of the job ended it."""
+    from gpuplan.jobs.setup_step import setup_cause
+
+    path = node_dir(run_dir, rank) / "job.log"
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(max(0, fh.seek(0, os.SEEK_END) - 65536))  # the tail, as the local runner reads it
+            return setup_cause(code, fh.read().decode(errors="replace"))
+    except OSError:
+        return None
 
 
 def stop_instances(session: Session, run: Run, provider: Provider, now: dt.datetime) -> None:

@@ -63,9 +63,14 @@ def queue(store: Store, ended_count: int, warn: Warn = _ignore) -> dict[str, lis
     """`gpuplan status` without a run: every live run (refreshed) and the `ended_count` most recently ended."""
     with store.session() as session:
         live_ids = [r.id for r in live_runs(session)]
-    live = [watched(store, run_id, warn) for run_id in live_ids]
+    refreshed = [watched(store, run_id, warn) for run_id in live_ids]
+    # Asking the provider may end a run (its fail-safe fired, it finished): it is listed once, with the ended
+    # ones (first: it ended just now), never both as live and again from the ended rows read after (issue 35).
+    live = [s for s in refreshed if s["state"] in RunState.LIVE]
+    just_ended = [s for s in refreshed if s["state"] not in RunState.LIVE]
+    listed = {s["run_id"] for s in refreshed}
     with store.session() as session:
         now = utcnow()
-        ended = [summary(r, now) for r in list_runs(session, ended_count, states=RunState.FINAL)] \
-            if ended_count else []
-    return {"live": live, "ended": ended}
+        ended = [summary(r, now) for r in list_runs(session, ended_count, states=RunState.FINAL)
+                 if r.id not in listed] if ended_count else []
+    return {"live": live, "ended": [*just_ended, *ended][:max(ended_count, len(just_ended))]}

@@ -32,6 +32,12 @@ def settle(session: Session, run: Run, provider: Provider | None = None) -> Cali
     """
     if run.state not in RunState.FINAL:
         return None
+    try:  # `gpuplan ssh --config` entries must not outlive the machines they point at
+        from gpuplan.runs.ssh_config import remove_entry
+
+        remove_entry(run.id)
+    except OSError:
+        log.warning("could not remove the ssh config entry of run %s", run.id, exc_info=True)
     if any(row.spot for row in run.instances):
         try:
             bill_spot(session, run, provider)

@@ -25,7 +25,7 @@ import shlex
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from gpuplan.providers.attach_base import Attach, AttachTarget, remote_snippet, reporting_status
+from gpuplan.providers.attach_base import Attach, AttachTarget, SshHost, remote_snippet, reporting_status
 from gpuplan.providers.base import ProviderError
 
 SSH_USER = "ubuntu"  # the DLAMI gpuplan boots is Ubuntu (providers/aws/rules.py DEFAULT_AMI_PARAMETER)
@@ -90,3 +90,18 @@ def _direct(target: AttachTarget, snippet: str, region: str | None, provider: At
         how = (f"ssh to {target.instance_id} at {address} (port 22 "
                f"{'opened' if access.opened else 'already open'} to {cidr} only)")
     return Attach(["ssh", *tty, f"{SSH_USER}@{address}", snippet], how)
+
+
+def aws_ssh_host(target: AttachTarget, provider: AttachHost) -> SshHost:
+    """The node as an ssh_config Host: ssh through Session Manager (AWS-StartSSHSession, as `--via ssh`), with
+    the key pair the run launched with (https://docs.aws.amazon.com/systems-manager/latest/userguide/
+    session-manager-getting-started-enable-ssh-connections.html)."""
+    if not target.instance_id.startswith("i-"):
+        raise ProviderError(f"run {target.run_id} node {target.node_rank}: {target.instance_id!r} is not an EC2 "
+                            "instance id")
+    region = target.region or (provider.regions[0] if provider.regions else None) or \
+        os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    where = ["--region", region] if region else []
+    proxy = shlex.join(["aws", "ssm", "start-session", *where, "--target", "%h", "--document-name",
+                        "AWS-StartSSHSession", "--parameters", "portNumber=%p"])
+    return SshHost(target.instance_id, SSH_USER, proxy)

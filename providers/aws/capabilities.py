@@ -6,17 +6,18 @@ the machines' lifecycle."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
+from gpuplan.catalog.offer import Offer
 from gpuplan.catalog.price_refresh import PriceRefresh
 from gpuplan.jobs.boot_cloud import BootCloud
-from gpuplan.providers.attach_base import Attach, AttachTarget
+from gpuplan.providers.attach_base import Attach, AttachTarget, SshHost
 from gpuplan.providers.aws.boot import aws_boot_cloud
-from gpuplan.providers.base import Attachable, RefreshesPrices
+from gpuplan.providers.base import Attachable, PublishesPrices, RefreshesPrices
 
 
-class AwsCapabilities(Attachable, RefreshesPrices):
+class AwsCapabilities(Attachable, RefreshesPrices, PublishesPrices):
     """Mixed into AwsProvider; uses its regions, clients and `ssh_from` setting."""
 
     ways_in: ClassVar[tuple[str, ...]] = ("ssm", "ssh", "ip")
@@ -32,11 +33,34 @@ class AwsCapabilities(Attachable, RefreshesPrices):
 
         return aws_attach(target, command, interactive=interactive, via=via, provider=self, prepare=prepare)
 
+    def ssh_host(self, target: AttachTarget) -> SshHost:
+        from gpuplan.providers.aws.attach import aws_ssh_host
+
+        return aws_ssh_host(target, self)
+
     def refresh_prices(self, regions: Sequence[str] | None, now: dt.datetime) -> PriceRefresh:
         from gpuplan.catalog.refresh_aws import SOURCE, fetch_aws_offers
 
         result = fetch_aws_offers(lambda service, region: self.client(service, region), regions, now)
         return PriceRefresh(offers=result.offers, source=SOURCE, notes=result.notes)
+
+    account_needed_for: ClassVar[str] = ("zones and spot prices (EC2 DescribeInstanceTypeOfferings, "
+                                         "DescribeSpotPriceHistory)")
+
+    @classmethod
+    def has_price_credentials(cls) -> bool:
+        import boto3  # botocore's credential chain, as every AWS call uses (env, profile, SSO, instance role)
+
+        return boto3.Session().get_credentials() is not None
+
+    def refresh_public_prices(self, regions: Sequence[str] | None, now: dt.datetime, previous: Sequence[Offer],
+                              origin: str, progress: Callable[[str], None] | None = None) -> PriceRefresh:
+        """The Price List Bulk API's public files (gpuplan.catalog.refresh_aws_public)."""
+        from gpuplan.catalog.refresh_aws_public import SOURCE, fetch_public_offers
+
+        fetched = fetch_public_offers(regions, now, previous, origin, progress=progress)
+        return PriceRefresh(offers=fetched.offers, source=f"{SOURCE}; zones and spot from {origin}",
+                            notes=fetched.notes)
 
     def boot_cloud(self) -> BootCloud:
         return aws_boot_cloud()

@@ -8,10 +8,27 @@ https://cloud.google.com/sdk/gcloud/reference/compute/ssh (--zone, --project, --
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Sequence
 
-from gpuplan.providers.attach_base import Attach, AttachTarget, remote_snippet
+from gpuplan.providers.attach_base import Attach, AttachTarget, SshHost, remote_snippet
 from gpuplan.providers.base import ProviderError
+
+
+def gcp_ssh_host(target: AttachTarget, project: str | None = None) -> SshHost:
+    """The node as an ssh_config Host: ssh through an IAP TCP tunnel (`gcloud compute start-iap-tunnel ...
+    --listen-on-stdin`, https://cloud.google.com/iap/docs/using-tcp-forwarding) with the key gcloud made for
+    `gcloud compute ssh` (~/.ssh/google_compute_engine) and your local user name, as gcloud logs in."""
+    zone, _, name = target.instance_id.rpartition("/")
+    zone = zone or target.zone or ""
+    if not zone or not name:
+        raise ProviderError(f"run {target.run_id} node {target.node_rank}: no zone was recorded for "
+                            f"{target.instance_id}; cannot reach it")
+    project = project or os.environ.get("GOOGLE_CLOUD_PROJECT") or os.environ.get("CLOUDSDK_CORE_PROJECT")
+    proxy = ["gcloud", "compute", "start-iap-tunnel", name, "%p", "--listen-on-stdin", f"--zone={zone}"]
+    if project:
+        proxy.append(f"--project={project}")
+    return SshHost(name, None, shlex.join(proxy), {"IdentityFile": "~/.ssh/google_compute_engine"})
 
 
 def gcp_attach(target: AttachTarget, command: Sequence[str] | None, *, interactive: bool,

@@ -49,14 +49,51 @@ def exec_command(app: AppContext, run_ref: str, command: tuple[str, ...], node: 
 @NODE_OPTION
 @VIA_OPTION
 @PRINT_OPTION
+@click.option("--config", "write_config", is_flag=True,
+              help="Write `Host gpuplan-RUN` entries (one per node) to a file ~/.ssh/config can Include, instead "
+                   "of opening a shell; removed when the run ends.")
 @pass_app
-def ssh(app: AppContext, run_ref: str, node: int, via: str | None, print_only: bool) -> None:
+def ssh(app: AppContext, run_ref: str, node: int, via: str | None, print_only: bool, write_config: bool) -> None:
     """Open a shell on a live run's machine: in the job's container when it has one, else in its run folder.
 
     local: a shell there; slurm: srun --pty in the job's allocation; aws: Session Manager (or `--via ssh`);
-    gcp: gcloud compute ssh --tunnel-through-iap.
+    gcp: gcloud compute ssh --tunnel-through-iap. With --config: `ssh gpuplan-RUN`, scp and rsync work by name.
     """
+    if write_config:
+        _write_config(app, run_ref)
+        return
     _run(app, run_ref, None, node=node, via=via, print_only=print_only)
+
+
+def _write_config(app: AppContext, run_ref: str) -> None:
+    """Every live node of the run as an ssh_config Host in GPUPLAN_HOME/ssh/gpuplan-RUN (gpuplan.runs.ssh_config);
+    entries of runs that ended meanwhile are swept."""
+    from gpuplan.cli.output import note
+    from gpuplan.errors import UserError
+    from gpuplan.providers.base import Attachable
+    from gpuplan.providers.registry import make_provider
+    from gpuplan.runs import ssh_config
+    from gpuplan.runs.records import get_run
+    from gpuplan.store.models import Run, RunState
+
+    first = _target(app, run_ref, 0)  # a live run with a machine, or one clear line
+    with app.store.session() as session:
+        nodes = get_run(session, run_ref).nodes or 1
+        for run_id in ssh_config.entries():
+            run = session.get(Run, run_id)
+            if run is None or run.state in RunState.FINAL:
+                ssh_config.remove_entry(run_id)
+    provider = make_provider(first.provider)
+    targets = [first, *(_target(app, run_ref, rank) for rank in range(1, nodes))]
+    hosts = [(t.node_rank, provider.ssh_host(t) if isinstance(provider, Attachable) else None) for t in targets]
+    if any(host is None for _, host in hosts):
+        raise UserError(f"the {first.provider} provider's machines take no ssh login: `gpuplan ssh "
+                        f"{first.run_id}` opens a shell there")
+    path = ssh_config.write_entry(first.run_id, [(rank, host) for rank, host in hosts if host is not None])
+    aliases = ", ".join(ssh_config.host_alias(first.run_id, rank) for rank, _ in hosts)
+    click.echo(str(path))
+    note(f"wrote {aliases} to {path}; `ssh {ssh_config.host_alias(first.run_id, 0)}` works once "
+         f"~/.ssh/config starts with this line (once, before any Host): {ssh_config.include_line()}")
 
 
 def _run(app: AppContext, run_ref: str, command: list[str] | None, *, node: int, via: str | None,

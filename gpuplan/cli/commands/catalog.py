@@ -20,19 +20,29 @@ def catalog() -> None:
                    "out of `gpuplan prices` until a full refresh).")
 @click.option("--project", help="GCP only: the project for the machine/accelerator type lists (default: "
                                 "GOOGLE_CLOUD_PROJECT).")
+@click.option("--source", "source_choice", type=click.Choice(["auto", "api", "public"]), default="auto",
+              show_default=True,
+              help="api: the cloud's price APIs (needs credentials); public: what needs no account (AWS: the Price "
+                   "List bulk files, on-demand, zones and spot kept from the previous snapshot; GCP: the Billing "
+                   "Catalog with GPUPLAN_GCP_API_KEY); auto: api when credentials are found, else public.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @pass_app
-def refresh(app: AppContext, cloud: str, regions_text: str | None, project: str | None, as_json: bool) -> None:
+def refresh(app: AppContext, cloud: str, regions_text: str | None, project: str | None, source_choice: str,
+            as_json: bool) -> None:
     """Fetch current on-demand and spot GPU prices and store them as the newest snapshot for that cloud.
 
-    AWS: the Pricing API, EC2 spot price history and instance types. GCP: the Cloud Billing catalog with
-    Compute machine and accelerator types. A refresh that fails keeps the previous prices.
+    AWS: the Pricing API, EC2 spot price history and instance types; without credentials, the public Price List
+    bulk files (GPUPLAN_AWS_PRICE_LIST_URL moves the endpoint). GCP: the Cloud Billing catalog with Compute
+    machine and accelerator types (needs credentials and a project); with only GPUPLAN_GCP_API_KEY, the catalog's
+    prices on the previous snapshot's machines. A refresh that fails keeps the previous prices; the snapshot
+    keeps where each part came from (`gpuplan prices` shows it).
     """
     from gpuplan.catalog.gpu_names import compile_region_patterns
+    from gpuplan.catalog.public_sources import PublicPrices
     from gpuplan.catalog.refresh import RefreshError
     from gpuplan.catalog.refresh import refresh as run_refresh
     from gpuplan.errors import UserError
-    from gpuplan.providers.base import RefreshesPrices
+    from gpuplan.providers.base import PublishesPrices, RefreshesPrices
     from gpuplan.providers.registry import UnknownProviderError, load_provider_class, make_provider, provider_names
 
     try:
@@ -52,12 +62,26 @@ def refresh(app: AppContext, cloud: str, regions_text: str | None, project: str 
         regions = list(compile_region_patterns(regions_text))
         if any(ch in r for r in regions for ch in "*?"):
             raise UserError("--regions takes region names, not patterns (e.g. us-east-1,us-west-2)")
+    publisher = cls if issubclass(cls, PublishesPrices) else None
+    if source_choice == "public" and publisher is None:
+        raise UserError(f"--source public: the {cloud} provider names no price source that needs no account")
+    public = publisher is not None and (source_choice == "public" or
+                                        (source_choice == "auto" and not publisher.has_price_credentials()))
     if not as_json:
+        if public and publisher is not None:
+            why = "no credentials found: " if source_choice == "auto" else ""
+            note(f"{cloud}: {why}reading the prices it publishes for anyone; "
+                 f"{publisher.account_needed_for} need an account")
         note(f"refreshing {cloud} prices{' in ' + ', '.join(regions) if regions else ''} ...")
     try:
-        source = make_provider(cloud, **({"project": project} if project is not None else {}))
-        assert isinstance(source, RefreshesPrices)
-        report = run_refresh(app.store, source, regions)
+        provider = make_provider(cloud, **({"project": project} if project is not None else {}))
+        if public:
+            assert isinstance(provider, PublishesPrices)
+            report = run_refresh(app.store, PublicPrices(provider, cloud, app.store, None if as_json else note),
+                                 regions)
+        else:
+            assert isinstance(provider, RefreshesPrices)
+            report = run_refresh(app.store, provider, regions)
     except RefreshError as exc:
         missing = _missing_credentials(exc.__cause__)
         if missing:

@@ -34,23 +34,38 @@ if TYPE_CHECKING:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output on stdout (progress on stderr).")
 @click.option("--force", is_flag=True, help="Launch even if the estimate exceeds a budget (recorded as an event) or "
                                            "the spec's max_hours, budget_usd or deadline (stopped there).")
+@click.option("--env", "env_items", multiple=True, metavar="NAME[=VALUE]",
+              help="Set an environment variable of the job (over the spec's env); NAME alone copies it from this "
+                   "shell. Repeatable.")
+@click.option("--secret", "secret_items", multiple=True, metavar="NAME",
+              help="Hand the job the secret NAME, read from this shell's environment at launch (never stored or "
+                   "logged). Repeatable.")
 @pass_app
 def launch(app: AppContext, spec_path: Path, provider_name: str | None, allow_cpu: bool, dry_run: bool, yes: bool,
-           detach: bool, interval: float, as_json: bool, force: bool) -> None:
-    """Launch the job in JOB.yaml and follow it (logs, progress bar, ETA) until it ends."""
+           detach: bool, interval: float, as_json: bool, force: bool, env_items: tuple[str, ...],
+           secret_items: tuple[str, ...]) -> None:
+    """Launch the job in JOB.yaml and follow it (logs, progress bar, ETA) until it ends.
+
+    JOB.yaml is a gpuplan job spec, a SkyPilot task file or a dstack `type: task` configuration (told apart by
+    their keys; `gpuplan convert JOB.yaml` shows the gpuplan spec one of the latter two becomes)."""
     from gpuplan.cli.display import duration, hours_text, money
     from gpuplan.jobs.defaults import with_defaults
-    from gpuplan.jobs.spec import load_spec
+    from gpuplan.jobs.foreign import load_job
+    from gpuplan.jobs.overrides import with_overrides
     from gpuplan.launching.plan import source_dir_of
     from gpuplan.launching.record import read_secrets
     from gpuplan.launching.sequence import LaunchInterrupted, check_gates, launch
     from gpuplan.launching.where import decide_launch
 
-    own = load_spec(spec_path)
+    loaded = load_job(spec_path)  # a gpuplan spec, or a SkyPilot/dstack task translated (gpuplan.jobs.foreign)
+    if loaded.translation is not None:
+        note(f"{spec_path}: a {loaded.translation.origin} task, run as the gpuplan spec `gpuplan convert "
+             f"{spec_path}` shows")
+        if loaded.translation.note():
+            note(loaded.translation.note())
+    own = with_overrides(loaded.spec, env_items, secret_items)  # --env / --secret over the spec's
     spec = with_defaults(own)  # the config file's [defaults] where the spec is silent
-    from gpuplan.jobs.spec_bounds import read_bounded
-
-    spec_text = read_bounded(spec_path)  # the text load_spec validated (bounded, regular file only)
+    spec_text = loaded.text
     # where (and whether a GPU job may run on a CPU) is decided before anything is planned or recorded
     decision = decide_launch(spec, spec_text, option=provider_name, allow_cpu=allow_cpu,
                              source_dir=source_dir_of(spec_path), db_url=app.store.url,
@@ -103,9 +118,9 @@ def launch(app: AppContext, spec_path: Path, provider_name: str | None, allow_cp
 
             raise UserError(f"refused under -y: {over[0].message}; use --force to launch anyway (it will be "
                             "stopped at the cap)")
-        click.confirm("the caps stop this job before it ends; start it anyway?", default=False, abort=True, err=True)
+        _ask("the caps stop this job before it ends; start it anyway?", default=False)
     elif not yes:
-        click.confirm("start it?", default=True, abort=True, err=True)
+        _ask("start it?", default=True)
     try:
         run_id = launch(app.store, plan, provider, secrets, gates=gates)
     except LaunchInterrupted as exc:
@@ -129,6 +144,17 @@ def launch(app: AppContext, spec_path: Path, provider_name: str | None, allow_cp
         note(f"\nstopped following; run {run_id} keeps going (gpuplan status {run_id}, gpuplan stop {run_id})")
         sys.exit(130)
     _finish({**summary, **decision.as_dict()}, as_json, exit_on_failure=not detach)  # + where and why
+
+
+EXIT_DECLINED = 3  # the user answered no at the prompt: nothing went wrong, nothing was recorded or started
+
+
+def _ask(question: str, *, default: bool) -> None:
+    """Ask before anything is recorded; a "no" exits EXIT_DECLINED (3), so a script tells a declined launch from a
+    failed one (1) or bad input (2)."""
+    if not click.confirm(question, default=default, err=True):
+        note("not started: nothing recorded")
+        sys.exit(EXIT_DECLINED)
 
 
 def _show_gates(gates: LaunchGates) -> FailSafe:

@@ -1,6 +1,8 @@
 """`gpuplan logs RUN [-f]`: a run's job log, from the run folder (works whether or not anyone follows it).
 
-A cloud run's log is the one its machines shipped (S3), which the watch step copies into the run folder.
+A cloud run's log is the one its machines shipped (S3, GCS), which the watch step copies into the run folder:
+stderr says which object, when the copy was fetched and when the next lands (gpuplan.cli.log_source); `-f` keeps
+fetching and prints what each new copy added.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from gpuplan.errors import UserError
 def logs(app: AppContext, run_ref: str, keep_following: bool, node: int) -> None:
     """Print the job log of RUN (rank 0 unless --node)."""
     from gpuplan.cli.follow import LogTail, log_path
+    from gpuplan.cli.log_source import log_source
+    from gpuplan.cli.output import note
     from gpuplan.runs.records import get_run
     from gpuplan.store.models import RunState
     from gpuplan.supervise.watch import watch_run
@@ -30,11 +34,16 @@ def logs(app: AppContext, run_ref: str, keep_following: bool, node: int) -> None
     with app.store.session() as session:
         run = get_run(session, run_ref)
         run_id, run_dir, nodes, live = run.id, run.run_dir, run.nodes, run.state in RunState.LIVE
+        provider_name = run.provider
     if node >= nodes:
         raise UserError(f"run {run_id} has {nodes} node(s); --node must be below {nodes}")
     if live and not keep_following:
         # One watch step first: a cloud run's log is whatever its machines shipped, fetched by that step.
-        watch_run(app.store, run_id)
+        live = watch_run(app.store, run_id).state not in RunState.FINAL
+    source = log_source(provider_name, run_id, node)
+    said = source.describe(log_path(run_dir, node), live=live)
+    if said:
+        note(said)
     tail = LogTail(log_path(run_dir, node))
     out = sys.stdout
     tail.drain(out)  # streamed a chunk at a time (a log of any size)
@@ -49,7 +58,8 @@ def logs(app: AppContext, run_ref: str, keep_following: bool, node: int) -> None
             out.flush()
             if state in RunState.FINAL:
                 break
-            time.sleep(1.0)
+            # A shipped copy changes at most every SHIP_INTERVAL_SECONDS: fetching it every second is waste.
+            time.sleep(3.0 if source.is_copy else 1.0)
     except KeyboardInterrupt:
         tail.drain(out, partial=True)
         out.flush()

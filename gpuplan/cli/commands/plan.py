@@ -181,9 +181,9 @@ def _workload(spec_path: Path | None, flags: dict[str, Any]) -> tuple[Any, Any, 
             flags.get("tokens") or flags.get("samples"):
         raise UserError("give a job spec or model/work flags (--params, --tokens, ...), not both")
     from gpuplan.catalog.gpu_names import compile_region_patterns, resolve_clouds, resolve_gpus
-    from gpuplan.jobs.spec import load_spec
+    from gpuplan.jobs.foreign import load_job
 
-    spec = load_spec(spec_path)
+    spec = load_job(spec_path).spec  # a gpuplan spec, or a SkyPilot/dstack task as launch reads it
     if spec.workload is None:
         raise UserError(f"{spec_path}: the spec has no workload section (model or params, tokens) to plan from")
     try:
@@ -192,8 +192,8 @@ def _workload(spec_path: Path | None, flags: dict[str, Any]) -> tuple[Any, Any, 
         raise UserError(f"{spec_path}: {exc}") from exc
     res, limits = spec.resources, spec.limits
     found: dict[str, Any] = {}
-    if res.gpu:
-        found["gpus"] = resolve_gpus(res.gpu)
+    if res.gpu:  # every candidate GPU (`gpu: [A100:8, H100:8]`), or the one
+        found["gpus"] = resolve_gpus(",".join(c.rpartition(":")[0] for c in res.gpu_candidates) or res.gpu)
     from gpuplan.providers.registry import load_provider_class
 
     clouds = [c for c in res.clouds if load_provider_class(c).priced_by_catalog]  # not this machine, a cluster
@@ -206,8 +206,8 @@ def _workload(spec_path: Path | None, flags: dict[str, Any]) -> tuple[Any, Any, 
     # What the spec states outright is what `launch` will start: plan exactly that shape, not the fewest nodes.
     if "nodes" in res.model_fields_set:
         found["nodes"] = res.nodes
-    if res.gpus_per_node:
-        found["gpus_per_node"] = res.gpus_per_node
+    if res.gpus_per_node and len({c.rpartition(":")[2] for c in res.gpu_candidates}) <= 1:
+        found["gpus_per_node"] = res.gpus_per_node  # candidates of different counts: each plans its own
     if res.max_price_per_hour is not None:
         found["max_price_per_hour"] = Decimal(res.max_price_per_hour)
     if res.zones:

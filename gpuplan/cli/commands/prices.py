@@ -77,12 +77,15 @@ def prices(app: AppContext, gpu_text: str | None, min_gpus: float | None, min_gp
     shown = rows[:limit] if limit else rows
 
     now = dt.datetime.now(dt.timezone.utc)
-    for source in catalog.sources.values():
-        if not as_json:
-            note(_describe(source, now))
-        if source.is_stale(now):
-            warn(f"{source.cloud} prices are {_age(source, now)} old (more than 7 days); "
-                 f"run `gpuplan catalog refresh --cloud {source.cloud}`")
+    if not as_json:  # where the prices come from: one line for every cloud
+        note("prices: " + "; ".join(_describe(source, now) for source in catalog.sources.values()))
+    stale = [source for source in catalog.sources.values() if source.is_stale(now)]
+    if stale:  # one warning per command, whatever the number of clouds
+        oldest = max(stale, key=lambda source: source.age(now))
+        public = [s.cloud for s in stale if _publishes_prices(s.cloud)]
+        warn(f"{', '.join(s.cloud for s in stale)} prices are up to {_age(oldest, now)} old (more than 7 days); "
+             f"refresh: {' / '.join(f'gpuplan catalog refresh --cloud {s.cloud}' for s in stale)}"
+             + (f" ({', '.join(public)} without an account: --source public)" if public else ""))
     if as_json:
         emit_json([row.as_json() for row in shown])
         return
@@ -92,6 +95,17 @@ def prices(app: AppContext, gpu_text: str | None, min_gpus: float | None, min_gp
     _print(shown, spot)
     if len(shown) < len(rows):
         note(f"{len(shown)} of {len(rows)} rows shown; --limit 0 shows all")
+
+
+def _publishes_prices(cloud: str) -> bool:
+    """Does this cloud's provider have prices anyone may read (gpuplan.providers.base.PublishesPrices)?"""
+    from gpuplan.providers.base import PublishesPrices
+    from gpuplan.providers.registry import UnknownProviderError, load_provider_class
+
+    try:
+        return issubclass(load_provider_class(cloud), PublishesPrices)
+    except UnknownProviderError:
+        return False
 
 
 def _age(source: CatalogSource, now: dt.datetime) -> str:
@@ -106,9 +120,9 @@ def _age(source: CatalogSource, now: dt.datetime) -> str:
 def _describe(source: CatalogSource, now: dt.datetime) -> str:
     when = source.fetched_at.strftime("%Y-%m-%d %H:%M UTC")
     if source.shipped:
-        return (f"{source.cloud}: shipped snapshot, date not known to the day, taken as {when[:10]} "
-                f"(about {_age(source, now)} old)")
-    return f"{source.cloud}: refreshed {when} ({_age(source, now)} old, snapshot #{source.snapshot_id})"
+        return f"{source.cloud} shipped snapshot of about {when[:10]} ({_age(source, now)} old)"
+    return (f"{source.cloud} refreshed {when} ({_age(source, now)} old, snapshot #{source.snapshot_id}: "
+            f"{source.source})")
 
 
 def _money(value: Decimal | None, places: int = 2) -> str:

@@ -142,6 +142,7 @@ class FakeGcpCatalog:
     page_size: int = 5  # small, so the clients' pagination is exercised
     fail: dict[str, int] = field(default_factory=dict)
     requests: list[str] = field(default_factory=list)
+    api_keys: list[str] = field(default_factory=list)  # the x-goog-api-key of each request that sent one
     url: str = ""
 
     def __enter__(self) -> FakeGcpCatalog:
@@ -163,6 +164,8 @@ class FakeGcpCatalog:
     def _app(self, environ: dict[str, Any], start_response: Any) -> Any:
         request = Request(environ)
         self.requests.append(request.path)
+        if request.headers.get("x-goog-api-key") or request.args.get("key"):
+            self.api_keys.append(request.headers.get("x-goog-api-key") or request.args.get("key", ""))
         response = self._route(request)
         return response(environ, start_response)
 

@@ -256,6 +256,8 @@ NO_JSON: dict[Path_, str] = {
     ("completion",): "prints a shell script to be sourced, not data",
     ("exec",): "runs the user's command on the machine; its output is the command's own",
     ("ssh",): "an interactive shell on the machine",
+    ("convert",): "prints a job spec (YAML) to be saved and launched, not data",
+    ("scheduler", "install"): "prints a systemd unit or a crontab line to be installed, not data",
     ("ui",): "serves the dashboard; its JSON is the /api endpoints (tests/e2e/test_ui_http.py)",
 }
 
@@ -285,6 +287,8 @@ BAD_INPUT: list[tuple[tuple[str, ...], str]] = [
     (("status", "r-0000000000"), "no run 'r-0000000000'"),
     (("status", "nope", "--json"), "no run 'nope'"),
     (("logs", "r-0000000000"), "no run"),
+    (("convert", "no-such-task.yaml"), "does not exist"),
+    (("scheduler", "install", "--interval", "0"), "--interval"),
     (("checkpoints", "r-0000000000"), "no run"),
     (("logs", "nope", "--node", "-1"), "--node"),
     (("stop", "r-0000000000"), "no run"),

@@ -103,7 +103,7 @@ def test_limit_and_human_table() -> None:
     assert table.exit_code == 0
     assert "H100" in table.stdout and "$/gpu-h" in table.stdout
     assert "shipped snapshot" in table.stderr  # the catalog's age is shown
-    assert "warning: aws prices are" in table.stderr  # the shipped snapshot is > 7 days old
+    assert "warning: aws, gcp prices are up to" in table.stderr  # the shipped snapshot is > 7 days old: one line
     assert "rows shown" in table.stderr
 
 
