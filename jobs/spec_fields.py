@@ -23,6 +23,9 @@ FIELD_DOCS: dict[str, dict[str, str]] = {
             'clouds`, else this machine.'),
         "regions": 'Region globs the plan may use (`[us-*, europe-west4]`).',
         "max_price_per_hour": 'Highest price per machine-hour (USD) an offer may cost.',
+        "gpu_candidates": (
+            'Every GPU the job may run on as NAME:COUNT, filled from a list in `gpu` (`gpu: [A100:8, H100:8]`): plan '
+            'and failover weigh each by the whole job\'s cost.'),
         "larger_machines": (
             'Let failover go on to machines with more of the same GPU than asked (each priced and listed before '
             'the launch); default false: the GPU count is exact.'),
@@ -70,6 +73,9 @@ FIELD_DOCS: dict[str, dict[str, str]] = {
     },
     "JobSpec": {
         "name": "The job's name, shown in every listing and progress bar.",
+        "setup": (
+            'A script run once on every node before the command, in the same place (`sh -e`): its own section in the '
+            'job log and its own failure reason ("setup failed (exit N)").'),
         "arch": (
             "The image's CPU architecture (amd64 or arm64) when its registry cannot be asked; otherwise read from "
             "the registry, and amd64 is assumed."),

@@ -84,8 +84,9 @@ def _open(url: str) -> IO[bytes]:
 
 def fetch_vm_prices(opener: Opener = _open, base: str | None = None) -> list[VmPrice]:
     """Every page of GPU VM meters, parsed. A NextPageLink must stay on the first page's host."""
-    url: str | None = first_url(base)
-    host = urllib.parse.urlsplit(url).netloc
+    start = first_url(base)
+    host = urllib.parse.urlsplit(start).netloc
+    url: str | None = start
     items: list[Mapping[str, Any]] = []
     for _ in range(MAX_PAGES):
         if not url:
