@@ -4,7 +4,8 @@ explains, or one `error:` line and exit 2 — never a traceback or an `unexpecte
 
 Commands that would run for long or reach out are held to their bounded form: `launch` always gets --dry-run,
 `watch` and `scheduler run` --once, `logs` never --follow; `catalog refresh`, `setup aws` and `reconcile` are
-left out (each asks a cloud API: tests only reach dead loopback endpoints, so they would only time out).
+left out (each asks a cloud API: tests only reach dead loopback endpoints, so they would only time out), and so
+is `ui`, which serves until Ctrl-C (its options and refusals are tested in tests/e2e/test_ui_http.py).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from support.clitree import Path_, command_tree
 from support.fuzzing import examples, hostile_text
 
 TREE = command_tree()
-LEFT_OUT = {("catalog", "refresh"), ("setup", "aws"), ("reconcile",)}
+LEFT_OUT = {("catalog", "refresh"), ("setup", "aws"), ("reconcile",), ("ui",)}
 FORCED = {("launch",): ["--dry-run"], ("watch",): ["--once"], ("scheduler", "run"): ["--once"]}
 NEVER = {"--follow", "-f", "--yes", "-y", "--detach", "--create", "--terminate", "--help"}
 COMMANDS = sorted(p for p, c in TREE.items() if p and not isinstance(c, click.Group) and p not in LEFT_OUT)
