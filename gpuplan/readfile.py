@@ -49,17 +49,23 @@ def _kernel_file(st: os.stat_result) -> bool:
     return False
 
 
-def open_regular(path: str | os.PathLike[str], what: str) -> BinaryIO:
-    """A binary file object for the regular file `path`, for streaming a file that grows (a job's log, its
-    metrics): the job owns its run folder and could put a FIFO there, which must not hang `status` or the watch
-    loop that enforces the caps. FileRefused for anything but a regular file; FileNotFoundError as is."""
+def _open_fd(path: str | os.PathLike[str], what: str) -> int:
+    """A descriptor opened without blocking (a FIFO must not hang us) or taking a terminal; FileNotFoundError as
+    is, any other refusal as FileRefused naming `what`."""
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        fd = os.open(path, flags)
+        return os.open(path, flags)
     except FileNotFoundError:
         raise
     except OSError as exc:
         raise FileRefused(f"cannot read {what} {path}: {exc.strerror or exc}") from exc
+
+
+def open_regular(path: str | os.PathLike[str], what: str) -> BinaryIO:
+    """A binary file object for the regular file `path`, for streaming a file that grows (a job's log, its
+    metrics): the job owns its run folder and could put a FIFO there, which must not hang `status` or the watch
+    loop that enforces the caps. FileRefused for anything but a regular file; FileNotFoundError as is."""
+    fd = _open_fd(path, what)
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode) or _kernel_file(st):
         os.close(fd)
@@ -70,13 +76,7 @@ def open_regular(path: str | os.PathLike[str], what: str) -> BinaryIO:
 def read_bytes(path: str | os.PathLike[str], what: str, max_bytes: int) -> bytes:
     """The bytes of the regular file `path`, at most `max_bytes`; FileRefused (naming `what`) otherwise.
     FileNotFoundError is left to the caller, which knows how to say that a file is missing."""
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
-    try:
-        fd = os.open(path, flags)
-    except FileNotFoundError:
-        raise
-    except OSError as exc:
-        raise FileRefused(f"cannot read {what} {path}: {exc.strerror or exc}") from exc
+    fd = _open_fd(path, what)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
