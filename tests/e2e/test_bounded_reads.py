@@ -67,18 +67,27 @@ def test_a_huge_config_file_is_refused_without_parsing_it(tmp_path: Path) -> Non
     assert out.exit_code == 2 and "over 256 KB" in one_error_line(out.stderr), out.stderr
 
 
+# Measured from a small middle process: a child spawned straight from the pytest worker (vfork + exec) starts its
+# ru_maxrss at the worker's own high-water mark (Linux keeps the larger of the old mm's peak across exec), so a
+# worker grown big by earlier tests reported its own size, not gpuplan's.
+_MEASURE = """\
+import os, sys
+pid = os.fork()
+if pid == 0:
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    os.dup2(null, 2)
+    os.execv(sys.executable, [sys.executable, "-m", "gpuplan", *sys.argv[1:]])
+_, status, usage = os.wait4(pid, 0)
+print(os.waitstatus_to_exitcode(status), usage.ru_maxrss)
+"""
+
+
 def peak_rss_kb(*argv: str, env: dict[str, str] | None = None) -> tuple[int, int]:
     """(exit status, peak resident set in KB) of `gpuplan ARGV` run as a child process."""
-    proc = subprocess.Popen([sys.executable, "-m", "gpuplan", *argv], env={**os.environ, **(env or {})},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 120
-    while True:
-        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-        if pid:
-            proc.returncode = os.waitstatus_to_exitcode(status)
-            return proc.returncode, usage.ru_maxrss
-        assert time.monotonic() < deadline, argv
-        time.sleep(0.05)
+    out = subprocess.run([sys.executable, "-c", _MEASURE, *argv], env={**os.environ, **(env or {})},
+                         capture_output=True, text=True, timeout=120, check=True).stdout.split()
+    return int(out[0]), int(out[1])
 
 
 def test_a_huge_metrics_line_and_log_cost_bounded_memory(tmp_path: Path) -> None:
