@@ -12,12 +12,13 @@ import os
 from collections.abc import Mapping, Sequence
 
 from gpuplan.errors import UserError
-from gpuplan.jobs.spec import JobSpec, _check_env_name
+from gpuplan.jobs.spec import JobSpec
+from gpuplan.jobs.spec_names import check_env_name
 
 
 def _name(text: str, what: str) -> str:
     try:
-        return _check_env_name(text, what)
+        return check_env_name(text, what)
     except ValueError as exc:
         raise UserError(f"--{what} {text}: {exc}") from None
 
