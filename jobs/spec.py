@@ -564,8 +564,8 @@ def parse_spec(text: str, source: str = "<spec>") -> JobSpec:
                         "environment variable can carry")
     duplicate = find_duplicate_key(node)
     if duplicate is not None:
-        key, line = duplicate
-        raise SpecError(f"{source}:{line}: {key}: key given twice")
+        key, key_line = duplicate
+        raise SpecError(f"{source}:{key_line}: {key}: key given twice")
     try:
         return JobSpec.model_validate(data)
     except ValidationError as exc:

@@ -121,13 +121,16 @@ def _s3_list(url: str, region: str | None) -> Iterator[StoredFile]:
 
 def _gcs() -> Any:
     from google.auth.credentials import AnonymousCredentials
-    from google.cloud import storage
+
+    # Not `from google.cloud import storage`: google-cloud-storage ships no py.typed, so mypy finds no
+    # `storage` in the google.cloud namespace that google-cloud-compute types.
+    from google.cloud.storage import Client as StorageClient
 
     endpoint = os.environ.get("CLOUDSDK_API_ENDPOINT_OVERRIDES_STORAGE")
     if endpoint and endpoint.startswith(("http://127.0.0.1", "http://localhost")):  # the tests' loopback fake
-        return storage.Client(project="test", credentials=AnonymousCredentials(),
-                              client_options={"api_endpoint": endpoint.rstrip("/").removesuffix("/storage/v1")})
-    return storage.Client()
+        return StorageClient(project="test", credentials=AnonymousCredentials(),
+                             client_options={"api_endpoint": endpoint.rstrip("/").removesuffix("/storage/v1")})
+    return StorageClient()
 
 
 def _gcs_list(url: str) -> Iterator[StoredFile]:

@@ -83,6 +83,7 @@ def prepare_bench(target: BenchTarget, settings: BenchSettings) -> PreparedBench
     precision = dev.resolve_precision(settings.precision, info)
     seq_len, micro_batch = int(settings.seq_len or 0), settings.micro_batch
     arch = target.run_arch
+    model: nn.Module
     if arch is not None:
         _check_memory(arch.param_count(), info, target)
         try:
@@ -149,7 +150,7 @@ def make_train_step(model: nn.Module, info: dev.DeviceInfo, precision: str, voca
     tokens = torch.randint(0, vocab_size, (micro_batch, seq_len + 1), device=info.device)
     inputs, targets = tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.1,
-                                  **({"fused": True} if info.kind == "cuda" else {}))
+                                  fused=True if info.kind == "cuda" else None)  # None: torch's own default
     amp_dtype = dev.autocast_dtype(precision)
     scaler = torch.amp.GradScaler(info.kind) if precision == "fp16" else None
     compiled = _compile(model) if compile_model else model
@@ -266,11 +267,15 @@ def _check_memory(params: int, info: dev.DeviceInfo, target: BenchTarget) -> Non
                         f"{info.name} has {available / 1e9:.1f} GB free{hint}")
 
 
-def _compile(model: nn.Module) -> Callable[..., Any]:
+def _compile(model: nn.Module) -> nn.Module:
     try:
-        return torch.compile(model)
+        compiled = torch.compile(model)
     except Exception as exc:  # torch.compile raises many kinds (missing compiler, unsupported platform)
         raise UserError(f"--compile failed: {exc}") from exc
+    # A module compiles to an OptimizedModule (an nn.Module); torch.compile's annotation is the generic callable.
+    if not isinstance(compiled, nn.Module):
+        raise UserError(f"--compile returned {type(compiled).__name__}, not a module")
+    return compiled
 
 
 def _peak(explicit: float | None, gpu: str | None, precision: str) -> tuple[float | None, str | None]:

@@ -95,6 +95,8 @@ def runs_accuracy(session: Session, now: dt.datetime) -> list[RunAccuracy]:
                                       Run.ended_at.is_not(None)).order_by(Run.ended_at, Run.id))
     out = []
     for run in runs:
+        if run.started_at is None or run.ended_at is None:  # the query asked for both; this narrows the types
+            continue
         hours = float(costing.exact_seconds(run.ended_at - run.started_at) / costing.SECONDS_PER_HOUR)
         cost = costing.total_cost(run.instances, now)
         capped_only = estimate_is_a_cap(estimate_data(run.estimate_json))  # no estimate to score: shown as none

@@ -29,7 +29,7 @@ from gpuplan.runs.events import EventKind
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
-    from gpuplan.store.models import Run
+    from gpuplan.store.models import Budget, Run
 
 ZERO = Decimal(0)
 
@@ -90,7 +90,7 @@ def parse_clouds(clouds: str | None) -> list[str] | None:
 
 
 def set_budget(session: Session, name: str, amount_usd: Decimal, period: str, project: str | None = None,
-               clouds: list[str] | None = None) -> Any:
+               clouds: list[str] | None = None) -> Budget:
     """Create or replace the budget called `name`."""
     from gpuplan.store.models import Budget
     from gpuplan.store.types import MONEY_LIMIT
@@ -130,7 +130,7 @@ def _check_clouds(clouds: list[str]) -> None:
             raise UserError(f"--cloud: unknown cloud {cloud!r}; known: {', '.join(known)}")
 
 
-def list_budgets(session: Session) -> list[Any]:
+def list_budgets(session: Session) -> list[Budget]:
     from gpuplan.store.models import Budget
 
     return list(session.query(Budget).order_by(Budget.name))

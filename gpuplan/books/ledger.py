@@ -158,7 +158,10 @@ class _Row:
 def _add_slices(groups: dict[tuple[dt.datetime | None, str | None], list[Any]], row: Any, *, now: dt.datetime,
                 since: dt.datetime | None, until: dt.datetime | None, unit: str | None, key: str | None) -> bool:
     """Cut one instance at the window and bucket edges and add its slices inside the window to `groups`."""
-    inst = _Row(Decimal(str(row.price_per_hour)), int(row.min_billed_seconds or 0), _utc(row.launched_at),
+    launched_at = _utc(row.launched_at)
+    if launched_at is None:  # the column is NOT NULL with a default: a row without it is not an instance row
+        raise ValueError(f"instance row without launched_at: {row!r}")
+    inst = _Row(Decimal(str(row.price_per_hour)), int(row.min_billed_seconds or 0), launched_at,
                 _utc(row.terminated_at))
     end = max(inst.terminated_at or now, inst.launched_at)
     lo = inst.launched_at if since is None else max(inst.launched_at, since)

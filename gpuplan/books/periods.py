@@ -7,6 +7,7 @@ and so the SQL bucketing (which sees UTC timestamps) and the Python edge-splitti
 from __future__ import annotations
 
 import datetime as dt
+from typing import overload
 
 from gpuplan.errors import UserError
 
@@ -90,6 +91,10 @@ def resolve_now(text: str | None) -> dt.datetime:
     return dt.datetime.now(UTC)
 
 
+@overload
+def period_label(start: dt.datetime, unit: str, *, short: bool = False) -> str: ...
+@overload
+def period_label(start: dt.datetime | None, unit: str | None, *, short: bool = False) -> str | None: ...
 def period_label(start: dt.datetime | None, unit: str | None, *, short: bool = False) -> str | None:
     """`2026-11` for a month, `2026-W45` for an ISO week, `2026-11-03` for a day (`11-03` when `short`, for
     plot axes)."""

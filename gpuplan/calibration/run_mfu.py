@@ -113,7 +113,7 @@ def record_run(session: Session, run: Run) -> Calibration | None:
     from gpuplan.store.models import Calibration
 
     measured = run_mfu(run)
-    if measured is None or not run.params or not (MFU_RANGE[0] <= measured.mfu <= MFU_RANGE[1]):
+    if measured is None or not run.gpu or not run.params or not (MFU_RANGE[0] <= measured.mfu <= MFU_RANGE[1]):
         return None
     if session.scalar(select(Calibration.id).where(Calibration.run_id == run.id).limit(1)) is not None:
         return None

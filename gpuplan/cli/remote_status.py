@@ -8,10 +8,10 @@ left out, and its status returned. The marker is random per call, so a command c
 from __future__ import annotations
 
 import re
-from typing import BinaryIO
+from typing import IO
 
 
-def forward_with_status(stream: BinaryIO, out: BinaryIO, marker: str) -> int | None:
+def forward_with_status(stream: IO[bytes], out: IO[bytes], marker: str) -> int | None:
     """Copy `stream` to `out` until it ends; the status after `MARKER=`, or None when no marker line came (the
     session ended before the command did). Text before the marker on its line (output without a final newline)
     is kept."""

@@ -14,17 +14,56 @@ from gpuplan.estimating.parallel import parse_interconnect
 
 
 class SpecWorkload(Protocol):
-    """The fields of a job spec's workload every caller has; the layout ones (tp, pp, recompute, ...) and the
-    model/params/tokens/throughput are read when present."""
+    """What the estimator reads from a job spec's workload (gpuplan.jobs.spec.WorkloadSpec has each field).
 
-    seq_len: int | None
-    global_batch: int | None
-    micro_batch: int | None
-    precision: str
-    optimizer: str
-    sharding: str
-    activation_checkpointing: bool
-    lora: int | None
+    Read-only properties, not plain attributes: the spec model is frozen and narrows several of them to Literals,
+    which a mutable protocol attribute would refuse (it must accept any str written to it).
+    """
+
+    @property
+    def params(self) -> int | None: ...
+    @property
+    def model(self) -> str | None: ...
+    @property
+    def model_config_path(self) -> str | None: ...
+    @property
+    def total_tokens(self) -> int | None: ...
+    @property
+    def seq_len(self) -> int | None: ...
+    @property
+    def global_batch(self) -> int | None: ...
+    @property
+    def micro_batch(self) -> int | None: ...
+    @property
+    def precision(self) -> str: ...
+    @property
+    def optimizer(self) -> str: ...
+    @property
+    def sharding(self) -> str: ...
+    @property
+    def activation_checkpointing(self) -> bool: ...
+    @property
+    def lora(self) -> int | None: ...
+    @property
+    def attention(self) -> str: ...
+    @property
+    def tp(self) -> int | None: ...
+    @property
+    def pp(self) -> int | None: ...
+    @property
+    def pp_schedule(self) -> str | None: ...
+    @property
+    def recompute(self) -> str | None: ...
+    @property
+    def tp_overlap(self) -> bool: ...
+    @property
+    def dp_overlap(self) -> bool: ...
+    @property
+    def interconnect(self) -> str | None: ...
+    @property
+    def throughput(self) -> float | None: ...
+    @property
+    def mfu(self) -> float | None: ...
 
 
 def workload_from_job(job_workload: SpecWorkload) -> tuple[Workload, Throughput | None]:
@@ -36,34 +75,34 @@ def workload_from_job(job_workload: SpecWorkload) -> tuple[Workload, Throughput 
     from gpuplan.estimating.architecture import load_hf_config, preset
 
     arch: Architecture | None = None
-    model: str | None = getattr(job_workload, "model", None)
-    model_config: str | None = getattr(job_workload, "model_config_path", None)
+    model = job_workload.model
+    model_config = job_workload.model_config_path
     if model:
         arch = preset(model)
     elif model_config:
         arch = load_hf_config(model_config)
-    params = arch.param_count() if arch is not None else getattr(job_workload, "params", None)
-    tokens = getattr(job_workload, "total_tokens", None)
+    params = arch.param_count() if arch is not None else job_workload.params
+    tokens = job_workload.total_tokens
     if not params or not tokens:
         raise ValueError("the workload needs a model (params, model or model_config) and tokens")
     seq_len = job_workload.seq_len or (min(arch.max_seq_len, 4096) if arch else 2048)
-    interconnect = getattr(job_workload, "interconnect", None)
+    interconnect = job_workload.interconnect
     workload = Workload(
         params=int(params), tokens=int(tokens), architecture=arch, seq_len=seq_len,
         global_batch=job_workload.global_batch, micro_batch=job_workload.micro_batch or 1,
         precision=job_workload.precision, optimizer=job_workload.optimizer, sharding=job_workload.sharding,
         activation_checkpointing=job_workload.activation_checkpointing, lora_rank=job_workload.lora,
-        attention=getattr(job_workload, "attention", None) or "flash",
-        tp=getattr(job_workload, "tp", None), pp=getattr(job_workload, "pp", None),
-        recompute=getattr(job_workload, "recompute", None),
-        schedule=getattr(job_workload, "pp_schedule", None),
-        tp_overlap=getattr(job_workload, "tp_overlap", False),
-        dp_overlap=getattr(job_workload, "dp_overlap", False),
+        attention=job_workload.attention or "flash",
+        tp=job_workload.tp, pp=job_workload.pp,
+        recompute=job_workload.recompute,
+        schedule=job_workload.pp_schedule,
+        tp_overlap=job_workload.tp_overlap,
+        dp_overlap=job_workload.dp_overlap,
         interconnect_gbps=parse_interconnect(interconnect) if interconnect else None,
     )
     throughput = None
-    own_rate: float | None = getattr(job_workload, "throughput", None)
-    own_mfu: float | None = getattr(job_workload, "mfu", None)
+    own_rate = job_workload.throughput
+    own_mfu = job_workload.mfu
     if own_rate:
         throughput = Throughput(tokens_per_s_per_gpu=own_rate, source="user",
                                 detail="workload.throughput")

@@ -113,6 +113,8 @@ def planned_offer(spec: JobSpec, provider_name: str, cloud: str, *, db_url: str 
     from gpuplan.planning.planner import Constraints, plan
 
     res, limits = spec.resources, spec.limits
+    if spec.workload is None:
+        return None
     try:
         workload, own = workload_from_job(spec.workload)
     except ValueError:

@@ -163,8 +163,8 @@ def bounds(inputs: FailSafeInputs) -> list[CapBound]:
         hours = max((inputs.deadline_at - inputs.now).total_seconds() / 3600, 0.0)
         found.append(CapBound(DEADLINE, hours, f"until {inputs.deadline_at.isoformat()}"))
     if not inputs.forced:
-        for budget in inputs.budgets:
-            found.append(_money_bound(budget_cap_name(budget.name), budget.remaining_usd, "left", inputs))
+        for covering in inputs.budgets:
+            found.append(_money_bound(budget_cap_name(covering.name), covering.remaining_usd, "left", inputs))
     return found
 
 

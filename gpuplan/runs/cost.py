@@ -20,12 +20,17 @@ CENT_PRECISION = Decimal("0.000001")
 
 
 class BilledInstance(Protocol):
-    """What costing needs of an instance row (gpuplan.store.models.Instance satisfies it)."""
+    """What costing needs of an instance row (gpuplan.store.models.Instance satisfies it, and so do the ledger's
+    frozen rows: read-only properties, so a frozen dataclass fits as well as a mapped column)."""
 
-    price_per_hour: Decimal
-    min_billed_seconds: int
-    launched_at: dt.datetime
-    terminated_at: dt.datetime | None
+    @property
+    def price_per_hour(self) -> Decimal: ...
+    @property
+    def min_billed_seconds(self) -> int: ...
+    @property
+    def launched_at(self) -> dt.datetime: ...
+    @property
+    def terminated_at(self) -> dt.datetime | None: ...
 
 
 def billed_seconds(instance: BilledInstance, now: dt.datetime) -> Decimal:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 
 from sqlalchemy import delete, update
+from sqlalchemy.engine import CursorResult
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -28,6 +29,9 @@ def acquire(session: Session, name: str, holder: str, ttl: dt.timedelta, now: dt
         .values(holder=holder, expires_at=expires, acquired_at=now)
         .execution_options(synchronize_session=False)
     )
+    # An UPDATE's result is a CursorResult (it has the row count); Session.execute is typed as the plain Result.
+    if not isinstance(result, CursorResult):
+        raise TypeError(f"an UPDATE answered {type(result).__name__}, not a CursorResult")
     if result.rowcount:
         session.commit()
         return True

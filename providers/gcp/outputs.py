@@ -110,13 +110,15 @@ class GcsOutputs:
     def client(self) -> Any:
         """The google-cloud-storage client on the configured endpoint (made once)."""
         if self._client is None:
-            from google.cloud import storage
+            # Not `from google.cloud import storage`: google-cloud-storage ships no py.typed, so mypy finds no
+            # `storage` in the google.cloud namespace that google-cloud-compute types.
+            from google.cloud.storage import Client as StorageClient
 
             credentials = self._credentials
             if self.endpoint.loopback or credentials is None:
                 credentials, _ = self.endpoint.default_credentials([STORAGE_RO_SCOPE])
             project = self._project() if self._project is not None else None
-            self._client = storage.Client(project=project, credentials=credentials, **self.endpoint.client_kwargs())
+            self._client = StorageClient(project=project, credentials=credentials, **self.endpoint.client_kwargs())
         return self._client
 
     def fetch(self, instance: Instance, run_dir: str) -> None:

@@ -15,7 +15,7 @@ from gpuplan.cli.commands.params import bounded_int
 from gpuplan.cli.context import AppContext, pass_app
 
 if TYPE_CHECKING:
-    from gpuplan.providers.attach_base import AttachTarget
+    from gpuplan.providers.attach_base import Attach, AttachTarget
 
 NODE_OPTION = click.option("--node", type=bounded_int("nodes", low=0), default=0, show_default=True,
                            help="Which node of a multi-node run (its rank).")
@@ -161,7 +161,7 @@ def _one_step_for_all_nodes(provider_name: str) -> bool:
     return issubclass(cls, Attachable) and cls.one_step_for_all_nodes
 
 
-def _spawn(attach: object) -> int:
+def _spawn(attach: Attach) -> int:
     """Run the command with our terminal; Ctrl-C belongs to it while it runs (gpuplan waits, then exits with its
     status: 128+N when a signal N ended it, as a shell reports)."""
     import os
@@ -170,9 +170,7 @@ def _spawn(attach: object) -> int:
     import sys
 
     from gpuplan.errors import UserError
-    from gpuplan.providers.attach_base import Attach
 
-    assert isinstance(attach, Attach)
     env = {**os.environ, **attach.env}
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     reported: int | None = None

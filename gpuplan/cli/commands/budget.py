@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from decimal import Decimal, InvalidOperation
+from typing import TYPE_CHECKING, TypedDict
 
 import click
 
 from gpuplan.cli.context import AppContext, pass_app
 from gpuplan.cli.output import emit_json, print_table, say
 from gpuplan.errors import UserError
+
+if TYPE_CHECKING:
+    from gpuplan.store.models import Budget
 
 NOW_HELP = "Fixed clock (ISO time; env GPUPLAN_NOW), for reproducible status in tests."
 
@@ -23,11 +27,21 @@ def _amount(text: str) -> Decimal:
     return value
 
 
-def _budget_json(b: object) -> dict[str, object]:
+class BudgetJson(TypedDict):
+    """A budget as `budget set/list --json` prints it (key order is the contract)."""
+
+    name: str
+    amount_usd: Decimal
+    period: str
+    project: str | None
+    clouds: list[str] | None
+
+
+def _budget_json(b: Budget) -> BudgetJson:
     from gpuplan.books.budgets import parse_clouds
 
-    return {"name": b.name, "amount_usd": b.amount_usd, "period": b.period,  # type: ignore[attr-defined]
-            "project": b.project, "clouds": parse_clouds(b.clouds)}  # type: ignore[attr-defined]
+    return {"name": b.name, "amount_usd": b.amount_usd, "period": b.period, "project": b.project,
+            "clouds": parse_clouds(b.clouds)}
 
 
 @click.group()
@@ -57,7 +71,7 @@ def set_(app: AppContext, name: str, amount: str, period: str, project: str | No
     if as_json:
         emit_json(payload)
     else:
-        cloud_list = payload["clouds"]
+        cloud_list = payload["clouds"] or []
         parts = [f"project {project}" if project else "", "clouds " + ",".join(cloud_list) if cloud_list else ""]
         scope = ", ".join(p for p in parts if p) or "all spend"
         per = "in total" if period == "total" else f"per {period}"
@@ -78,7 +92,7 @@ def list_(app: AppContext, as_json: bool) -> None:
         return
     print_table(["name", "amount", "period", "project", "clouds"],
                 [[r["name"], f"${r['amount_usd']:,.2f}", r["period"], r["project"] or "(all)",
-                  ",".join(r["clouds"]) if r["clouds"] else "(all)"] for r in rows],  # type: ignore[arg-type]
+                  ",".join(r["clouds"]) if r["clouds"] else "(all)"] for r in rows],
                 justify_right=("amount",))
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from decimal import Decimal
 
 import click
@@ -15,6 +16,7 @@ from gpuplan.catalog.gpu_names import (
     resolve_clouds,
     resolve_gpus,
 )
+from gpuplan.catalog.offer import Offer
 from gpuplan.catalog.tflops import peak_tflops_table
 from gpuplan.catalog.view import SORT_KEYS, PriceRow, cheapest_per_region, sort_rows
 from gpuplan.catalog.zones import AVAILABILITY_ZONE, ZONE_CHOICES
@@ -67,13 +69,16 @@ def prices(app: AppContext, gpu_text: str | None, min_gpus: float | None, min_gp
 
     catalog = Catalog.load(app.db_url, clouds)
     catalog.check_regions(regions)
-    gpus = frozenset(g for g in gpus if rented(g)) if gpus is not None else None
-    filters = {"gpus": gpus, "spot": spot, "min_gpus": min_gpus, "min_gpu_memory_gb": min_gpu_memory,
-               "regions": regions, "max_price": max_price}
-    offers = catalog.select(**filters, zones=zone_choice)  # type: ignore[arg-type]
+    wanted = frozenset(g for g in gpus if rented(g)) if gpus is not None else None
+
+    def select(zones: str) -> list[Offer]:
+        return catalog.select(gpus=wanted, spot=spot, min_gpus=min_gpus, min_gpu_memory_gb=min_gpu_memory,
+                              regions=regions, max_price=max_price, zones=zones)
+
+    offers = select(zone_choice)
     rows = sort_rows(cheapest_per_region(offers, spot=spot, peak_tflops=peak_tflops_table()), sort_by)
     if zone_choice == "standard" and not as_json:
-        _note_left_out(catalog.select(**filters, zones="local"), spot)  # type: ignore[arg-type]
+        _note_left_out(select("local"), spot)
     shown = rows[:limit] if limit else rows
 
     now = dt.datetime.now(dt.timezone.utc)
@@ -140,7 +145,7 @@ def _zone_label(row: PriceRow) -> str:
     return zone if kind == AVAILABILITY_ZONE else f"{zone} ({kind})"
 
 
-def _note_left_out(local: list, spot: bool) -> None:  # type: ignore[type-arg]
+def _note_left_out(local: list[Offer], spot: bool) -> None:
     """Say that Local/Wavelength Zone offers exist and were left out, with the cheapest one, labelled."""
     priced = [o for o in local if o.price(spot) is not None]
     if not priced:
@@ -165,7 +170,7 @@ def _print(rows: list[PriceRow], spot: bool) -> None:
     _plain_table(columns, body, right_from=5)
 
 
-def _plain_table(columns: list[str], rows: list[tuple[str | None, ...]], right_from: int) -> None:
+def _plain_table(columns: list[str], rows: Sequence[tuple[str | None, ...]], right_from: int) -> None:
     """An aligned plain-text table. Not rich: rendering 20 rows with rich costs ~40 ms of CPU (plus its
     import), a sixth of the 300 ms this command may take; plain columns also paste cleanly into issues."""
     cells = [[("" if c is None else str(c)) for c in row] for row in rows]

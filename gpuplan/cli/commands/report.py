@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from gpuplan.cli.context import AppContext, pass_app
 from gpuplan.cli.output import emit_json, note, print_table
 from gpuplan.errors import UserError
+
+if TYPE_CHECKING:  # types only: sqlalchemy and the books load when a report runs, not at CLI start-up
+    import datetime as dt
+
+    from sqlalchemy.orm import Session
+
+    from gpuplan.books.report import ReportRequest
 
 NOW_HELP = "Fixed clock for reproducible reports (ISO time; env GPUPLAN_NOW); running instances accrue to it."
 
@@ -101,7 +109,8 @@ def report(app: AppContext, since: str | None, until: str | None, by: tuple[str,
 
 
 def _quoted_or_bill(app: AppContext, *, quoted: bool, since: str | None, until: str | None, by: tuple[str, ...],
-                    project: str | None, clouds: tuple[str, ...], fmt: str, now: object, plot: Path | None) -> None:
+                    project: str | None, clouds: tuple[str, ...], fmt: str, now: dt.datetime,
+                    plot: Path | None) -> None:
     """`--quoted` and `--bill` (gpuplan.cli.commands.report_extra): table or JSON, one at a time."""
     from gpuplan.books import periods
     from gpuplan.books import report as rep
@@ -123,16 +132,14 @@ def _quoted_or_bill(app: AppContext, *, quoted: bool, since: str | None, until: 
     unit, key = rep.parse_by(by)
     if key is not None:
         raise UserError("--bill is per run and period: --by takes month or day only")
-    report_extra.show_bill(app, since=start, until=end, unit=unit, project=project, now=now,  # type: ignore[arg-type]
+    report_extra.show_bill(app, since=start, until=end, unit=unit, project=project, now=now,
                            as_json=fmt == "json")
 
 
-def _spot_note(app: AppContext, request: object) -> None:
+def _spot_note(app: AppContext, request: ReportRequest) -> None:
     """Under the spend table: how far the billed spot cost in the window is from the launch quotes."""
-    from gpuplan.books import report as rep
     from gpuplan.books.quoted import quoted_vs_billed, summary_line
 
-    assert isinstance(request, rep.ReportRequest)
     with app.store.session() as session:
         line = summary_line(quoted_vs_billed(session, since=request.since, until=request.until,
                                              project=request.project, clouds=request.clouds))
@@ -152,11 +159,10 @@ def _clouds(clouds: tuple[str, ...]) -> tuple[str, ...] | None:
     return tuple(names) or None
 
 
-def _plot(session: object, request: object, path: Path) -> None:
+def _plot(session: Session, request: ReportRequest, path: Path) -> None:
     from gpuplan.books import plot
     from gpuplan.books import report as rep
 
-    assert isinstance(request, rep.ReportRequest)
     buckets, series, unit = rep.plot_data(session, request)
     lines = [plot.BudgetLine(b.name, b.amount_usd, b.period) for b in rep.matching_budgets(session, request)]
     scope = f" — project {request.project}" if request.project else ""
@@ -165,12 +171,12 @@ def _plot(session: object, request: object, path: Path) -> None:
     note(f"wrote {path}")
 
 
-def _accuracy(app: AppContext, now: object, fmt: str) -> None:
+def _accuracy(app: AppContext, now: dt.datetime, fmt: str) -> None:
     from gpuplan.books import accuracy
     from gpuplan.cli.display import dollars, hours_text
 
     with app.store.session() as session:
-        acc = accuracy.accuracy(session, now)  # type: ignore[arg-type]
+        acc = accuracy.accuracy(session, now)
     if fmt == "json":
         emit_json({"runs": acc.runs, "summary": acc.summary, "by_gpu": acc.by_gpu})
         return

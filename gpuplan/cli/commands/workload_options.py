@@ -108,10 +108,8 @@ def workload_options(command: F) -> F:
     return command
 
 
-def _size(value: str | None, what: str) -> int | None:
+def _size(value: str, what: str) -> int:
     """`--params 7B` -> 7e9, inside gpuplan.limits' range of the same name (`--params` -> params)."""
-    if value is None:
-        return None
     try:
         return parse_size(value, what=what, limit=what.removeprefix("--"))
     except ValueError as exc:
@@ -141,6 +139,9 @@ def count_module_params(target: str) -> int:
     return int(sum(p.numel() for p in model.parameters()))
 
 
+MODEL_MISSING = "say which model: --params 7B, --model llama-2-7b, --model-config config.json or --module"
+
+
 def _model(params: str | None, model: str | None, model_config: str | None,
            module: str | None) -> tuple[int, Architecture | None]:
     given = [name for name, v in (("--params", params), ("--model", model), ("--model-config", model_config),
@@ -148,7 +149,7 @@ def _model(params: str | None, model: str | None, model_config: str | None,
     if len(given) > 1:
         raise UserError(f"give one of --params, --model, --model-config or --module, not {' and '.join(given)}")
     if not given:
-        raise UserError("say which model: --params 7B, --model llama-2-7b, --model-config config.json or --module")
+        raise UserError(MODEL_MISSING)
     try:
         if model:
             arch = preset(model)
@@ -160,29 +161,26 @@ def _model(params: str | None, model: str | None, model_config: str | None,
         raise UserError(str(exc)) from exc
     if module:
         return count_module_params(module), None
-    size = _size(params, "--params")
-    assert size is not None
-    return size, None
+    if not params:  # unreachable: `given` named exactly one option and the other three returned above
+        raise UserError(MODEL_MISSING)
+    return _size(params, "--params"), None
 
 
 def _tokens(mode: str, tokens: str | None, samples: str | None, epochs: float | None, seq_len: int) -> int:
     if tokens and (samples or epochs):
         raise UserError("give --tokens, or --samples with --epochs, not both")
     if tokens:
-        value = _size(tokens, "--tokens")
-        assert value is not None
-        return value
+        return _size(tokens, "--tokens")
     if samples:
         count = _size(samples, "--samples")
-        assert count is not None
         if epochs is not None and epochs <= 0:
             raise UserError("--epochs must be greater than zero")
-        tokens = max(1, round(count * (epochs or 1.0) * seq_len))
+        total = max(1, round(count * (epochs or 1.0) * seq_len))
         try:  # each factor is in range, their product need not be
-            check("tokens", tokens, "--samples x --epochs x --seq-len")
+            check("tokens", total, "--samples x --epochs x --seq-len")
         except ValueError as exc:
             raise UserError(str(exc)) from exc
-        return tokens
+        return total
     if epochs is not None:
         raise UserError("--epochs needs --samples")
     if mode == "inference":
