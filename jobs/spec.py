@@ -520,12 +520,18 @@ def spec_hash(text: str) -> str:
 
 def load_spec(path: str | Path) -> JobSpec:
     """Read and validate a job spec file; every problem is a SpecError naming `file:line`."""
+    return parse_spec(read_spec_text(path), source=str(path))
+
+
+def read_spec_text(path: str | Path) -> str:
+    """A job spec file's text, read once: the caller validates and records this very text (a second read could
+    see another file). Every problem is a SpecError naming the file."""
     from gpuplan.jobs.spec_bounds import SpecBoundsError, read_bounded
     from gpuplan.readfile import FileRefused
 
     path = Path(path)
     try:
-        text = read_bounded(path)
+        return read_bounded(path)
     except FileNotFoundError as exc:
         raise SpecError(f"job spec {path} does not exist") from exc
     except FileRefused as exc:  # not a regular file, too big, not UTF-8 (gpuplan.readfile)
@@ -534,7 +540,6 @@ def load_spec(path: str | Path) -> JobSpec:
         raise SpecError(f"{path}: {exc}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise SpecError(f"cannot read job spec {path}: {exc}") from exc
-    return parse_spec(text, source=str(path))
 
 
 def parse_spec(text: str, source: str = "<spec>") -> JobSpec:

@@ -71,15 +71,15 @@ def translate_text(text: str, *, source: str, default_name: str) -> Translation 
 
 
 def load_job(path: str | Path) -> LoadedJob:
-    """Read a gpuplan spec, a SkyPilot task or a dstack task; errors are SpecError naming the file."""
-    from gpuplan.jobs.spec import SpecError, load_spec, parse_spec
-    from gpuplan.jobs.spec_bounds import SpecBoundsError, read_bounded
+    """Read a gpuplan spec, a SkyPilot task or a dstack task; errors are SpecError naming the file.
+
+    The file is read once: the LoadedJob's `text` (what launch records as the run's spec) is the text its `spec`
+    was validated from, or the translation of it.
+    """
+    from gpuplan.jobs.spec import SpecError, parse_spec, read_spec_text
 
     path = Path(path)
-    try:
-        text = read_bounded(path)
-    except (OSError, UnicodeDecodeError, SpecBoundsError):
-        return LoadedJob(load_spec(path), "")  # load_spec words the problem
+    text = read_spec_text(path)
     translation = translate_text(text, source=str(path), default_name=path.stem)
     if translation is None:
         return LoadedJob(parse_spec(text, source=str(path)), text)
