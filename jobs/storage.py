@@ -1,18 +1,22 @@
 """A run's durable storage: where its checkpoints (and outputs) outlive the machine that wrote them.
 
-The spec's `storage:` (or `[defaults] storage` in the config file) names a place on the run's own cloud — an S3
-prefix on AWS (`s3://bucket/prefix`), a GCS prefix on GCP (`gs://bucket/prefix`), an absolute folder path that
-every node can reach on Slurm or this machine (`/shared/gpuplan`). Each run gets its own folder there, named by its
+The spec's `storage:` (or `[defaults] storage` in the config file) names a place the run's machines reach — a
+bucket prefix (`SCHEME://bucket/prefix`: the object store of the run's cloud) or an absolute folder path that every
+node can reach on a cluster or this machine (`/shared/gpuplan`). Each run gets its own folder there, named by its
 run id, so runs never read each other's checkpoints: `<storage>/<run id>/checkpoints/` holds what the job wrote to
 `$GPUPLAN_CHECKPOINT_DIR`, restored on every (re)launch (gpuplan.jobs.boot_checkpoints).
 
-Rules, no I/O but the config file: validation of the value, the run's URLs, which storage fits which cloud.
+Which schemes exist is the providers' knowledge, not this module's: each declares the `storage_schemes` its
+machines reach (`Provider.storage_schemes`; `path` for a shared folder), the launch refuses a storage its provider
+does not reach (`storage_misfit`), and `gpuplan config` refuses one no provider reaches (`unknown_scheme`).
+
+Rules, no I/O but the config file: validation of the value, the run's URLs, which storage fits which provider.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from gpuplan.config import default_setting
@@ -20,22 +24,42 @@ from gpuplan.errors import UserError
 
 CHECKPOINTS = "checkpoints"
 CODE_BUNDLE = "code.tar.gz"
-# s3://bucket[/prefix] and gs://bucket[/prefix]: bucket names are 3-63 lower-case letters, digits, dots and dashes
-# (https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html,
+PATH = "path"  # the scheme of an absolute folder path: a file system every node reaches, no cloud's object store
+# SCHEME://bucket[/prefix]. The bucket rule is what the object stores' naming rules share: 3-63 lower-case letters,
+# digits, dots and dashes (S3: https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html, GCS:
 # https://cloud.google.com/storage/docs/buckets#naming); prefixes stay to safe object-name characters here.
-_BUCKET_URL = re.compile(r"^(s3|gs)://([a-z0-9][a-z0-9._-]{1,61}[a-z0-9])(/[A-Za-z0-9._=+@,:/-]*)?$")
+_BUCKET_URL = re.compile(r"^([a-z][a-z0-9]{0,15})://([a-z0-9][a-z0-9._-]{1,61}[a-z0-9])(/[A-Za-z0-9._=+@,:/-]*)?$")
 _PATH = re.compile(r"^/[A-Za-z0-9._=+@,:/ -]*$")
-# Which storage each cloud's machines can reach with what their images ship (and, on AWS, their role allows).
 
 
 def storage_scheme(value: str) -> str:
-    """`s3`, `gs` or `path`; ValueError (a spec error, exit 2) for anything else."""
+    """A bucket URL's scheme (`SCHEME` of `SCHEME://bucket/prefix`) or `path` for an absolute folder path; ValueError
+    (a spec error, exit 2) for anything else. Whether a provider reaches that scheme is checked at launch."""
     match = _BUCKET_URL.match(value)
     if match:
         return match.group(1)
     if _PATH.match(value) and "/../" not in f"{value}/" and "//" not in value:
-        return "path"
-    raise ValueError(f"storage {value!r} is not s3://bucket/prefix, gs://bucket/prefix or an absolute folder path")
+        return PATH
+    raise ValueError(f"storage {value!r} is neither a bucket prefix (SCHEME://bucket/prefix, e.g. the run's cloud's "
+                     "object store) nor an absolute folder path")
+
+
+def scheme_words(scheme: str) -> str:
+    """`an s3:// prefix`, `a shared folder path`: a scheme as a message names it."""
+    if scheme == PATH:
+        return "a shared folder path"
+    article = "an" if scheme[0] in "aefhilmnorsx" else "a"  # said letter by letter: an s3, a gs
+    return f"{article} {scheme}:// prefix"
+
+
+def unknown_scheme(storage: str, known: Collection[str]) -> str | None:
+    """Why no provider can keep runs in `storage` (`known`: every registered provider's `storage_schemes`), in one
+    line; None when one can."""
+    scheme = storage_scheme(storage)
+    if scheme in known:
+        return None
+    return (f"storage {storage}: no provider keeps runs in {scheme}:// storage; they take "
+            + ", ".join(scheme_words(s) for s in sorted(known)))
 
 
 def check_storage(value: str | None) -> str | None:
@@ -68,8 +92,8 @@ def storage_misfit(storage: str, cloud: str, allowed: Sequence[str]) -> str | No
     scheme = storage_scheme(storage)
     if not allowed or scheme in allowed:
         return None
-    wanted = {"s3": "an s3:// prefix", "gs": "a gs:// prefix", "path": "a shared folder path"}[allowed[0]]
-    return f"storage {storage} cannot be used on {cloud}: a {cloud} run keeps its checkpoints in {wanted}"
+    return (f"storage {storage} cannot be used on {cloud}: a {cloud} run keeps its checkpoints in "
+            f"{scheme_words(allowed[0])}")
 
 
 def node_storage_fields(options: Mapping[str, Any]) -> dict[str, Any]:

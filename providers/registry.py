@@ -29,6 +29,19 @@ def provider_names() -> list[str]:
     return sorted(names)
 
 
+def storage_schemes() -> frozenset[str]:
+    """Every run storage scheme some registered provider's machines reach (their `storage_schemes`): what a
+    `[defaults] storage` may name. A provider that takes any storage (empty) adds none; one whose package is not
+    installed here is left out."""
+    found: set[str] = set()
+    for name in provider_names():
+        try:
+            found.update(load_provider_class(name).storage_schemes)
+        except UnknownProviderError:
+            continue
+    return frozenset(found)
+
+
 def load_provider_class(name: str) -> type[Provider]:
     """The Provider class registered as `name`; an unknown name is a ProviderError listing the known ones."""
     import importlib

@@ -6,7 +6,8 @@ what needs the rest of gpuplan is checked here, where the CLI may import it:
 
 - `[defaults] provider` and each of `clouds`: a registered provider (`%`, `$(id)`, escapes or 100,000 characters
   name none), as the spec's `resources.clouds` are read;
-- `[defaults] storage`: the spec's storage rule (s3://, gs:// or a folder path; `ftp://x` is none of them);
+- `[defaults] storage`: the spec's storage rule (a bucket prefix or a folder path), in a scheme some registered
+  provider's machines reach (their `storage_schemes`: `ftp://bucket` is none of them);
 - `[defaults] project`: the spec's project rule;
 - every `[providers.NAME]` value: of the type its constructor parameter takes (`root = 5` is no path), finite,
   and accepted by the provider itself (it is built once: `price_per_hour = nan` or `-3` is refused by it).
@@ -31,12 +32,16 @@ def check_default_value(key: str, value: Any, where: str | None = None) -> None:
             if name.strip() not in names:
                 raise UserError(f"{where}: {name!r} names no provider{did_you_mean(str(name), names)}")
     elif key == "storage":
-        from gpuplan.jobs.storage import check_storage
+        from gpuplan.jobs.storage import check_storage, unknown_scheme
+        from gpuplan.providers.registry import storage_schemes
 
         try:
-            check_storage(str(value))
+            checked = check_storage(str(value))
         except ValueError as exc:
             raise UserError(f"{where}: {exc}") from None
+        unknown = unknown_scheme(checked, storage_schemes()) if checked else None
+        if unknown:
+            raise UserError(f"{where}: {unknown}")
     elif key == "project":
         from pydantic import ValidationError
 

@@ -67,7 +67,7 @@ def setup_aws(app: AppContext, create: bool, name: str, bucket: str | None, kms_
     if print_policy:
         from gpuplan.providers.aws.policy import launch_policy
 
-        stores = [str(check).removeprefix("s3://").split("/", 1)[0] for check in (_s3_storage(storage),) if check]
+        stores = [check.split("://", 1)[1].split("/", 1)[0] for check in (_s3_storage(storage),) if check]
         buckets = tuple(dict.fromkeys([b for b in (bucket or os.environ.get("GPUPLAN_AWS_BUCKET"),) if b] + stores))
         click.echo(json.dumps(launch_policy(instance_profile=name, buckets=buckets), indent=2))
         return
@@ -132,18 +132,27 @@ def _record_profile(name: str, bucket: str | None) -> Path:
 
 
 def _s3_storage(storage: str | None) -> str | None:
-    """--storage, else an s3:// `[defaults] storage`; one line and exit 2 for anything but s3://BUCKET[/PREFIX]."""
+    """--storage, else an S3 `[defaults] storage` (AwsProvider.storage_schemes); one line and exit 2 for anything but
+    s3://BUCKET[/PREFIX]."""
     from gpuplan.config import default_setting
     from gpuplan.jobs.storage import check_storage, storage_scheme
+    from gpuplan.providers.aws.provider import AwsProvider
+
+    def reached(value: str) -> bool:
+        return storage_scheme(value) in AwsProvider.storage_schemes
 
     if storage is None:
         default = default_setting("storage")
-        return str(default).rstrip("/") if isinstance(default, str) and default.startswith("s3://") else None
+        try:
+            checked = check_storage(default) if isinstance(default, str) else None
+        except ValueError:
+            return None  # `gpuplan config` words a bad [defaults] storage; here it is just not an S3 one
+        return checked if checked is not None and reached(checked) else None
     try:
         checked = check_storage(storage)
     except ValueError as exc:
         raise UserError(f"--storage: {exc}") from exc
-    if checked is None or storage_scheme(checked) != "s3":
+    if checked is None or not reached(checked):
         raise UserError(f"--storage {storage!r}: an AWS role can only be given an s3://BUCKET/PREFIX storage")
     return checked
 

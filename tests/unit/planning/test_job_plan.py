@@ -7,6 +7,7 @@ resources and limits, the command line's limits over them — is decided here.
 from __future__ import annotations
 
 import datetime as dt
+import re
 from decimal import Decimal
 from pathlib import Path
 
@@ -58,7 +59,7 @@ def test_a_spec_deadline_in_the_past_is_one_user_error(tmp_path: Path) -> None:
 
 
 def test_max_nodes_below_the_spec_nodes_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(UserError, match="--max-nodes 1 is below the spec's resources.nodes 2"):
+    with pytest.raises(UserError, match=re.escape("--max-nodes 1 is below the spec's resources.nodes 2")):
         plan_job(PlanRequest(spec_path=_spec(tmp_path), max_nodes=1), db_url=None)
 
 
