@@ -98,7 +98,8 @@ def on_demand_prices(pricing: Any, regions: Sequence[str] | None,
     """(instance type, region) -> on-demand USD/hour for the GPU families gpuplan plans for."""
     out: dict[tuple[str, str], Decimal] = {}
     skipped: set[str] = set()
-    for region in regions or [None]:
+    wanted: Sequence[str | None] = regions or [None]  # None: every region in one query
+    for region in wanted:
         filters = [{"Type": "TERM_MATCH", "Field": name, "Value": value} for name, value in BASE_FILTERS]
         if region is not None:
             filters.append({"Type": "TERM_MATCH", "Field": "regionCode", "Value": region})

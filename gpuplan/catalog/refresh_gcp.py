@@ -180,12 +180,11 @@ def _offer(prices: UnitPrices, machine: MachineType, accelerator: str, count: in
     series = machine.name.split("-", 1)[0]
     market_prices: list[Decimal | None] = []
     for spot in (False, True):
-        parts = (prices.get(region, "core", series, spot), prices.get(region, "ram", series, spot),
-                 prices.get(region, "gpu", accelerator, spot))
-        if any(p is None for p in parts):
+        core, ram, per_gpu = (prices.get(region, "core", series, spot), prices.get(region, "ram", series, spot),
+                              prices.get(region, "gpu", accelerator, spot))
+        if core is None or ram is None or per_gpu is None:
             market_prices.append(None)
             continue
-        core, ram, per_gpu = parts  # type: ignore[misc]
         total = core * machine.vcpus + ram * Decimal(str(machine.memory_gib)) + per_gpu * count
         market_prices.append(total.quantize(Decimal("0.000001")))
     if market_prices == [None, None]:
