@@ -276,9 +276,10 @@ def stop_before_start(node_dir: Path) -> None:
 def read_exit(node_dir: Path) -> dict[str, Any] | None:
     """The recorded end of a node (exit_code, ended_at, reason), or None while it has not ended."""
     try:
-        return json.loads((node_dir / EXIT_FILE).read_text())  # type: ignore[no-any-return]
+        recorded = json.loads((node_dir / EXIT_FILE).read_text())
     except (FileNotFoundError, json.JSONDecodeError):
         return None
+    return recorded if isinstance(recorded, dict) else None  # the wrapper writes an object; anything else is no end
 
 
 class NodeRunner:

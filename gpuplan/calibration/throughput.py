@@ -144,10 +144,12 @@ def calibration_lookup(db_url: str | None) -> Lookup:
         if not rows:
             return None
         mfu, samples, cal_id = rows[0]
+        if not isinstance(mfu, (int, float)):  # a REAL column; sqlite3 rows are typed as any object
+            return None
         runs = [str(r[0]) for r in _query(
             db_url, "SELECT run_id FROM calibrations WHERE gpu = ? AND params_bucket = ? AND run_id IS NOT NULL "
                     "ORDER BY id", (key.gpu, bucket))]
-        return Throughput(mfu=min(1.0, float(mfu)), source="calibrated",  # type: ignore[arg-type]
+        return Throughput(mfu=min(1.0, float(mfu)), source="calibrated",
                           detail=f"calibration #{cal_id} ({key.gpu}, {bucket}, {samples} run(s))",
                           ref={"calibration_id": cal_id, "params_bucket": bucket, "samples": samples,
                                "run_ids": runs})

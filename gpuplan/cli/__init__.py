@@ -107,6 +107,7 @@ class LazyGroup(click.Group):
             with formatter.section("Commands"):
                 formatter.write_dl(sorted(rows))
 
+    # click types Command.main as two overloads (NoReturn when standalone); one wrapper cannot restate them.
     def main(self, args: Any = None, prog_name: str | None = None, **extra: Any) -> Any:  # type: ignore[override]
         """Run the CLI; map every error to `error: ...` on stderr and a documented exit status.
 

@@ -91,7 +91,7 @@ def print_table(
     console = Console(file=sys.stdout, soft_wrap=False, width=max(_terminal_width(), 80))
     # rich answers a closed pipe with SystemExit(1); let it be the BrokenPipeError every other write raises, so
     # the entry point ends the process the Unix way (gpuplan.cli.brokenpipe).
-    console.on_broken_pipe = _raise_broken_pipe  # type: ignore[method-assign]
+    console.on_broken_pipe = _raise_broken_pipe  # type: ignore[method-assign]  # rich: a method, no hook to pass
     console.print(table)
 
 

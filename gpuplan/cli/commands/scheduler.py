@@ -9,7 +9,9 @@ import signal
 import socket
 import sys
 import threading
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -18,6 +20,9 @@ from gpuplan.cli.context import AppContext, pass_app
 from gpuplan.cli.output import emit_json, print_table
 from gpuplan.errors import UserError
 from gpuplan.limits import limit
+
+if TYPE_CHECKING:
+    from gpuplan.scheduling.scheduler import FireResult
 
 log = logging.getLogger("gpuplan.scheduling.scheduler")
 
@@ -48,18 +53,18 @@ def _parse_at(value: str) -> dt.datetime:
     return at
 
 
-def _result_rows(results: list) -> list[dict]:  # type: ignore[type-arg]
+def _result_rows(results: Sequence[FireResult]) -> list[dict[str, object]]:
     return [{"schedule": r.schedule, "fire_at": r.fire_at, "outcome": r.outcome, "reason": r.reason,
              "run_id": r.run_id} for r in results]
 
 
-def _print_results(rows: list[dict], at: dt.datetime) -> None:  # type: ignore[type-arg]
-    if not rows:
+def _print_results(results: Sequence[FireResult], at: dt.datetime) -> None:
+    if not results:
         click.echo(f"nothing due at {at:%Y-%m-%d %H:%M %Z}")
         return
     print_table(["schedule", "slot (UTC)", "outcome", "run", "reason"],
-                [(r["schedule"], f"{r['fire_at']:%Y-%m-%d %H:%M}", r["outcome"], r["run_id"] or "",
-                  r["reason"] or "") for r in rows])
+                [(r.schedule, f"{r.fire_at:%Y-%m-%d %H:%M}", r.outcome, r.run_id or "", r.reason or "")
+                 for r in results])
 
 
 @scheduler.command()
@@ -73,11 +78,11 @@ def tick(app: AppContext, at_text: str | None, as_json: bool) -> None:
     from gpuplan.scheduling.scheduler import tick as run_tick
 
     at = _parse_at(at_text) if at_text is not None else dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
-    rows = _result_rows(run_tick(app.store, at, make_launcher(app.store), gates_of))
+    results = run_tick(app.store, at, make_launcher(app.store), gates_of)
     if as_json:
-        emit_json({"at": at, "fires": rows})
+        emit_json({"at": at, "fires": _result_rows(results)})
     else:
-        _print_results(rows, at)
+        _print_results(results, at)
 
 
 @scheduler.command()
