@@ -29,19 +29,6 @@ def provider_names() -> list[str]:
     return sorted(names)
 
 
-def storage_schemes() -> frozenset[str]:
-    """Every run storage scheme some registered provider's machines reach (their `storage_schemes`): what a
-    `[defaults] storage` may name. A provider that takes any storage (empty) adds none; one whose package is not
-    installed here is left out."""
-    found: set[str] = set()
-    for name in provider_names():
-        try:
-            found.update(load_provider_class(name).storage_schemes)
-        except UnknownProviderError:
-            continue
-    return frozenset(found)
-
-
 def load_provider_class(name: str) -> type[Provider]:
     """The Provider class registered as `name`; an unknown name is a ProviderError listing the known ones."""
     import importlib
@@ -154,3 +141,16 @@ def make_provider(name: str, **overrides: Any) -> Provider:
             raise
         raise UserError(f"config file {config_path()}: [providers.{name}] has a setting the {name} provider "
                         f"does not take ({exc})") from exc
+
+
+def storage_schemes() -> frozenset[str]:
+    """Every run storage scheme some registered provider's machines reach (their `storage_schemes`): what a
+    `[defaults] storage` may name. A provider that takes any storage (empty) adds none; one whose package is not
+    installed here is left out."""
+    found: set[str] = set()
+    for name in provider_names():
+        try:
+            found.update(load_provider_class(name).storage_schemes)
+        except UnknownProviderError:
+            continue
+    return frozenset(found)

@@ -153,11 +153,10 @@ def spot_model_for(rate: float | None, checkpoint_hours: float | None,
                    measured_loss_hours: float | None = None) -> SpotModel:
     """The spot model: `rate` interruptions per node-hour on every cloud (None: each cloud's default), work lost
     per interruption measured when past relaunches recorded it, else half of `checkpoint_hours` (default 1 h)."""
-    from gpuplan.planning.planner import DEFAULT_CHECKPOINT_HOURS, DEFAULT_INTERRUPTIONS_PER_HOUR
-
-    rates = {cloud: rate for cloud in DEFAULT_INTERRUPTIONS_PER_HOUR} if rate is not None else dict(
-        DEFAULT_INTERRUPTIONS_PER_HOUR)
-    return SpotModel(interruptions_per_hour=rates, checkpoint_hours=checkpoint_hours or DEFAULT_CHECKPOINT_HOURS,
+    defaults = SpotModel()  # each cloud's rate and the checkpoint interval the planner assumes
+    rates = {cloud: rate for cloud in defaults.interruptions_per_hour} if rate is not None else \
+        defaults.interruptions_per_hour
+    return SpotModel(interruptions_per_hour=rates, checkpoint_hours=checkpoint_hours or defaults.checkpoint_hours,
                      measured_loss_hours=measured_loss_hours)
 
 
