@@ -15,10 +15,10 @@ from gpuplan.providers.base import LaunchRequest
 from gpuplan.providers.gcp.data_nics import DATA_MTU, DESCRIPTION
 from gpuplan.providers.gcp.permissions import launch_roles
 from gpuplan.providers.gcp.provider import GcpProvider
+from unit.providers.gcp.test_strict_gce import ZONE, body, client, insert
 
 from support.fakes.gce_server import RunningFake
 from support.strict_gce import reachable
-from unit.providers.gcp.test_strict_gce import ZONE, body, client, insert
 
 
 def req(run_id: str, **kw: object) -> LaunchRequest:
@@ -78,7 +78,7 @@ def test_without_permission_to_make_the_networks_the_launch_stops_before_any_vm(
     from gpuplan.providers.base import AuthError
 
     gce.strict.caller_permissions = set(launch_roles()["permissions"]) - {"compute.networks.create"}
-    with pytest.raises(AuthError, match="roles/compute.networkAdmin"):
+    with pytest.raises(AuthError, match=r"roles/compute\.networkAdmin"):
         GcpProvider(retry_initial=0.01, retry_timeout=5).launch(req("r-tcpx000003"))
     assert gce.state.live() == [] and gce.strict.denied == ["compute.networks.create"]
 
