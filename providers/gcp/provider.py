@@ -42,6 +42,7 @@ from gpuplan.providers.base import (
     Provider,
     ProviderError,
 )
+from gpuplan.providers.gcp.caller_access import check_caller_access
 from gpuplan.providers.gcp.capabilities import GcpCapabilities
 from gpuplan.providers.gcp.data_nics import DataNic, data_fabric, ensure_data_nics
 from gpuplan.providers.gcp.firewall import ensure_internal_rule
@@ -235,16 +236,17 @@ class GcpProvider(GcpCapabilities, Provider):
     def check_launch(self, request: LaunchRequest) -> LaunchCheck:
         """Refuse before anything is recorded (UserError, exit 2) what GCE would refuse in every zone because of the
         user's own configuration: spec labels breaking GCE's label rules, a boot image family missing from its image
-        project (providers/gcp/preflight.py)."""
+        project (providers/gcp/preflight.py), credentials lacking what the run's secrets and buckets need."""
         check_labels(request.labels)
+        notes = check_caller_access(self, request)  # Secret Manager and bucket permissions (.caller_access)
         try:
             self.image_families.check_for_user(image(self, request), lambda: self.client("ImagesClient"),
                                                self._retry())
         except UserError:
             raise  # the family is missing: the user's configuration
         except ProviderError as exc:  # no credentials or no network (a dry run on a laptop): the launch will say
-            return LaunchCheck(notes=(f"boot image family not checked: {exc}",))
-        return LaunchCheck()
+            notes.append(f"boot image family not checked: {exc}")
+        return LaunchCheck(notes=tuple(notes))
 
     def launch(self, request: LaunchRequest) -> list[Instance]:
         """Start the run's nodes in one zone (all or nothing); return the existing ones if the run already has some."""
