@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from gpuplan.jobs.boot_cloud import BootCloud
 from gpuplan.jobs.bootstrap import BootPlan, render_boot_script
-from gpuplan.providers.gcp.boot_fabric import GCP_FABRIC_HOOKS, TCPX_ENV
+from gpuplan.providers.gcp.boot import gcp_boot_cloud
+from gpuplan.providers.gcp.boot_fabric import TCPX_ENV
 from unit.jobs.test_bootstrap_outcomes import DOCKER_SHIM, _wait_gone, calls
 
 from support.fakes.interruption_metadata import serve_interruption_metadata
@@ -39,7 +39,8 @@ def test_a_tcpx_vm_gives_the_container_the_rxdm_and_nccl_settings(tmp_path: Path
     base = tmp_path / "base"
     with serve_interruption_metadata() as metadata:
         metadata.state.machine_type, metadata.state.nics = machine, nics
-        cloud = BootCloud(functions=GCP_FABRIC_HOOKS, assignments={"METADATA_URL": metadata.metadata_url})
+        cloud = gcp_boot_cloud(metadata_url=metadata.metadata_url, gcs_endpoint="http://127.0.0.1:9",
+                               secretmanager_endpoint="http://127.0.0.1:9", compute_endpoint="http://127.0.0.1:9")
         script = render_boot_script(BootPlan(run_id="r-tcpx", name="tcpx", base_dir=str(base), poweroff=False,
                                              argv=["true"], image="example/train:1", runtime="docker", cloud=cloud))
         path = tmp_path / "boot.sh"
