@@ -61,6 +61,7 @@ def _isolated_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setenv("CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE", "http://127.0.0.1:9/compute/v1/")
     monkeypatch.setenv("CLOUDSDK_API_ENDPOINT_OVERRIDES_STORAGE", "http://127.0.0.1:9/storage/v1/")
     monkeypatch.setenv("CLOUDSDK_API_ENDPOINT_OVERRIDES_SECRETMANAGER", "http://127.0.0.1:9/")
+    monkeypatch.setenv("CLOUDSDK_API_ENDPOINT_OVERRIDES_CLOUDRESOURCEMANAGER", "http://127.0.0.1:9/")
     monkeypatch.delenv("GPUPLAN_GCS_BUCKET", raising=False)
     monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "gpuplan-test")
     monkeypatch.delenv("GPUPLAN_DEBUG", raising=False)
@@ -165,4 +166,6 @@ def secretmanager(monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
 
     with serve(FakeSecretManager(project="gpuplan-test")) as fake:
         monkeypatch.setenv("CLOUDSDK_API_ENDPOINT_OVERRIDES_SECRETMANAGER", fake.endpoint)
+        # Resource Manager's projects.testIamPermissions (the launch's permission check) is answered there too.
+        monkeypatch.setenv("CLOUDSDK_API_ENDPOINT_OVERRIDES_CLOUDRESOURCEMANAGER", fake.endpoint)
         yield fake

@@ -112,14 +112,16 @@ def workload_from_job(job_workload: SpecWorkload) -> tuple[Workload, Throughput 
 
 
 def estimate_for_job(job_workload: SpecWorkload, *, gpu: str, gpus_per_node: int, nodes: int,
-                     throughput: Throughput | None = None) -> Estimate:
+                     throughput: Throughput | None = None, network_gbps: float | None = None) -> Estimate:
     """The estimate for a job spec's `workload` section on `nodes` x `gpus_per_node` GPUs of type `gpu`.
 
     The adapter `gpuplan.launching.start` calls. The workload's own `throughput` / `mfu` are the user's numbers and win;
-    otherwise `throughput`, else the step model.
+    otherwise `throughput`, else the step model. `network_gbps`: the inter-node network of the instance type the
+    run gets (gpuplan.hardware.networks), else the GPU's usual cloud instance.
     """
     from gpuplan.hardware.gpus import resolve_gpu
 
     workload, own = workload_from_job(job_workload)
-    hardware = Hardware(resolve_gpu(gpu), gpus=gpus_per_node * nodes, nodes=nodes, gpus_per_node=gpus_per_node)
+    hardware = Hardware(resolve_gpu(gpu), gpus=gpus_per_node * nodes, nodes=nodes, gpus_per_node=gpus_per_node,
+                        network_gbps=network_gbps)
     return estimate(workload, hardware, own or throughput)

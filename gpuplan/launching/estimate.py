@@ -121,6 +121,7 @@ def _estimate_with_estimator(spec: JobSpec, offer: ChosenOffer, params: int | No
     if spec.workload is None or not offer.gpu:
         return None
     from gpuplan.estimating.from_job import estimate_for_job, workload_from_job
+    from gpuplan.hardware.networks import inter_node_gbps
 
     try:
         throughput = None
@@ -133,7 +134,8 @@ def _estimate_with_estimator(spec: JobSpec, offer: ChosenOffer, params: int | No
                             seq_len=workload.seq_len, architecture=workload.architecture)
             throughput = resolve_throughput(tokens_per_s=None, mfu=None, key=key, lookups=store_lookups(db_url))
         est = estimate_for_job(spec.workload, gpu=offer.gpu, gpus_per_node=max(offer.gpus_per_node, 1),
-                               nodes=offer.nodes, throughput=throughput)
+                               nodes=offer.nodes, throughput=throughput,
+                               network_gbps=inter_node_gbps(offer.instance_type, offer.nodes))
     except (ValueError, UserError) as exc:
         log.info("no estimate for %s: %s", spec.name, exc)
         return None

@@ -23,6 +23,7 @@ from gpuplan.estimating.defaults import fewest_gpus
 from gpuplan.estimating.estimate import Estimate, Hardware, Throughput, Workload, estimate
 from gpuplan.estimating.job_hours import HoursBreakdown, job_hours
 from gpuplan.hardware.gpus import GpuSpec, resolve_gpu
+from gpuplan.hardware.networks import inter_node_gbps
 from gpuplan.limits import within
 from gpuplan.planning.job_cost import job_cost
 
@@ -206,7 +207,7 @@ def plan(
     spot_model = spot_model or SpotModel()
     throughput_for = throughput_for or (lambda _gpu: None)
     markets = [False, True] if constraints.spot is None else [constraints.spot]
-    estimates: dict[tuple[str, int, int, str], Estimate | str] = {}
+    estimates: dict[tuple[str, int, int, str, float | None], Estimate | str] = {}
     needed: dict[tuple[str, int], tuple[int, str] | None] = {}
     strategies = tuple(shardings or (workload.sharding,))
     gpu_specs: dict[str, GpuSpec | None] = {}
@@ -277,13 +278,16 @@ def plan(
 
 
 def _priced_option(offer: Offer, gpu: GpuSpec, workload: Workload, nodes: int, per_node: int, spot: bool,
-                   estimates: dict[tuple[str, int, int, str], Estimate | str], throughput_for: ThroughputFor,
+                   estimates: dict[tuple[str, int, int, str, float | None], Estimate | str],
+                   throughput_for: ThroughputFor,
                    spot_model: SpotModel, startup_s: float = 0.0, min_billed_seconds: int = 0) -> Option:
     """The option for `nodes` of this offer: estimated (once per shape), priced, spot-stretched."""
-    key = (gpu.name, per_node, nodes, workload.sharding)
+    network = inter_node_gbps(offer.instance_type, nodes)  # the network this type's nodes really have
+    key = (gpu.name, per_node, nodes, workload.sharding, network)
     if key not in estimates:
         try:
-            hardware = Hardware(gpu, gpus=per_node * nodes, nodes=nodes, gpus_per_node=per_node)
+            hardware = Hardware(gpu, gpus=per_node * nodes, nodes=nodes, gpus_per_node=per_node,
+                                network_gbps=network)
             estimates[key] = estimate(workload, hardware, throughput_for(gpu))
         except ValueError as exc:
             estimates[key] = str(exc)

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from gpuplan.jobs.boot_cloud import BootCloud
 from gpuplan.providers.base import Instance, InstanceState, LaunchRequest
+from gpuplan.providers.gcp.data_nics import DataNic, wants_gvnic
 from gpuplan.providers.gcp.outputs import vm_service_account
 from gpuplan.providers.gcp.rules import (
     GPU_NAMES,
@@ -101,8 +102,9 @@ def boot_disk_type(provider: VmSettings, request: LaunchRequest, machine_type: s
 
 
 def instance_body(provider: VmSettings, request: LaunchRequest, zone: str, name: str, machine_type: str,
-                   gpus: tuple[str | None, int], rank: int) -> Any:
-    """The Instance resource: labels, boot disk, GPUs, startup script, scheduling (spot, fail-safe)."""
+                   gpus: tuple[str | None, int], rank: int, data_nics: Sequence[DataNic] = ()) -> Any:
+    """The Instance resource: labels, boot disk, GPUs, startup script, scheduling (spot, fail-safe), and the GPU
+    data NICs of a multi-node A3 run (providers/gcp/data_nics.py: gVNIC, no external address)."""
     from google.cloud import compute_v1
 
     labels = {**labels_for(request), "gpuplan-node-rank": str(rank)}
@@ -123,6 +125,10 @@ def instance_body(provider: VmSettings, request: LaunchRequest, zone: str, name:
         nic.subnetwork = subnetwork
     if bool(option(request, "external_ip", provider.external_ip)):
         nic.access_configs = [compute_v1.AccessConfig(name="External NAT", type_="ONE_TO_ONE_NAT")]
+    if wants_gvnic(machine_type):
+        nic.nic_type = "GVNIC"
+    nics = [nic, *(compute_v1.NetworkInterface(network=d.network, subnetwork=d.subnetwork, nic_type="GVNIC")
+                   for d in data_nics)]
     metadata = [
         compute_v1.Items(key="startup-script", value=startup_script(provider, request, zone, rank)),
         compute_v1.Items(key="install-nvidia-driver", value="True"),
@@ -136,7 +142,7 @@ def instance_body(provider: VmSettings, request: LaunchRequest, zone: str, name:
         machine_type=f"zones/{zone}/machineTypes/{machine_type}",
         labels=labels,
         disks=[disk],
-        network_interfaces=[nic],
+        network_interfaces=nics,
         metadata=compute_v1.Metadata(items=metadata),
         scheduling=scheduling(request),
         tags=compute_v1.Tags(items=[NETWORK_TAG]),

@@ -2,7 +2,8 @@
 
 Shipped as package data (launch_roles.json) so `gpuplan setup gcp --print-policy` and docs/providers/gcp-permissions.md
 show one list. The predefined roles are the coarse way (https://cloud.google.com/compute/docs/access/iam: Compute
-Instance Admin (v1) creates and deletes VMs; Service Account User lets a VM run as a service account; Secret Manager
+Instance Admin (v1) creates and deletes VMs; Compute Network Admin makes the GPU data networks of a multi-node A3
+run, providers/gcp/data_nics.py; Service Account User lets a VM run as a service account; Secret Manager
 Admin creates and deletes the run's secrets; Storage Object User reads and writes the bucket); the permissions list
 is what gpuplan's calls need, for a custom role (https://cloud.google.com/iam/docs/creating-custom-roles).
 """

@@ -3,7 +3,12 @@
 Why: NCCL's all-reduce between nodes runs at the speed of the path between them; "compact placement policies
 specify that your VMs should be physically placed close to each other, which reduces network latency"
 (https://cloud.google.com/compute/docs/instances/placement-policies-overview#compact). GPU machine series with it:
-the accelerator-optimized A2, A3, A4 and G2 (same page, "Supported machine series"), the ones gpuplan gives fixed GPUs.
+"A4X Max, A4X, A4, A3 Ultra, A3 Mega, A3 High, A3 Edge, A2, G4, G2"
+(https://cloud.google.com/ai-hypercomputer/docs/placement-policy-and-workload-policy, "Supported machine types");
+not N1. At most 150 VMs per compact policy, and only VMs that TERMINATE on host maintenance
+(https://cloud.google.com/compute/docs/instances/define-instance-placement, "Restrictions": "supports up to 150 VMs
+per policy"; the current overview's per-series maxima were not retrieved): a larger run goes without one, said in
+the log.
 
 The policy is the run's own, `gpuplan-<run id>`, regional, COLLOCATED with vmCount = the run's nodes
 (https://cloud.google.com/compute/docs/reference/rest/v1/resourcePolicies: groupPlacementPolicy.collocation,
@@ -22,11 +27,16 @@ from gpuplan.providers.gcp.rules import map_api_error
 
 log = logging.getLogger(__name__)
 
-COMPACT_FAMILIES = ("a2-", "a3-", "a4-", "g2-")
+COMPACT_FAMILIES = ("a2-", "a3-", "a4-", "a4x-", "g2-", "g4-")
+MAX_COMPACT_VMS = 150
 DESCRIPTION = "gpuplan: compact placement of one multi-node run; created-by gpuplan"
 
 
 def wants_compact(machine_type: str, nodes: int) -> bool:
+    if nodes > MAX_COMPACT_VMS and machine_type.startswith(COMPACT_FAMILIES):
+        log.warning("%d VMs are more than a compact placement policy holds (%d): placed without one", nodes,
+                    MAX_COMPACT_VMS)
+        return False
     return nodes > 1 and machine_type.startswith(COMPACT_FAMILIES)
 
 

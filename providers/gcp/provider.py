@@ -42,7 +42,9 @@ from gpuplan.providers.base import (
     Provider,
     ProviderError,
 )
+from gpuplan.providers.gcp.caller_access import check_caller_access
 from gpuplan.providers.gcp.capabilities import GcpCapabilities
+from gpuplan.providers.gcp.data_nics import DataNic, data_fabric, ensure_data_nics
 from gpuplan.providers.gcp.firewall import ensure_internal_rule
 from gpuplan.providers.gcp.instance import image, instance_body, to_instance
 from gpuplan.providers.gcp.offered import offered_gpus
@@ -234,16 +236,17 @@ class GcpProvider(GcpCapabilities, Provider):
     def check_launch(self, request: LaunchRequest) -> LaunchCheck:
         """Refuse before anything is recorded (UserError, exit 2) what GCE would refuse in every zone because of the
         user's own configuration: spec labels breaking GCE's label rules, a boot image family missing from its image
-        project (providers/gcp/preflight.py)."""
+        project (providers/gcp/preflight.py), credentials lacking what the run's secrets and buckets need."""
         check_labels(request.labels)
+        notes = check_caller_access(self, request)  # Secret Manager and bucket permissions (.caller_access)
         try:
             self.image_families.check_for_user(image(self, request), lambda: self.client("ImagesClient"),
                                                self._retry())
         except UserError:
             raise  # the family is missing: the user's configuration
         except ProviderError as exc:  # no credentials or no network (a dry run on a laptop): the launch will say
-            return LaunchCheck(notes=(f"boot image family not checked: {exc}",))
-        return LaunchCheck()
+            notes.append(f"boot image family not checked: {exc}")
+        return LaunchCheck(notes=tuple(notes))
 
     def launch(self, request: LaunchRequest) -> list[Instance]:
         """Start the run's nodes in one zone (all or nothing); return the existing ones if the run already has some."""
@@ -266,6 +269,8 @@ class GcpProvider(GcpCapabilities, Provider):
         gpus = offered_gpus(self.client, self.project, self._retry(), zone, machine_type, request)
         if request.nodes > 1:  # the ranks must reach each other on a network of the user's own (.firewall)
             ensure_internal_rule(self, str(self._option(request, "network", self.network)))
+        fabric = data_fabric(machine_type, request.nodes)  # A3 GPUDirect data NICs (.data_nics)
+        data_nics = ensure_data_nics(self, region_of(zone), fabric[1]) if fabric else []
         generation = int(self._option(request, "generation", 0))
         started: list[tuple[str, Any]] = []  # (name, insert operation)
         compact = wants_compact(machine_type, request.nodes)  # the nodes close together (.placement)
@@ -276,7 +281,7 @@ class GcpProvider(GcpCapabilities, Provider):
             policy = ensure_compact_policy(self, region_of(zone), request.run_id, request.nodes) if compact else None
             for rank in missing:
                 name = instance_name(request.run_id, rank, generation)
-                body = self._instance_body(request, zone, name, machine_type, gpus, rank)
+                body = self._instance_body(request, zone, name, machine_type, gpus, rank, data_nics)
                 body.resource_policies = [policy] if policy else []
                 req_id = self._unspent_request_id(zone, request.run_id, generation, rank)
                 started.append((name, self._insert(zone, body, req_id)))
@@ -304,9 +309,9 @@ class GcpProvider(GcpCapabilities, Provider):
         return zones[0]
 
     def _instance_body(self, request: LaunchRequest, zone: str, name: str, machine_type: str,
-                       gpus: tuple[str | None, int], rank: int) -> Any:
+                       gpus: tuple[str | None, int], rank: int, data_nics: Sequence[DataNic] = ()) -> Any:
         """The Instance resource for one node (providers/gcp/instance.py)."""
-        return instance_body(self, request, zone, name, machine_type, gpus, rank)
+        return instance_body(self, request, zone, name, machine_type, gpus, rank, data_nics)
 
     def _unspent_request_id(self, zone: str, run_id: str, generation: int, rank: int) -> str:
         """The requestId for this insert: attempt 0's, unless GCE already finished an insert with that id.

@@ -38,6 +38,21 @@ Rules (notes, GCP 10-12):
   quotaExceeded"; the message: fastai/course-v3#165). The plain fake has no quotas.
 - `caller_permissions` (off: None): the caller's IAM permissions; a request needing another gets 403 `forbidden`
   "Required 'PERMISSION' permission for 'RESOURCE'" (support/gce_permissions.py maps methods to permissions).
+- `nics`: an instance's network interfaces. "Each network interface of an instance must be in a different VPC
+  network" (https://cloud.google.com/vpc/docs/multiple-interfaces-concepts): HTTP 400 `invalid` "Networks must be
+  distinct for NICs attached to a VM." (GCE's message as seen in the wild, e.g. terraform-provider-google issues).
+  At most 8 interfaces, except the machine types with more physical NICs: a3-highgpu-8g and a3-edgegpu-8g 1+4,
+  a3-megagpu-8g 8+1 (https://cloud.google.com/compute/docs/gpus/gpu-network-bandwidth). A3 VMs use gVNIC: an
+  interface of an A3 VM without nicType GVNIC is refused (same page; GCE's message was not found, ours is made up).
+  A subnetwork must exist in the VM's region and belong to the interface's network (404 `notFound` / 400).
+- `placement`: compact (COLLOCATED) placement policies: at most 150 VMs per policy
+  (https://cloud.google.com/compute/docs/instances/define-instance-placement, "Restrictions"), only the series
+  "A4X Max, A4X, A4, A3 Ultra, A3 Mega, A3 High, A3 Edge, A2, G4, G2" among GPU VMs
+  (https://cloud.google.com/ai-hypercomputer/docs/placement-policy-and-workload-policy; not N1), and no more VMs
+  in a policy than its vmCount (https://cloud.google.com/compute/docs/reference/rest/v1/resourcePolicies,
+  groupPlacementPolicy.vmCount). Messages made up, HTTP 400 `invalid`.
+- `network_mtu`: networks.insert with an MTU outside 1300-8896 (https://cloud.google.com/vpc/docs/mtu: "an MTU of
+  any value between 1300 bytes and 8896 bytes") is HTTP 400 `invalid` (message made up).
 - `reachable(state, a, b)` (a check a test asks, like the AWS layer's): VPC firewall rules between two VMs; the
   `default` network's default-allow-internal, an implied deny-ingress everywhere else (docs at the function).
 """
@@ -76,6 +91,12 @@ MAX_METADATA_TOTAL = 512 * 1024
 
 _INSERT = re.compile(r"^/compute/v1/projects/([^/]+)/zones/([^/]+)/instances$")
 _FAMILY = re.compile(r"^/compute/v1/projects/([^/]+)/global/images/family/([^/]+)$")
+_NETWORKS = re.compile(r"^/compute/v1/projects/([^/]+)/global/networks$")
+_POLICIES = re.compile(r"^/compute/v1/projects/([^/]+)/regions/([^/]+)/resourcePolicies$")
+MAX_NICS = 8
+MORE_NICS = {"a3-highgpu-8g": 5, "a3-edgegpu-8g": 5, "a3-edgegpu-8g-nolssd": 5, "a3-megagpu-8g": 9}
+COMPACT_SERIES = ("a4x-", "a4-", "a3-", "a2-", "g4-", "g2-")  # GPU series only: the CPU ones are not used here
+MAX_COMPACT_VMS = 150
 _SOURCE_FAMILY = re.compile(r"^(?:https?://[^/]+/compute/v1/)?projects/([^/]+)/global/images/family/([^/]+)$")
 
 
@@ -88,6 +109,9 @@ class StrictGceRules:
     boot_disks: bool = True
     markets: bool = True
     metadata: bool = True
+    nics: bool = True
+    placement: bool = True
+    network_mtu: bool = True
     families: set[tuple[str, str]] = field(default_factory=lambda: set(PUBLISHED_FAMILIES))
     gpus_all_regions: float | None = None
     caller_permissions: set[str] | None = None  # None: the caller may do anything (support/gce_permissions.py)
@@ -97,6 +121,7 @@ class StrictGceRules:
     def off(self) -> StrictGceRules:
         """Every rule off: the plain fake's behaviour."""
         self.labels = self.image_families = self.boot_disks = self.markets = self.metadata = False
+        self.nics = self.placement = self.network_mtu = False
         self.gpus_all_regions = None
         self.caller_permissions = None
         return self
@@ -185,13 +210,18 @@ class StrictGceApp:
             if family and method == "GET":
                 self._check_family(family.group(1), family.group(2))
             insert = _INSERT.match(path)
-            if insert and method == "POST":
+            if method == "POST" and (insert or _NETWORKS.match(path) or _POLICIES.match(path)):
                 length = int(environ.get("CONTENT_LENGTH") or 0)
                 raw = environ["wsgi.input"].read(length) if length else b""
                 environ["wsgi.input"] = io.BytesIO(raw)  # the fake reads it again
                 body = json.loads(raw or b"{}")
                 query = dict(p.split("=", 1) for p in (environ.get("QUERY_STRING") or "").split("&") if "=" in p)
-                self._check_insert(insert.group(2), body, query.get("requestId"))
+                if insert:
+                    self._check_insert(insert.group(2), body, query.get("requestId"))
+                elif _NETWORKS.match(path):
+                    self._check_network(body)
+                else:
+                    self._check_policy(body)
         except ApiError as exc:
             return exc.response()(environ, start_response)
         return self.inner(environ, start_response)
@@ -238,10 +268,18 @@ class StrictGceApp:
             error = metadata_error((body.get("metadata") or {}).get("items") or [])
             if error is not None:
                 self._refuse("metadata", error)
+        machine = str(body.get("machineType") or "").rstrip("/").rsplit("/", 1)[-1]
+        if rules.nics:
+            error = self._nic_error(zone, machine, body.get("networkInterfaces") or [{}])
+            if error is not None:
+                self._refuse("nics", error)
+        if rules.placement:
+            error = self._placement_error(zone, machine, body.get("resourcePolicies") or [])
+            if error is not None:
+                self._refuse("placement", error)
         source = _SOURCE_FAMILY.match(str(params.get("sourceImage") or ""))
         if rules.image_families and source and (source.group(1), source.group(2)) not in rules.families:
             self._refuse("image_families", _not_found(source.group(1), source.group(2)))
-        machine = str(body.get("machineType") or "").rstrip("/").rsplit("/", 1)[-1]
         disk_type = str(params.get("diskType") or "pd-standard").rstrip("/").rsplit("/", 1)[-1]
         model = str((body.get("scheduling") or {}).get("provisioningModel") or "STANDARD")
         if rules.boot_disks and machine.startswith(HYPERDISK_ONLY) and disk_type.startswith("pd-"):
@@ -251,6 +289,71 @@ class StrictGceApp:
             self._fail_operation(zone, request_id, "markets", f"The machine type {machine} is not available with "
                                  "provisioning model STANDARD; use SPOT or FLEX_START. (made-up message: GCE's "
                                  "error for this is undocumented)")
+
+    def _nic_error(self, zone: str, machine: str, nics: list[dict[str, Any]]) -> ApiError | None:
+        """The `nics` rule (module docstring) for one insert's networkInterfaces."""
+        limit = MORE_NICS.get(machine, MAX_NICS)
+        if len(nics) > limit:
+            return ApiError(400, f"Invalid value for field 'resource.networkInterfaces': {len(nics)} network "
+                            f"interfaces; machine type {machine} supports at most {limit} (made-up message).",
+                            "invalid")
+        seen: set[str] = set()
+        region = zone.rsplit("-", 1)[0]
+        for i, nic in enumerate(nics):
+            network = _last(str(nic.get("network") or "default"))
+            if network in seen:
+                return ApiError(400, f"Invalid value for field 'resource.networkInterfaces[{i}].network': "
+                                f"'{nic.get('network')}'. Networks must be distinct for NICs attached to a VM.",
+                                "invalid")
+            seen.add(network)
+            if machine.startswith("a3-") and nic.get("nicType") != "GVNIC":
+                return ApiError(400, f"Invalid value for field 'resource.networkInterfaces[{i}].nicType': "
+                                f"'{nic.get('nicType', '')}'. Machine type {machine} requires GVNIC (made-up message).",
+                                "invalid")
+            subnet = str(nic.get("subnetwork") or "")
+            if subnet:
+                with self.state._lock:
+                    found = self.state.subnetworks.get((region, _last(subnet)))
+                if found is None or f"/regions/{region}/" not in f"/{subnet}":
+                    return ApiError(404, f"The resource '{subnet}' was not found", "notFound")
+                if _last(str(found.get("network") or "")) != network:
+                    return ApiError(400, f"Invalid value for field 'resource.networkInterfaces[{i}].subnetwork': "
+                                    f"'{subnet}'. Subnetwork does not belong to network {network} (made-up message).",
+                                    "invalid")
+        return None
+
+    def _placement_error(self, zone: str, machine: str, policies: list[str]) -> ApiError | None:
+        """The `placement` rule for an insert naming resource policies."""
+        region = zone.rsplit("-", 1)[0]
+        for path in policies:
+            with self.state._lock:
+                policy = self.state.resource_policies.get((region, _last(path)))
+                users = sum(1 for vm in self.state.live() if any(_last(p) == _last(path)
+                                                                 for p in vm.get("resourcePolicies") or []))
+            group = (policy or {}).get("groupPlacementPolicy") or {}
+            if group.get("collocation") != "COLLOCATED":
+                continue
+            if not machine.startswith(COMPACT_SERIES):
+                return ApiError(400, f"Compact placement policy {_last(path)} cannot be applied to machine type "
+                                f"{machine} (made-up message).", "invalid")
+            if group.get("vmCount") and users >= int(group["vmCount"]):
+                return ApiError(400, f"Placement policy {_last(path)} already holds its vmCount of "
+                                f"{group['vmCount']} VMs (made-up message).", "invalid")
+        return None
+
+    def _check_network(self, body: dict[str, Any]) -> None:
+        mtu = body.get("mtu")
+        if self.rules.network_mtu and mtu is not None and not 1300 <= int(mtu) <= 8896:
+            self._refuse("network_mtu", ApiError(400, f"Invalid value for field 'resource.mtu': '{mtu}'. The MTU must "
+                                                 "be between 1300 and 8896 (made-up message).", "invalid"))
+
+    def _check_policy(self, body: dict[str, Any]) -> None:
+        group = body.get("groupPlacementPolicy") or {}
+        if self.rules.placement and group.get("collocation") == "COLLOCATED" \
+                and int(group.get("vmCount") or 0) > MAX_COMPACT_VMS:
+            self._refuse("placement", ApiError(
+                400, f"Invalid value for field 'resource.groupPlacementPolicy.vmCount': '{group['vmCount']}'. A "
+                f"compact placement policy holds at most {MAX_COMPACT_VMS} VMs (made-up message).", "invalid"))
 
     def _fail_operation(self, zone: str, request_id: str | None, rule: str, message: str) -> None:
         """GCE accepts the insert and its operation fails: queue the failure first in line for this very insert
@@ -262,6 +365,10 @@ class StrictGceApp:
             state.failures.setdefault(zone, []).insert(
                 0, InsertFailure("UNSUPPORTED_OPERATION", message, 0, 1, op_status=400))
         self.rules.refused.append(rule)
+
+
+def _last(url: str) -> str:
+    return url.rstrip("/").rsplit("/", 1)[-1]
 
 
 def _network(vm: dict[str, Any]) -> str:

@@ -49,6 +49,19 @@ def _hardware(gpu: GpuSpec, gpus: int | None, nodes: int | None, per_node: int |
         raise UserError(f"--gpus {gpus}: {exc}") from exc
 
 
+def _network_gbps(options: dict[str, Any]) -> float | None:
+    """--network-gbps, else the published inter-node network of --instance-type (gpuplan.hardware.networks)."""
+    if options["network_gbps"] is not None or not options.get("instance_type"):
+        return options["network_gbps"]
+    from gpuplan.hardware.networks import instance_network
+
+    found = instance_network(options["instance_type"])
+    if found is None:
+        raise UserError(f"--instance-type {options['instance_type']!r}: its network is not in gpuplan's table; "
+                        "give --network-gbps instead")
+    return found.gbps
+
+
 def run_estimate(app: AppContext, options: dict[str, Any], lookups: list[Any] | None = None) -> Estimate:
     """Build the workload and hardware from the options and estimate; `lookups` overrides the store's."""
     from gpuplan.calibration.throughput import LookupKey, resolve_throughput, store_lookups
@@ -69,7 +82,8 @@ def run_estimate(app: AppContext, options: dict[str, Any], lookups: list[Any] | 
             raise ValueError(f"{gpu.name} cannot run {workload.precision}; it supports {', '.join(supported)}")
     except ValueError as exc:
         raise UserError(str(exc)) from exc
-    hardware = _hardware(gpu, options["gpus"], options["nodes"], options["gpus_per_node"], options["network_gbps"])
+    network = _network_gbps(options)
+    hardware = _hardware(gpu, options["gpus"], options["nodes"], options["gpus_per_node"], network)
     shard_note = None
     if options["sharding"] is None:
         workload, shard_note = auto_shard(workload, gpu, gpus=hardware.gpus if hardware else None,
@@ -81,8 +95,7 @@ def run_estimate(app: AppContext, options: dict[str, Any], lookups: list[Any] | 
         needed = max(group, -(-needed // group) * group)
         if needed > per_node:
             needed = -(-needed // per_node) * per_node
-        hardware = Hardware(gpu, gpus=needed, gpus_per_node=min(needed, per_node),
-                            network_gbps=options["network_gbps"])
+        hardware = Hardware(gpu, gpus=needed, gpus_per_node=min(needed, per_node), network_gbps=network)
     try:
         result = estimate(workload, hardware, throughput)
     except ValueError as exc:
@@ -207,6 +220,9 @@ def render(result: Estimate, *, timed: bool = True) -> None:
               help="GPUs per node (default 8, or --gpus if fewer).")
 @click.option("--network-gbps", type=bounded("network_gbps"),
               help="Inter-node network per node, Gbit/s (default: the cloud's).")
+@click.option("--instance-type", metavar="TYPE",
+              help="Take the inter-node network from this instance type's published bandwidth (p5.48xlarge: "
+              "3200 Gbit/s EFA, g6e.12xlarge: 100, a3-highgpu-8g: 800 TCPX, ...); --network-gbps wins.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @pass_app
 def estimate_command(app: AppContext, as_json: bool, **options: Any) -> None:

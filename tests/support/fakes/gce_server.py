@@ -43,6 +43,7 @@ from werkzeug.wrappers import Request, Response
 
 from support.fakes.gce_errors import ApiError
 from support.fakes.gce_filter import parse_filter
+from support.fakes.gce_networks import network_call
 from support.fakes.wsgi import serve_wsgi
 
 BASE = "https://www.googleapis.com/compute/v1"
@@ -58,7 +59,7 @@ DEFAULT_ZONES: dict[str, tuple[str, ...]] = {
     "us-east1-b": ("nvidia-tesla-t4", "nvidia-l4"),
     "us-east1-c": ("nvidia-tesla-t4", "nvidia-tesla-v100", "nvidia-l4"),
     "us-east1-d": ("nvidia-tesla-t4", "nvidia-l4"),
-    "us-west1-a": ("nvidia-tesla-t4", "nvidia-tesla-v100", "nvidia-l4", "nvidia-h100-80gb"),
+    "us-west1-a": ("nvidia-tesla-t4", "nvidia-tesla-v100", "nvidia-l4", "nvidia-h100-80gb", "nvidia-h100-mega-80gb"),
     "us-west1-b": ("nvidia-tesla-t4", "nvidia-tesla-v100", "nvidia-tesla-a100", "nvidia-l4"),
     "europe-west4-a": ("nvidia-tesla-t4", "nvidia-tesla-v100", "nvidia-tesla-a100", "nvidia-l4",
                        "nvidia-h100-80gb"),
@@ -72,6 +73,7 @@ MACHINE_TYPES: dict[str, tuple[int, int, str | None, int]] = {
     "a2-megagpu-16g": (96, 1360 * 1024, "nvidia-tesla-a100", 16),
     **{f"a2-ultragpu-{g}g": (12 * g, 170 * 1024 * g, "nvidia-a100-80gb", g) for g in (1, 2, 4, 8)},
     **{f"a3-highgpu-{g}g": (26 * g, 234 * 1024 * g, "nvidia-h100-80gb", g) for g in (1, 2, 4, 8)},
+    "a3-megagpu-8g": (208, 1872 * 1024, "nvidia-h100-mega-80gb", 8),
     "a3-ultragpu-8g": (224, 2952 * 1024, "nvidia-h200-141gb", 8),
     "a4-highgpu-8g": (224, 3968 * 1024, "nvidia-b200", 8),
     "g2-standard-4": (4, 16 * 1024, "nvidia-l4", 1),
@@ -115,6 +117,8 @@ class FakeCompute:
     firewalls: dict[str, dict[str, Any]] = field(default_factory=dict)  # global firewall rules by name
     firewall_insert_denied: bool = False  # the caller lacks compute.firewalls.create: 403 forbidden
     resource_policies: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # (region, name)
+    networks: dict[str, dict[str, Any]] = field(default_factory=dict)  # VPC networks but `default`, by name
+    subnetworks: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # (region, name)
     _ids: Iterator[int] = field(default_factory=lambda: itertools.count(7_000_000_000_000_000_001))
     _lock: threading.RLock = field(default_factory=threading.RLock)
     _polls: dict[tuple[str, str], int] = field(default_factory=dict)
@@ -453,6 +457,11 @@ class GceApp:
             Rule(f"{prefix}/global/operations/<name>", endpoint="global_operation", methods=["GET"]),
             Rule(f"{prefix}/global/operations/<name>/wait", endpoint="global_operation", methods=["POST"]),
             Rule(f"{prefix}/regions/<region>/resourcePolicies", endpoint="policies", methods=["POST"]),
+            Rule(f"{prefix}/global/networks", endpoint="networks", methods=["GET", "POST"]),
+            Rule(f"{prefix}/global/networks/<name>", endpoint="network", methods=["GET"]),
+            Rule(f"{prefix}/regions/<region>/subnetworks", endpoint="subnetworks", methods=["POST"]),
+            Rule(f"{prefix}/regions/<region>/subnetworks/<name>", endpoint="subnetwork", methods=["GET"]),
+            Rule(f"{prefix}/aggregated/subnetworks", endpoint="aggregated_subnetworks", methods=["GET"]),
             Rule(f"{prefix}/regions/<region>/resourcePolicies/<name>", endpoint="policy", methods=["GET", "DELETE"]),
             Rule(f"{prefix}/regions/<region>/operations/<name>", endpoint="region_operation", methods=["GET"]),
             Rule(f"{prefix}/regions/<region>/operations/<name>/wait", endpoint="region_operation",
@@ -511,6 +520,8 @@ class GceApp:
             return _json(state.get_operation(zone, args["name"], wait=endpoint == "wait"))
         if endpoint in ("policies", "policy", "region_operation"):
             return _json(policy_call(state, endpoint, request, args["region"], args.get("name")))
+        if endpoint in ("networks", "network", "subnetworks", "subnetwork", "aggregated_subnetworks"):
+            return _json(network_call(state, endpoint, request, args.get("region"), args.get("name")))
         if endpoint in ("firewalls", "firewall", "global_operation"):
             return _json(firewall_call(state, endpoint, request, args.get("name")))
         if endpoint == "machine_types":

@@ -71,6 +71,10 @@ class FakeGcs:
     objects: dict[tuple[str, str], StoredObject] = field(default_factory=dict)
     uploads: list[tuple[str, bool]] = field(default_factory=list)
     media_reads: list[str] = field(default_factory=list)  # object names whose bytes were downloaded
+    # The launching caller's permissions on the buckets, for buckets.testIamPermissions
+    # (https://cloud.google.com/storage/docs/json_api/v1/buckets/testIamPermissions; None: all). The object calls are
+    # the VM's (its token, `accepts`), not checked against it.
+    caller_permissions: set[str] | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
     _generations: Iterator[int] = field(default_factory=lambda: itertools.count(1_700_000_000_000_001))
 
@@ -127,6 +131,7 @@ class GcsApp:
         self.urls = Map([
             Rule("/upload/storage/v1/b/<bucket>/o", endpoint="upload", methods=["POST"]),
             Rule("/storage/v1/b/<bucket>/o", endpoint="list", methods=["GET"]),
+            Rule("/storage/v1/b/<bucket>/iam/testPermissions", endpoint="test_permissions", methods=["GET"]),
             Rule("/storage/v1/b/<bucket>/o/<path:name>", endpoint="object", methods=["GET"]),
             Rule("/download/storage/v1/b/<bucket>/o/<path:name>", endpoint="media", methods=["GET"]),
         ])
@@ -144,6 +149,13 @@ class GcsApp:
 
     def dispatch(self, request: Request, endpoint: str, args: dict[str, str]) -> Response:
         bucket = args["bucket"]
+        if endpoint == "test_permissions":  # buckets.testIamPermissions: the asked ones the caller holds
+            if bucket not in self.state.buckets:
+                raise ApiError(404, "The specified bucket does not exist.", "notFound")
+            held = self.state.caller_permissions
+            granted = [p for p in request.args.getlist("permissions") if held is None or p in held]
+            body = {"kind": "storage#testIamPermissionsResponse", **({"permissions": granted} if granted else {})}
+            return Response(json.dumps(body), mimetype="application/json")
         if endpoint == "upload":
             return self._json(request, self._upload(request, bucket))
         if not self._authorized(request, self.state.read_token):

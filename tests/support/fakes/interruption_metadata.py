@@ -8,7 +8,9 @@ interruption, then `{"action": "terminate", "time": "..."}`
 (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-instance-termination-notices.html).
 
 GCE (https://cloud.google.com/compute/docs/metadata/querying-metadata): every request needs
-`Metadata-Flavor: Google` (else 403); `instance/preempted` is `FALSE`, then `TRUE` once the VM is preempted
+`Metadata-Flavor: Google` (else 403); `instance/machine-type` and the `instance/network-interfaces/` listing
+(https://cloud.google.com/compute/docs/metadata/predefined-metadata-keys) say what the VM is; `instance/preempted`
+is `FALSE`, then `TRUE` once the VM is preempted
 (https://cloud.google.com/compute/docs/instances/create-use-preemptible#detecting_if_an_instance_was_preempted).
 
 `announce()` is what the cloud does two minutes (AWS) or ~30 s (GCE) before taking the machine.
@@ -36,6 +38,8 @@ class InterruptionMetadata:
 
     action: str | None = None  # AWS: terminate | stop | hibernate once announced
     preempted: bool = False  # GCE
+    machine_type: str = "n1-standard-8"  # GCE `instance/machine-type` (the last part of projects/N/machineTypes/T)
+    nics: int = 1  # GCE `instance/network-interfaces/` lists 0/ .. nics-1/
     tokens: set[str] = field(default_factory=set)
     requests: list[tuple[str, str, int]] = field(default_factory=list)  # (method, path, status)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -85,6 +89,10 @@ class InterruptionMetadataApp:
             return Response("Missing Metadata-Flavor:Google header.", status=403)
         if request.path == "/computeMetadata/v1/instance/preempted" and request.method == "GET":
             return Response("TRUE" if self.state.preempted else "FALSE", mimetype="application/text")
+        if request.path == "/computeMetadata/v1/instance/machine-type":
+            return Response(f"projects/123456789/machineTypes/{self.state.machine_type}", mimetype="application/text")
+        if request.path == "/computeMetadata/v1/instance/network-interfaces/":
+            return Response("".join(f"{i}/\n" for i in range(self.state.nics)), mimetype="application/text")
         return Response("not found", status=404)
 
 

@@ -14,6 +14,17 @@ test process on a free port. It answers only what gpuplan uses:
   `labels.KEY=VALUE` / `labels.KEY:VALUE`, joined by AND (anything else is a 400, so a changed filter is noticed;
   403 PERMISSION_DENIED with `refuse_lists`).
 
+- `POST /v1/projects/P:testIamPermissions`: Resource Manager's projects.testIamPermissions
+  (https://cloud.google.com/resource-manager/reference/rest/v1/projects/testIamPermissions): the asked permissions
+  the caller holds (`caller_permissions`; None: all), `{}` when none (Google leaves an empty list out). It lives here
+  because Secret Manager's launch-time permissions are the project's IAM policy: the tests point
+  CLOUDSDK_API_ENDPOINT_OVERRIDES_CLOUDRESOURCEMANAGER at this fake too.
+
+With `caller_permissions` set, create, addVersion, list and delete need secretmanager.secrets.create /
+versions.add / secrets.list / secrets.delete: without one, 403 PERMISSION_DENIED "Permission 'P' denied for
+resource 'R' (or it may not exist)." (the API's message shape, as the refusals above). The VM's `:access` is not
+the caller's and is not checked against it.
+
 Errors have the API's JSON shape (`error.code`, `message`, `status`, and `details` where the API sends them).
 With `disabled` set the project has never enabled the API: every call answers what Google answers then, a 403
 PERMISSION_DENIED whose ErrorInfo detail says SERVICE_DISABLED for secretmanager.googleapis.com (the body is
@@ -64,6 +75,8 @@ class FakeSecretManager:
     refuse_deletes: set[str] = field(default_factory=set)  # ids whose delete answers 403 (outside the caller's IAM)
     refuse_lists: bool = False  # a list answers 403 (a caller without secretmanager.secrets.list)
     disabled: bool = False  # the API is not enabled in the project: every call answers 403 SERVICE_DISABLED
+    caller_permissions: set[str] | None = None  # the caller's IAM permissions on the project (None: all)
+    denied: list[str] = field(default_factory=list)  # permissions a call lacked, in order
     project_number: str = "123456789012"  # what Google's errors name the project by
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -122,6 +135,7 @@ class SecretManagerApp:
     def __init__(self, state: FakeSecretManager) -> None:
         self.state = state
         self.urls = Map([
+            Rule("/v1/projects/<project_action>", endpoint="test_permissions", methods=["POST"]),
             Rule("/v1/projects/<project>/secrets", endpoint="secrets", methods=["GET", "POST"]),
             Rule("/v1/projects/<project>/secrets/<secret_action>", endpoint="secret",
                  methods=["POST", "DELETE", "GET"]),
@@ -133,7 +147,12 @@ class SecretManagerApp:
         request = Request(environ)
         try:
             endpoint, args = self.urls.bind_to_environ(environ).match()
-            if self.state.disabled:
+            if endpoint == "test_permissions":
+                project, _, action = args.pop("project_action").partition(":")
+                if action != "testIamPermissions":
+                    raise ApiError(404, "not found", "NOT_FOUND")
+                args["project"] = project
+            elif self.state.disabled:
                 raise service_disabled(self.state.project_number)
             if args["project"] != self.state.project:
                 raise ApiError(403, f"Permission denied on project {args['project']}", "PERMISSION_DENIED")
@@ -146,6 +165,19 @@ class SecretManagerApp:
             response = ApiError(getattr(exc, "code", 500) or 500, str(exc), "INVALID_ARGUMENT").response()
         return response(environ, start_response)
 
+    def _test_permissions(self, request: Request, args: dict[str, str]) -> dict[str, Any]:
+        asked = list((request.get_json(force=True, silent=True) or {}).get("permissions") or [])
+        held = self.state.caller_permissions
+        granted = [p for p in asked if held is None or p in held]
+        return {"permissions": granted} if granted else {}
+
+    def _require(self, permission: str, resource: str) -> None:
+        held = self.state.caller_permissions
+        if held is not None and permission not in held:
+            self.state.denied.append(permission)
+            raise ApiError(403, f"Permission '{permission}' denied for resource '{resource}' (or it may not exist).",
+                           "PERMISSION_DENIED")
+
     def _name(self, secret_id: str) -> str:
         return f"projects/{self.state.project}/secrets/{secret_id}"
 
@@ -154,6 +186,9 @@ class SecretManagerApp:
                 "createTime": secret.created, "etag": f'"{len(secret.versions)}"'}
 
     def _secrets(self, request: Request, args: dict[str, str]) -> dict[str, Any]:
+        project = f"projects/{self.state.project}"
+        self._require("secretmanager.secrets.create" if request.method == "POST" else "secretmanager.secrets.list",
+                      project)
         if request.method == "POST":
             return self._create(request)
         if self.state.refuse_lists:
@@ -184,6 +219,10 @@ class SecretManagerApp:
 
     def _secret(self, request: Request, args: dict[str, str]) -> dict[str, Any]:
         secret_id, _, action = args["secret_action"].partition(":")
+        if request.method == "DELETE" and not action:
+            self._require("secretmanager.secrets.delete", self._name(secret_id))
+        elif request.method == "POST" and action == "addVersion":
+            self._require("secretmanager.versions.add", self._name(secret_id))
         secret = self.state.get(secret_id)
         if request.method == "DELETE" and not action:
             if secret_id in self.state.refuse_deletes:

@@ -36,7 +36,8 @@ def body(machine: str = "a3-highgpu-8g", *, labels: dict[str, str] | None = None
     return compute_v1.Instance(
         name=f"strict-{next(_names)}", machine_type=f"zones/{ZONE}/machineTypes/{machine}", labels=labels or {},
         disks=[compute_v1.AttachedDisk(boot=True, auto_delete=True, initialize_params=params)],
-        network_interfaces=[compute_v1.NetworkInterface(network="global/networks/default")],
+        network_interfaces=[compute_v1.NetworkInterface(network="global/networks/default",
+                                                        nic_type="GVNIC" if machine.startswith("a3-") else None)],
         scheduling=compute_v1.Scheduling(on_host_maintenance="TERMINATE", automatic_restart=False,
                                          provisioning_model=model),
     )
