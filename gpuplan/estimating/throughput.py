@@ -22,6 +22,7 @@ collected tables and scored leave-one-source-out (bench/throughput_accuracy.py).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -89,11 +90,16 @@ def _op_recompute_seconds(shape: Shape, gpu: GpuSpec, *, tokens: float, tp: int,
     return sum(kernels.gemm_seconds(tokens, n, k, gpu=gpu, peak_flops=peak) for n, k in projections[1::2])
 
 
+@functools.lru_cache(maxsize=4096)
 def _layer_times(shape: Shape, gpu: GpuSpec, *, tokens: float, seq_len: int, tp: int, peak: float,
                  attention_peak: float, act_bytes: float, attention: str,
                  fp8: bool = False) -> tuple[float, float, float, float]:
     """(forward, backward, attention-core forward, memory-bound forward) seconds of one layer for one micro-batch
-    on one GPU."""
+    on one GPU.
+
+    A pure function of frozen values, memoised: `plan` times the same layer on the same GPU for every node count,
+    pipeline split and sharding it prices (only tensor parallelism and the micro-batch change a layer's kernels),
+    so the GEMM roofline runs once per GPU shape instead of once per option."""
     h, kv, i = shape.hidden, shape.kv_dim, shape.intermediate
     up = (2 * i if shape.gated_mlp else i) / tp
     gemms = (kernels.gemm_seconds(tokens, (h + 2 * kv) / tp, h, gpu=gpu, peak_flops=peak)
@@ -121,6 +127,11 @@ def _layer_times(shape: Shape, gpu: GpuSpec, *, tokens: float, seq_len: int, tp:
     forward = gemms + attention_fwd + elementwise
     backward = 2 * gemms + attention_bwd + backward_elementwise
     return forward, backward, attention_fwd, elementwise
+
+
+def forget_layer_times() -> None:
+    """Empty the layer-time memo (a benchmark measuring one cold `plan` call; nothing in the product needs it)."""
+    _layer_times.cache_clear()
 
 
 def step_breakdown(shape: Shape, gpu: GpuSpec, config: ParallelConfig, *, params: int, seq_len: int,
