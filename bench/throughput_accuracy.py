@@ -48,6 +48,7 @@ def gpu_of(name: str) -> GpuSpec:
         for variant in csv.DictReader(f):
             if variant["name"] == name:
                 return dataclasses.replace(resolve_gpu(variant["base"]), name=name,
+                                           memory_gb=float(variant["memory_gb"]),
                                            bf16_tflops=float(variant["bf16_tflops"]),
                                            fp16_tflops=float(variant["bf16_tflops"]),
                                            memory_bandwidth_gbps=float(variant["memory_bandwidth_gbps"]))
