@@ -211,6 +211,7 @@ def plan(
     strategies = tuple(shardings or (workload.sharding,))
     gpu_specs: dict[str, GpuSpec | None] = {}
     sharded_workloads: dict[str, Workload] = {}
+    deadline_misses: dict[tuple[object, ...], bool] = {}
     kept: list[Option] = []
     rejected: list[Option] = []
 
@@ -261,7 +262,7 @@ def plan(
             for index, nodes in enumerate(counts):
                 if index < len(counts) - 1 and _misses_deadline_only(
                         offer, gpu, sharded, nodes, per_node, spot, estimates, throughput_for, spot_model,
-                        (startup_s or {}).get(offer.cloud, 0.0), need, constraints):
+                        (startup_s or {}).get(offer.cloud, 0.0), need, constraints, deadline_misses):
                     continue  # a deadline miss before the last count: rejected, and never the one explained
                 option = _priced_option(offer, gpu, sharded, nodes, per_node, spot, estimates, throughput_for,
                                         spot_model, (startup_s or {}).get(offer.cloud, 0.0),
@@ -303,7 +304,7 @@ def _estimate_of(gpu: GpuSpec, workload: Workload, nodes: int, per_node: int,
 def _misses_deadline_only(offer: Offer, gpu: GpuSpec, workload: Workload, nodes: int, per_node: int, spot: bool,
                           estimates: dict[tuple[str, int, int, str], Estimate | str], throughput_for: ThroughputFor,
                           spot_model: SpotModel, startup_s: float, need: int | None,
-                          constraints: Constraints) -> bool:
+                          constraints: Constraints, misses: dict[tuple[object, ...], bool]) -> bool:
     """Whether this count fits, runs, is under the price limit and misses the deadline: the planner then tries
     more nodes without building (and pricing) an Option for it. The same rules in the same order as
     _priced_option and _constraint_violation, so the answer never differs; it only skips the work (most of a
@@ -311,17 +312,20 @@ def _misses_deadline_only(offer: Offer, gpu: GpuSpec, workload: Workload, nodes:
     deadline = constraints.deadline_hours
     if deadline is None:
         return False
-    est = _estimate_of(gpu, workload, nodes, per_node, estimates, throughput_for, need)
-    if isinstance(est, str) or not est.fits:
-        return False
-    stretch = spot_model.stretch(offer.cloud, nodes) if spot else None
-    if spot and stretch is None:
-        return False
     price = offer.price(spot)
     if price is None or (constraints.max_price_per_hour is not None and price * nodes > constraints.max_price_per_hour):
         return False
-    hours = job_hours(est.wall_hours, startup_s=startup_s, stretch=stretch).total
-    return within("hours", hours) and hours > deadline
+    # The rest depends on the GPU shape, the cloud and the market, not on the region or price: once per such key.
+    key = (gpu.name, per_node, nodes, workload.sharding, offer.cloud, spot, startup_s)
+    if key not in misses:
+        est = _estimate_of(gpu, workload, nodes, per_node, estimates, throughput_for, need)
+        stretch = spot_model.stretch(offer.cloud, nodes) if spot else None
+        if isinstance(est, str) or not est.fits or (spot and stretch is None):
+            misses[key] = False
+        else:
+            hours = job_hours(est.wall_hours, startup_s=startup_s, stretch=stretch).total
+            misses[key] = within("hours", hours) and hours > deadline
+    return misses[key]
 
 
 def _priced_option(offer: Offer, gpu: GpuSpec, workload: Workload, nodes: int, per_node: int, spot: bool,
