@@ -14,6 +14,7 @@ import statistics
 import time
 
 from gpuplan.catalog.catalog import Catalog
+from gpuplan.estimating import throughput
 from gpuplan.estimating.architecture import preset
 from gpuplan.estimating.estimate import Workload
 from gpuplan.planning.planner import Constraints, plan
@@ -44,15 +45,20 @@ def main() -> int:
     worst = 0.0
     for label, (workload, constraints) in cases.items():
         plan(workload, offers, constraints=constraints, shardings=AUTO)  # warm caches (GPU table, imports)
-        times = []
+        times, cpu = [], []
         for _ in range(args.repeats):
-            t0 = time.perf_counter()
+            # Cold: a `gpuplan plan` process starts with the step model's layer-time memo empty (issue 33 item 4
+            # measured with it cleared, so the repeats are not faster than one CLI call).
+            throughput.forget_layer_times()
+            t0, c0 = time.perf_counter(), time.process_time()
             result = plan(workload, offers, constraints=constraints, shardings=AUTO)
             times.append((time.perf_counter() - t0) * 1000)
+            cpu.append((time.process_time() - c0) * 1000)
         median = statistics.median(times)
         worst = max(worst, median)
-        print(f"{label:<40} median {median:6.1f} ms (min {min(times):5.1f})  "
-              f"{len(result.options)} options, {len(result.rejected)} dropped")
+        # CPU time too: on a shared machine the wall clock measures the neighbours as much as the planner.
+        print(f"{label:<40} median {median:6.1f} ms (min {min(times):5.1f}; CPU median {statistics.median(cpu):6.1f})"
+              f"  {len(result.options)} options, {len(result.rejected)} dropped")
     verdict = "PASS" if worst < TARGET_MS else "FAIL"
     print(f"{verdict}: slowest median {worst:.1f} ms against the {TARGET_MS:.0f} ms target")
     return 0 if worst < TARGET_MS else 1

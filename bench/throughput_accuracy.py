@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import statistics
 import sys
 from pathlib import Path
@@ -32,9 +33,26 @@ from gpuplan.estimating.estimate import Hardware, Workload, estimate  # noqa: E4
 from gpuplan.estimating.parallel import ParallelConfig  # noqa: E402
 from gpuplan.estimating.shape import shape_of  # noqa: E402
 from gpuplan.estimating.throughput import SUSTAINED_EFFICIENCY, step_breakdown  # noqa: E402
-from gpuplan.hardware.gpus import resolve_gpu  # noqa: E402
+from gpuplan.hardware.gpus import GpuSpec, resolve_gpu  # noqa: E402
 
 TABLES = ROOT / "bench" / "data" / "throughput_tables.csv"
+# GPUs a source ran that no datasheet row describes (torchtitan's 500 W, 96 GB HBM2e H100s): the datasheet part with
+# the figures the source states, each with its URL. Bench data, not product data: no cloud sells these.
+VARIANTS = ROOT / "bench" / "data" / "gpu_variants.csv"
+
+
+def gpu_of(name: str) -> GpuSpec:
+    """The GPU a row names: a row of gpu_variants.csv (its base part with the stated peak and bandwidth), else the
+    GPU table's."""
+    with VARIANTS.open(newline="") as f:
+        for variant in csv.DictReader(f):
+            if variant["name"] == name:
+                return dataclasses.replace(resolve_gpu(variant["base"]), name=name,
+                                           memory_gb=float(variant["memory_gb"]),
+                                           bf16_tflops=float(variant["bf16_tflops"]),
+                                           fp16_tflops=float(variant["bf16_tflops"]),
+                                           memory_bandwidth_gbps=float(variant["memory_bandwidth_gbps"]))
+    return resolve_gpu(name)
 GOAL = 0.10
 # Before issue 33 a second model, the default MFU prior, answered whenever no layout flag was given: its median
 # |error| per source on these rows, as `predict_with_prior` computed it at commit 7a9bade (kept so every source shows
@@ -66,7 +84,7 @@ def predict(row: dict[str, str], sustained: dict[str, float] | None = None) -> f
         recompute_share=share, virtual_stages=chunks, tp_overlap=row.get("tp_overlap") == "1",
         dp_overlap=row.get("dp_overlap") == "1",
     )
-    gpu = resolve_gpu(row["gpu"])
+    gpu = gpu_of(row["gpu"])
     step = step_breakdown(shape, gpu, config, params=arch.param_count(), seq_len=int(row["seq_len"]),
                           precision=row["precision"], attention=row.get("attention") or "flash",
                           sustained=None if sustained is None else sustained.get(gpu.generation, 1.0))
@@ -87,7 +105,7 @@ def predict_with_defaults(row: dict[str, str]) -> float:
                         global_batch=int(row["global_batch"]), micro_batch=int(row["micro_batch"]),
                         precision=row["precision"], sharding=sharding,
                         activation_checkpointing=row["recompute"] in ("full", "half"))
-    hardware = Hardware(resolve_gpu(row["gpu"]), gpus=int(row["gpus"]), gpus_per_node=int(row["gpus_per_node"]),
+    hardware = Hardware(gpu_of(row["gpu"]), gpus=int(row["gpus"]), gpus_per_node=int(row["gpus_per_node"]),
                         network_gbps=float(row["network_gbps"]))
     return estimate(workload, hardware).tokens_per_s_per_gpu
 
@@ -97,7 +115,7 @@ def fit_sustained(rows: list[dict[str, str]]) -> dict[str, float]:
     published / first-principles ratio (every source weighs the same, however many rows it has)."""
     ratios: dict[str, dict[str, list[float]]] = {}
     for row in rows:
-        generation = resolve_gpu(row["gpu"]).generation
+        generation = gpu_of(row["gpu"]).generation
         ratio = float(row["tokens_per_s_per_gpu"]) / predict(row, {})
         ratios.setdefault(generation, {}).setdefault(row["source"], []).append(ratio)
     return {gen: round(statistics.median(statistics.median(r) for r in by_source.values()), 3)

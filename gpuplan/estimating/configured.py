@@ -80,7 +80,8 @@ def step_summary(speed: ConfiguredSpeed) -> dict[str, Any]:
         "step_s": step.step_s, "seconds": {
             "compute": step.compute_s, "recompute": step.recompute_s, "tensor_parallel": step.tensor_parallel_s,
             "pipeline_bubble": step.pipeline_bubble_s, "pipeline_p2p": step.pipeline_p2p_s,
-            "data_parallel_exposed": step.data_parallel_exposed_s, "optimizer": step.optimizer_s,
+            "data_parallel_exposed": step.data_parallel_exposed_s,
+            "compute_slowed_by_hidden_comm": step.overlap_contention_s, "optimizer": step.optimizer_s,
             "below_ideal": step.sustained_overhead_s},
     }
 

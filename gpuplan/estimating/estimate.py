@@ -244,14 +244,19 @@ def resolve_layout(workload: Workload, hardware: Hardware) -> tuple[Workload, in
     return chosen, _global_batch(chosen, gpus, chosen.tp or 1, chosen.pp or 1), notes
 
 
-def estimate(workload: Workload, hardware: Hardware, throughput: Throughput | None = None) -> Estimate:
+def estimate(workload: Workload, hardware: Hardware, throughput: Throughput | None = None, *,
+             known_min_gpus: int | None = None) -> Estimate:
     """The estimate for `workload` on `hardware`; `throughput` (measured or given) overrides the step model.
 
+    `known_min_gpus`: the fewest GPUs of this shape the workload fits on, when the caller has it already (the
+    planner searches it once per GPU shape and prices many node counts of that shape: min_gpus does not depend on
+    the count, and searching it again per count was most of a plan's time).
     Raises ValueError for a precision the GPU cannot run (e.g. bf16 on a V100).
     """
     precision, fallback = configured.precision_for(hardware.gpu, workload.precision)
     if fallback:
-        result = estimate(replace(workload, precision=precision), hardware, throughput)
+        result = estimate(replace(workload, precision=precision), hardware, throughput,
+                          known_min_gpus=known_min_gpus)
         return replace(result, assumptions=[fallback, *result.assumptions])
     if workload.mode == "inference":
         return _inference_estimate(workload, hardware, throughput)
@@ -262,7 +267,8 @@ def estimate(workload: Workload, hardware: Hardware, throughput: Throughput | No
     if stated_group > 1 and gpus % stated_group:
         raise ValueError(f"{gpus} GPUs do not split into --tp {workload.tp or 1} x --pp {workload.pp or 1} x data "
                          "parallel")
-    needed = min_gpus(workload, gpu, gpus_per_node=hardware.per_node)
+    needed = known_min_gpus if known_min_gpus is not None else \
+        min_gpus(workload, gpu, gpus_per_node=hardware.per_node)
     stated = workload
     workload, global_batch, layout_notes = resolve_layout(workload, hardware)
     trainable = lora_params(shape, workload.lora_rank) if workload.lora_rank else workload.params

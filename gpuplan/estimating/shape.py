@@ -8,6 +8,7 @@ Llama-2-7B's 32 x 4096: close enough for a term that is 10-25% of the total.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from gpuplan.estimating.architecture import Architecture
@@ -32,8 +33,12 @@ class Shape:
     expert_params: int = 0  # all routed experts' parameters over all layers
 
 
+@functools.lru_cache(maxsize=1024)
 def shape_of(params: int, arch: Architecture | None) -> Shape:
-    """The shape of `arch`, or a typical decoder shape for `params` parameters when there is no architecture."""
+    """The shape of `arch`, or a typical decoder shape for `params` parameters when there is no architecture.
+
+    Memoised (a pure function of frozen values): `plan` asks for the same model's shape in every estimate and
+    memory check it makes, and counting an architecture's parameters layer by layer each time was 6% of a plan."""
     if arch is not None:
         return Shape(
             layers=arch.num_layers, hidden=arch.hidden_size, heads=arch.num_heads, kv_dim=arch.kv_dim,

@@ -22,6 +22,7 @@ collected tables and scored leave-one-source-out (bench/throughput_accuracy.py).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -37,8 +38,15 @@ EXPOSED_TAIL = 0.1
 # the power cap are below the boost clock MAMF measures; framework overhead, allocator, data loading, logging).
 # Fitted per generation by bench/throughput_accuracy.py as the median over sources of each source's median ratio,
 # so that a source with 200 rows weighs no more than one with 4; the bench scores it leave-one-source-out.
-SUSTAINED_EFFICIENCY = {"ampere": 0.841, "hopper": 0.785}
+SUSTAINED_EFFICIENCY = {"ampere": 0.842, "hopper": 0.807}
 SUSTAINED_FALLBACK = 0.75  # generations without a published table: between the two
+# Communication hidden behind compute is not free: NCCL's kernels take SMs (and power) from the GEMMs they run beside.
+# Lee et al. 2025, "Characterizing Compute-Communication Overlap in GPU-Accelerated Distributed Deep Learning:
+# Performance and Power Implications" (arXiv:2507.03114, abstract; GPT and Llama on 4 x A100 / H100): compute that
+# runs while a collective is in flight is 18.9% slower on average (up to 40%) than alone. So each second of
+# communication the step model hides behind compute adds OVERLAP_CONTENTION seconds of slower compute. (Before,
+# hidden meant free: FSDP's per-layer gathers on torchtitan's H100 rows were timed as if they cost nothing.)
+OVERLAP_CONTENTION = 0.189
 
 
 @dataclass(frozen=True)
@@ -57,6 +65,7 @@ class StepBreakdown:
     optimizer_s: float
     micro_batches: int
     sustained_overhead_s: float = 0.0  # what SUSTAINED_EFFICIENCY adds on top of the ideal parts
+    overlap_contention_s: float = 0.0  # compute slowed by the collectives hidden behind it (OVERLAP_CONTENTION)
 
     @property
     def scaling_efficiency(self) -> float:
@@ -65,14 +74,15 @@ class StepBreakdown:
         detail line's "comm" shares add up against, so the two never disagree."""
         ideal = self.step_s - self.sustained_overhead_s
         waiting = (self.data_parallel_exposed_s + self.tensor_parallel_s + self.pipeline_bubble_s
-                   + self.pipeline_p2p_s)
+                   + self.pipeline_p2p_s + self.overlap_contention_s)
         return 1.0 - waiting / ideal if ideal > 0 else 1.0
 
     def detail(self) -> str:
         """One line for the output: where the step's time goes."""
         parts = [("compute", self.compute_s), ("recompute", self.recompute_s), ("TP comm", self.tensor_parallel_s),
                  ("PP bubble", self.pipeline_bubble_s), ("PP sends", self.pipeline_p2p_s),
-                 ("DP comm exposed", self.data_parallel_exposed_s), ("optimizer", self.optimizer_s),
+                 ("DP comm exposed", self.data_parallel_exposed_s),
+                 ("compute slowed by hidden comm", self.overlap_contention_s), ("optimizer", self.optimizer_s),
                  ("below ideal (sustained rate)", self.sustained_overhead_s)]
         shown = ", ".join(f"{name} {seconds / self.step_s:.0%}" for name, seconds in parts if seconds > 0)
         return f"step {self.step_s:.3g} s over {self.micro_batches} micro-batches: {shown}"
@@ -89,11 +99,16 @@ def _op_recompute_seconds(shape: Shape, gpu: GpuSpec, *, tokens: float, tp: int,
     return sum(kernels.gemm_seconds(tokens, n, k, gpu=gpu, peak_flops=peak) for n, k in projections[1::2])
 
 
+@functools.lru_cache(maxsize=4096)
 def _layer_times(shape: Shape, gpu: GpuSpec, *, tokens: float, seq_len: int, tp: int, peak: float,
                  attention_peak: float, act_bytes: float, attention: str,
                  fp8: bool = False) -> tuple[float, float, float, float]:
     """(forward, backward, attention-core forward, memory-bound forward) seconds of one layer for one micro-batch
-    on one GPU."""
+    on one GPU.
+
+    A pure function of frozen values, memoised: `plan` times the same layer on the same GPU for every node count,
+    pipeline split and sharding it prices (only tensor parallelism and the micro-batch change a layer's kernels),
+    so the GEMM roofline runs once per GPU shape instead of once per option."""
     h, kv, i = shape.hidden, shape.kv_dim, shape.intermediate
     up = (2 * i if shape.gated_mlp else i) / tp
     gemms = (kernels.gemm_seconds(tokens, (h + 2 * kv) / tp, h, gpu=gpu, peak_flops=peak)
@@ -121,6 +136,11 @@ def _layer_times(shape: Shape, gpu: GpuSpec, *, tokens: float, seq_len: int, tp:
     forward = gemms + attention_fwd + elementwise
     backward = 2 * gemms + attention_bwd + backward_elementwise
     return forward, backward, attention_fwd, elementwise
+
+
+def forget_layer_times() -> None:
+    """Empty the layer-time memo (a benchmark measuring one cold `plan` call; nothing in the product needs it)."""
+    _layer_times.cache_clear()
 
 
 def step_breakdown(shape: Shape, gpu: GpuSpec, config: ParallelConfig, *, params: int, seq_len: int,
@@ -157,6 +177,7 @@ def step_breakdown(shape: Shape, gpu: GpuSpec, config: ParallelConfig, *, params
         recompute, passes = 0.0, 1.0
     tp_layer = parallel.tp_seconds_per_layer(config, tokens=tokens, hidden=shape.hidden, act_bytes=act_bytes,
                                              gpu=gpu, network_gbps=network, forward_passes=passes)
+    tp_layer_full = tp_layer
     if config.tp_overlap:
         # Overlapped with the layer's GEMMs (forward, two backward GEMMs each): only what they cannot cover shows,
         # and at least the first chunk's exchange of each split GEMM (EXPOSED_TAIL, as for the DP buckets).
@@ -179,14 +200,20 @@ def step_breakdown(shape: Shape, gpu: GpuSpec, config: ParallelConfig, *, params
     if sharded:
         per_micro = max(dp_comm / max(1, layers), dp_comm - micro)
         exposed = per_micro * m
+        hidden = (dp_comm - per_micro) * m
     elif config.dp_overlap:
         # The reduce-scatter (half the volume) hides behind the last backward, the all-gather behind the next
         # step's first forward; each shows what its window cannot cover, at least its last bucket.
         half = dp_comm / 2
         exposed = (max(EXPOSED_TAIL * half, half - backward_last)
                    + max(EXPOSED_TAIL * half, half - layers * forward))
+        hidden = dp_comm - exposed
     else:
         exposed = max(EXPOSED_TAIL * dp_comm, dp_comm - backward_last)
+        hidden = dp_comm - exposed
+    # The TP exchanges Megatron-Core overlaps (tp_overlap) slow the GEMMs they run beside in the same way.
+    tp_hidden = m * layers * (tp_layer_full - tp_layer) if config.tp_overlap else 0.0
+    contention = OVERLAP_CONTENTION * (max(0.0, hidden) + tp_hidden)
     optimizer_params = params / (tp * pp) / (config.dp if config.sharding != "none" else 1)
     optimizer = kernels.memory_seconds(optimizer_params * kernels.OPTIMIZER_BYTES_PER_PARAM, gpu)
     if precision == "fp8":  # the step's fp8 copy of the local weights (cached across its micro-batches)
@@ -194,7 +221,7 @@ def step_breakdown(shape: Shape, gpu: GpuSpec, config: ParallelConfig, *, params
 
     factor = SUSTAINED_EFFICIENCY.get(gpu.generation, SUSTAINED_FALLBACK) if sustained is None else sustained
     factor = factor or 1.0
-    ideal = m * micro + bubble + exposed + optimizer
+    ideal = m * micro + bubble + exposed + optimizer + contention
     step = ideal / factor
     step_tokens = m * config.micro_batch * config.dp * seq_len
     tps = step_tokens / step / config.gpus
@@ -204,5 +231,5 @@ def step_breakdown(shape: Shape, gpu: GpuSpec, config: ParallelConfig, *, params
         tokens_per_s_per_gpu=tps, mfu=mfu, step_s=step, compute_s=m * micro_compute,
         recompute_s=m * layers * recompute, tensor_parallel_s=m * layers * tp_layer, pipeline_bubble_s=bubble,
         pipeline_p2p_s=m * p2p, data_parallel_exposed_s=exposed, optimizer_s=optimizer, micro_batches=m,
-        sustained_overhead_s=step - ideal,
+        sustained_overhead_s=step - ideal, overlap_contention_s=contention,
     )

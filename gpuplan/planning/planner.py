@@ -211,6 +211,8 @@ def plan(
     needed: dict[tuple[str, int], tuple[int, str] | None] = {}
     strategies = tuple(shardings or (workload.sharding,))
     gpu_specs: dict[str, GpuSpec | None] = {}
+    sharded_workloads: dict[str, Workload] = {}
+    deadline_misses: dict[tuple[object, ...], bool] = {}
     kept: list[Option] = []
     rejected: list[Option] = []
 
@@ -246,19 +248,26 @@ def plan(
                                                                        f"{per_node} x {gpu.name}"))
                 continue
             need, sharding = needed[need_key]  # type: ignore[misc]
-            sharded = workload if sharding == workload.sharding else replace(workload, sharding=sharding)
+            if sharding not in sharded_workloads:  # one Workload per strategy, not one per offer (replace validates)
+                sharded_workloads[sharding] = workload if sharding == workload.sharding else \
+                    replace(workload, sharding=sharding)
+            sharded = sharded_workloads[sharding]
             # Price node counts from the fewest that fit upwards. Without a deadline the first one that passes is
             # the cheapest (scaling efficiency < 1: more nodes only cost more). With one, the first that meets it
             # is the cheapest on time and the larger ones are faster, for the Pareto front. Each offer that never
             # passes is explained once, by its last attempt (the most nodes tried, or the first limit it broke).
-            last_rejected: Option | None = None
+            last_rejected: tuple[Option, str] | None = None  # the Option is rebuilt with its reason once, at the end
             passed = False
             counts = [constraints.nodes] if constraints.nodes else _node_counts(need, per_node,
                                                                                 constraints.max_nodes)
-            for nodes in counts:
+            for index, nodes in enumerate(counts):
+                if index < len(counts) - 1 and _misses_deadline_only(
+                        offer, gpu, sharded, nodes, per_node, spot, estimates, throughput_for, spot_model,
+                        (startup_s or {}).get(offer.cloud, 0.0), need, constraints, deadline_misses):
+                    continue  # a deadline miss before the last count: rejected, and never the one explained
                 option = _priced_option(offer, gpu, sharded, nodes, per_node, spot, estimates, throughput_for,
                                         spot_model, (startup_s or {}).get(offer.cloud, 0.0),
-                                        (min_billed_seconds or {}).get(offer.cloud, 0))
+                                        (min_billed_seconds or {}).get(offer.cloud, 0), need)
                 reason = option.reason or _constraint_violation(option, constraints)
                 if reason is None:
                     kept.append(option)
@@ -266,32 +275,71 @@ def plan(
                     if constraints.deadline_hours is None:
                         break
                     continue
-                last_rejected = option if option.reason else replace(option, reason=reason)
+                last_rejected = (option, reason)
                 if option.reason is None and "deadline" not in reason:
                     break  # price and total cost only grow with more nodes
             if not passed and last_rejected is not None:
-                rejected.append(last_rejected)
+                option, reason = last_rejected
+                rejected.append(option if option.reason == reason else replace(option, reason=reason))
 
     kept.sort(key=lambda o: (o.est_cost_usd or Decimal(0), o.est_hours or 0.0, o.cloud, o.region, o.instance_type))
     rejected.sort(key=lambda o: (o.cloud, o.instance_type, o.region, o.spot, o.nodes))
     return _tagged(PlanResult(tuple(kept), tuple(rejected)))
 
 
-def _priced_option(offer: Offer, gpu: GpuSpec, workload: Workload, nodes: int, per_node: int, spot: bool,
-                   estimates: dict[tuple[str, int, int, str, float | None], Estimate | str],
-                   throughput_for: ThroughputFor,
-                   spot_model: SpotModel, startup_s: float = 0.0, min_billed_seconds: int = 0) -> Option:
-    """The option for `nodes` of this offer: estimated (once per shape), priced, spot-stretched."""
-    network = inter_node_gbps(offer.instance_type, nodes)  # the network this type's nodes really have
+def _estimate_of(gpu: GpuSpec, workload: Workload, nodes: int, per_node: int, network: float | None,
+                 estimates: dict[tuple[str, int, int, str, float | None], Estimate | str],
+                 throughput_for: ThroughputFor, need: int | None) -> Estimate | str:
+    """The estimate for `nodes` nodes of this GPU shape, computed once per shape (or why there is none). `need`:
+    the fewest GPUs of this shape the workload fits on (plan found it once per shape; estimate need not again)."""
     key = (gpu.name, per_node, nodes, workload.sharding, network)
     if key not in estimates:
         try:
             hardware = Hardware(gpu, gpus=per_node * nodes, nodes=nodes, gpus_per_node=per_node,
                                 network_gbps=network)
-            estimates[key] = estimate(workload, hardware, throughput_for(gpu))
+            estimates[key] = estimate(workload, hardware, throughput_for(gpu), known_min_gpus=need)
         except ValueError as exc:
             estimates[key] = str(exc)
-    est = estimates[key]
+    return estimates[key]
+
+
+def _misses_deadline_only(offer: Offer, gpu: GpuSpec, workload: Workload, nodes: int, per_node: int, spot: bool,
+                          estimates: dict[tuple[str, int, int, str, float | None], Estimate | str],
+                          throughput_for: ThroughputFor,
+                          spot_model: SpotModel, startup_s: float, need: int | None,
+                          constraints: Constraints, misses: dict[tuple[object, ...], bool]) -> bool:
+    """Whether this count fits, runs, is under the price limit and misses the deadline: the planner then tries
+    more nodes without building (and pricing) an Option for it. The same rules in the same order as
+    _priced_option and _constraint_violation, so the answer never differs; it only skips the work (most of a
+    deadline plan's attempts are such misses: 1,396 of 1,916 offers for a 7B model in 72 h)."""
+    deadline = constraints.deadline_hours
+    if deadline is None:
+        return False
+    price = offer.price(spot)
+    if price is None or (constraints.max_price_per_hour is not None and price * nodes > constraints.max_price_per_hour):
+        return False
+    # The rest depends on the GPU shape, its network, the cloud and the market, not on the region or price.
+    network = inter_node_gbps(offer.instance_type, nodes)  # the network this type's nodes really have
+    key = (gpu.name, per_node, nodes, workload.sharding, network, offer.cloud, spot, startup_s)
+    if key not in misses:
+        est = _estimate_of(gpu, workload, nodes, per_node, network, estimates, throughput_for, need)
+        stretch = spot_model.stretch(offer.cloud, nodes) if spot else None
+        if isinstance(est, str) or not est.fits or (spot and stretch is None):
+            misses[key] = False
+        else:
+            hours = job_hours(est.wall_hours, startup_s=startup_s, stretch=stretch).total
+            misses[key] = within("hours", hours) and hours > deadline
+    return misses[key]
+
+
+def _priced_option(offer: Offer, gpu: GpuSpec, workload: Workload, nodes: int, per_node: int, spot: bool,
+                   estimates: dict[tuple[str, int, int, str, float | None], Estimate | str],
+                   throughput_for: ThroughputFor,
+                   spot_model: SpotModel, startup_s: float = 0.0, min_billed_seconds: int = 0,
+                   need: int | None = None) -> Option:
+    """The option for `nodes` of this offer: estimated (once per shape, _estimate_of), priced, spot-stretched."""
+    network = inter_node_gbps(offer.instance_type, nodes)  # the network this type's nodes really have
+    est = _estimate_of(gpu, workload, nodes, per_node, network, estimates, throughput_for, need)
     price = offer.price(spot)
     assert price is not None
     total_price = price * nodes

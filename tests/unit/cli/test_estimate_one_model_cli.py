@@ -78,7 +78,8 @@ def test_one_node_scaling_efficiency_agrees_with_the_exposed_communication() -> 
                    "--sharding", "zero3", "--tp", "1", "--pp", "1", "--interconnect", "eth-25", "--network-gbps", "25",
                    "--micro-batch", "1", "--global-batch", "8", "--json").json()
     seconds = data["parallel"]["seconds"]
+    # Compute slowed by the communication hidden behind it is a cost of the other GPUs too (throughput.py).
     waiting = seconds["data_parallel_exposed"] + seconds["tensor_parallel"] + seconds["pipeline_bubble"] \
-        + seconds["pipeline_p2p"]
+        + seconds["pipeline_p2p"] + seconds["compute_slowed_by_hidden_comm"]
     ideal = data["parallel"]["step_s"] - seconds["below_ideal"]
     assert waiting > 0 and data["scaling_efficiency"] == pytest.approx(1 - waiting / ideal)

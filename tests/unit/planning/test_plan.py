@@ -161,3 +161,47 @@ def test_valid_gpu_counts_without_listing_them(per_node: int, max_gpus: int) -> 
     expected = list(range(1, min(per_node, max_gpus) + 1))
     expected += [n * per_node for n in range(2, max_gpus // per_node + 1)]
     assert [_valid_count(i, per_node) for i in range(_count_of_counts(per_node, max_gpus))] == expected
+
+
+def test_a_deadline_plan_keeps_and_explains_what_pricing_every_node_count_would(catalog: Catalog) -> None:
+    """The planner skips building an option for a node count that only misses the deadline (issue 33 item 4: most
+    of a deadline plan's attempts): what it keeps and the attempt it explains must be what pricing every count gives.
+    Reference: each offer priced alone at each count in the same order, keeping the counts that meet the
+    deadline and explaining the last one tried."""
+    offers = catalog.select(gpus={"L4", "A10G", "H100"}, clouds={"aws"})
+    workload = llama7b(sharding="zero1", activation_checkpointing=False)
+    constraints = Constraints(deadline_hours=72, spot=False)
+    result = plan(workload, offers, constraints=constraints)
+    expected_kept: set[tuple[str, str, int]] = set()
+    expected_explained: set[tuple[str, str, int]] = set()
+    for offer in {(o.region, o.instance_type): o for o in offers if o.price(False) is not None}.values():
+        alone = plan(workload, [offer], constraints=Constraints(spot=False, nodes=None, max_nodes=64))
+        if not alone.options:
+            continue
+        first = alone.options[0].nodes
+        counts = [first * 2**k for k in range(8) if first * 2**k <= 64]
+        met = []
+        last = None
+        for nodes in counts:
+            one = plan(workload, [offer], constraints=Constraints(spot=False, nodes=nodes)).options
+            assert one, (offer.instance_type, nodes)
+            last = nodes
+            if one[0].est_hours <= 72:
+                met.append(nodes)
+        expected_kept |= {(offer.region, offer.instance_type, n) for n in met}
+        if not met and last is not None:
+            expected_explained.add((offer.region, offer.instance_type, last))
+    kept = {(o.region, o.instance_type, o.nodes) for o in result.options}
+    explained = {(o.region, o.instance_type, o.nodes) for o in result.rejected if "deadline" in (o.reason or "")}
+    assert kept == expected_kept and kept
+    assert explained == expected_explained and explained  # some offers miss the deadline at every count
+
+
+def test_estimate_takes_the_fewest_gpus_the_planner_already_found() -> None:
+    """plan searches the fewest GPUs once per GPU shape and hands it to estimate for every node count it prices
+    (issue 33 item 4: estimate searched it again per count, most of a plan's time); the answer is the same."""
+    workload = llama7b(sharding="zero1", activation_checkpointing=False)
+    hardware = Hardware(resolve_gpu("L4"), gpus=16, nodes=2, gpus_per_node=8)
+    searched = estimate(workload, hardware)
+    given_count = estimate(workload, hardware, known_min_gpus=searched.min_gpus)
+    assert searched.min_gpus is not None and given_count == searched
