@@ -16,6 +16,7 @@ BUILTIN_PROVIDERS: dict[str, str] = {
     "local": "gpuplan.providers.local:LocalProvider",
     "aws": "gpuplan.providers.aws.provider:AwsProvider",
     "gcp": "gpuplan.providers.gcp.provider:GcpProvider",
+    "azure": "gpuplan.providers.azure.provider:AzureProvider",
     "slurm": "gpuplan.providers.slurm.provider:SlurmProvider",
 }
 

@@ -8,9 +8,8 @@ for VMs); `type` is Consumption (pay as you go), Reservation or DevTestConsumpti
 Windows meters a `productName` ending in " Windows". GPU VMs are the N-series (`armSkuName` Standard_N...).
 Filter values are case-sensitive in API version 2023-01-01-preview.
 
-Kept small and free of the catalog so an Azure provider package can own it: providers/azure/ is a folder without
-an __init__.py until that provider is written (then it becomes a package and README's Layout names it). The
-endpoint moves with GPUPLAN_AZURE_PRICES_URL (tests serve recorded pages on 127.0.0.1).
+Kept small and free of the catalog: this module reads the API; providers/azure/pricing.py makes catalog offers.
+The endpoint moves with GPUPLAN_AZURE_PRICES_URL (tests serve recorded pages on 127.0.0.1).
 """
 
 from __future__ import annotations
