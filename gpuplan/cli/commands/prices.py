@@ -86,7 +86,7 @@ def prices(app: AppContext, gpu_text: str | None, min_gpus: float | None, min_gp
     stale = [source for source in catalog.sources.values() if source.is_stale(now)]
     if stale:  # one warning per command, whatever the number of clouds
         oldest = max(stale, key=lambda source: source.age(now))
-        public = [s.cloud for s in stale if _publishes_prices(s.cloud)]
+        public = [s.cloud for s in stale if _public_on_request(s.cloud)]
         warn(f"{', '.join(s.cloud for s in stale)} prices are up to {_age(oldest, now)} old (more than 7 days); "
              f"refresh: {' / '.join(f'gpuplan catalog refresh --cloud {s.cloud}' for s in stale)}"
              + (f" ({', '.join(public)} without an account: --source public)" if public else ""))
@@ -101,15 +101,17 @@ def prices(app: AppContext, gpu_text: str | None, min_gpus: float | None, min_gp
         note(f"{len(shown)} of {len(rows)} rows shown; --limit 0 shows all")
 
 
-def _publishes_prices(cloud: str) -> bool:
-    """Does this cloud's provider have prices anyone may read (gpuplan.providers.base.PublishesPrices)?"""
+def _public_on_request(cloud: str) -> bool:
+    """Does this cloud's provider have prices anyone may read (gpuplan.providers.base.PublishesPrices) that a
+    refresh with credentials would not use unasked? (Azure's public source is its whole refresh: no flag needed.)"""
     from gpuplan.providers.base import PublishesPrices
     from gpuplan.providers.registry import UnknownProviderError, load_provider_class
 
     try:
-        return issubclass(load_provider_class(cloud), PublishesPrices)
+        cls = load_provider_class(cloud)
     except UnknownProviderError:
         return False
+    return issubclass(cls, PublishesPrices) and not cls.public_source_complete
 
 
 def _age(source: CatalogSource, now: dt.datetime) -> str:
