@@ -45,7 +45,7 @@ def default_interruption_rates() -> dict[str, float]:
 @dataclass(frozen=True)
 class SpotModel:
     """Expected interruption overhead: each interruption loses half a checkpoint interval plus a restart, or,
-    where past relaunches measured it (gpuplan.calibration.interruption_loss), the mean work they lost."""
+    where past relaunches measured it (gpuplan.runs.interruption_loss), the mean work they lost."""
 
     interruptions_per_hour: dict[str, float] = field(default_factory=default_interruption_rates)
     restart_hours: float = DEFAULT_RESTART_HOURS
