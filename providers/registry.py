@@ -49,6 +49,31 @@ def load_provider_class(name: str) -> type[Provider]:
     return getattr(module, attr)  # type: ignore[no-any-return]
 
 
+def catalog_providers() -> dict[str, type[Provider]]:
+    """The clouds the price catalog prices, by cloud name: every registered provider that declares
+    `priced_by_catalog` (the built-ins in the registry's order, then the plugins by name). What the catalog,
+    `prices`, `plan` and the spot model know of clouds comes from here, so a new cloud is a package and a line
+    above. A plugin that cannot be imported is left out (it cannot price anything)."""
+    from importlib.metadata import entry_points
+
+    names = list(BUILTIN_PROVIDERS) + sorted({ep.name for ep in entry_points(group="gpuplan.providers")}
+                                             - set(BUILTIN_PROVIDERS))
+    found: dict[str, type[Provider]] = {}
+    for name in names:
+        try:
+            cls = load_provider_class(name)
+        except UnknownProviderError:
+            continue
+        if cls.priced_by_catalog:
+            found.setdefault(cls.cloud, cls)
+    return found
+
+
+def catalog_clouds() -> tuple[str, ...]:
+    """The names of the clouds the price catalog prices (see catalog_providers)."""
+    return tuple(catalog_providers())
+
+
 def get_provider(name: str, **config: Any) -> Provider:
     """An instance of the provider registered as `name`, configured with `config`."""
     return load_provider_class(name)(**config)

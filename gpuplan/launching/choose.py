@@ -32,8 +32,6 @@ def choose_offer(spec: JobSpec, provider: Provider, *, db_url: str | None = None
     plugins): the spec as asked, at the provider's own quoted rate. `archs`: the catalog architectures the job's
     image runs on (gpuplan.launching.image_arch), None for any.
     """
-    from gpuplan.catalog import has_prices
-
     res = spec.resources
     gpus_per_node = res.gpus_per_node or (1 if res.gpu else 0)
     if provider.runs_here:
@@ -43,7 +41,7 @@ def choose_offer(spec: JobSpec, provider: Provider, *, db_url: str | None = None
                            price_per_hour=Decimal(str(price)) if price is not None else Decimal(0),
                            on_this_machine=True)
     region = next((r for r in res.regions if "*" not in r and "?" not in r), None)
-    priced = has_prices(provider.cloud)
+    priced = provider.priced_by_catalog
     # Offers this account cannot launch (a region it has not enabled, a Local Zone the spec does not name) are
     # left out before anything is ranked (gpuplan.launching.usable).
     usable = usable_offers(provider, res.zones, archs) if priced else None
@@ -161,8 +159,8 @@ def planned_offer(spec: JobSpec, provider_name: str, cloud: str, *, db_url: str 
 def spot_model_for(spec: JobSpec, db_url: str | None = None) -> Any:
     """The planner's spot interruption model with the spec's checkpoint interval (plan and launch share it), and
     the work past relaunches lost per interruption where the store at `db_url` has any."""
-    from gpuplan.calibration.interruption_loss import measured_loss
     from gpuplan.planning.planner import DEFAULT_CHECKPOINT_HOURS, SpotModel
+    from gpuplan.runs.interruption_loss import measured_loss
 
     interval = spec.checkpoint.interval if spec.checkpoint and spec.checkpoint.interval else None
     measured = measured_loss(db_url)

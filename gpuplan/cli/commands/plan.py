@@ -29,7 +29,8 @@ from gpuplan.units import format_size, parse_duration_hours
 @workload_options
 @click.option("--gpu", "gpu_text", metavar="NAME[,NAME]", shell_complete=complete.gpu_names,
               help="Only these GPU types (default: every GPU sold).")
-@click.option("--cloud", "cloud_text", metavar="CLOUD[,CLOUD]", help="aws, gcp (default: both).")
+@click.option("--cloud", "cloud_text", metavar="CLOUD[,CLOUD]",
+              help="The clouds to plan on, e.g. aws,azure (default: every cloud the catalog prices).")
 @click.option("--region", "region_text", metavar="PATTERN[,PATTERN]", help="Region glob(s), e.g. 'us-*'.")
 @click.option("--spot/--no-spot", default=None, help="Only spot, or only on-demand (default: both).")
 @click.option("--deadline", metavar="DURATION", help="Must finish within this wall time: 72h, 3d or '3 days' "
@@ -97,14 +98,17 @@ def plan_answer(app: AppContext, spec_path: Path | None, *, gpu_text: str | None
                 checkpoint_interval: str | None, **workload_flags: Any) -> PlanAnswer:
     """Plan the job the options describe (the parsed parameters of `plan_command`): one function for every caller,
     so the dashboard's options are `gpuplan plan --json`'s options."""
-    from gpuplan.calibration.interruption_loss import measured_loss
     from gpuplan.catalog.catalog import Catalog
     from gpuplan.catalog.gpu_names import compile_region_patterns, resolve_clouds, resolve_gpus
     from gpuplan.planning.planner import Constraints, plan
+    from gpuplan.providers.registry import catalog_clouds
+    from gpuplan.runs.interruption_loss import measured_loss
 
+    known = catalog_clouds()
     workload, own_throughput, spec_limits = _workload(spec_path, workload_flags)
     gpus = resolve_gpus(gpu_text) if gpu_text else spec_limits.get("gpus")
-    clouds = resolve_clouds(cloud_text) if cloud_text else spec_limits.get("clouds") or _default_clouds()
+    clouds = resolve_clouds(cloud_text, known) if cloud_text else \
+        spec_limits.get("clouds") or _default_clouds(known) or known
     regions = compile_region_patterns(region_text) if region_text else \
         spec_limits.get("regions") or _default_regions()
     if spot is None:
@@ -130,7 +134,7 @@ def plan_answer(app: AppContext, spec_path: Path | None, *, gpu_text: str | None
     from gpuplan.catalog.gpu_names import not_rented_message, rented
 
     if gpus is not None and not all(rented(g) for g in gpus):
-        warn(not_rented_message({g for g in gpus if not rented(g)}))
+        warn(not_rented_message({g for g in gpus if not rented(g)}, known))
     # Every zone type: keep_offer below applies the launch's rule (named Local Zones only).
     offers = catalog.select(gpus=gpus, regions=regions, zones="all")
     if spec_limits.get("gpus_per_node"):
@@ -194,11 +198,11 @@ def _workload(spec_path: Path | None, flags: dict[str, Any]) -> tuple[Any, Any, 
     found: dict[str, Any] = {}
     if res.gpu:  # every candidate GPU (`gpu: [A100:8, H100:8]`), or the one
         found["gpus"] = resolve_gpus(",".join(c.rpartition(":")[0] for c in res.gpu_candidates) or res.gpu)
-    from gpuplan.providers.registry import load_provider_class
+    from gpuplan.providers.registry import catalog_clouds, load_provider_class
 
     clouds = [c for c in res.clouds if load_provider_class(c).priced_by_catalog]  # not this machine, a cluster
     if clouds:
-        found["clouds"] = resolve_clouds(",".join(clouds))
+        found["clouds"] = resolve_clouds(",".join(clouds), catalog_clouds())
     if res.regions:
         found["regions"] = compile_region_patterns(",".join(res.regions))
     if res.spot:
@@ -228,14 +232,14 @@ def _workload(spec_path: Path | None, flags: dict[str, Any]) -> tuple[Any, Any, 
     return workload, own, found
 
 
-def _default_clouds() -> list[str] | None:
-    """`[defaults] clouds` of the config file, the ones with prices (local and slurm have no catalog)."""
-    from gpuplan.catalog.gpu_names import KNOWN_CLOUDS, resolve_clouds
+def _default_clouds(known: tuple[str, ...]) -> tuple[str, ...] | None:
+    """`[defaults] clouds` of the config file, the ones with prices (`known`: local and slurm have no catalog)."""
+    from gpuplan.catalog.gpu_names import resolve_clouds
     from gpuplan.config import default_setting
 
     value = default_setting("clouds")
-    priced = [c for c in value if c in KNOWN_CLOUDS] if isinstance(value, list) else []
-    return resolve_clouds(",".join(priced)) if priced else None
+    priced = [c for c in value if c in known] if isinstance(value, list) else []
+    return resolve_clouds(",".join(priced), known) if priced else None
 
 
 def _default_regions() -> list[str] | None:
@@ -260,10 +264,10 @@ def _money(value: float, flag: str) -> Decimal:
 
 
 def _spot_model(rate: float | None, interval: str | None, spec_interval: float | None, measured: Any = None) -> Any:
-    from gpuplan.planning.planner import DEFAULT_CHECKPOINT_HOURS, DEFAULT_INTERRUPTIONS_PER_HOUR, SpotModel
+    from gpuplan.planning.planner import DEFAULT_CHECKPOINT_HOURS, SpotModel, default_interruption_rates
 
-    rates = {cloud: rate for cloud in DEFAULT_INTERRUPTIONS_PER_HOUR} if rate is not None else dict(
-        DEFAULT_INTERRUPTIONS_PER_HOUR)
+    defaults = default_interruption_rates()
+    rates = {cloud: rate for cloud in defaults} if rate is not None else defaults
     hours = _hours(interval, "--checkpoint-interval") if interval else (spec_interval or DEFAULT_CHECKPOINT_HOURS)
     return SpotModel(interruptions_per_hour=rates, checkpoint_hours=hours,
                      measured_loss_hours=measured.hours if measured is not None else None)
