@@ -137,12 +137,14 @@ machine_end() {
 """
 
 
-def azure_boot_cloud(*, arm_endpoint: str | None = None, metadata_url: str | None = None) -> BootCloud:
-    """The hooks of an Azure VM; the endpoints move ARM and IMDS (the tests' loopback fakes)."""
+def azure_boot_cloud(*, arm_endpoint: str | None = None, metadata_url: str | None = None,
+                     blob_endpoint: str | None = None) -> BootCloud:
+    """The hooks of an Azure VM; the endpoints move ARM, IMDS and Blob storage (the tests' loopback fakes; a
+    blob endpoint is path style: `ENDPOINT/ACCOUNT/CONTAINER/BLOB`)."""
     functions = "\n".join([AZURE_HOOKS, BLOB_FUNCTIONS.strip("\n")])
     # A Spot VM gets at least thirty seconds: the job has fifteen to save before its checkpoints are copied.
     return BootCloud(functions=functions, notice_source="azure", assignments={
         "METADATA_URL": (metadata_url or DEFAULT_METADATA_URL).rstrip("/"),
         "ARM_ENDPOINT": (arm_endpoint or DEFAULT_ARM_ENDPOINT).rstrip("/"),
         "ARM_AUDIENCE": ARM_AUDIENCE, "VAULT_AUDIENCE": VAULT_AUDIENCE, "COMPUTE_API": COMPUTE_API,
-        "TAGS_API": TAGS_API, "NOTICE_BUDGET": "15"})
+        "TAGS_API": TAGS_API, "NOTICE_BUDGET": "15", "BLOB_ENDPOINT": (blob_endpoint or "").rstrip("/")})

@@ -116,6 +116,12 @@ class ArmState:
         assert vm["properties"].get("priority") == "Spot", "only Spot VMs are evicted"
         self.delete_vm(vm)
 
+    def settle(self) -> None:
+        """Azure finishes every pending operation (a client that does not poll still gets its delete done)."""
+        for op in list(self.operations.values()):
+            while op.status == "InProgress":
+                op.poll()
+
     def stop_from_guest(self, group: str, name: str) -> None:
         """A `shutdown -h now` inside the VM: stopped, still allocated (and billed)."""
         vm = self.resources[self.rid(group, "Microsoft.Compute/virtualMachines", name).lower()]

@@ -170,6 +170,8 @@ class FakeArmApp:
         group_rec = self.state.groups.get(group.lower())
         if group_rec is None:
             raise ArmError(404, "ResourceGroupNotFound", f"Resource group '{group}' could not be found.")
+        if kind.lower() == "microsoft.resources/tags" and request.method == "PATCH":
+            return self.merge_tags(group_rec, request.get_json(force=True))
         rid = self.state.rid(group_rec["name"], kind, name)
         found = self.state.resources.get(rid.lower())
         if request.method == "GET":
@@ -187,6 +189,18 @@ class FakeArmApp:
                 return _json(204)
             return self.delete(found)
         raise ArmError(405, "MethodNotAllowed", request.method)
+
+    def merge_tags(self, group: Json, body: Json) -> Response:
+        """Tags - Update At Scope, operation Merge, on a resource group
+        (https://learn.microsoft.com/rest/api/resources/tags/update-at-scope)."""
+        if body.get("operation") not in ("Merge", "Replace", "Delete"):
+            raise ArmError(400, "InvalidRequestContent", "operation must be Merge, Replace or Delete")
+        new = dict(body.get("properties", {}).get("tags") or {})
+        merged = {**(group.get("tags") or {}), **new} if body["operation"] == "Merge" else new
+        check_tags(self.rules, {"tags": merged})
+        group["tags"] = merged
+        return _json(200, {"id": f"{group['id']}/providers/Microsoft.Resources/tags/default", "name": "default",
+                           "type": "Microsoft.Resources/tags", "properties": {"tags": merged}})
 
     def _async(self, status: int, resource: Json, finish: Any) -> Response:
         op = self.state.new_operation(finish)
