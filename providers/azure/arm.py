@@ -62,11 +62,17 @@ class ArmSession:
         if kind not in self._clients:
             try:
                 if kind == "resource":
-                    from azure.mgmt.resource.resources import ResourceManagementClient as cls
+                    from azure.mgmt.resource.resources import ResourceManagementClient
+
+                    cls: Any = ResourceManagementClient
                 elif kind == "network":
-                    from azure.mgmt.network import NetworkManagementClient as cls  # type: ignore[no-redef]
+                    from azure.mgmt.network import NetworkManagementClient
+
+                    cls = NetworkManagementClient
                 else:
-                    from azure.mgmt.compute import ComputeManagementClient as cls  # type: ignore[no-redef]
+                    from azure.mgmt.compute import ComputeManagementClient
+
+                    cls = ComputeManagementClient
             except ImportError as exc:
                 raise UserError(EXTRA_HINT) from exc
             self._clients[kind] = cls(self.credential(), self.subscription_id, base_url=self.endpoint)

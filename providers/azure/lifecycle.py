@@ -92,7 +92,6 @@ class AzureMachines:
         group = resource_group_name(request.run_id)
         tags = azure_tags(request.tags(), request.labels)
         generation = int(request.options.get("generation") or 0)
-        where = dict(region=region, zone=zone, instance_type=size, family=quota_family(size), spot=request.spot)
         started: list[str] = []
         try:
             ensure_resource_group(self.session, group, region, tags)
@@ -118,7 +117,8 @@ class AzureMachines:
                 if rank == 0:
                     master = self._private_address(group, name)
         except Exception as exc:
-            error = from_exception(exc, **where)
+            error = from_exception(exc, region=region, zone=zone, instance_type=size, family=quota_family(size),
+                                   spot=request.spot)
             self._delete_vms(group, started)
             if not existing:
                 self._delete_group_if_empty(group)
@@ -135,14 +135,14 @@ class AzureMachines:
         return request.boot_script or "#!/bin/bash\n"
 
     def _private_address(self, group: str, name: str) -> str | None:
-        from gpuplan.providers.azure.network import nic_addresses
         from gpuplan.providers.azure.naming import nic_name
+        from gpuplan.providers.azure.network import nic_addresses
 
         try:
             nic = self.session.network.network_interfaces.get(group, nic_name(name))
             configs = list(nic.ip_configurations or [])
             return configs[0].private_ip_address if configs else None
-        except Exception:  # noqa: BLE001 - rank 0's address unknown: the other ranks cannot start
+        except Exception:
             private, _ = nic_addresses(self.session, group, name)
             return private
 
@@ -171,7 +171,7 @@ class AzureMachines:
         return out
 
     def _gone(self, instance_id: str, tags: dict[str, str]) -> Instance:
-        group, name = split_instance_id(instance_id)
+        _, name = split_instance_id(instance_id)
         rank = name.rsplit("-", 1)[-1]
         evicted = tags.get(f"{TAG_EVICTED_PREFIX}{rank}") == "true"
         code = tags.get(f"{TAG_EXIT_PREFIX}{rank}", "")
@@ -186,7 +186,7 @@ class AzureMachines:
     def _group_tags(self, group: str) -> dict[str, str]:
         try:
             return dict(self.session.resource.resource_groups.get(group).tags or {})
-        except Exception:  # noqa: BLE001 - the group is gone too: nothing to learn
+        except Exception:
             return {}
 
     # ---- list / terminate ----------------------------------------------------------------------------------
@@ -254,7 +254,7 @@ class AzureMachines:
     def _delete_nowait(self, group: str, name: str) -> None:
         try:
             self.session.compute.virtual_machines.begin_delete(group, name)
-        except Exception as exc:  # noqa: BLE001 - reconcile lists it
+        except Exception as exc:
             if not _not_found(exc):
                 log.warning("could not delete the stopped VM %s/%s: %s", group, name, exc)
 

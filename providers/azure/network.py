@@ -107,10 +107,10 @@ def nic_addresses(clients: ArmClients, group: str, vm: str) -> tuple[str | None,
         configs = list(nic.ip_configurations or [])
         if configs:
             private = configs[0].private_ip_address
-    except Exception:  # noqa: BLE001 - gone already: no address to show
+    except Exception:
         return None, None
     try:
         public = clients.network.public_ip_addresses.get(group, public_ip_name(vm)).ip_address
-    except Exception:  # noqa: BLE001 - no public IP (not asked for, or deleted)
+    except Exception:
         public = None
     return private, public

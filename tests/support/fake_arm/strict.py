@@ -132,8 +132,8 @@ def _usage(state: ArmState, region: str, pick: str, rules: StrictArmRules) -> in
             continue
         size = vm["properties"]["hardwareProfile"]["vmSize"]
         spot = vm["properties"].get("priority") == "Spot"
-        if pick == LOW_PRIORITY and spot or pick == TOTAL_REGIONAL and not spot \
-                or pick == rules.family_of.get(size) and not spot:
+        if (pick == LOW_PRIORITY and spot) or (pick == TOTAL_REGIONAL and not spot) \
+                or (pick == rules.family_of.get(size) and not spot):
             total += VCPUS.get(size, 0)
     return total
 

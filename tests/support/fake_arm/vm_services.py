@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -57,16 +58,12 @@ def _imds(state: VmServices, request: Request) -> Response:
         token = AUDIENCES.get(request.args.get("resource", ""))
         if token is None or "api-version" not in request.args:
             return Response('{"error": "invalid_resource"}', 400)
-        import json
-
         return Response(json.dumps({"access_token": token, "expires_in": "3599", "token_type": "Bearer",
                                     "resource": request.args["resource"]}), 200, content_type="application/json")
     if path.startswith("/metadata/instance/compute/") and request.args.get("format") == "text":
         value = state.compute.get(path.rsplit("/", 1)[-1])
         return Response(value, 200) if value is not None else Response("not found", 404)
     if path == "/metadata/scheduledevents":
-        import json
-
         return Response(json.dumps({"DocumentIncarnation": len(state.events), "Events": state.events}), 200,
                         content_type="application/json")
     return Response("not found", 404)
@@ -80,7 +77,7 @@ def _storage(state: VmServices, request: Request) -> Response:
         value = state.secrets.get(request.path[len("/secrets/"):])
         if value is None:
             return Response('{"error": {"code": "SecretNotFound"}}', 404)
-        return Response('{"value": "%s", "contentType": "application/base64"}' % value, 200)
+        return Response(json.dumps({"value": value, "contentType": "application/base64"}), 200)
     if auth != f"Bearer {STORAGE_TOKEN}" or not request.headers.get("x-ms-version"):
         return Response("<Error><Code>AuthenticationFailed</Code></Error>", 403)
     parts = request.path.lstrip("/").split("/", 2)
