@@ -35,6 +35,7 @@ from gpuplan.providers.azure.naming import (
     vm_name,
 )
 from gpuplan.providers.azure.network import ensure_network, ensure_nic, ensure_resource_group
+from gpuplan.providers.azure.secrets import KeyVault
 from gpuplan.providers.base import (
     CREATED_BY,
     TAG_CREATED_BY,
@@ -60,7 +61,7 @@ class AzureMachines:
 
     def __init__(self, session: ArmSession, *, provider: str, image: str, identity_id: str | None,
                  ssh_key: Callable[[], str], ssh_from: Callable[[], str | None], public_ip: bool,
-                 spot_max_price: Decimal | None, os_disk_gb: int) -> None:
+                 spot_max_price: Decimal | None, os_disk_gb: int, vault: KeyVault | None = None) -> None:
         self.session = session
         self.provider = provider
         self.image = image
@@ -70,6 +71,7 @@ class AzureMachines:
         self.public_ip = public_ip
         self.spot_max_price = spot_max_price
         self.os_disk_gb = os_disk_gb
+        self.vault = vault
 
     # ---- launch -------------------------------------------------------------------------------------------
 
@@ -95,6 +97,11 @@ class AzureMachines:
         started: list[str] = []
         try:
             ensure_resource_group(self.session, group, region, tags)
+            if request.secrets:  # before any VM: its boot script reads them
+                if self.vault is None:
+                    raise ProviderError("azure: a run with secrets needs [providers.azure] key_vault",
+                                        code="NoKeyVault")
+                self.vault.put(request.run_id, request.secrets, tags)
             subnet = ensure_network(self.session, group, region, tags, self.ssh_from())
             master: str | None = None
             for rank in sorted(have | set(missing)):
@@ -122,6 +129,8 @@ class AzureMachines:
             self._delete_vms(group, started)
             if not existing:
                 self._delete_group_if_empty(group)
+                if request.secrets and self.vault is not None:
+                    self.vault.delete_run(request.run_id)
             raise error from exc
         instances = [*existing, *self.describe([f"{group}/{name}" for name in started])]
         for inst in instances:
@@ -227,8 +236,10 @@ class AzureMachines:
             group, name = split_instance_id(instance_id)
             by_group.setdefault(group, []).append(name)
         for group, names in by_group.items():
+            run_id = self._group_tags(group).get(TAG_RUN_ID)
             self._delete_vms(group, names, strict=True)
-            self._delete_group_if_empty(group)
+            if self._delete_group_if_empty(group) and run_id and self.vault is not None:
+                self.vault.delete_run(run_id)  # no VM of the run is left to read them
 
     def _delete_vms(self, group: str, names: Sequence[str], *, strict: bool = False) -> None:
         pollers = []
@@ -258,14 +269,15 @@ class AzureMachines:
             if not _not_found(exc):
                 log.warning("could not delete the stopped VM %s/%s: %s", group, name, exc)
 
-    def _delete_group_if_empty(self, group: str) -> None:
+    def _delete_group_if_empty(self, group: str) -> bool:
         """Delete the run's resource group (and with it the VNet, NSG, public IPs, anything left) once it holds no
         VM: one call that cannot forget a resource. A group another process still launches into keeps its VMs."""
         try:
             if list(self.session.compute.virtual_machines.list(group)):
-                return
+                return False
             self.session.resource.resource_groups.begin_delete(group).result()
         except Exception as exc:
             if _not_found(exc):
-                return
+                return True
             raise from_exception(exc, region="") from exc
+        return True

@@ -44,6 +44,7 @@ class AzureProvider(Attachable, AzurePricing, Provider):
     name: ClassVar[str] = "azure"
     cloud: ClassVar[str] = "azure"
     boots_from_script: ClassVar[bool] = True  # each node runs jobs.bootstrap's script from its custom data
+    secrets_by_reference: ClassVar[bool] = True  # Key Vault: the custom data names secrets, holds no value
     # Pay-as-you-go and Spot VMs are billed per second with a one-minute minimum (Azure's VM pricing FAQ,
     # https://azure.microsoft.com/pricing/details/virtual-machines/linux/; restated with the Spot details in
     # https://vunvulearadu.blogspot.com/2025/12/azure-spot-vm-billing-pricing-and.html).
@@ -115,13 +116,29 @@ class AzureProvider(Attachable, AzurePricing, Provider):
             self._machines = AzureMachines(
                 self.session, provider=self.name, image=self.image, identity_id=self.identity, ssh_key=the_key,
                 ssh_from=lambda: ssh_source(self.ssh_from), public_ip=self.public_ip,
-                spot_max_price=self.spot_max_price, os_disk_gb=self.os_disk_gb)
+                spot_max_price=self.spot_max_price, os_disk_gb=self.os_disk_gb, vault=self.vault())
         return self._machines
+
+    def vault(self) -> Any:
+        """The Key Vault a run's secrets are kept in (providers/azure/secrets.py), or None without `key_vault`."""
+        if not self.key_vault:
+            return None
+        from gpuplan.providers.azure.secrets import KeyVault, vault_url
+
+        return KeyVault(vault_url(self.key_vault), self.session.credential)
+
+    def secret_parameter(self, run_id: str, name: str) -> str:
+        from gpuplan.providers.azure.secrets import secret_name, vault_url
+
+        return f"{vault_url(self.key_vault or 'no-key-vault')}/secrets/{secret_name(run_id, name)}"
 
     def check_launch(self, request: LaunchRequest) -> LaunchCheck:
         """Refuse, before anything is recorded, a boot script bigger than Azure's custom data limit."""
         from gpuplan.providers.azure.compute import MAX_CUSTOM_DATA_BYTES
 
+        if request.secrets and not self.key_vault:
+            raise UserError("the job has secrets, and the azure provider keeps them in Key Vault: set "
+                            "[providers.azure] key_vault (the vault's name) in the config file")
         script = request.boot_script or ""
         if len(script.encode()) > MAX_CUSTOM_DATA_BYTES:
             raise UserError(f"the boot script is {len(script.encode())} bytes; Azure's custom data holds at most "

@@ -83,6 +83,8 @@ class ArmState:
     operations: dict[str, Operation] = field(default_factory=dict)
     faults: list[Fault] = field(default_factory=list)
     requests: list[tuple[str, str]] = field(default_factory=list)
+    secrets: dict[str, Json] = field(default_factory=dict)  # Key Vault: lower-cased name -> {value, tags, ...}
+    deleted_secrets: set[str] = field(default_factory=set)  # soft-deleted, not yet purged
     lock: threading.RLock = field(default_factory=threading.RLock)
     _ips: itertools.count = field(default_factory=lambda: itertools.count(4))
 

@@ -28,6 +28,7 @@ _LIST_IN_GROUP = re.compile(r"^/subscriptions/([^/]+)/resourcegroups/([^/]+)/pro
 _LIST_ALL = re.compile(r"^/subscriptions/([^/]+)/providers/([^/]+)/([^/]+)$", re.I)
 _ASYNC = re.compile(r"^/subscriptions/[^/]+/providers/microsoft\.fake/operations/([^/]+)$", re.I)
 _RESULT = re.compile(r"^/subscriptions/[^/]+/operationresults/([^/]+)$", re.I)
+_SECRETS = re.compile(r"^/(secrets|deletedsecrets)(?:/([^/]+))?$", re.I)
 _FILTER = re.compile(r"tagName eq '((?:[^']|'')*)' and tagValue eq '((?:[^']|'')*)'")
 IDENTITY_HEADER = "fake-identity-header"
 TOKEN = "fake-arm-token"
@@ -76,6 +77,8 @@ class FakeArmApp:
         if not request.headers.get("Authorization", "").startswith("Bearer "):
             raise ArmError(401, "AuthenticationFailed", "Authentication failed. The 'Authorization' header is "
                            "missing.")
+        if m := _SECRETS.match(path):
+            return self.secret(request, m.group(1).lower(), m.group(2))
         if m := _ASYNC.match(path):
             op = self.state.operations.get(m.group(1))
             if op is None:
@@ -108,6 +111,37 @@ class FakeArmApp:
             return _json(401, {"error": "missing X-IDENTITY-HEADER"})
         return _json(200, {"access_token": TOKEN, "expires_on": str(int(time.time()) + 3600),
                            "resource": request.args.get("resource", ""), "token_type": "Bearer"})
+
+    # ---- Key Vault (served here too: the product's vault URL may be any https endpoint) ---------------------
+
+    def secret(self, request: Request, collection: str, name: str | None) -> Response:
+        """Set / Get / Delete Secret and Get Secrets (https://learn.microsoft.com/rest/api/keyvault/secrets/);
+        names are 1-127 letters, digits and dashes (400 BadParameter otherwise)."""
+        vault = self.state.secrets
+        if name is not None and not re.fullmatch(r"[0-9A-Za-z-]{1,127}", name):
+            raise ArmError(400, "BadParameter", "The request URI contains an invalid name: " + name)
+        if collection == "deletedsecrets":  # purge
+            if name is not None and name.lower() in self.state.deleted_secrets:
+                self.state.deleted_secrets.discard(name.lower())
+                return _json(204)
+            raise ArmError(404, "SecretNotFound", f"Deleted Secret not found: {name}")
+        if name is None:
+            return _json(200, {"value": [{"id": f"{self.base}/secrets/{n}", "tags": v.get("tags", {})}
+                                         for n, v in sorted(vault.items())], "nextLink": None})
+        key = name.lower()
+        if request.method == "PUT":
+            body = request.get_json(force=True)
+            check_tags(self.rules, body)
+            vault[key] = {"value": body["value"], "contentType": body.get("contentType"), "tags": body.get("tags", {})}
+            return _json(200, {"id": f"{self.base}/secrets/{name}/1", **{k: v for k, v in vault[key].items()
+                                                                           if k != "value"}})
+        if key not in vault:
+            raise ArmError(404, "SecretNotFound", f"A secret with (name/id) {name} was not found in this key vault.")
+        if request.method == "DELETE":
+            vault.pop(key)
+            self.state.deleted_secrets.add(key)
+            return _json(200, {"recoveryId": f"{self.base}/deletedsecrets/{name}"})
+        return _json(200, {"id": f"{self.base}/secrets/{name}/1", **vault[key]})
 
     # ---- resource groups -----------------------------------------------------------------------------------
 

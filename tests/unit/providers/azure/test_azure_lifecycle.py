@@ -117,3 +117,28 @@ def test_quota_errors_name_their_scope(arm: RunningArm) -> None:
         provider().launch(request(spot=True))
     assert err.value.scope == Scope(region="eastus", spot=True)
     assert arm.state.leftovers() == []
+
+
+def test_secrets_go_to_key_vault_never_into_the_custom_data_and_leave_with_the_run(arm: RunningArm) -> None:
+    from gpuplan.launching.placements import with_boot_scripts
+
+    p = provider(key_vault=arm.endpoint)
+    value = "hf_very_secret_value"
+    req = with_boot_scripts(request(secrets={"HF_TOKEN": value}, boot_script=None), p)
+    [inst] = p.launch(req)
+    [vm] = arm.state.vms()
+    script = base64.b64decode(vm["properties"]["osProfile"]["customData"]).decode()
+    assert value not in script and base64.b64encode(value.encode()).decode() not in script
+    [(name, stored)] = arm.state.secrets.items()
+    assert f"{arm.endpoint}/secrets/{name}" in script  # the script names the secret only
+    assert base64.b64decode(stored["value"]).decode() == value and stored["tags"]["gpuplan:run-id"] == "r-az1"
+    p.terminate([inst.instance_id])
+    assert arm.state.secrets == {} and arm.state.deleted_secrets == set()  # deleted and purged
+    assert arm.state.leftovers() == []
+
+
+def test_a_run_with_secrets_needs_a_key_vault(arm: RunningArm) -> None:
+    from gpuplan.errors import UserError
+
+    with pytest.raises(UserError, match="key_vault"):
+        provider().check_launch(request(secrets={"HF_TOKEN": ""}))
