@@ -163,7 +163,7 @@ def _print(rows: list[PriceRow], spot: bool) -> None:
                "$/PFLOP-h"]
     body = [
         (r.offer.cloud, r.offer.region, _zone_label(r), r.offer.instance_type,
-         f"{_num(r.offer.gpu_count)}x {r.offer.gpu}", _num(r.offer.gpu_memory_gb), _num(r.offer.vcpus),
+         f"{r.offer.gpu_count:.3g}x {r.offer.gpu}", _num(r.offer.gpu_memory_gb), _num(r.offer.vcpus),
          _money(r.price, 3), _money(r.price_per_gpu, 3),
          _money(None if r.price_per_tflop is None else r.price_per_tflop * 1000, 2))
         for r in rows
