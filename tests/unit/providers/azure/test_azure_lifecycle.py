@@ -142,3 +142,39 @@ def test_a_run_with_secrets_needs_a_key_vault(arm: RunningArm) -> None:
 
     with pytest.raises(UserError, match="key_vault"):
         provider().check_launch(request(secrets={"HF_TOKEN": ""}))
+
+
+def test_two_nodes_share_the_network_and_rank_1_gets_rank_0s_private_address(arm: RunningArm) -> None:
+    rendered: list[tuple[int, str | None]] = []
+
+    def script_for(rank: int, master: str | None) -> str:
+        rendered.append((rank, master))
+        return f"#!/bin/bash\necho rank {rank}\n"
+
+    nodes = provider().launch(request(nodes=2, options={"boot_script_for": script_for}))
+    assert [i.node_rank for i in nodes] == [0, 1]
+    nics = {n["name"]: n for n in arm.state.of_type("Microsoft.Network/networkInterfaces")}
+    rank0_ip = nics["gpuplan-r-az1-0-nic"]["properties"]["ipConfigurations"][0]["properties"]["privateIPAddress"]
+    assert rendered == [(0, None), (1, rank0_ip)]
+    subnets = {n["properties"]["ipConfigurations"][0]["properties"]["subnet"]["id"] for n in nics.values()}
+    assert len(subnets) == 1  # one subnet: the NSG's default AllowVnetInBound lets the ranks reach each other
+    assert len(arm.state.of_type("Microsoft.Network/virtualNetworks")) == 1
+
+
+def test_ssh_goes_to_the_public_ip_only_when_port_22_was_opened(arm: RunningArm) -> None:
+    from gpuplan.providers.attach_base import AttachTarget
+    from gpuplan.providers.base import ProviderError
+
+    [inst] = provider(ssh_from="198.51.100.7").launch(request())
+    target = AttachTarget(run_id="r-az1", provider="azure", instance_id=inst.instance_id, node_rank=0, nodes=1,
+                          region="eastus")
+    [ip] = arm.state.of_type("Microsoft.Network/publicIPAddresses")
+    attach = provider().attach(target, ["nvidia-smi"], interactive=False)
+    assert attach.argv[:3] == ["ssh", "-o", "StrictHostKeyChecking=accept-new"]
+    assert attach.argv[3] == f"gpuplan@{ip['properties']['ipAddress']}" and "nvidia-smi" in attach.argv[-1]
+
+    [other] = provider().launch(request(run_id="r-az2"))  # no ssh_from: DenyAllInBound refuses port 22
+    closed = AttachTarget(run_id="r-az2", provider="azure", instance_id=other.instance_id, node_rank=0, nodes=1,
+                          region="eastus")
+    with pytest.raises(ProviderError, match="ssh_from"):
+        provider().attach(closed, None, interactive=True)
