@@ -178,3 +178,32 @@ def test_ssh_goes_to_the_public_ip_only_when_port_22_was_opened(arm: RunningArm)
                           region="eastus")
     with pytest.raises(ProviderError, match="ssh_from"):
         provider().attach(closed, None, interactive=True)
+
+
+def test_custom_data_over_azures_limit_is_refused_before_anything_and_by_azure(arm: RunningArm) -> None:
+    from gpuplan.errors import UserError
+    from gpuplan.providers.base import ProviderError
+
+    big = "#!/bin/bash\n" + "#" * 70000 + "\n"
+    with pytest.raises(UserError, match="65535"):
+        provider().check_launch(request(boot_script=big))
+    assert arm.state.requests == []
+    # Past the check, Azure itself refuses it (InvalidParameter on customData), and the launch leaves nothing.
+    with pytest.raises(ProviderError) as err:
+        provider().launch(request(boot_script=big))
+    assert err.value.code == "InvalidParameter" and "87380" in str(err.value)
+    assert arm.state.leftovers() == []
+    arm.rules.custom_data = False  # the plain fake alone would have taken it
+    provider().launch(request(boot_script=big))
+    assert len(arm.state.vms()) == 1
+
+
+def test_spec_labels_azure_would_refuse_are_left_out_not_fatal(arm: RunningArm) -> None:
+    provider().launch(request(labels={"team": "nlp", "cost/center": "42"}))
+    [vm] = arm.state.vms()
+    assert vm["tags"]["team"] == "nlp" and "cost/center" not in vm["tags"]
+    from support.fake_arm.model import ArmError
+    from support.fake_arm.strict import check_tags
+
+    with pytest.raises(ArmError, match="InvalidTagNameCharacters"):
+        check_tags(arm.rules, {"tags": {"cost/center": "42"}})
