@@ -72,6 +72,8 @@ class AzureMachines:
         self.spot_max_price = spot_max_price
         self.os_disk_gb = os_disk_gb
         self.vault = vault
+        self.group_wait_seconds = 900.0  # deleting a resource group takes minutes
+        self.group_poll_seconds = 10.0
 
     # ---- launch -------------------------------------------------------------------------------------------
 
@@ -96,7 +98,7 @@ class AzureMachines:
         generation = int(request.options.get("generation") or 0)
         started: list[str] = []
         try:
-            ensure_resource_group(self.session, group, region, tags)
+            self._ensure_group(group, region, tags)
             if request.secrets:  # before any VM: its boot script reads them
                 if self.vault is None:
                     raise ProviderError("azure: a run with secrets needs [providers.azure] key_vault",
@@ -137,6 +139,23 @@ class AzureMachines:
             inst.price_per_hour = request.price_per_hour
         return sorted(instances, key=lambda i: i.node_rank)
 
+    def _ensure_group(self, group: str, region: str, tags: dict[str, str]) -> None:
+        """Create the run's group; if the previous generation's group is still being deleted (409
+        ResourceGroupBeingDeleted), wait until it is gone and create it again."""
+        import time
+
+        deadline = time.monotonic() + self.group_wait_seconds
+        while True:
+            try:
+                ensure_resource_group(self.session, group, region, tags)
+                return
+            except Exception as exc:
+                if getattr(getattr(exc, "error", None), "code", None) != "ResourceGroupBeingDeleted" \
+                        or time.monotonic() > deadline:
+                    raise
+                log.info("resource group %s is still being deleted; waiting", group)
+                time.sleep(self.group_poll_seconds)
+
     def _script(self, request: LaunchRequest, rank: int, master: str | None) -> str:
         per_node = request.options.get("boot_script_for")
         if callable(per_node):
@@ -169,7 +188,10 @@ class AzureMachines:
                     raise from_exception(exc, region="") from exc
                 if group not in group_tags:
                     group_tags[group] = self._group_tags(group)
-                out.append(self._gone(instance_id, group_tags[group]))
+                gone = self._gone(instance_id, group_tags[group])
+                if gone.state == InstanceState.TERMINATED and group_tags[group]:
+                    self._release_group(group)
+                out.append(gone)
                 continue
             inst = to_instance(vm, self.provider, group)
             if inst.state == InstanceState.TERMINATED and inst.tags.get(TAG_CREATED_BY) == CREATED_BY:
@@ -191,6 +213,17 @@ class AzureMachines:
         if code.lstrip("-").isdigit() and not evicted:
             inst.exit_code = int(code)
         return inst
+
+    def _release_group(self, group: str) -> None:
+        """The VM ended and deleted itself (its NIC and disk went with it): once no VM is left in the run's group,
+        delete the group, so its public IPs stop billing. Not waited for. An evicted VM's group is kept for the
+        relaunch (`gpuplan stop` and terminate delete it)."""
+        try:
+            if not list(self.session.compute.virtual_machines.list(group)):
+                self.session.resource.resource_groups.begin_delete(group)
+        except Exception as exc:  # reconcile and stop try again
+            if not _not_found(exc):
+                log.warning("could not delete the resource group %s of an ended run: %s", group, exc)
 
     def _group_tags(self, group: str) -> dict[str, str]:
         try:

@@ -105,3 +105,20 @@ def test_reconcile_finds_an_orphan_by_its_tags_and_terminates_it(arm: RunningArm
     assert ended.exit_code == 0, ended.stderr
     assert [(r["kind"], r["action"]) for r in ended.json()] == [("orphan", "terminated")]
     assert arm.state.leftovers() == []
+
+
+def test_a_vm_that_deleted_itself_after_its_job_ends_the_run_and_gpuplan_cleans_up(arm: RunningArm, job: Path) -> None:
+    launched = run_subprocess("launch", str(job), "--provider", "azure", "-y", "--detach", "--json")
+    assert launched.exit_code == 0, launched.stderr
+    run_id = launched.json()["run_id"]
+    group = f"gpuplan-{run_id}"
+    # What the boot script does at its end (providers/azure/boot.py, tested with bash in test_azure_boot.py):
+    # tag the run's group with the exit code, then delete its own VM.
+    arm.state.groups[group.lower()]["tags"]["gpuplan:exit-code-0"] = "0"
+    [vm] = arm.state.vms()
+    arm.state.delete_vm(vm)
+    status = run_subprocess("status", run_id, "--json")
+    assert status.exit_code == 0, status.stderr
+    assert status.json()["state"] == "succeeded", status.json()
+    arm.state.settle()  # Azure finishes an accepted delete whether or not the client stays to poll it
+    assert arm.state.leftovers() == []  # the public IP, network and group went too

@@ -121,7 +121,8 @@ class ArmState:
     def settle(self) -> None:
         """Azure finishes every pending operation (a client that does not poll still gets its delete done)."""
         for op in list(self.operations.values()):
-            while op.status == "InProgress":
+            if op.status == "InProgress":
+                op.polls = 0
                 op.poll()
 
     def stop_from_guest(self, group: str, name: str) -> None:

@@ -207,3 +207,21 @@ def test_spec_labels_azure_would_refuse_are_left_out_not_fatal(arm: RunningArm) 
 
     with pytest.raises(ArmError, match="InvalidTagNameCharacters"):
         check_tags(arm.rules, {"tags": {"cost/center": "42"}})
+
+
+def test_a_relaunch_waits_for_the_previous_group_to_finish_deleting(arm: RunningArm) -> None:
+    import threading
+
+    p = provider()
+    [inst] = p.launch(request())
+    arm.state.delete_vm(next(iter(arm.state.vms())))  # the VM deleted itself
+    arm.state.polls = 10**9  # the group's delete stays in progress until Azure settles it below
+    p.describe([inst.instance_id])  # ...so gpuplan deletes the run's group, without waiting
+    arm.state.polls = 1
+    assert arm.state.groups["gpuplan-r-az1"]["properties"]["provisioningState"] == "Deleting"
+    p.machines.group_poll_seconds = 0.05
+    threading.Timer(0.5, arm.state.settle).start()  # Azure finishes the delete a moment later
+    [again] = p.launch(request(options={"generation": 1}))
+    assert again.state == InstanceState.RUNNING and again.instance_id.endswith("-g1-0")
+    group_puts = [r for r in arm.state.requests if r[0] == "PUT" and r[1].lower().endswith("/gpuplan-r-az1")]
+    assert len(group_puts) >= 3  # the first launch's, at least one refused (409) while deleting, the last
