@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 from gpuplan.errors import UserError
 from gpuplan.jobs.boot_cloud import BootCloud
-from gpuplan.providers.attach_base import Attach, AttachTarget
+from gpuplan.providers.attach_base import Attach, AttachTarget, SshHost
 from gpuplan.providers.azure.pricing import AzurePricing
 from gpuplan.providers.base import (
     Attachable,
@@ -23,10 +23,7 @@ from gpuplan.providers.base import (
     LaunchCheck,
     LaunchRequest,
     Provider,
-    ProviderError,
 )
-
-NOT_YET = "the azure provider cannot attach to machines in this gpuplan yet"
 
 
 class AzureProvider(Attachable, AzurePricing, Provider):
@@ -177,4 +174,12 @@ class AzureProvider(Attachable, AzurePricing, Provider):
 
     def attach(self, target: AttachTarget, command: Sequence[str] | None, *, interactive: bool,
                via: str | None = None, prepare: bool = True) -> Attach:
-        raise ProviderError(NOT_YET)
+        """ssh to the node's public IP (providers/azure/attach.py); port 22 must have been opened at launch."""
+        from gpuplan.providers.azure.attach import azure_attach
+
+        return azure_attach(self.session, target, command, interactive=interactive)
+
+    def ssh_host(self, target: AttachTarget) -> SshHost | None:
+        from gpuplan.providers.azure.attach import azure_ssh_host
+
+        return azure_ssh_host(self.session, target)

@@ -78,3 +78,30 @@ def test_no_capacity_fails_cleanly_and_leaves_nothing(arm: RunningArm, job: Path
     assert "AllocationFailed" in result.stderr or "no capacity" in result.stderr
     assert [r["state"] for r in run_subprocess("runs", "--json").json()] == ["failed"]
     assert arm.state.leftovers() == []
+
+
+def test_reconcile_finds_an_orphan_by_its_tags_and_terminates_it(arm: RunningArm) -> None:
+    from decimal import Decimal
+
+    from gpuplan.providers.azure.provider import AzureProvider
+    from gpuplan.providers.base import LaunchRequest
+
+    from support.fake_arm.fixture import StaticToken
+
+    # A VM of a run the books never recorded (a launch killed before its commit), a day old.
+    orphan_run = "r-0ff0ff0ff0"
+    [orphan] = AzureProvider(credential=StaticToken()).launch(LaunchRequest(
+        run_id=orphan_run, name="lost", command="true", run_dir="/tmp/lost", region="westeurope",
+        instance_type="Standard_NC4as_T4_v3", price_per_hour=Decimal("0.5"), boot_script="#!/bin/bash\n"))
+    [vm] = arm.state.vms()
+    vm["properties"]["timeCreated"] = "2026-01-01T00:00:00.000000Z"
+
+    found = run_subprocess("reconcile", "--cloud", "azure", "--json")
+    assert found.exit_code == 0, found.stderr
+    [row] = found.json()
+    assert (row["kind"], row["instance_id"], row["run_id"], row["region"]) == \
+        ("orphan", orphan.instance_id, orphan_run, "westeurope")
+    ended = run_subprocess("reconcile", "--cloud", "azure", "--terminate", "-y", "--json")
+    assert ended.exit_code == 0, ended.stderr
+    assert [(r["kind"], r["action"]) for r in ended.json()] == [("orphan", "terminated")]
+    assert arm.state.leftovers() == []

@@ -153,6 +153,7 @@ def assert_json_only(result: Result, argv: list[str]) -> Any:
 EMPTY_DB_JSON: list[tuple[str, ...]] = [
     ("runs", "--json"),
     ("setup", "gcp", "--json"),
+    ("setup", "azure", "--json"),
     ("runs", "--state", "succeeded", "--json"),
     ("budget", "list", "--json"),
     ("budget", "status", "--json"),
@@ -320,6 +321,7 @@ BAD_INPUT: list[tuple[tuple[str, ...], str]] = [
     (("setup", "aws", "--name", "no spaces"), "not an IAM role name"),
     (("setup", "aws", "--kms-key", "alias/mine", "--json"), "--kms-key must be a KMS key ARN"),
     (("setup", "gcp", "--project", "x"), "No such option"),
+    (("setup", "azure", "--subscripton", "x"), "No such option"),
     # unknown names
     (("estimate", "--params", "7B", "--tokens", "1B", "--gpu", "H900"), "unknown GPU 'H900'"),
     (("estimate", "--model", "gpt-99", "--tokens", "1B", "--gpu", "H100"), "unknown model preset"),

@@ -141,3 +141,16 @@ def test_a_preempt_event_is_the_interruption_notice_and_marks_the_eviction(
     arm.state.evict(GROUP, VM)  # eviction policy Delete: Azure deletes the VM
     [inst] = machine.describe([f"{GROUP}/{VM}"])
     assert inst.state == InstanceState.PREEMPTED
+
+
+def test_the_azure_boot_script_passes_shellcheck() -> None:
+    import shutil
+
+    if not shutil.which("shellcheck"):
+        pytest.skip("shellcheck is not installed (scripts/test-services.sh installs it)")
+    script = render_boot_script(BootPlan(run_id=RUN, name="n", argv=["true"], cloud=azure_boot_cloud(),
+                                         storage_url="az://acct/runs/p", checkpoint_url="az://acct/runs/ck",
+                                         checkpoint_dir="ck", interruption_watch=True,
+                                         secret_params={"X": "https://v.vault.azure.net/secrets/x"}))
+    proc = subprocess.run(["shellcheck", "-s", "bash", "-"], input=script, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout

@@ -142,3 +142,68 @@ def test_a_run_with_secrets_needs_a_key_vault(arm: RunningArm) -> None:
 
     with pytest.raises(UserError, match="key_vault"):
         provider().check_launch(request(secrets={"HF_TOKEN": ""}))
+
+
+def test_two_nodes_share_the_network_and_rank_1_gets_rank_0s_private_address(arm: RunningArm) -> None:
+    rendered: list[tuple[int, str | None]] = []
+
+    def script_for(rank: int, master: str | None) -> str:
+        rendered.append((rank, master))
+        return f"#!/bin/bash\necho rank {rank}\n"
+
+    nodes = provider().launch(request(nodes=2, options={"boot_script_for": script_for}))
+    assert [i.node_rank for i in nodes] == [0, 1]
+    nics = {n["name"]: n for n in arm.state.of_type("Microsoft.Network/networkInterfaces")}
+    rank0_ip = nics["gpuplan-r-az1-0-nic"]["properties"]["ipConfigurations"][0]["properties"]["privateIPAddress"]
+    assert rendered == [(0, None), (1, rank0_ip)]
+    subnets = {n["properties"]["ipConfigurations"][0]["properties"]["subnet"]["id"] for n in nics.values()}
+    assert len(subnets) == 1  # one subnet: the NSG's default AllowVnetInBound lets the ranks reach each other
+    assert len(arm.state.of_type("Microsoft.Network/virtualNetworks")) == 1
+
+
+def test_ssh_goes_to_the_public_ip_only_when_port_22_was_opened(arm: RunningArm) -> None:
+    from gpuplan.providers.attach_base import AttachTarget
+    from gpuplan.providers.base import ProviderError
+
+    [inst] = provider(ssh_from="198.51.100.7").launch(request())
+    target = AttachTarget(run_id="r-az1", provider="azure", instance_id=inst.instance_id, node_rank=0, nodes=1,
+                          region="eastus")
+    [ip] = arm.state.of_type("Microsoft.Network/publicIPAddresses")
+    attach = provider().attach(target, ["nvidia-smi"], interactive=False)
+    assert attach.argv[:3] == ["ssh", "-o", "StrictHostKeyChecking=accept-new"]
+    assert attach.argv[3] == f"gpuplan@{ip['properties']['ipAddress']}" and "nvidia-smi" in attach.argv[-1]
+
+    [other] = provider().launch(request(run_id="r-az2"))  # no ssh_from: DenyAllInBound refuses port 22
+    closed = AttachTarget(run_id="r-az2", provider="azure", instance_id=other.instance_id, node_rank=0, nodes=1,
+                          region="eastus")
+    with pytest.raises(ProviderError, match="ssh_from"):
+        provider().attach(closed, None, interactive=True)
+
+
+def test_custom_data_over_azures_limit_is_refused_before_anything_and_by_azure(arm: RunningArm) -> None:
+    from gpuplan.errors import UserError
+    from gpuplan.providers.base import ProviderError
+
+    big = "#!/bin/bash\n" + "#" * 70000 + "\n"
+    with pytest.raises(UserError, match="65535"):
+        provider().check_launch(request(boot_script=big))
+    assert arm.state.requests == []
+    # Past the check, Azure itself refuses it (InvalidParameter on customData), and the launch leaves nothing.
+    with pytest.raises(ProviderError) as err:
+        provider().launch(request(boot_script=big))
+    assert err.value.code == "InvalidParameter" and "87380" in str(err.value)
+    assert arm.state.leftovers() == []
+    arm.rules.custom_data = False  # the plain fake alone would have taken it
+    provider().launch(request(boot_script=big))
+    assert len(arm.state.vms()) == 1
+
+
+def test_spec_labels_azure_would_refuse_are_left_out_not_fatal(arm: RunningArm) -> None:
+    provider().launch(request(labels={"team": "nlp", "cost/center": "42"}))
+    [vm] = arm.state.vms()
+    assert vm["tags"]["team"] == "nlp" and "cost/center" not in vm["tags"]
+    from support.fake_arm.model import ArmError
+    from support.fake_arm.strict import check_tags
+
+    with pytest.raises(ArmError, match="InvalidTagNameCharacters"):
+        check_tags(arm.rules, {"tags": {"cost/center": "42"}})
