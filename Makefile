@@ -26,7 +26,7 @@ $(VENV)/.installed: $(PY) pyproject.toml
 
 # The docs extra too, so `make test` can build the site strictly (tests/docs/test_site.py).
 $(VENV)/.installed-test: $(VENV)/.installed
-	$(PIP) install -e '.[bench,test,postgres,plot,ui,docs]' 'torch==2.13.0' numpy
+	$(PIP) install -e '.[bench,test,postgres,plot,ui,docs,azure]' 'torch==2.13.0' numpy
 	touch $@
 
 install: $(VENV)/.installed

@@ -56,8 +56,9 @@ class Setting:
 
 
 DEFAULTS: dict[str, Setting] = {s.key: s for s in (
-    Setting("provider", "str", "where `launch` runs without --provider: local, aws, gcp, slurm or a plugin"),
-    Setting("clouds", "strings", "the clouds planning and prices consider, e.g. [\"aws\", \"gcp\"]"),
+    Setting("provider", "str", "where `launch` runs without --provider: a registered provider (this machine, a "
+                               "cloud, a cluster or a plugin)"),
+    Setting("clouds", "strings", "the clouds planning and prices consider (default: every cloud the catalog prices)"),
     Setting("regions", "strings", "region globs planning considers, e.g. [\"us-*\", \"europe-west4\"]"),
     Setting("project", "str", "the project a run is booked to when its spec names none"),
     Setting("budget", "money", "USD a run may spend when its spec sets no limits.budget_usd"),

@@ -296,6 +296,16 @@ class Provider(abc.ABC):
     storage_schemes: ClassVar[tuple[str, ...]] = ()
     # How the user gives this provider credentials, for the error that says none were found.
     credential_hint: ClassVar[str] = ""
+    # Spot interruptions per node-hour the planner assumes for this cloud (gpuplan.planning.planner.SpotModel;
+    # `plan --interruption-rate` overrides it); None: the highest rate any cloud declares. Each provider cites its
+    # figure where it sets it.
+    spot_interruptions_per_hour: ClassVar[float | None] = None
+    # Seconds a run here spends that no throughput explains (boot, image pull, torch start), used until the
+    # provider's own finished runs measure it (gpuplan.calibration.startup), and where the figure comes from.
+    startup_seconds: ClassVar[float | None] = None
+    startup_why: ClassVar[str] = ""
+    # True when `report --bill` can read this cloud's bill per run tag (AWS Cost Explorer: gpuplan.books.cloud_bill).
+    bill_by_run_tag: ClassVar[bool] = False
 
     # When set, every node of a multi-node launch boots the *same* script and reads its node rank and the master's
     # address from these instance tags at boot: the provider starts all nodes in one call (so a cluster placement
@@ -466,6 +476,9 @@ class PublishesPrices(abc.ABC):
 
     # What still needs an account, for the refresh's note (`zones and spot prices (EC2 ...)`).
     account_needed_for: ClassVar[str] = ""
+    # True when the public source is the whole refresh (Azure's Retail Prices API has Spot too): `--source auto`
+    # reads it whether or not credentials are found, and nothing is kept from the previous snapshot.
+    public_source_complete: ClassVar[bool] = False
 
     @classmethod
     @abc.abstractmethod

@@ -6,16 +6,21 @@ gpuplan names it. `make_provider` builds one with the user's `[providers.NAME]` 
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from gpuplan.config import config_path, configured_providers, did_you_mean, provider_settings
 from gpuplan.errors import UserError
 from gpuplan.providers.base import Provider, ProviderError
 
+if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint  # read only when a provider is looked up (a few ms)
+
 BUILTIN_PROVIDERS: dict[str, str] = {
     "local": "gpuplan.providers.local:LocalProvider",
     "aws": "gpuplan.providers.aws.provider:AwsProvider",
     "gcp": "gpuplan.providers.gcp.provider:GcpProvider",
+    "azure": "gpuplan.providers.azure.provider:AzureProvider",
     "slurm": "gpuplan.providers.slurm.provider:SlurmProvider",
 }
 
@@ -29,14 +34,16 @@ def provider_names() -> list[str]:
     return sorted(names)
 
 
-def load_provider_class(name: str) -> type[Provider]:
-    """The Provider class registered as `name`; an unknown name is a ProviderError listing the known ones."""
-    import importlib
-    from importlib.metadata import entry_points
+def load_provider_class(name: str, plugins: Mapping[str, EntryPoint] | None = None) -> type[Provider]:
+    """The Provider class registered as `name`; an unknown name is a ProviderError listing the known ones.
 
-    for ep in entry_points(group="gpuplan.providers"):
-        if ep.name == name:
-            return ep.load()  # type: ignore[no-any-return]
+    `plugins`: the `gpuplan.providers` entry points by name, when the caller already read them (reading them costs
+    a few milliseconds, and a loop over every provider would read them once per name)."""
+    import importlib
+
+    plugins = _plugins() if plugins is None else plugins
+    if name in plugins:
+        return plugins[name].load()  # type: ignore[no-any-return]
     target = BUILTIN_PROVIDERS.get(name)
     if target is None:
         raise UnknownProviderError(f"unknown provider {name!r}; known: {', '.join(provider_names())}")
@@ -46,6 +53,35 @@ def load_provider_class(name: str) -> type[Provider]:
     except ModuleNotFoundError as exc:
         raise UnknownProviderError(f"provider {name!r} is not available in this gpuplan: {exc}") from exc
     return getattr(module, attr)  # type: ignore[no-any-return]
+
+
+def _plugins() -> dict[str, EntryPoint]:
+    from importlib.metadata import entry_points
+
+    return {ep.name: ep for ep in entry_points(group="gpuplan.providers")}
+
+
+def catalog_providers() -> dict[str, type[Provider]]:
+    """The clouds the price catalog prices, by cloud name: every registered provider that declares
+    `priced_by_catalog` (the built-ins in the registry's order, then the plugins by name). What the catalog,
+    `prices`, `plan` and the spot model know of clouds comes from here, so a new cloud is a package and a line
+    above. A plugin that cannot be imported is left out (it cannot price anything)."""
+    plugins = _plugins()
+    names = list(BUILTIN_PROVIDERS) + sorted(set(plugins) - set(BUILTIN_PROVIDERS))
+    found: dict[str, type[Provider]] = {}
+    for name in names:
+        try:
+            cls = load_provider_class(name, plugins)
+        except UnknownProviderError:
+            continue
+        if cls.priced_by_catalog:
+            found.setdefault(cls.cloud, cls)
+    return found
+
+
+def catalog_clouds() -> tuple[str, ...]:
+    """The names of the clouds the price catalog prices (see catalog_providers)."""
+    return tuple(catalog_providers())
 
 
 def get_provider(name: str, **config: Any) -> Provider:

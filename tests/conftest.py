@@ -21,7 +21,7 @@ PG_BIN = Path("/usr/lib/postgresql/15/bin")
 
 # moto fixtures (in-process and server) with the guards that keep AWS tests off real AWS, and `strict_aws`: a moto
 # server behind the layer that enforces the documented EC2 rules moto ignores (tests/support/strict_aws/).
-pytest_plugins = ["support.awsmoto", "support.strict_aws.fixture"]
+pytest_plugins = ["support.awsmoto", "support.strict_aws.fixture", "support.fake_arm.fixture"]
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -65,6 +65,12 @@ def _isolated_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.delenv("GPUPLAN_GCS_BUCKET", raising=False)
     monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "gpuplan-test")
     monkeypatch.delenv("GPUPLAN_DEBUG", raising=False)
+    # Azure: Resource Manager on a closed loopback port, no subscription and no identity from the environment
+    # (the `arm` fixture serves the fake and sets them).
+    monkeypatch.setenv("GPUPLAN_AZURE_ARM_ENDPOINT", "https://127.0.0.1:9")
+    for var in ("AZURE_SUBSCRIPTION_ID", "AZURE_CLIENT_ID", "AZURE_TENANT_ID", "AZURE_CLIENT_SECRET",
+                "IDENTITY_ENDPOINT", "IDENTITY_HEADER", "MSI_ENDPOINT", "GPUPLAN_AZURE_SSH_FROM"):
+        monkeypatch.delenv(var, raising=False)
     # The user's own ~/.config/gpuplan/config.toml must not reach a test: each gets an empty config home.
     monkeypatch.delenv("GPUPLAN_CONFIG", raising=False)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config-home"))

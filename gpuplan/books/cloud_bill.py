@@ -29,10 +29,25 @@ from gpuplan.providers.base import TAG_RUN_ID
 
 METRIC = "UnblendedCost"
 CE_REGION = "us-east-1"  # Cost Explorer's one endpoint
-# The clouds whose bill this module reads (Cost Explorer is AWS's); `report --bill` refuses the others.
-BILLED_CLOUDS = frozenset(("aws",))
+
 ACTIVATE_URL = "https://docs.aws.amazon.com/awsaccountbilling/latest/aboutv2/activating-tags.html"
 GRANULARITY = {"month": "MONTHLY", "day": "DAILY"}
+
+
+def billed_clouds() -> frozenset[str]:
+    """The clouds whose bill this module reads: the providers that declare `bill_by_run_tag` (Cost Explorer is
+    AWS's); `report --bill` refuses the others."""
+    from gpuplan.providers.registry import UnknownProviderError, load_provider_class, provider_names
+
+    billed = set()
+    for name in provider_names():
+        try:
+            cls = load_provider_class(name)
+        except UnknownProviderError:
+            continue
+        if cls.bill_by_run_tag:
+            billed.add(cls.cloud)
+    return frozenset(billed)
 
 
 class BillUnavailable(GpuplanError):

@@ -14,7 +14,8 @@ measured throughput, its overhead is
 (`tokens_per_s` is measured between the job's first and last metrics lines, gpuplan.supervise.progress, so it is the
 loop's steady speed; whatever the run took beyond tokens at that speed is start-up and shut-down). The
 allowance is the median over the provider's last `HISTORY_RUNS` such runs. With no history the provider's
-documented default applies (`DEFAULTS`), each with where its number comes from.
+documented default applies (`Provider.startup_seconds`, declared by each provider with where its number
+comes from).
 
 The store is read with the same read-only query helper the throughput lookups use (stdlib sqlite3 for SQLite),
 so the launch path does not pay for more than one small SELECT.
@@ -39,31 +40,22 @@ class StartupDefault:
     why: str
 
 
-# Defaults when a provider has no finished run with measured throughput yet. The first such run replaces them.
-DEFAULTS: dict[str, StartupDefault] = {
-    # Measured on this project's 2-core machine: `gpuplan launch -y` of a job that only runs
-    # `python -c "import torch; torch.zeros(1)"` (runtime: process), started_at -> ended_at, median of 5 runs
-    # 2.1 s (1.9-3.2 s) with the machine under load 4-8 from other work; bench/measured_accuracy.py re-measures
-    # it ("no-op torch job") on every run. A real training script adds its own set-up on top: history wins.
-    "local": StartupDefault(2.1, "a no-op torch job launched on this machine (bench/measured_accuracy.py)"),
-    # Slurm's started_at is the allocation start: the node is already booted, so what remains is the same
-    # process + torch start as on this machine.
-    "slurm": StartupDefault(2.1, "as local: the allocated node is already up (process + torch start)"),
-    # AWS: EC2 RunInstances to a booted Linux instance takes ~40 s with a standard AMI (Depot, "Making EC2 boot
-    # time 8x faster", 2024, https://depot.dev/blog/faster-ec2-boot-time; see also Hao et al., "An Empirical
-    # Analysis of VM Startup Times in Public IaaS Clouds", arXiv:2107.03467). Plus pulling and unpacking the
-    # default job image (pytorch/pytorch:*-cuda*-runtime, ~3 GB compressed) and the CUDA/torch start: 60 s is an
-    # allowance, not a published figure; the first measured run replaces it.
-    "aws": StartupDefault(100.0, "EC2 boot ~40 s (depot.dev 2024; arXiv:2107.03467) + 60 s image pull and "
-                                 "torch start (allowance)"),
-    # GCP: time from the insert request to SSH on Debian was ~25 s for VMs up to 32 vCPUs over ~5,000 launches
-    # (R. Aboukhalil, "Move Fast and Break the Cloud", 2018) and 41.5 s for a 2-vCPU VM (C. McAnlis, Google
-    # Cloud Performance Atlas, 2017). ~40 s boot + the same 60 s image allowance as AWS.
-    "gcp": StartupDefault(100.0, "GCE boot 25-42 s (Aboukhalil 2018; McAnlis, Google Cloud 2017) + 60 s image "
-                                 "pull and torch start (allowance)"),
-}
-# Any other provider (a plugin): assume a cloud-like machine start until it has history.
+# Any provider that declares no start-up figure (a plugin): assume a cloud-like machine start until it has history.
 FALLBACK = StartupDefault(100.0, "no history and no default for this provider: a cloud machine start assumed")
+
+
+def provider_default(provider: str) -> StartupDefault:
+    """The provider's declared start-up before it has history (`Provider.startup_seconds`, cited where each
+    provider sets it), else FALLBACK; an unknown provider name is FALLBACK too (a run of a plugin since removed)."""
+    from gpuplan.providers.registry import UnknownProviderError, load_provider_class
+
+    try:
+        cls = load_provider_class(provider)
+    except UnknownProviderError:
+        return FALLBACK
+    if cls.startup_seconds is None:
+        return FALLBACK
+    return StartupDefault(cls.startup_seconds, cls.startup_why)
 
 
 @dataclass(frozen=True)
@@ -109,7 +101,7 @@ def allowance_from_runs(runs: Sequence[FinishedRun], provider: str) -> StartupAl
 
 def default_allowance(provider: str) -> StartupAllowance:
     """The documented default for a provider without history."""
-    default = DEFAULTS.get(provider, FALLBACK)
+    default = provider_default(provider)
     return StartupAllowance(seconds=default.seconds, source="default", detail=default.why)
 
 

@@ -14,7 +14,7 @@ The planner holds a `Catalog` (parsed once) and filters it as often as it likes:
 from __future__ import annotations
 
 from gpuplan.catalog.catalog import Catalog, CatalogSource, load_offers
-from gpuplan.catalog.gpu_names import CANONICAL_GPUS, KNOWN_CLOUDS, has_prices
+from gpuplan.catalog.gpu_names import CANONICAL_GPUS
 from gpuplan.catalog.offer import Offer
 
-__all__ = ["CANONICAL_GPUS", "KNOWN_CLOUDS", "Catalog", "CatalogSource", "Offer", "has_prices", "load_offers"]
+__all__ = ["CANONICAL_GPUS", "Catalog", "CatalogSource", "Offer", "load_offers"]

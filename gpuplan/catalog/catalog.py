@@ -14,9 +14,9 @@ from decimal import Decimal
 from types import MappingProxyType
 
 from gpuplan.catalog.gcp_markets import sold_markets
-from gpuplan.catalog.gpu_names import KNOWN_CLOUDS, resolve_gpu_name
+from gpuplan.catalog.gpu_names import resolve_gpu_name
 from gpuplan.catalog.offer import Offer
-from gpuplan.catalog.snapshot import load_shipped, shipped_info
+from gpuplan.catalog.snapshot import load_shipped, shipped_clouds
 from gpuplan.catalog.stored import read_newest
 from gpuplan.catalog.zones import ZONE_CHOICES, zone_wanted
 from gpuplan.errors import UserError
@@ -60,24 +60,34 @@ class Catalog:
 
     @classmethod
     def load(cls, db_url: str | None = None, clouds: Collection[str] | None = None) -> Catalog:
-        """Load the newest offers per cloud: a complete stored refresh if it is newer than the shipped snapshot."""
-        wanted = _check_clouds(clouds)
-        info = shipped_info()
+        """Load the newest offers per cloud: a complete stored refresh if it is newer than the shipped snapshot.
+
+        `clouds`: the clouds to load, in order (the callers above the providers pass the registry's
+        `catalog_clouds()`); None: every cloud the package ships prices for. A cloud with neither shipped nor
+        stored prices loads with no offers."""
+        shipped = shipped_clouds()
+        wanted = tuple(dict.fromkeys(clouds)) if clouds is not None else tuple(shipped)
+        epoch = dt.datetime.min.replace(tzinfo=dt.timezone.utc)
         stored = {
             cloud: entry for cloud, entry in read_newest(db_url, wanted).items()
-            if entry[0].fetched_at >= info.fetched_at
+            if cloud not in shipped or entry[0].fetched_at >= shipped[cloud].fetched_at
         }
-        shipped_clouds = frozenset(c for c in wanted if c not in stored)
-        shipped_offers = load_shipped(shipped_clouds, info=info) if shipped_clouds else []
+        from_files = frozenset(c for c in wanted if c not in stored and c in shipped)
+        shipped_offers = load_shipped(from_files, shipped=shipped) if from_files else []
         offers: list[Offer] = []
         sources: dict[str, CatalogSource] = {}
         for cloud in wanted:
             if cloud in stored:
                 snap, cloud_offers = stored[cloud]
                 sources[cloud] = CatalogSource(cloud, snap.source, snap.fetched_at, len(cloud_offers), snap.id)
-            else:
+            elif cloud in shipped:
                 cloud_offers = [o for o in shipped_offers if o.cloud == cloud]
+                info = shipped[cloud]
                 sources[cloud] = CatalogSource(cloud, info.source, info.fetched_at, len(cloud_offers))
+            else:
+                cloud_offers = []
+                sources[cloud] = CatalogSource(cloud, "no prices yet: run `gpuplan catalog refresh --cloud "
+                                               f"{cloud}`", epoch, 0)
             # A GCP shape Google does not sell on demand loses its on-demand price (gpuplan.catalog.gcp_markets).
             offers.extend(sold_markets(o) for o in cloud_offers)
         return cls(offers, sources)
@@ -122,7 +132,7 @@ class Catalog:
             pool: Iterable[Offer] = [o for gpu in sorted(names) for o in self._by_gpu.get(gpu, ())]
         else:
             pool = self.offers
-        cloud_set = _check_clouds(clouds) if clouds is not None else None
+        cloud_set = set(clouds) if clouds is not None else None
         limit = None if max_price is None else Decimal(str(max_price))
         out = []
         for offer in pool:
@@ -143,15 +153,6 @@ class Catalog:
                 continue
             out.append(offer)
         return out
-
-
-def _check_clouds(clouds: Collection[str] | None) -> tuple[str, ...]:
-    if clouds is None:
-        return KNOWN_CLOUDS
-    unknown = sorted(set(clouds) - set(KNOWN_CLOUDS))
-    if unknown:
-        raise UserError(f"unknown cloud {', '.join(unknown)}; known: {', '.join(KNOWN_CLOUDS)}")
-    return tuple(c for c in KNOWN_CLOUDS if c in set(clouds))
 
 
 def load_offers(

@@ -7,14 +7,16 @@ GPU specs by this name, so every offer in the catalog must carry one of CANONICA
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from gpuplan.errors import UserError
 
-KNOWN_CLOUDS: tuple[str, ...] = ("aws", "gcp")
+# Which clouds the catalog prices is not known here: the providers declare it (priced_by_catalog), and the callers
+# above them pass the registry's `catalog_clouds()` down (gpuplan.providers.registry).
 
 CANONICAL_GPUS: tuple[str, ...] = (
-    "H100", "H100-PCIe", "H200", "B200", "B300", "A100-80GB", "A100-40GB", "V100-16GB", "V100-32GB",
-    "L40S", "L4", "A10G", "A10", "T4", "T4G", "P100", "P4",
+    "H100", "H100-PCIe", "H100-NVL", "H200", "B200", "B300", "A100-80GB", "A100-40GB", "A100-PCIe", "V100-16GB",
+    "V100-32GB", "L40S", "L4", "A10G", "A10", "T4", "T4G", "P100", "P4", "MI300X",
 )
 
 # AWS instance family (the part of the type before the dot) -> GPU. Families not listed (g3 M60, p2 K80,
@@ -142,14 +144,14 @@ def resolve_gpu_name(text: str) -> str:
 
 
 def rented(name: str) -> bool:
-    """Does any cloud of the catalog rent this canonical GPU? (RTX 4090, MI300X, H800: no.)"""
+    """Does any cloud of the catalog rent this canonical GPU? (RTX 4090, H800: no.)"""
     return name in _CANONICAL_SET
 
 
-def not_rented_message(names: frozenset[str] | set[str]) -> str:
+def not_rented_message(names: frozenset[str] | set[str], clouds: Sequence[str]) -> str:
     """The answer for GPUs the table knows but the catalog does not price: not "unknown GPU"."""
     listed = ", ".join(sorted(names))
-    return (f"no cloud in the catalog ({', '.join(KNOWN_CLOUDS)}) rents {listed}; "
+    return (f"no cloud in the catalog ({', '.join(clouds)}) rents {listed}; "
             f"GPUs the catalog prices: {', '.join(CANONICAL_GPUS)}")
 
 
@@ -164,15 +166,16 @@ def resolve_gpus(text: str) -> frozenset[str]:
     return frozenset(names)
 
 
-def resolve_clouds(text: str) -> frozenset[str]:
-    """`aws,gcp` -> {"aws", "gcp"}; an unknown cloud is a UserError."""
+def resolve_clouds(text: str, known: Sequence[str]) -> tuple[str, ...]:
+    """`aws,gcp` -> ("aws", "gcp") in the order of `known` (the clouds the catalog prices, from the registry's
+    `catalog_clouds()`); an unknown cloud is a UserError."""
     clouds = {c.strip().lower() for c in text.split(",") if c.strip()}
     if not clouds:
-        raise UserError(f"--cloud needs a cloud name; known: {', '.join(KNOWN_CLOUDS)}")
-    unknown = sorted(clouds - set(KNOWN_CLOUDS))
+        raise UserError(f"--cloud needs a cloud name; known: {', '.join(known)}")
+    unknown = sorted(clouds - set(known))
     if unknown:
-        raise UserError(f"unknown cloud {', '.join(map(repr, unknown))}; known: {', '.join(KNOWN_CLOUDS)}")
-    return frozenset(clouds)
+        raise UserError(f"unknown cloud {', '.join(map(repr, unknown))}; known: {', '.join(known)}")
+    return tuple(c for c in known if c in clouds)
 
 
 _REGION_PATTERN = re.compile(r"^[a-z0-9*?-]+$")
@@ -201,7 +204,3 @@ GCP_ACCELERATOR_MEMORY_GB: dict[str, float] = {
     "nvidia-h200-141gb": 141, "nvidia-b200": 180, "nvidia-l4": 24,
 }
 
-
-def has_prices(cloud: str) -> bool:
-    """Does the catalog price this cloud's machines? (Otherwise the provider quotes its own rate.)"""
-    return cloud in KNOWN_CLOUDS

@@ -1,5 +1,8 @@
 """Load the price snapshot shipped in gpuplan/data/prices (csv module only: this is on the fast path).
 
+Which clouds ship prices, in which file, fetched when and from where, is package data (data/prices/snapshot.json,
+`clouds`, keyed by the cloud name a provider declares), so a new cloud adds a file and an entry, no code here.
+
 AWS rows are used as they are: one row per (instance type, zone id), the spot price that zone's, the zone's type
 derived from its id (gpuplan.catalog.zones; use1-atl2-az1 is a Local Zone). For GCP the composed file is used: GCP
 bills the GPUs apart from the host VM, and gcp_gpu_vms_composed.csv already holds host + accelerator per zone,
@@ -16,26 +19,52 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 from gpuplan.catalog.gpu_memory import vendor_gpu_memory_gb
-from gpuplan.catalog.gpu_names import SNAPSHOT_ACCELERATOR_GPU, aws_instance_gpu, gcp_machine_gpu
+from gpuplan.catalog.gpu_names import SNAPSHOT_ACCELERATOR_GPU, aws_instance_gpu, gcp_machine_gpu, rented
 from gpuplan.catalog.offer import Offer
 
 PRICES_DIR = Path(__file__).resolve().parent.parent / "data" / "prices"
-SNAPSHOT_FILES: dict[str, str] = {"aws": "aws_gpu_instances.csv", "gcp": "gcp_gpu_vms_composed.csv"}
 
 
 @dataclass(frozen=True)
 class ShippedInfo:
-    """When and from where the shipped snapshot comes (data/prices/snapshot.json)."""
+    """When and from where one cloud's shipped prices come (data/prices/snapshot.json), and their file."""
 
     fetched_at: dt.datetime
     source: str
     note: str
+    file: str = ""
 
 
-def shipped_info(prices_dir: Path = PRICES_DIR) -> ShippedInfo:
+def _info(entry: dict[str, str], default: ShippedInfo | None = None) -> ShippedInfo:
+    """One snapshot.json entry; what it leaves out comes from `default` (the snapshot's top level)."""
+    when = entry.get("fetched_at")
+    if when:
+        fetched_at = dt.datetime.fromisoformat(when.replace("Z", "+00:00"))
+    elif default is not None:
+        fetched_at = default.fetched_at
+    else:
+        raise ValueError("data/prices/snapshot.json has no fetched_at")
+    return ShippedInfo(
+        fetched_at=fetched_at,
+        source=entry.get("source") or (default.source if default else ""),
+        note=entry.get("fetched_at_note") or (default.note if default else ""),
+        file=entry.get("file", ""),
+    )
+
+
+def shipped_clouds(prices_dir: Path = PRICES_DIR) -> dict[str, ShippedInfo]:
+    """Every cloud the package ships prices for (snapshot.json `clouds`), each with its file and provenance; a
+    cloud's entry without its own date and source has the snapshot's top-level ones."""
     meta = json.loads((prices_dir / "snapshot.json").read_text())
-    fetched_at = dt.datetime.fromisoformat(meta["fetched_at"].replace("Z", "+00:00"))
-    return ShippedInfo(fetched_at=fetched_at, source=meta["source"], note=meta.get("fetched_at_note", ""))
+    top = _info(meta)
+    return {cloud: _info(entry, top) for cloud, entry in meta.get("clouds", {}).items()}
+
+
+def shipped_info(prices_dir: Path = PRICES_DIR, cloud: str | None = None) -> ShippedInfo:
+    """The shipped provenance of `cloud` (None: the snapshot's top-level date and source)."""
+    if cloud is not None:
+        return shipped_clouds(prices_dir)[cloud]
+    return _info(json.loads((prices_dir / "snapshot.json").read_text()))
 
 
 def money(text: str | None) -> Decimal | None:
@@ -57,18 +86,19 @@ def canonical_gpu(instance_type: str, accelerator: str) -> str | None:
     """The canonical GPU of a snapshot row: the instance type decides, the accelerator name is the fallback."""
     # EC2 instance types (p4d.24xlarge) and GCE machine types (a2-highgpu-1g) never share a name.
     by_type = aws_instance_gpu(instance_type) or gcp_machine_gpu(instance_type)
-    return by_type or SNAPSHOT_ACCELERATOR_GPU.get(accelerator)
+    # A file written with gpuplan's own canonical names (Azure's) needs no mapping.
+    return by_type or SNAPSHOT_ACCELERATOR_GPU.get(accelerator) or (accelerator if rented(accelerator) else None)
 
 
 def load_shipped(clouds: frozenset[str] | None = None, prices_dir: Path = PRICES_DIR,
-                 info: ShippedInfo | None = None) -> list[Offer]:
+                 shipped: dict[str, ShippedInfo] | None = None) -> list[Offer]:
     """Parse the shipped snapshot into Offers; rows whose GPU has no canonical name raise (a data bug)."""
-    info = info or shipped_info(prices_dir)
+    shipped = shipped if shipped is not None else shipped_clouds(prices_dir)
     offers: list[Offer] = []
-    for cloud, filename in SNAPSHOT_FILES.items():
+    for cloud, info in shipped.items():
         if clouds is not None and cloud not in clouds:
             continue
-        with (prices_dir / filename).open(newline="") as handle:
+        with (prices_dir / info.file).open(newline="") as handle:
             for row in csv.DictReader(handle):
                 offers.append(_offer_from_row(row, info))
     return offers

@@ -32,8 +32,6 @@ def choose_offer(spec: JobSpec, provider: Provider, *, db_url: str | None = None
     plugins): the spec as asked, at the provider's own quoted rate. `archs`: the catalog architectures the job's
     image runs on (gpuplan.launching.image_arch), None for any.
     """
-    from gpuplan.catalog import has_prices
-
     res = spec.resources
     gpus_per_node = res.gpus_per_node or (1 if res.gpu else 0)
     if provider.runs_here:
@@ -43,7 +41,7 @@ def choose_offer(spec: JobSpec, provider: Provider, *, db_url: str | None = None
                            price_per_hour=Decimal(str(price)) if price is not None else Decimal(0),
                            on_this_machine=True)
     region = next((r for r in res.regions if "*" not in r and "?" not in r), None)
-    priced = has_prices(provider.cloud)
+    priced = provider.priced_by_catalog
     # Offers this account cannot launch (a region it has not enabled, a Local Zone the spec does not name) are
     # left out before anything is ranked (gpuplan.launching.usable).
     usable = usable_offers(provider, res.zones, archs) if priced else None

@@ -29,9 +29,7 @@ def plan_launch(spec: JobSpec, spec_text: str, *, provider: Provider, source_dir
 def _image_architectures(spec: JobSpec, provider: Provider) -> ImageArchitectures | None:
     """The image's architectures where the launch chooses among machines of several (a cloud's catalog): this
     machine, or a cluster's own nodes, are what they are."""
-    from gpuplan.catalog import has_prices
-
-    if provider.runs_here or not has_prices(provider.cloud):
+    if provider.runs_here or not provider.priced_by_catalog:
         return None
     return image_architectures(spec)
 

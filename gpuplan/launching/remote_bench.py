@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from gpuplan.catalog import has_prices
 from gpuplan.errors import GpuplanError
 from gpuplan.launching.remote_bench_job import (
     DEFAULT_CLOUD_IMAGE,
@@ -59,7 +58,7 @@ def plan_remote(target: RemoteTarget, argv: list[str], options: RemoteOptions, *
     from gpuplan.launching.offer import ChosenOffer, LaunchPlan, RunEstimate
 
     provider = provider_for(target.provider)
-    if has_prices(provider.cloud):
+    if provider.priced_by_catalog:
         assert target.detail
         kind = cloud_type(provider.cloud, target.detail, db_url=db_url)
         budget = options.budget_usd or default_budget(kind.price_per_hour, options.max_hours,

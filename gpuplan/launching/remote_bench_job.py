@@ -59,7 +59,6 @@ class RemoteTarget:
 
 def parse_on(text: str) -> RemoteTarget:
     """`aws:p5.48xlarge` -> RemoteTarget("aws", "p5.48xlarge"); bad forms and unknown providers are UserErrors."""
-    from gpuplan.catalog import has_prices
     from gpuplan.providers.registry import load_provider_class, provider_names
 
     match = _ON_RE.match(text.strip())
@@ -73,7 +72,7 @@ def parse_on(text: str) -> RemoteTarget:
     kind = load_provider_class(provider)
     if kind.runs_here and detail:
         raise UserError(f"--on {provider} takes no instance type (it is this machine), not {detail!r}")
-    if has_prices(kind.cloud) and not detail:
+    if kind.priced_by_catalog and not detail:
         raise UserError(f"--on {provider} needs an instance type: --on {provider}:TYPE "
                         "(e.g. aws:p5.48xlarge, gcp:a2-highgpu-1g; see `gpuplan prices`)")
     return RemoteTarget(provider, detail)

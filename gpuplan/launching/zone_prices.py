@@ -51,10 +51,11 @@ class ZonePrices:
 def catalog_zone_prices(cloud: str, gpu: str | None, *, spot: bool, gpu_count: float | None,
                         db_url: str | None) -> ZonePrices:
     """The catalog's zone prices for the request's GPU on `cloud` (empty for a GPU or cloud it does not price)."""
-    from gpuplan.catalog import has_prices, load_offers
+    from gpuplan.catalog import load_offers
     from gpuplan.errors import GpuplanError
+    from gpuplan.providers.registry import catalog_clouds
 
-    if not gpu or not has_prices(cloud):
+    if not gpu or cloud not in catalog_clouds():
         return ZonePrices()
     try:
         offers = load_offers(clouds=[cloud], gpus=[gpu], spot=spot, db_url=db_url, zones="all")

@@ -72,7 +72,7 @@ class SpecLimits:
     """What a job spec says about where and how its job may run, in the planner's terms (None: not said)."""
 
     gpus: frozenset[str] | None = None
-    clouds: frozenset[str] | None = None
+    clouds: tuple[str, ...] | None = None
     regions: tuple[str, ...] | None = None
     spot: bool | None = None
     nodes: int | None = None  # stated outright: plan exactly this many, as launch starts
@@ -100,11 +100,14 @@ def plan_job(request: PlanRequest, db_url: str | None) -> PlanAnswer:
     from gpuplan.catalog.zones import keep_offer, standard_zone
     from gpuplan.planning.job_cost import billing_minimums
     from gpuplan.planning.planner import plan
+    from gpuplan.providers.registry import catalog_clouds
     from gpuplan.runs.interruption_loss import measured_loss
 
+    known = catalog_clouds()
     workload, own_throughput, spec = _workload(request)
     gpus = resolve_gpus(request.gpu_text) if request.gpu_text else spec.gpus
-    clouds = resolve_clouds(request.cloud_text) if request.cloud_text else spec.clouds or _default_clouds()
+    clouds = resolve_clouds(request.cloud_text, known) if request.cloud_text else \
+        spec.clouds or _default_clouds(known) or known
     regions = compile_region_patterns(request.region_text) if request.region_text else \
         spec.regions or _default_regions()
     if spec.nodes and request.max_nodes < spec.nodes:
@@ -129,7 +132,7 @@ def plan_job(request: PlanRequest, db_url: str | None) -> PlanAnswer:
                               f"{request.spec_path}: resources.regions")
     warnings = []
     if gpus is not None and not all(rented(g) for g in gpus):
-        warnings.append(not_rented_message({g for g in gpus if not rented(g)}))
+        warnings.append(not_rented_message({g for g in gpus if not rented(g)}, clouds))
     # Every zone type: keep_offer below applies the launch's rule (named Local Zones only).
     offers = catalog.select(gpus=gpus, regions=regions, zones="all")
     if spec.gpus_per_node:
@@ -185,7 +188,7 @@ def _workload(request: PlanRequest) -> tuple[Workload, Throughput | None, SpecLi
 def spec_limits(spec_path: Path, spec: JobSpec) -> SpecLimits:
     """The spec's resources, limits and checkpoint interval as the planner's constraints."""
     from gpuplan.catalog.gpu_names import compile_region_patterns, resolve_clouds, resolve_gpus
-    from gpuplan.providers.registry import load_provider_class
+    from gpuplan.providers.registry import catalog_clouds, load_provider_class
 
     res, limits = spec.resources, spec.limits
     gpus = None
@@ -201,7 +204,7 @@ def spec_limits(spec_path: Path, spec: JobSpec) -> SpecLimits:
         deadline_hours = float(limits.deadline)
     return SpecLimits(
         gpus=gpus,
-        clouds=resolve_clouds(",".join(priced)) if priced else None,
+        clouds=resolve_clouds(",".join(priced), catalog_clouds()) if priced else None,
         regions=compile_region_patterns(",".join(res.regions)) if res.regions else None,
         spot=True if res.spot else None,
         # What the spec states outright is what `launch` will start: plan exactly that shape, not the fewest nodes.
@@ -218,14 +221,14 @@ def spec_limits(spec_path: Path, spec: JobSpec) -> SpecLimits:
     )
 
 
-def _default_clouds() -> frozenset[str] | None:
-    """`[defaults] clouds` of the config file, the ones with prices (local and slurm have no catalog)."""
-    from gpuplan.catalog.gpu_names import KNOWN_CLOUDS, resolve_clouds
+def _default_clouds(known: tuple[str, ...]) -> tuple[str, ...] | None:
+    """`[defaults] clouds` of the config file, the ones with prices (`known`: local and slurm have no catalog)."""
+    from gpuplan.catalog.gpu_names import resolve_clouds
     from gpuplan.config import default_setting
 
     value = default_setting("clouds")
-    priced = [c for c in value if c in KNOWN_CLOUDS] if isinstance(value, list) else []
-    return resolve_clouds(",".join(priced)) if priced else None
+    priced = [c for c in value if c in known] if isinstance(value, list) else []
+    return resolve_clouds(",".join(priced), known) if priced else None
 
 
 def _default_regions() -> tuple[str, ...] | None:

@@ -27,19 +27,20 @@ from gpuplan.hardware.networks import inter_node_gbps
 from gpuplan.limits import within
 from gpuplan.planning.job_cost import job_cost
 
-# Spot interruption assumptions (interruptions per node-hour). Neither cloud publishes a rate for GPU spot
-# capacity; these are conservative round figures from public measurements:
-# - AWS: the Spot Instance Advisor buckets interruption frequency per month; GPU families (p3/p4d/p5, g5) sit
-#   mostly in the ">20%" bucket, i.e. roughly one interruption per 1-3 weeks per instance for steady pools, and
-#   much more often in scarce ones. "Can't Be Late" (Wu et al., NSDI 2024, AWS GPU spot traces) reports spot
-#   GPU lifetimes of a few hours to about a day. We take a mean time between interruptions of 20 h.
-# - GCP: Spot VMs have no maximum runtime but are preempted more readily than AWS spot in the same traces and
-#   in SkyPilot's published measurements; we take 12 h.
-# Both are overridable (`--interruption-rate`); the planner's output states which rate it used.
-DEFAULT_INTERRUPTIONS_PER_HOUR = {"aws": 1 / 20, "gcp": 1 / 12}
 DEFAULT_RESTART_HOURS = 0.25  # provisioning a new node + pulling the image + loading the checkpoint
 DEFAULT_CHECKPOINT_HOURS = 1.0
 MAX_USEFUL_FRACTION_LOST = 0.9  # beyond this an interrupted job makes no useful progress
+
+
+def default_interruption_rates() -> dict[str, float]:
+    """Spot interruptions per node-hour per cloud, as each provider declares them with its sources
+    (`Provider.spot_interruptions_per_hour`: AWS 1/20, GCP 1/12, Azure's eviction rate, ...). No cloud publishes a
+    rate for GPU spot capacity, so these are conservative round figures; `--interruption-rate` overrides them and
+    the planner's output states which rate it used."""
+    from gpuplan.providers.registry import catalog_providers
+
+    return {cloud: cls.spot_interruptions_per_hour for cloud, cls in catalog_providers().items()
+            if cls.spot_interruptions_per_hour is not None}
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ class SpotModel:
     """Expected interruption overhead: each interruption loses half a checkpoint interval plus a restart, or,
     where past relaunches measured it (gpuplan.runs.interruption_loss), the mean work they lost."""
 
-    interruptions_per_hour: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_INTERRUPTIONS_PER_HOUR))
+    interruptions_per_hour: dict[str, float] = field(default_factory=default_interruption_rates)
     restart_hours: float = DEFAULT_RESTART_HOURS
     checkpoint_hours: float = DEFAULT_CHECKPOINT_HOURS
     measured_loss_hours: float | None = None

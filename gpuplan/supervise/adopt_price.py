@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
-from gpuplan.catalog import KNOWN_CLOUDS, Catalog, Offer
+from gpuplan.catalog import Catalog, Offer
 from gpuplan.launching.launch_plan import launch_plans
 from gpuplan.providers.base import Instance
 from gpuplan.runs.payloads import QuoteData
@@ -119,12 +119,15 @@ class AdoptionPricer:
     def catalog(self, cloud: str) -> Catalog | None:
         """The cloud's catalog, or None for a provider the catalog does not price (local, Slurm) or when it
         cannot be read: a price lookup must never stop an adoption, which is what ends unknown machines."""
-        if cloud not in KNOWN_CLOUDS:
+        from gpuplan.providers.registry import catalog_clouds
+
+        clouds = catalog_clouds()
+        if cloud not in clouds:
             return None
         if not self._catalog_tried:
             self._catalog_tried = True
             try:
-                self._catalog = Catalog.load(self.db_url, KNOWN_CLOUDS)
+                self._catalog = Catalog.load(self.db_url, clouds)
             except Exception as exc:  # any failure: the machine is recorded unpriced, and the event says so
                 log.warning("cannot read the price catalog for an adopted machine: %s", exc)
         return self._catalog

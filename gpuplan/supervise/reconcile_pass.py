@@ -92,10 +92,12 @@ def _expand_regions(regions: tuple[str, ...], names: list[str], recorded: Mappin
     """Per provider, the regions `--regions` names: plain names as given, globs matched against the regions that
     cloud is known to have (its price catalog, plus where the books have runs). A glob that matches no region of
     any provider checked is bad input: searching nowhere would report "in agreement" and hide every orphan."""
-    from gpuplan.catalog.gpu_names import KNOWN_CLOUDS, compile_region_patterns
+    from gpuplan.catalog.gpu_names import compile_region_patterns
+    from gpuplan.providers.registry import catalog_clouds as priced_clouds
 
     patterns = compile_region_patterns(",".join(regions))
-    catalog_clouds = [n for n in names if n in KNOWN_CLOUDS]
+    priced = priced_clouds()
+    catalog_clouds = [n for n in names if n in priced]
     known: dict[str, set[str]] = {name: set(recorded.get(name, set())) for name in names}
     if catalog_clouds and any(_is_glob(p) for p in patterns):
         from gpuplan.catalog.catalog import Catalog

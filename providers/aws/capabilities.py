@@ -21,6 +21,23 @@ class AwsCapabilities(Attachable, RefreshesPrices, PublishesPrices):
     """Mixed into AwsProvider; uses its regions, clients and `ssh_from` setting."""
 
     ways_in: ClassVar[tuple[str, ...]] = ("ssm", "ssh", "ip")
+
+    # Spot interruptions per node-hour (gpuplan.planning.planner.SpotModel). AWS publishes no rate for GPU spot
+    # capacity: the Spot Instance Advisor buckets interruption frequency per month, and GPU families (p3/p4d/p5,
+    # g5) sit mostly in the ">20%" bucket, i.e. roughly one interruption per 1-3 weeks per instance for steady
+    # pools and much more often in scarce ones; "Can't Be Late" (Wu et al., NSDI 2024, AWS GPU spot traces) reports
+    # spot GPU lifetimes of a few hours to about a day. We take a mean time between interruptions of 20 h.
+    spot_interruptions_per_hour: ClassVar[float | None] = 1 / 20
+    # Start-up before any run is measured (gpuplan.calibration.startup): EC2 RunInstances to a booted Linux
+    # instance takes ~40 s with a standard AMI (Depot, "Making EC2 boot time 8x faster", 2024,
+    # https://depot.dev/blog/faster-ec2-boot-time; Hao et al., "An Empirical Analysis of VM Startup Times in Public
+    # IaaS Clouds", arXiv:2107.03467), plus pulling and unpacking the default job image (~3 GB compressed) and the
+    # CUDA/torch start: 60 s is an allowance, not a published figure; the first measured run replaces it.
+    startup_seconds: ClassVar[float | None] = 100.0
+    startup_why: ClassVar[str] = ("EC2 boot ~40 s (depot.dev 2024; arXiv:2107.03467) + 60 s image pull and torch "
+                                  "start (allowance)")
+    # Cost Explorer groups the bill by the run tag (gpuplan.books.cloud_bill).
+    bill_by_run_tag: ClassVar[bool] = True
     regions: list[str]
     ssh_from: str | None
 

@@ -8,9 +8,8 @@ for VMs); `type` is Consumption (pay as you go), Reservation or DevTestConsumpti
 Windows meters a `productName` ending in " Windows". GPU VMs are the N-series (`armSkuName` Standard_N...).
 Filter values are case-sensitive in API version 2023-01-01-preview.
 
-Kept small and free of the catalog so an Azure provider package can own it: providers/azure/ is a folder without
-an __init__.py until that provider is written (then it becomes a package and README's Layout names it). The
-endpoint moves with GPUPLAN_AZURE_PRICES_URL (tests serve recorded pages on 127.0.0.1).
+Kept small and free of the catalog: this module reads the API; providers/azure/pricing.py makes catalog offers.
+The endpoint moves with GPUPLAN_AZURE_PRICES_URL (tests serve recorded pages on 127.0.0.1).
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ import json
 import os
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import IO, Any
@@ -43,10 +42,31 @@ class VmPrice:
     spot: Decimal | None
 
 
-def first_url(base: str | None = None) -> str:
-    base = base or os.environ.get("GPUPLAN_AZURE_PRICES_URL") or DEFAULT_URL
-    query = urllib.parse.urlencode({"api-version": API_VERSION, "$filter": GPU_FILTER}, quote_via=urllib.parse.quote)
-    return f"{base}?{query}"
+Progress = Callable[[str], None]
+
+
+def endpoint(base: str | None = None) -> str:
+    """Where the API is: `base`, else GPUPLAN_AZURE_PRICES_URL, else Microsoft's."""
+    return base or os.environ.get("GPUPLAN_AZURE_PRICES_URL") or DEFAULT_URL
+
+
+def gpu_filter(regions: Sequence[str] | None = None) -> str:
+    """The OData $filter: N-series meters, in `regions` only when given (armRegionName, e.g. eastus). Region names
+    reach here checked by the CLI (letters, digits and dashes: gpuplan.catalog.gpu_names.compile_region_patterns),
+    so no quote can end the string literal."""
+    if not regions:
+        return GPU_FILTER
+    for region in regions:
+        if not region.replace("-", "").isalnum():
+            raise ValueError(f"Azure prices: {region!r} is not a region name")
+    anyof = " or ".join(f"armRegionName eq '{r}'" for r in regions)
+    return f"{GPU_FILTER} and ({anyof})"
+
+
+def first_url(base: str | None = None, regions: Sequence[str] | None = None) -> str:
+    query = urllib.parse.urlencode({"api-version": API_VERSION, "$filter": gpu_filter(regions)},
+                                   quote_via=urllib.parse.quote)
+    return f"{endpoint(base)}?{query}"
 
 
 def _meter(item: Mapping[str, Any]) -> tuple[str, str, str] | None:
@@ -82,19 +102,24 @@ def _open(url: str) -> IO[bytes]:
     return urllib.request.urlopen(url, timeout=60)
 
 
-def fetch_vm_prices(opener: Opener = _open, base: str | None = None) -> list[VmPrice]:
-    """Every page of GPU VM meters, parsed. A NextPageLink must stay on the first page's host."""
-    start = first_url(base)
+def fetch_vm_prices(opener: Opener = _open, base: str | None = None, regions: Sequence[str] | None = None,
+                    progress: Progress | None = None) -> list[VmPrice]:
+    """Every page of GPU VM meters, parsed. A NextPageLink must stay on the first page's host. `progress` hears
+    one line per page read (a full refresh is a few dozen pages of 100 meters)."""
+    start = first_url(base, regions)
     host = urllib.parse.urlsplit(start).netloc
     url: str | None = start
     items: list[Mapping[str, Any]] = []
-    for _ in range(MAX_PAGES):
+    for number in range(1, MAX_PAGES + 1):
         if not url:
             return parse_items(items)
         with opener(url) as fh:
             page = json.load(fh)
         items += page.get("Items") or []
         url = page.get("NextPageLink") or None
+        if progress is not None:
+            progress(f"azure: page {number} read, {len(items)} meters so far"
+                     + ("; next page ..." if url else ""))
         if url and urllib.parse.urlsplit(url).netloc.split(":")[0] != host.split(":")[0]:
             raise ValueError(f"Azure prices: NextPageLink leaves {host}: {url}")
     raise ValueError(f"Azure prices: more than {MAX_PAGES} pages")

@@ -119,6 +119,10 @@ class SlurmProvider(Attachable, Provider):
     priced_by_catalog: ClassVar[bool] = False  # the cluster's own charge-back rate
     storage_schemes: ClassVar[tuple[str, ...]] = ("path",)
     one_step_for_all_nodes: ClassVar[bool] = True  # one batch job holds every node: srun --relative picks one
+    # Start-up before any run is measured (gpuplan.calibration.startup): started_at is the allocation start, the
+    # node is already booted, so what remains is the same process + torch start as on this machine.
+    startup_seconds: ClassVar[float | None] = 2.1
+    startup_why: ClassVar[str] = "as local: the allocated node is already up (process + torch start)"
 
     def __init__(self, *, partition: str | None = None, account: str | None = None, qos: str | None = None,
                  price_per_gpu_hour: Any = None, price_per_node_hour: Any = None,

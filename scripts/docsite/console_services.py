@@ -16,11 +16,13 @@ class ConsoleServices:
     stops: list[Callable[[], None]] = field(default_factory=list)
 
     def names(self) -> list[str]:
-        return ["aws"]
+        return ["aws", "azure-prices"]
 
     def start(self, name: str) -> dict[str, str]:
         if name == "aws":
             return self._aws()
+        if name == "azure-prices":
+            return self._azure_prices()
         raise KeyError(f"no console-env {name!r}; known: {', '.join(self.names())}")
 
     def _aws(self) -> dict[str, str]:
@@ -36,6 +38,17 @@ class ConsoleServices:
         return {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": "testing",
                 "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
                 "AWS_EC2_METADATA_DISABLED": "true"}
+
+    def _azure_prices(self) -> dict[str, str]:
+        """Azure's Retail Prices API: the recorded pages of tests/data/azure_prices (tests/ is on the path)."""
+        import contextlib
+
+        from support.fakes.azure_prices_server import serve_prices
+
+        stack = contextlib.ExitStack()
+        api = stack.enter_context(serve_prices())
+        self.stops.append(stack.close)
+        return {"GPUPLAN_AZURE_PRICES_URL": api.url}
 
     def stop_all(self) -> None:
         for stop in reversed(self.stops):

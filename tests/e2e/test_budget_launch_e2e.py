@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from gpuplan.calibration.startup import DEFAULTS
+from gpuplan.calibration.startup import provider_default
 
 from support.clihelp import run_cli
 
 PRICE = {"GPUPLAN_LOCAL_PRICE_PER_HOUR": "36"}  # $36/h: the 1-hour estimate below costs $36
 # ... plus the local start-up allowance (no finished runs yet: its documented default), billed too.
-ESTIMATE = f"${36 * (3600 + DEFAULTS['local'].seconds) / 3600:.2f}"
+ESTIMATE = f"${36 * (3600 + provider_default('local').seconds) / 3600:.2f}"
 
 
 def spec(tmp_path: Path, command: str) -> Path:

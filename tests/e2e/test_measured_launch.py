@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuplan.calibration.startup import DEFAULTS
+from gpuplan.calibration.startup import provider_default
 
 from support.clihelp import run_cli, run_subprocess
 
@@ -46,14 +46,14 @@ def test_launch_after_a_bench_is_estimated_from_it_plus_start_up(tmp_path: Path,
 
     dry = run_cli("launch", str(spec), "--dry-run", "--json").json()
     assert dry["mfu_source"] == "bench" and dry["est_tokens_per_s"] == pytest.approx(bench_tps)
-    assert dry["startup_source"] == "default" and dry["startup_s"] == DEFAULTS["local"].seconds
+    assert dry["startup_source"] == "default" and dry["startup_s"] == provider_default("local").seconds
 
     first = run_subprocess("launch", str(spec), "-y", "--json", "--interval", "0.3", timeout=300)
     assert first.exit_code == 0, first.stderr
     one = first.json()
     assert one["state"] == "succeeded" and one["tokens_done"] == tokens and one["tokens_per_s"] > 0
     assert one["mfu_source"] == "bench" and one["estimate_source"].startswith("measured: bench #")
-    assert one["est_hours"] * 3600 == pytest.approx(DEFAULTS["local"].seconds + tokens / bench_tps, rel=1e-6)
+    assert one["est_hours"] * 3600 == pytest.approx(provider_default("local").seconds + tokens / bench_tps, rel=1e-6)
     assert "start-up" in first.stderr  # the human estimate line says what it includes
 
     # The second launch learns its start-up from the first run: its wall time beyond its measured speed.

@@ -14,7 +14,7 @@ def catalog() -> None:
 
 
 @catalog.command()
-@click.option("--cloud", required=True, help="Which cloud to refresh: a provider with a price API (aws, gcp).")
+@click.option("--cloud", required=True, help="Which cloud to refresh: a provider with a price API (aws, gcp, azure).")
 @click.option("--regions", "regions_text", metavar="REGION[,REGION]",
               help="Only these regions. The refreshed snapshot then IS that cloud's catalog (other regions drop "
                    "out of `gpuplan prices` until a full refresh).")
@@ -24,7 +24,8 @@ def catalog() -> None:
               show_default=True,
               help="api: the cloud's price APIs (needs credentials); public: what needs no account (AWS: the Price "
                    "List bulk files, on-demand, zones and spot kept from the previous snapshot; GCP: the Billing "
-                   "Catalog with GPUPLAN_GCP_API_KEY); auto: api when credentials are found, else public.")
+                   "Catalog with GPUPLAN_GCP_API_KEY; Azure: the Retail Prices API, always public); auto: api when "
+                   "credentials are found, else public.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @pass_app
 def refresh(app: AppContext, cloud: str, regions_text: str | None, project: str | None, source_choice: str,
@@ -34,8 +35,9 @@ def refresh(app: AppContext, cloud: str, regions_text: str | None, project: str 
     AWS: the Pricing API, EC2 spot price history and instance types; without credentials, the public Price List
     bulk files (GPUPLAN_AWS_PRICE_LIST_URL moves the endpoint). GCP: the Cloud Billing catalog with Compute
     machine and accelerator types (needs credentials and a project); with only GPUPLAN_GCP_API_KEY, the catalog's
-    prices on the previous snapshot's machines. A refresh that fails keeps the previous prices; the snapshot
-    keeps where each part came from (`gpuplan prices` shows it).
+    prices on the previous snapshot's machines. Azure: the public Retail Prices API, on-demand and Spot, no
+    account needed (GPUPLAN_AZURE_PRICES_URL moves the endpoint). A refresh that fails keeps the previous prices;
+    the snapshot keeps where each part came from (`gpuplan prices` shows it).
     """
     from gpuplan.catalog.gpu_names import compile_region_patterns
     from gpuplan.catalog.public_sources import PublicPrices
@@ -65,11 +67,12 @@ def refresh(app: AppContext, cloud: str, regions_text: str | None, project: str 
     publisher = cls if issubclass(cls, PublishesPrices) else None
     if source_choice == "public" and publisher is None:
         raise UserError(f"--source public: the {cloud} provider names no price source that needs no account")
-    public = publisher is not None and (source_choice == "public" or
-                                        (source_choice == "auto" and not publisher.has_price_credentials()))
+    public = publisher is not None and (source_choice == "public" or (source_choice == "auto" and (
+        publisher.public_source_complete or not publisher.has_price_credentials())))
     if not as_json:
         if public and publisher is not None:
-            why = "no credentials found: " if source_choice == "auto" else ""
+            why = "no credentials found: " if source_choice == "auto" and not publisher.public_source_complete \
+                else ""
             note(f"{cloud}: {why}reading the prices it publishes for anyone; "
                  f"{publisher.account_needed_for} need an account")
         note(f"refreshing {cloud} prices{' in ' + ', '.join(regions) if regions else ''} ...")

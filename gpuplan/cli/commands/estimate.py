@@ -113,8 +113,10 @@ def _cost(app: AppContext, result: Estimate) -> list[dict[str, Any]]:
     from gpuplan.planning.job_cost import billing_minimums
 
     if not result.fits or result.gpu not in CANONICAL_GPUS:
-        return []  # consumer cards and MI300X are not sold by the clouds in the catalog
-    catalog = Catalog.load(app.db_url)
+        return []  # consumer cards are not sold by the clouds in the catalog
+    from gpuplan.providers.registry import catalog_clouds
+
+    catalog = Catalog.load(app.db_url, catalog_clouds())
     offers = catalog.select(gpus={result.gpu})
     return cheapest_offers(result, offers, min_billed_seconds=billing_minimums(o.cloud for o in offers))
 

@@ -63,7 +63,9 @@ def gpu_rows(db_url: str | None, only: str | None = None) -> list[GpuRow]:
             raise UserError(str(exc)) from exc
     else:
         specs = all_gpus()
-    catalog = Catalog.load(db_url)
+    from gpuplan.providers.registry import catalog_clouds
+
+    catalog = Catalog.load(db_url, catalog_clouds())
     by_gpu: dict[str, list[Any]] = {}
     for offer in catalog.select():  # standard zones: what a launch uses without naming a Local Zone
         by_gpu.setdefault(offer.gpu, []).append(offer)

@@ -31,7 +31,8 @@ if TYPE_CHECKING:  # types only: the planner and the catalog load when a plan ru
 @workload_options
 @click.option("--gpu", "gpu_text", metavar="NAME[,NAME]", shell_complete=complete.gpu_names,
               help="Only these GPU types (default: every GPU sold).")
-@click.option("--cloud", "cloud_text", metavar="CLOUD[,CLOUD]", help="aws, gcp (default: both).")
+@click.option("--cloud", "cloud_text", metavar="CLOUD[,CLOUD]",
+              help="The clouds to plan on, e.g. aws,azure (default: every cloud the catalog prices).")
 @click.option("--region", "region_text", metavar="PATTERN[,PATTERN]", help="Region glob(s), e.g. 'us-*'.")
 @click.option("--spot/--no-spot", default=None, help="Only spot, or only on-demand (default: both).")
 @click.option("--deadline", metavar="DURATION", help="Must finish within this wall time: 72h, 3d or '3 days' "

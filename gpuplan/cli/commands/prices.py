@@ -33,7 +33,8 @@ from gpuplan.cli.output import emit_json, note, warn
 @click.option("--min-gpus", type=bounded("gpus_per_instance"), help="At least this many GPUs per instance.")
 @click.option("--min-gpu-memory", type=bounded("gpu_memory_gb"), metavar="GB",
               help="At least this much memory per GPU, in GB as the vendor states it (L4 24, L40S 48).")
-@click.option("--cloud", "cloud_text", metavar="CLOUD[,CLOUD]", help="aws, gcp (default: both).")
+@click.option("--cloud", "cloud_text", metavar="CLOUD[,CLOUD]",
+              help="The clouds to compare, e.g. aws,azure (default: every cloud the catalog prices).")
 @click.option("--region", "region_text", metavar="PATTERN[,PATTERN]", help="Region glob(s), e.g. 'us-*'.")
 @click.option("--spot", is_flag=True, help="Spot prices (offers without a spot price are left out).")
 @click.option("--max-price", type=bounded("usd_per_hour"), metavar="USD", help="At most this much per instance-hour.")
@@ -56,15 +57,18 @@ def prices(app: AppContext, gpu_text: str | None, min_gpus: float | None, min_gp
     (the zone column names it: a zone id such as use1-az6, the same in every account) and per region on GCP.
     AWS Local Zones (use1-atl2-az1) are left out unless --zones local or all.
     """
+    from gpuplan.providers.registry import catalog_clouds
+
+    known = catalog_clouds()
     gpus = resolve_gpus(gpu_text) if gpu_text is not None else None
     if gpus is not None and not any(rented(g) for g in gpus):
-        note(not_rented_message(set(gpus)))
+        note(not_rented_message(set(gpus), known))
         if as_json:
             emit_json([])
         return
     if gpus is not None and not all(rented(g) for g in gpus):
-        note(not_rented_message({g for g in gpus if not rented(g)}))
-    clouds = resolve_clouds(cloud_text) if cloud_text is not None else None
+        note(not_rented_message({g for g in gpus if not rented(g)}, known))
+    clouds = resolve_clouds(cloud_text, known) if cloud_text is not None else known
     regions = compile_region_patterns(region_text) if region_text is not None else None
 
     catalog = Catalog.load(app.db_url, clouds)
@@ -87,7 +91,7 @@ def prices(app: AppContext, gpu_text: str | None, min_gpus: float | None, min_gp
     stale = [source for source in catalog.sources.values() if source.is_stale(now)]
     if stale:  # one warning per command, whatever the number of clouds
         oldest = max(stale, key=lambda source: source.age(now))
-        public = [s.cloud for s in stale if _publishes_prices(s.cloud)]
+        public = [s.cloud for s in stale if _public_on_request(s.cloud)]
         warn(f"{', '.join(s.cloud for s in stale)} prices are up to {_age(oldest, now)} old (more than 7 days); "
              f"refresh: {' / '.join(f'gpuplan catalog refresh --cloud {s.cloud}' for s in stale)}"
              + (f" ({', '.join(public)} without an account: --source public)" if public else ""))
@@ -102,15 +106,17 @@ def prices(app: AppContext, gpu_text: str | None, min_gpus: float | None, min_gp
         note(f"{len(shown)} of {len(rows)} rows shown; --limit 0 shows all")
 
 
-def _publishes_prices(cloud: str) -> bool:
-    """Does this cloud's provider have prices anyone may read (gpuplan.providers.base.PublishesPrices)?"""
+def _public_on_request(cloud: str) -> bool:
+    """Does this cloud's provider have prices anyone may read (gpuplan.providers.base.PublishesPrices) that a
+    refresh with credentials would not use unasked? (Azure's public source is its whole refresh: no flag needed.)"""
     from gpuplan.providers.base import PublishesPrices
     from gpuplan.providers.registry import UnknownProviderError, load_provider_class
 
     try:
-        return issubclass(load_provider_class(cloud), PublishesPrices)
+        cls = load_provider_class(cloud)
     except UnknownProviderError:
         return False
+    return issubclass(cls, PublishesPrices) and not cls.public_source_complete
 
 
 def _age(source: CatalogSource, now: dt.datetime) -> str:
@@ -162,7 +168,7 @@ def _print(rows: list[PriceRow], spot: bool) -> None:
                "$/PFLOP-h"]
     body = [
         (r.offer.cloud, r.offer.region, _zone_label(r), r.offer.instance_type,
-         f"{_num(r.offer.gpu_count)}x {r.offer.gpu}", _num(r.offer.gpu_memory_gb), _num(r.offer.vcpus),
+         f"{r.offer.gpu_count:.3g}x {r.offer.gpu}", _num(r.offer.gpu_memory_gb), _num(r.offer.vcpus),
          _money(r.price, 3), _money(r.price_per_gpu, 3),
          _money(None if r.price_per_tflop is None else r.price_per_tflop * 1000, 2))
         for r in rows

@@ -125,10 +125,11 @@ def _quoted_or_bill(app: AppContext, *, quoted: bool, since: str | None, until: 
         report_extra.show_quoted(app, since=start, until=end, project=project, clouds=_clouds(clouds),
                                  as_json=fmt == "json")
         return
-    from gpuplan.books.cloud_bill import BILLED_CLOUDS
+    from gpuplan.books.cloud_bill import billed_clouds
 
-    if clouds and not set(_clouds(clouds) or ()) <= BILLED_CLOUDS:
-        raise UserError("--bill reads AWS Cost Explorer: it covers --cloud aws only")
+    billed = billed_clouds()
+    if clouds and not set(_clouds(clouds) or ()) <= billed:
+        raise UserError(f"--bill reads AWS Cost Explorer: it covers --cloud {', '.join(sorted(billed))} only")
     unit, key = rep.parse_by(by)
     if key is not None:
         raise UserError("--bill is per run and period: --by takes month or day only")

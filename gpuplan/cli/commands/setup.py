@@ -180,3 +180,31 @@ def setup_gcp(print_policy: bool, as_json: bool) -> None:
         click.echo(f"role {role}")
     if print_policy:
         click.echo("custom role permissions: " + ",".join(roles["permissions"]))
+
+
+@setup.command("azure")
+@click.option("--print-policy", "print_policy", is_flag=True,
+              help="Print the two custom role definitions (launcher, machine) as JSON for `az role definition "
+                   "create --role-definition @FILE`, with the subscription filled in. Nothing is called.")
+@click.option("--subscription", default=None, metavar="ID",
+              help="The subscription the roles are assignable in (default: AZURE_SUBSCRIPTION_ID).")
+@click.option("--json", "as_json", is_flag=True, help="Print both roles as JSON on stdout.")
+def setup_azure(print_policy: bool, subscription: str | None, as_json: bool) -> None:
+    """What an Azure subscription needs before gpuplan can launch there: two least-privilege custom roles.
+
+    `gpuplan launcher` for you (a run's resource group, network, VMs, Key Vault secrets), and `gpuplan machine`
+    for the user-assigned managed identity the VMs run as (delete itself, tag its run, read secrets, write
+    outputs). Without --print-policy this lists what each may do, in short.
+    """
+    from gpuplan.providers.azure.roles import custom_roles
+
+    roles = custom_roles(subscription or os.environ.get("AZURE_SUBSCRIPTION_ID"))
+    if as_json or print_policy:
+        emit_json(roles)
+        return
+    for key, role in roles.items():
+        click.echo(f"role {role['Name']!r} ({key}): {len(role['Actions'])} actions, "
+                   f"{len(role['DataActions'])} data actions")
+        for action in [*role["Actions"], *role["DataActions"]]:
+            click.echo(f"  {action}")
+    click.echo("create them with `gpuplan setup azure --print-policy` and `az role definition create`")

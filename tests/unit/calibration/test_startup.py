@@ -11,7 +11,7 @@ import socket
 import pytest
 
 from gpuplan.calibration.localbench import cpu_throughput
-from gpuplan.calibration.startup import DEFAULTS, HISTORY_RUNS, startup_allowance
+from gpuplan.calibration.startup import HISTORY_RUNS, provider_default, startup_allowance
 from gpuplan.estimating.architecture import preset
 from gpuplan.store.db import Store
 from gpuplan.store.models import Benchmark, Run
@@ -53,7 +53,7 @@ def test_allowance_is_the_median_overhead_of_the_providers_recent_succeeded_runs
 
 def test_only_the_last_runs_count_and_no_history_means_the_documented_default(db_url: str) -> None:
     store = Store.open(db_url)
-    assert startup_allowance("gcp", db_url).seconds == DEFAULTS["gcp"].seconds  # an empty store
+    assert startup_allowance("gcp", db_url).seconds == provider_default("gcp").seconds  # an empty store
     with store.session() as s:
         add_run(s, "r-old", wall=1050, minutes=0)  # 1000 s overhead, but older than the last HISTORY_RUNS
         for i in range(HISTORY_RUNS):
@@ -62,7 +62,7 @@ def test_only_the_last_runs_count_and_no_history_means_the_documented_default(db
     assert allowance.seconds == pytest.approx(2.0) and "r-old" not in allowance.run_ids
     assert len(allowance.run_ids) == HISTORY_RUNS and allowance.run_ids[0] == f"r-{HISTORY_RUNS - 1:02d}"
     gcp = startup_allowance("gcp", db_url)
-    assert gcp.source == "default" and gcp.seconds == DEFAULTS["gcp"].seconds and "GCE boot" in gcp.detail
+    assert gcp.source == "default" and gcp.seconds == provider_default("gcp").seconds and "GCE boot" in gcp.detail
     assert startup_allowance("local", None).source == "default"  # no store to learn from
 
 

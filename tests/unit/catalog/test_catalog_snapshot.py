@@ -14,7 +14,7 @@ from gpuplan.catalog.gpu_names import (
     gcp_machine_gpu,
     resolve_gpus,
 )
-from gpuplan.catalog.snapshot import PRICES_DIR, SNAPSHOT_FILES, load_shipped, shipped_info
+from gpuplan.catalog.snapshot import PRICES_DIR, load_shipped, shipped_clouds
 from gpuplan.errors import UserError
 
 
@@ -25,12 +25,15 @@ def _rows(name: str) -> list[dict[str, str]]:
 
 def test_every_shipped_row_becomes_an_offer_with_a_canonical_gpu() -> None:
     offers = load_shipped()
-    expected = sum(len(_rows(name)) for name in SNAPSHOT_FILES.values())
-    assert len(offers) == expected == 1081 + 654 + 288  # 288 n1 rows composed by scripts/compose_gcp_n1.py
+    shipped = shipped_clouds()
+    expected = sum(len(_rows(info.file)) for info in shipped.values())
+    # 288 n1 rows composed by scripts/compose_gcp_n1.py; 124 Azure rows by scripts/compose_azure_snapshot.py
+    assert len(offers) == expected == 1081 + 654 + 288 + 124
     assert {o.gpu for o in offers} <= set(CANONICAL_GPUS)
-    assert {o.cloud for o in offers} == {"aws", "gcp"}
-    info = shipped_info()
-    assert all(o.fetched_at == info.fetched_at and o.source == info.source for o in offers)
+    assert {o.cloud for o in offers} == set(shipped) == {"aws", "gcp", "azure"}
+    # Each cloud's offers carry that cloud's provenance (Azure's comes from another source and date).
+    assert all(o.fetched_at == shipped[o.cloud].fetched_at and o.source == shipped[o.cloud].source for o in offers)
+    assert shipped["azure"].fetched_at != shipped["aws"].fetched_at == shipped["gcp"].fetched_at
     # The host-only and accelerator-only files are not offers themselves; every host maps to a GPU too.
     for row in _rows("gcp_gpu_host_vms.csv"):
         assert gcp_machine_gpu(row["instance_type"]) in CANONICAL_GPUS, row["instance_type"]
@@ -126,7 +129,7 @@ def test_units_per_gpu_memory_and_fractional_gpus() -> None:
 def test_catalog_select_filters() -> None:
     """Loading speed is measured by bench/prices_speed.py; this checks what each filter keeps."""
     catalog = Catalog.load()
-    assert len(catalog.offers) == 1735 + 288
+    assert len(catalog.offers) == 1735 + 288 + 124
     h100 = catalog.select(gpus={"H100"})
     assert h100 and all(o.gpu == "H100" for o in h100)
     spot = catalog.select(spot=True, max_price=5)

@@ -76,7 +76,8 @@ def test_one_resolver_for_every_command(text: str, name: str) -> None:
 
 def test_known_but_not_rented_is_not_unknown() -> None:
     assert resolve_gpus("RTX 4090") == {"RTX4090"} and not rented("RTX4090") and rented("A100-40GB")
-    assert "no cloud in the catalog (aws, gcp) rents RTX4090" in not_rented_message({"RTX4090"})
+    assert "no cloud in the catalog (aws, gcp, azure) rents RTX4090" in not_rented_message({"RTX4090"},
+                                                                                           ("aws", "gcp", "azure"))
     with pytest.raises(UserError, match="unknown GPU 'H10'; did you mean H100"):
         resolve_gpus("H10")
     # Catalog.select takes any spelling through the same resolver (the launch passes the spec's `A100`).

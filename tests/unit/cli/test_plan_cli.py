@@ -95,7 +95,7 @@ def test_a_spec_that_states_the_layout_is_planned_with_the_config_model(tmp_path
     ("args", "message"),
     [
         (["--params", "7B", "--tokens", "1B", "--gpu", "XYZ"], "unknown GPU"),
-        (["--params", "7B", "--tokens", "1B", "--cloud", "azure"], "unknown cloud"),
+        (["--params", "7B", "--tokens", "1B", "--cloud", "oracle"], "unknown cloud"),
         (["--params", "7B", "--tokens", "1B", "--deadline", "soon"], "--deadline"),
         (["--params", "7B", "--tokens", "1B", "--deadline", "-3h"], "--deadline"),
         (["--params", "7B", "--tokens", "1B", "--budget", "-5"], "--budget"),

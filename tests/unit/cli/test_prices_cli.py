@@ -103,7 +103,7 @@ def test_limit_and_human_table() -> None:
     assert table.exit_code == 0
     assert "H100" in table.stdout and "$/gpu-h" in table.stdout
     assert "shipped snapshot" in table.stderr  # the catalog's age is shown
-    assert "warning: aws, gcp prices are up to" in table.stderr  # the shipped snapshot is > 7 days old: one line
+    assert "warning: aws, gcp, azure prices are up to" in table.stderr  # the shipped snapshot is > 7 days old: one line
     assert "rows shown" in table.stderr
 
 
@@ -116,10 +116,10 @@ def test_empty_result_is_an_answer_not_an_error() -> None:
 
 @pytest.mark.parametrize(("args", "message"), [
     (("--gpu", "K80"), "unknown GPU 'K80'"),
-    (("--cloud", "azure"), "unknown cloud 'azure'"),
+    (("--cloud", "oracle"), "unknown cloud 'oracle'"),
     (("--region", "us-[east"), "malformed region pattern"),
     (("--region", "us east"), "malformed region pattern"),
-    (("--region", "us-est-*"), "--region: 'us-est-*' matches no region of aws, gcp in the price catalog"),
+    (("--region", "us-est-*"), "--region: 'us-est-*' matches no region of aws, gcp, azure in the price catalog"),
     (("--region", "us-central1", "--cloud", "aws"), "'us-central1' matches no region of aws"),
     (("--max-price", "-3"), "'--max-price': must be greater than 0"),
     (("--limit", "-1"), "'--limit': must be between 0"),

@@ -39,7 +39,7 @@ def test_on_parses(text: str, provider: str, detail: str | None) -> None:
 
 
 @pytest.mark.parametrize("text, message", [
-    ("azure:nd96", "unknown provider 'azure'"), ("aws:", "PROVIDER[:INSTANCE_TYPE]"),
+    ("oracle:bm-gpu", "unknown provider 'oracle'"), ("aws:", "PROVIDER[:INSTANCE_TYPE]"),
     ("aws", "needs an instance type"), ("local:big", "takes no instance type"), ("a w s", "PROVIDER")])
 def test_bad_on_is_one_line_exit_2(text: str, message: str) -> None:
     with pytest.raises(UserError, match=message.replace("[", r"\[").replace("]", r"\]")):

@@ -1,0 +1,124 @@
+"""`gpuplan launch --provider azure` end to end: the CLI as a subprocess, the real Azure SDK clients, the fake ARM.
+
+The CLI finds the fake as a user points Azure elsewhere: GPUPLAN_AZURE_ARM_ENDPOINT, AZURE_SUBSCRIPTION_ID and
+REQUESTS_CA_BUNDLE for the fake's certificate; `DefaultAzureCredential` gets its token from the fake's App
+Service managed-identity endpoint (IDENTITY_ENDPOINT + IDENTITY_HEADER): no credential double in the product.
+"""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+import pytest
+
+from support.clihelp import run_subprocess
+from support.fake_arm.fixture import RunningArm
+
+JOB = """\
+name: tiny-gpt-azure
+image: ghcr.io/example/tiny-gpt:latest
+command: python train.py --steps 200
+project: research
+resources:
+  gpu: T4
+  gpus_per_node: 1
+  spot: true
+  regions: [eastus]
+limits:
+  max_hours: 2
+"""
+
+
+@pytest.fixture
+def job(tmp_path: Path) -> Path:
+    path = tmp_path / "job.yaml"
+    path.write_text(JOB)
+    return path
+
+
+def test_dry_run_records_nothing_and_calls_nothing(arm: RunningArm, job: Path) -> None:
+    result = run_subprocess("launch", str(job), "--provider", "azure", "--dry-run")
+    assert result.exit_code == 0, result.stderr
+    assert "Standard_NC4as_T4_v3 eastus" in result.stderr and "ubuntu-hpc" in result.stderr
+    assert arm.state.requests == []
+    assert run_subprocess("runs", "--json").json() == []
+
+
+def test_launch_status_and_stop_leave_nothing_in_azure(arm: RunningArm, job: Path) -> None:
+    result = run_subprocess("launch", str(job), "--provider", "azure", "-y", "--detach", "--json")
+    assert result.exit_code == 0, result.stderr
+    out = result.json()
+    run_id = out["run_id"]
+    assert (out["provider"], out["state"], out["spot"]) == ("azure", "running", True)
+    [row] = out["instances"]
+    assert row["instance_id"] == f"gpuplan-{run_id}/gpuplan-{run_id}-0"
+
+    [vm] = arm.state.vms()
+    assert vm["tags"]["gpuplan:run-id"] == run_id and vm["tags"]["gpuplan:project"] == "research"
+    assert vm["properties"]["hardwareProfile"]["vmSize"] == "Standard_NC4as_T4_v3"
+    assert vm["properties"]["evictionPolicy"] == "Delete"
+    script = base64.b64decode(vm["properties"]["osProfile"]["customData"]).decode()
+    assert "ghcr.io/example/tiny-gpt:latest" in script and "169.254.169.254/metadata" in script
+
+    status = run_subprocess("status", run_id, "--json")
+    assert status.exit_code == 0 and status.json()["state"] == "running", status.stderr
+    stop = run_subprocess("stop", run_id)
+    assert stop.exit_code == 0, stop.stderr
+    assert arm.state.leftovers() == []  # the VM, its NIC, disk, public IP, network and resource group
+    final = run_subprocess("status", run_id, "--json").json()
+    assert final["state"] == "stopped"
+
+
+def test_no_capacity_fails_cleanly_and_leaves_nothing(arm: RunningArm, job: Path) -> None:
+    arm.state.fail_vm_create("AllocationFailed", times=100)
+    result = run_subprocess("launch", str(job), "--provider", "azure", "-y", "--detach", "--json")
+    assert result.exit_code == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "AllocationFailed" in result.stderr or "no capacity" in result.stderr
+    assert [r["state"] for r in run_subprocess("runs", "--json").json()] == ["failed"]
+    assert arm.state.leftovers() == []
+
+
+def test_reconcile_finds_an_orphan_by_its_tags_and_terminates_it(arm: RunningArm) -> None:
+    from decimal import Decimal
+
+    from gpuplan.providers.azure.provider import AzureProvider
+    from gpuplan.providers.base import LaunchRequest
+
+    from support.fake_arm.fixture import StaticToken
+
+    # A VM of a run the books never recorded (a launch killed before its commit), a day old.
+    orphan_run = "r-0ff0ff0ff0"
+    [orphan] = AzureProvider(credential=StaticToken()).launch(LaunchRequest(
+        run_id=orphan_run, name="lost", command="true", run_dir="/tmp/lost", region="westeurope",
+        instance_type="Standard_NC4as_T4_v3", price_per_hour=Decimal("0.5"), boot_script="#!/bin/bash\n"))
+    [vm] = arm.state.vms()
+    vm["properties"]["timeCreated"] = "2026-01-01T00:00:00.000000Z"
+
+    found = run_subprocess("reconcile", "--cloud", "azure", "--json")
+    assert found.exit_code == 0, found.stderr
+    [row] = found.json()
+    assert (row["kind"], row["instance_id"], row["run_id"], row["region"]) == \
+        ("orphan", orphan.instance_id, orphan_run, "westeurope")
+    ended = run_subprocess("reconcile", "--cloud", "azure", "--terminate", "-y", "--json")
+    assert ended.exit_code == 0, ended.stderr
+    assert [(r["kind"], r["action"]) for r in ended.json()] == [("orphan", "terminated")]
+    assert arm.state.leftovers() == []
+
+
+def test_a_vm_that_deleted_itself_after_its_job_ends_the_run_and_gpuplan_cleans_up(arm: RunningArm, job: Path) -> None:
+    launched = run_subprocess("launch", str(job), "--provider", "azure", "-y", "--detach", "--json")
+    assert launched.exit_code == 0, launched.stderr
+    run_id = launched.json()["run_id"]
+    group = f"gpuplan-{run_id}"
+    # What the boot script does at its end (providers/azure/boot.py, tested with bash in test_azure_boot.py):
+    # tag the run's group with the exit code, then delete its own VM.
+    arm.state.groups[group.lower()]["tags"]["gpuplan:exit-code-0"] = "0"
+    [vm] = arm.state.vms()
+    arm.state.delete_vm(vm)
+    status = run_subprocess("status", run_id, "--json")
+    assert status.exit_code == 0, status.stderr
+    assert status.json()["state"] == "succeeded", status.json()
+    arm.state.settle()  # Azure finishes an accepted delete whether or not the client stays to poll it
+    assert arm.state.leftovers() == []  # the public IP, network and group went too

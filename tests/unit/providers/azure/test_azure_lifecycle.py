@@ -1,0 +1,227 @@
+"""The azure provider's lifecycle through the real Azure SDK clients (azure-mgmt-resource/-network/-compute)
+against the fake ARM behind its strict layer (tests/support/fake_arm): launch makes a tagged resource group with
+its network and VMs, describe/list_tagged read them back, terminate leaves nothing, and failures are typed."""
+
+from __future__ import annotations
+
+import base64
+from decimal import Decimal
+
+import pytest
+
+from gpuplan.providers.azure.provider import AzureProvider
+from gpuplan.providers.base import CapacityError, InstanceState, LaunchRequest, QuotaError, Scope
+
+from support.fake_arm.fixture import RunningArm, StaticToken
+
+SIZE = "Standard_NC24ads_A100_v4"
+
+
+def provider(**kw: object) -> AzureProvider:
+    return AzureProvider(credential=StaticToken(), ssh_public_key=None, **kw)  # type: ignore[arg-type]
+
+
+def request(run_id: str = "r-az1", **kw: object) -> LaunchRequest:
+    values: dict = dict(run_id=run_id, name="tiny", command="python train.py", run_dir="/tmp/r",
+                        project="research", instance_type=SIZE, region="eastus", spot=True, gpus_per_node=1,
+                        price_per_hour=Decimal("1.10"), boot_script="#!/bin/bash\necho hello\n",
+                        labels={"team": "nlp"})
+    values.update(kw)
+    return LaunchRequest(**values)
+
+
+def test_launch_makes_a_tagged_group_network_and_spot_vm_then_terminate_leaves_nothing(arm: RunningArm) -> None:
+    p = provider()
+    [inst] = p.launch(request())
+    assert inst.instance_id == "gpuplan-r-az1/gpuplan-r-az1-0"
+    assert (inst.state, inst.region, inst.instance_type, inst.spot) == (InstanceState.RUNNING, "eastus", SIZE, True)
+    assert inst.price_per_hour == Decimal("1.10")
+
+    [group] = arm.state.groups.values()
+    assert group["tags"]["gpuplan:run-id"] == "r-az1" and group["tags"]["gpuplan:created-by"] == "gpuplan"
+    [vm] = arm.state.vms()
+    props = vm["properties"]
+    assert (props["priority"], props["evictionPolicy"], props["billingProfile"]["maxPrice"]) == ("Spot", "Delete", -1)
+    assert base64.b64decode(props["osProfile"]["customData"]).decode().startswith("#!/bin/bash")
+    assert props["storageProfile"]["imageReference"] == {"publisher": "microsoft-dsvm", "offer": "ubuntu-hpc",
+                                                         "sku": "2204", "version": "latest"}
+    # Tags on everything the run made.
+    for resource in arm.state.resources.values():
+        if resource["type"] != "Microsoft.Compute/disks":  # the OS disk is Azure's, deleted with the VM
+            assert resource["tags"]["gpuplan:run-id"] == "r-az1", resource["id"]
+            assert resource["tags"]["team"] == "nlp"
+    # No inbound rule unless ssh is asked for: the default rules (VNet inside, deny the rest) only.
+    [nsg] = arm.state.of_type("Microsoft.Network/networkSecurityGroups")
+    assert nsg["properties"]["securityRules"] == []
+
+    assert [i.instance_id for i in p.list_tagged("r-az1")] == [inst.instance_id]
+    assert p.list_tagged("someone-else") == []
+    [again] = p.describe([inst.instance_id])
+    assert again.state == InstanceState.RUNNING and again.run_id == "r-az1"
+
+    p.terminate([inst.instance_id])
+    assert arm.state.leftovers() == []
+    [gone] = p.describe([inst.instance_id])
+    assert gone.state == InstanceState.TERMINATED
+    p.terminate([inst.instance_id])  # idempotent
+
+
+def test_a_second_launch_of_the_same_run_returns_its_vm(arm: RunningArm) -> None:
+    p = provider()
+    first = p.launch(request())
+    second = p.launch(request())
+    assert [i.instance_id for i in second] == [i.instance_id for i in first]
+    assert len(arm.state.vms()) == 1
+
+
+def test_ssh_is_opened_to_one_address_only_when_asked(arm: RunningArm) -> None:
+    provider(ssh_from="198.51.100.7").launch(request(spot=False))
+    [nsg] = arm.state.of_type("Microsoft.Network/networkSecurityGroups")
+    [rule] = nsg["properties"]["securityRules"]
+    assert (rule["properties"]["sourceAddressPrefix"], rule["properties"]["destinationPortRange"]) == \
+        ("198.51.100.7/32", "22")
+    [vm] = arm.state.vms()
+    assert vm["properties"]["priority"] == "Regular" and "evictionPolicy" not in vm["properties"]
+
+
+@pytest.mark.parametrize(("code", "sync", "scope"), [
+    ("SkuNotAvailable", True, Scope(region="eastus", instance_type=SIZE)),
+    ("AllocationFailed", False, Scope(region="eastus", instance_type=SIZE)),
+])
+def test_capacity_errors_are_typed_and_leave_nothing(arm: RunningArm, code: str, sync: bool, scope: Scope) -> None:
+    arm.state.fail_vm_create(code, sync=sync)
+    with pytest.raises(CapacityError) as err:
+        provider().launch(request())
+    assert err.value.code == code and err.value.scope == scope
+    assert arm.state.leftovers() == []
+
+
+def test_a_zonal_allocation_failure_rules_out_the_zone(arm: RunningArm) -> None:
+    arm.state.fail_vm_create("ZonalAllocationFailed", zone="2")
+    with pytest.raises(CapacityError) as err:
+        provider().launch(request(zones=("eastus-2",)))
+    assert err.value.scope == Scope(region="eastus", zone="eastus-2", instance_type=SIZE)
+    assert arm.state.leftovers() == []
+
+
+def test_quota_errors_name_their_scope(arm: RunningArm) -> None:
+    family = "standardNCADSA100v4Family"
+    arm.rules.family_of[SIZE] = family
+    arm.rules.quotas[("eastus", family)] = 0
+    with pytest.raises(QuotaError) as err:
+        provider().launch(request(spot=False))
+    assert err.value.code == "OperationNotAllowed"
+    assert err.value.scope == Scope(region="eastus", family=family, spot=False)
+    arm.rules.quotas[("eastus", "LowPriorityCores")] = 8
+    with pytest.raises(QuotaError) as err:
+        provider().launch(request(spot=True))
+    assert err.value.scope == Scope(region="eastus", spot=True)
+    assert arm.state.leftovers() == []
+
+
+def test_secrets_go_to_key_vault_never_into_the_custom_data_and_leave_with_the_run(arm: RunningArm) -> None:
+    from gpuplan.launching.placements import with_boot_scripts
+
+    p = provider(key_vault=arm.endpoint)
+    value = "hf_very_secret_value"
+    req = with_boot_scripts(request(secrets={"HF_TOKEN": value}, boot_script=None), p)
+    [inst] = p.launch(req)
+    [vm] = arm.state.vms()
+    script = base64.b64decode(vm["properties"]["osProfile"]["customData"]).decode()
+    assert value not in script and base64.b64encode(value.encode()).decode() not in script
+    [(name, stored)] = arm.state.secrets.items()
+    assert f"{arm.endpoint}/secrets/{name}" in script  # the script names the secret only
+    assert base64.b64decode(stored["value"]).decode() == value and stored["tags"]["gpuplan:run-id"] == "r-az1"
+    p.terminate([inst.instance_id])
+    assert arm.state.secrets == {} and arm.state.deleted_secrets == set()  # deleted and purged
+    assert arm.state.leftovers() == []
+
+
+def test_a_run_with_secrets_needs_a_key_vault(arm: RunningArm) -> None:
+    from gpuplan.errors import UserError
+
+    with pytest.raises(UserError, match="key_vault"):
+        provider().check_launch(request(secrets={"HF_TOKEN": ""}))
+
+
+def test_two_nodes_share_the_network_and_rank_1_gets_rank_0s_private_address(arm: RunningArm) -> None:
+    rendered: list[tuple[int, str | None]] = []
+
+    def script_for(rank: int, master: str | None) -> str:
+        rendered.append((rank, master))
+        return f"#!/bin/bash\necho rank {rank}\n"
+
+    nodes = provider().launch(request(nodes=2, options={"boot_script_for": script_for}))
+    assert [i.node_rank for i in nodes] == [0, 1]
+    nics = {n["name"]: n for n in arm.state.of_type("Microsoft.Network/networkInterfaces")}
+    rank0_ip = nics["gpuplan-r-az1-0-nic"]["properties"]["ipConfigurations"][0]["properties"]["privateIPAddress"]
+    assert rendered == [(0, None), (1, rank0_ip)]
+    subnets = {n["properties"]["ipConfigurations"][0]["properties"]["subnet"]["id"] for n in nics.values()}
+    assert len(subnets) == 1  # one subnet: the NSG's default AllowVnetInBound lets the ranks reach each other
+    assert len(arm.state.of_type("Microsoft.Network/virtualNetworks")) == 1
+
+
+def test_ssh_goes_to_the_public_ip_only_when_port_22_was_opened(arm: RunningArm) -> None:
+    from gpuplan.providers.attach_base import AttachTarget
+    from gpuplan.providers.base import ProviderError
+
+    [inst] = provider(ssh_from="198.51.100.7").launch(request())
+    target = AttachTarget(run_id="r-az1", provider="azure", instance_id=inst.instance_id, node_rank=0, nodes=1,
+                          region="eastus")
+    [ip] = arm.state.of_type("Microsoft.Network/publicIPAddresses")
+    attach = provider().attach(target, ["nvidia-smi"], interactive=False)
+    assert attach.argv[:3] == ["ssh", "-o", "StrictHostKeyChecking=accept-new"]
+    assert attach.argv[3] == f"gpuplan@{ip['properties']['ipAddress']}" and "nvidia-smi" in attach.argv[-1]
+
+    [other] = provider().launch(request(run_id="r-az2"))  # no ssh_from: DenyAllInBound refuses port 22
+    closed = AttachTarget(run_id="r-az2", provider="azure", instance_id=other.instance_id, node_rank=0, nodes=1,
+                          region="eastus")
+    with pytest.raises(ProviderError, match="ssh_from"):
+        provider().attach(closed, None, interactive=True)
+
+
+def test_custom_data_over_azures_limit_is_refused_before_anything_and_by_azure(arm: RunningArm) -> None:
+    from gpuplan.errors import UserError
+    from gpuplan.providers.base import ProviderError
+
+    big = "#!/bin/bash\n" + "#" * 70000 + "\n"
+    with pytest.raises(UserError, match="65535"):
+        provider().check_launch(request(boot_script=big))
+    assert arm.state.requests == []
+    # Past the check, Azure itself refuses it (InvalidParameter on customData), and the launch leaves nothing.
+    with pytest.raises(ProviderError) as err:
+        provider().launch(request(boot_script=big))
+    assert err.value.code == "InvalidParameter" and "87380" in str(err.value)
+    assert arm.state.leftovers() == []
+    arm.rules.custom_data = False  # the plain fake alone would have taken it
+    provider().launch(request(boot_script=big))
+    assert len(arm.state.vms()) == 1
+
+
+def test_spec_labels_azure_would_refuse_are_left_out_not_fatal(arm: RunningArm) -> None:
+    provider().launch(request(labels={"team": "nlp", "cost/center": "42"}))
+    [vm] = arm.state.vms()
+    assert vm["tags"]["team"] == "nlp" and "cost/center" not in vm["tags"]
+    from support.fake_arm.model import ArmError
+    from support.fake_arm.strict import check_tags
+
+    with pytest.raises(ArmError, match="InvalidTagNameCharacters"):
+        check_tags(arm.rules, {"tags": {"cost/center": "42"}})
+
+
+def test_a_relaunch_waits_for_the_previous_group_to_finish_deleting(arm: RunningArm) -> None:
+    import threading
+
+    p = provider()
+    [inst] = p.launch(request())
+    arm.state.delete_vm(next(iter(arm.state.vms())))  # the VM deleted itself
+    arm.state.polls = 10**9  # the group's delete stays in progress until Azure settles it below
+    p.describe([inst.instance_id])  # ...so gpuplan deletes the run's group, without waiting
+    arm.state.polls = 1
+    assert arm.state.groups["gpuplan-r-az1"]["properties"]["provisioningState"] == "Deleting"
+    p.machines.group_poll_seconds = 0.05
+    threading.Timer(0.5, arm.state.settle).start()  # Azure finishes the delete a moment later
+    [again] = p.launch(request(options={"generation": 1}))
+    assert again.state == InstanceState.RUNNING and again.instance_id.endswith("-g1-0")
+    group_puts = [r for r in arm.state.requests if r[0] == "PUT" and r[1].lower().endswith("/gpuplan-r-az1")]
+    assert len(group_puts) >= 3  # the first launch's, at least one refused (409) while deleting, the last

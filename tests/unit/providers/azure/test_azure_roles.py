@@ -1,0 +1,52 @@
+"""`gpuplan setup azure`'s launcher role covers every ARM call a launch and its teardown make (recorded by the
+fake ARM), and nothing is granted that gpuplan never calls (every action names a resource type it touches)."""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+
+from gpuplan.providers.azure.provider import AzureProvider
+from gpuplan.providers.azure.roles import custom_roles
+from gpuplan.providers.base import LaunchRequest
+
+from support.clihelp import run_subprocess
+from support.fake_arm.fixture import RunningArm, StaticToken
+
+_TYPED = re.compile(r"/providers/([^/]+)/([^/]+)(?:/[^/]+)?$", re.I)
+_VERB = {"GET": "read", "PUT": "write", "DELETE": "delete", "PATCH": "write"}
+
+
+def needed_action(method: str, path: str) -> str | None:
+    """The RBAC action a recorded ARM request needs (None for the fake's own operation-status URLs, which map to
+    the provider's `locations/operations/read`, granted in the role as such)."""
+    if "/providers/Microsoft.Fake/" in path or "/operationresults/" in path:
+        return None
+    if m := _TYPED.search(path):
+        return f"{m.group(1)}/{m.group(2)}/{_VERB[method]}"
+    if re.search(r"/resourcegroups(/[^/]+)?$", path, re.I):
+        return f"Microsoft.Resources/subscriptions/resourceGroups/{_VERB[method]}"
+    raise AssertionError(f"unmapped request {method} {path}")
+
+
+def test_the_launcher_role_covers_a_launch_and_teardown(arm: RunningArm) -> None:
+    p = AzureProvider(credential=StaticToken(), ssh_from="198.51.100.7")
+    [inst] = p.launch(LaunchRequest(run_id="r-roles", name="j", command="true", run_dir="/tmp/x", region="eastus",
+                                    instance_type="Standard_NC4as_T4_v3", price_per_hour=Decimal("0.5"),
+                                    boot_script="#!/bin/bash\n"))
+    p.describe([inst.instance_id])
+    p.list_tagged()
+    p.terminate([inst.instance_id])
+    granted = {a.lower() for a in custom_roles("sub")["launcher"]["Actions"]}
+    needed = {a for a in (needed_action(m, path) for m, path in arm.state.requests if path != "/msi/token") if a}
+    assert needed and {a for a in needed if a.lower() not in granted} == set()
+
+
+def test_setup_azure_prints_both_roles_for_the_subscription() -> None:
+    result = run_subprocess("setup", "azure", "--json", "--subscription", "1234")
+    assert result.exit_code == 0, result.stderr
+    roles = result.json()
+    assert set(roles) == {"launcher", "machine"}
+    assert roles["machine"]["AssignableScopes"] == ["/subscriptions/1234"]
+    assert "Microsoft.Compute/virtualMachines/delete" in roles["machine"]["Actions"]
+    assert not any(a.endswith("/write") and "virtualMachines" in a for a in roles["machine"]["Actions"])
