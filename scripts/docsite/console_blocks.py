@@ -12,7 +12,9 @@ The convention (docs/contributing.md says it for writers):
   shared by the page's blocks in page order. Terminal width: COLUMNS (100); time zone UTC; no colour.
 - A page that holds the line `<!-- console-env: aws -->` gets an AWS of its own for its commands: a moto
   server on 127.0.0.1 (started by the test suite), with AWS_ENDPOINT_URL, fake credentials and us-east-1.
-Commands that need a real cloud, or must not run, go in ```bash or ```text blocks instead.
+Commands that need a real cloud, or must not run, go in ```bash or ```text blocks instead, and a `$ gpuplan`
+line in such a block needs its reason on the line right before the fence: `<!-- not-run: needs a real account -->`
+(`unexecuted_examples` finds the lines without one; tests/docs/test_examples.py fails on them).
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ REPO = Path(__file__).resolve().parents[2]
 FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})\s*(?P<info>[^`\n]*)$")
 EXIT_LINE = re.compile(r"^\[exit (\d+)\]$")
 CONSOLE_ENV = re.compile(r"^<!-- console-env: (?P<name>[a-z0-9-]+) -->$", re.MULTILINE)
+# The stated reason a block of `$ gpuplan` lines is not executed, on the line right before its fence.
+NOT_RUN = re.compile(r"^\s*<!-- not-run: (?P<reason>\S.*?\S) -->\s*$")
+GPUPLAN_COMMAND = re.compile(r"^\$ (?:[A-Z_][A-Z0-9_]*=\S*\s+)*gpuplan\b")
 COLUMNS = 100
 COMMAND_TIMEOUT_S = 120
 # Variables from the caller's environment that would point a page at real clouds, real books or a config file.
@@ -99,10 +104,30 @@ def output_matches(expected: str, actual: str) -> bool:
     return checker.check_output(normalise(expected), normalise(actual), doctest.ELLIPSIS)
 
 
-def parse_blocks(page: Path) -> list[ConsoleBlock]:
-    """Every ```console block of `page` (fences may be indented, e.g. inside an admonition)."""
+@dataclass(frozen=True)
+class FencedBlock:
+    """Any fenced block of a page: its info string, the line of its opening fence and its body (dedented)."""
+
+    info: str
+    line: int
+    body: tuple[str, ...]
+    not_run_reason: str | None  # the `<!-- not-run: ... -->` line right before the fence, if any
+
+
+@dataclass(frozen=True)
+class UnexecutedExample:
+    """A `$ gpuplan` line in a block the suite does not run, and the reason the page gives (None: no reason)."""
+
+    page: Path
+    line: int
+    text: str
+    reason: str | None
+
+
+def fenced_blocks(page: Path) -> list[FencedBlock]:
+    """Every fenced block of `page` (fences may be indented, e.g. inside an admonition)."""
     lines = page.read_text().split("\n")
-    blocks: list[ConsoleBlock] = []
+    blocks: list[FencedBlock] = []
     i = 0
     while i < len(lines):
         match = FENCE.match(lines[i])
@@ -121,9 +146,28 @@ def parse_blocks(page: Path) -> list[ConsoleBlock]:
             body.append(lines[i][len(indent):] if lines[i].startswith(indent) else lines[i].lstrip())
             i += 1
         i += 1
-        if info.split()[:1] == ["console"]:
-            blocks.append(ConsoleBlock(page, start + 1, tuple(_commands(body, start + 2))))
+        marker = NOT_RUN.match(lines[start - 1]) if start else None
+        blocks.append(FencedBlock(info, start + 1, tuple(body), marker["reason"] if marker else None))
     return blocks
+
+
+def parse_blocks(page: Path) -> list[ConsoleBlock]:
+    """Every ```console block of `page`, its commands parsed."""
+    return [ConsoleBlock(page, b.line, tuple(_commands(list(b.body), b.line + 1)))
+            for b in fenced_blocks(page) if b.info.split()[:1] == ["console"]]
+
+
+def unexecuted_examples(page: Path) -> list[UnexecutedExample]:
+    """The `$ gpuplan ...` lines (an environment assignment before `gpuplan` counts too) of `page` that sit in
+    a block the suite does not execute, each with the reason its `<!-- not-run: REASON -->` marker gives."""
+    found: list[UnexecutedExample] = []
+    for block in fenced_blocks(page):
+        if block.info.split()[:1] == ["console"]:
+            continue
+        for offset, text in enumerate(block.body):
+            if GPUPLAN_COMMAND.match(text.strip()):
+                found.append(UnexecutedExample(page, block.line + 1 + offset, text.strip(), block.not_run_reason))
+    return found
 
 
 def _commands(body: list[str], first_line: int) -> Iterator[ConsoleCommand]:
@@ -175,6 +219,7 @@ class PageSession:
     blocks: list[ConsoleBlock] = field(default_factory=list)
     ran: set[int] = field(default_factory=set)
     extra_env: dict[str, str] = field(default_factory=dict)  # what the page's services add (an AWS endpoint)
+    unavailable: str | None = None  # why a service the page needs cannot run here (its examples are skipped)
 
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(DROPPED_PREFIXES)}
