@@ -6,6 +6,8 @@ endpoint a loopback server. Used by tests/docs/test_examples.py and scripts/docs
 - `gcp`: the test suite's fake Compute API behind its strict layer of documented GCE rules, and its fake Secret
   Manager (tests/support), for the real google-cloud-compute and secret-manager clients, found the way gcloud
   users move an endpoint: CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE / _SECRETMANAGER and GOOGLE_CLOUD_PROJECT.
+- `gcp-catalog`: the test suite's fake Cloud Billing catalog and Compute machine/accelerator types
+  (tests/support/fakes/gcp_catalog_server.py) for `catalog refresh --cloud gcp` with the real clients.
 - `slurm`: a one-node Slurm cluster on loopback ports (scripts/start_slurm.sh through tests/support/slurmhelp.py),
   found through SLURM_CONF. It needs slurm-wlm and munge and root; where they are absent the page's examples
   are skipped with that reason (`ServiceUnavailable`), except under CI, where scripts/test-services.sh installs
@@ -45,12 +47,12 @@ class ConsoleServices:
     stops: list[Callable[[], None]] = field(default_factory=list)
 
     def names(self) -> list[str]:
-        return ["aws", "gcp", "slurm", "ledger"]
+        return ["aws", "gcp", "gcp-catalog", "slurm", "ledger"]
 
     def start(self, name: str, page_env: Mapping[str, str]) -> dict[str, str]:
         """Start service `name` for a page whose commands run with `page_env`; the variables it adds."""
         starters: dict[str, Callable[[Mapping[str, str]], dict[str, str]]] = {
-            "aws": self._aws, "gcp": self._gcp, "slurm": self._slurm, "ledger": self._ledger}
+            "aws": self._aws, "gcp": self._gcp, "gcp-catalog": self._gcp_catalog, "slurm": self._slurm, "ledger": self._ledger}
         if name not in starters:
             raise KeyError(f"no console-env {name!r}; known: {', '.join(self.names())}")
         return starters[name](page_env)
@@ -86,6 +88,13 @@ class ConsoleServices:
         return {"CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE": gce.endpoint,
                 "CLOUDSDK_API_ENDPOINT_OVERRIDES_SECRETMANAGER": secrets.endpoint,
                 "GOOGLE_CLOUD_PROJECT": project}
+
+    def _gcp_catalog(self, page_env: Mapping[str, str]) -> dict[str, str]:
+        _support_on_path()
+        from support.fakes.gcp_catalog_server import FakeGcpCatalog
+
+        catalog = self._enter(FakeGcpCatalog())
+        return {**catalog.env(), "GOOGLE_CLOUD_PROJECT": "gpuplan-test"}
 
     def _slurm(self, page_env: Mapping[str, str]) -> dict[str, str]:
         _support_on_path()
