@@ -38,8 +38,27 @@ NOT_RUN = re.compile(r"^\s*<!-- not-run: (?P<reason>\S.*?\S) -->\s*$")
 GPUPLAN_COMMAND = re.compile(r"^\$ (?:[A-Z_][A-Z0-9_]*=\S*\s+)*gpuplan\b")
 COLUMNS = 100
 COMMAND_TIMEOUT_S = 120
+# Every network endpoint a command could reach, on a closed loopback port unless a page's service (console-env)
+# gives a live one: no example may reach a registry, a price list or a cloud's metadata server (tests/conftest.py
+# does the same for the rest of the suite).
+DEAD_ENDPOINT = "http://127.0.0.1:9"
+LOOPBACK_ONLY = {
+    "GPUPLAN_REGISTRY_ENDPOINT": DEAD_ENDPOINT,  # image-platform lookups (jobs/image_registry.py)
+    "GPUPLAN_AWS_PRICE_LIST_URL": DEAD_ENDPOINT,
+    "GPUPLAN_AZURE_PRICES_URL": f"{DEAD_ENDPOINT}/api/retail/prices",
+    "AWS_ENDPOINT_URL": DEAD_ENDPOINT,
+    "AWS_MAX_ATTEMPTS": "1",
+    "AWS_EC2_METADATA_DISABLED": "true",
+    "CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE": f"{DEAD_ENDPOINT}/compute/v1/",
+    "CLOUDSDK_API_ENDPOINT_OVERRIDES_STORAGE": f"{DEAD_ENDPOINT}/storage/v1/",
+    "CLOUDSDK_API_ENDPOINT_OVERRIDES_SECRETMANAGER": f"{DEAD_ENDPOINT}/",
+    "CLOUDSDK_API_ENDPOINT_OVERRIDES_CLOUDBILLING": f"{DEAD_ENDPOINT}/",
+    "NO_GCE_CHECK": "True",
+    "GCE_METADATA_HOST": "127.0.0.1:9",
+    "GCE_METADATA_IP": "127.0.0.1:9",
+}
 # Variables from the caller's environment that would point a page at real clouds, real books or a config file.
-DROPPED_PREFIXES = ("GPUPLAN_", "AWS_", "GOOGLE_", "CLOUDSDK_", "XDG_", "PYTEST_", "SLURM_", "HF_")
+DROPPED_PREFIXES = ("GPUPLAN_", "AWS_", "GOOGLE_", "CLOUDSDK_", "XDG_", "PYTEST_", "SLURM_", "HF_", "AZURE_", "GCE_")
 
 
 @dataclass(frozen=True)
@@ -239,6 +258,7 @@ class PageSession:
             "TZ": "UTC",
             "LC_ALL": "C.UTF-8",
             "PYTHONIOENCODING": "utf-8",
+            **LOOPBACK_ONLY,
         })
         env.update(self.extra_env)
         return env
