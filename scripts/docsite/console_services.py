@@ -2,7 +2,9 @@
 the environment its commands need. Nothing reaches a real cloud: fake credentials, no instance metadata, the
 endpoint a loopback server. Used by tests/docs/test_examples.py and scripts/docsite/accept_examples.py.
 
-- `aws`: a moto server (the `test` extra installs moto[server]).
+- `aws`: a moto server (the `test` extra installs moto[server]), with an x86_64 image registered in us-east-1
+  standing in for the Deep Learning AMI (GPUPLAN_AWS_IMAGE_ID; moto cannot hold AWS's public /aws/ parameters), and
+  the S3 bucket `my-runs` the AWS page ships run outputs to.
 - `gcp`: the test suite's fake Compute API behind its strict layer of documented GCE rules, and its fake Secret
   Manager (tests/support), for the real google-cloud-compute and secret-manager clients, found the way gcloud
   users move an endpoint: CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE / _SECRETMANAGER and GOOGLE_CLOUD_PROJECT.
@@ -71,9 +73,19 @@ class ConsoleServices:
         host, port = server.get_host_and_port()
         if host != "127.0.0.1":  # pragma: no cover - the address is asked for above
             raise RuntimeError(f"moto listens on {host}, not loopback")
-        return {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": "testing",
-                "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
-                "AWS_EC2_METADATA_DISABLED": "true"}
+        env = {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": "testing",
+               "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
+               "AWS_EC2_METADATA_DISABLED": "true"}
+        _support_on_path()
+        import boto3
+        from support.awsmoto import register_test_ami
+
+        ec2 = boto3.client("ec2", region_name="us-east-1", endpoint_url=env["AWS_ENDPOINT_URL"],
+                           aws_access_key_id="testing", aws_secret_access_key="testing")
+        s3 = boto3.client("s3", region_name="us-east-1", endpoint_url=env["AWS_ENDPOINT_URL"],
+                          aws_access_key_id="testing", aws_secret_access_key="testing")
+        s3.create_bucket(Bucket="my-runs")
+        return {**env, "GPUPLAN_AWS_IMAGE_ID": register_test_ami(ec2)}
 
     def _gcp(self, page_env: Mapping[str, str]) -> dict[str, str]:
         _support_on_path()
