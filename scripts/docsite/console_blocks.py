@@ -10,8 +10,8 @@ The convention (docs/contributing.md says it for writers):
 - Commands run with bash, the repository as the working folder, the venv's `gpuplan` first on PATH, and a fresh
   GPUPLAN_HOME, SQLite GPUPLAN_DB, HOME and config folder per page (no config file, so the local provider),
   shared by the page's blocks in page order. Terminal width: COLUMNS (100); time zone UTC; no colour.
-- A page that holds the line `<!-- console-env: aws -->` gets an AWS of its own for its commands: a moto
-  server on 127.0.0.1 (started by the test suite), with AWS_ENDPOINT_URL, fake credentials and us-east-1.
+- A page that holds the line `<!-- console-env: NAME -->` gets that sandbox for its commands (aws, gcp,
+  gcp-catalog, slurm, ledger: console_services.py), on 127.0.0.1; every other endpoint is a closed loopback port.
 Commands that need a real cloud, or must not run, go in ```bash or ```text blocks instead, and a `$ gpuplan`
 line in such a block needs its reason on the line right before the fence: `<!-- not-run: needs a real account -->`
 (`unexecuted_examples` finds the lines without one; tests/docs/test_examples.py fails on them).

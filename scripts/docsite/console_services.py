@@ -54,7 +54,8 @@ class ConsoleServices:
     def start(self, name: str, page_env: Mapping[str, str]) -> dict[str, str]:
         """Start service `name` for a page whose commands run with `page_env`; the variables it adds."""
         starters: dict[str, Callable[[Mapping[str, str]], dict[str, str]]] = {
-            "aws": self._aws, "gcp": self._gcp, "gcp-catalog": self._gcp_catalog, "slurm": self._slurm, "ledger": self._ledger}
+            "aws": self._aws, "gcp": self._gcp, "gcp-catalog": self._gcp_catalog, "slurm": self._slurm,
+            "ledger": self._ledger}
         if name not in starters:
             raise KeyError(f"no console-env {name!r}; known: {', '.join(self.names())}")
         return starters[name](page_env)
@@ -78,6 +79,7 @@ class ConsoleServices:
                "AWS_EC2_METADATA_DISABLED": "true"}
         _support_on_path()
         import boto3
+
         from support.awsmoto import register_test_ami
 
         ec2 = boto3.client("ec2", region_name="us-east-1", endpoint_url=env["AWS_ENDPOINT_URL"],

@@ -36,7 +36,7 @@ def _endpoint(variable: str) -> str:
 def _call(url: str, method: str = "GET", body: dict[str, Any] | None = None) -> dict[str, Any]:
     data = json.dumps(body).encode() if body is not None else None
     request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 - loopback only, checked above
+    with urllib.request.urlopen(request, timeout=30) as response:
         return dict(json.loads(response.read() or b"{}"))
 
 

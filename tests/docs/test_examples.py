@@ -11,8 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from console_blocks import (ConsoleBlock, PageSession, docs_pages, page_environments, parse_blocks,
-                            unexecuted_examples)
+from console_blocks import ConsoleBlock, PageSession, docs_pages, page_environments, parse_blocks, unexecuted_examples
 from console_services import ConsoleServices, ServiceUnavailable
 
 REPO = Path(__file__).resolve().parents[2]
