@@ -62,7 +62,11 @@ class ConsoleServices:
 
     def _enter(self, manager: AbstractContextManager[T]) -> T:
         value = manager.__enter__()
-        self.stops.append(lambda: manager.__exit__(None, None, None))
+
+        def stop() -> None:
+            manager.__exit__(None, None, None)
+
+        self.stops.append(stop)
         return value
 
     def _aws(self, page_env: Mapping[str, str]) -> dict[str, str]:
