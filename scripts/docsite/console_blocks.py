@@ -238,7 +238,6 @@ class PageSession:
     blocks: list[ConsoleBlock] = field(default_factory=list)
     ran: set[int] = field(default_factory=set)
     extra_env: dict[str, str] = field(default_factory=dict)  # what the page's services add (an AWS endpoint)
-    unavailable: str | None = None  # why a service the page needs cannot run here (its examples are skipped)
 
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(DROPPED_PREFIXES)}
