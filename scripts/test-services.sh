@@ -15,6 +15,8 @@ PACKAGES=(
   # The GCP boot script uploads to GCS with curl (tests/unit/providers/gcp/test_gcs_outputs.py runs it against a
   # loopback fake).
   curl
+  # The docs' examples pick a run id out of `--json` output with jq, as a user would (tests/docs/test_examples.py).
+  jq
   # Slurm: tests/support/slurmhelp.py starts a throwaway one-node cluster (scripts/start_slurm.sh); slurmdbd and MariaDB
   # give it accounting so the sacct path is tested too.
   slurm-wlm munge slurmdbd mariadb-server

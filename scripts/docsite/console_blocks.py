@@ -10,9 +10,11 @@ The convention (docs/contributing.md says it for writers):
 - Commands run with bash, the repository as the working folder, the venv's `gpuplan` first on PATH, and a fresh
   GPUPLAN_HOME, SQLite GPUPLAN_DB, HOME and config folder per page (no config file, so the local provider),
   shared by the page's blocks in page order. Terminal width: COLUMNS (100); time zone UTC; no colour.
-- A page that holds the line `<!-- console-env: aws -->` gets an AWS of its own for its commands: a moto
-  server on 127.0.0.1 (started by the test suite), with AWS_ENDPOINT_URL, fake credentials and us-east-1.
-Commands that need a real cloud, or must not run, go in ```bash or ```text blocks instead.
+- A page that holds the line `<!-- console-env: NAME -->` gets that sandbox for its commands (aws, gcp,
+  gcp-catalog, slurm, ledger: console_services.py), on 127.0.0.1; every other endpoint is a closed loopback port.
+Commands that need a real cloud, or must not run, go in ```bash or ```text blocks instead, and a `$ gpuplan`
+line in such a block needs its reason on the line right before the fence: `<!-- not-run: needs a real account -->`
+(`unexecuted_examples` finds the lines without one; tests/docs/test_examples.py fails on them).
 """
 
 from __future__ import annotations
@@ -31,10 +33,32 @@ REPO = Path(__file__).resolve().parents[2]
 FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})\s*(?P<info>[^`\n]*)$")
 EXIT_LINE = re.compile(r"^\[exit (\d+)\]$")
 CONSOLE_ENV = re.compile(r"^<!-- console-env: (?P<name>[a-z0-9-]+) -->$", re.MULTILINE)
+# The stated reason a block of `$ gpuplan` lines is not executed, on the line right before its fence.
+NOT_RUN = re.compile(r"^\s*<!-- not-run: (?P<reason>\S.*?\S) -->\s*$")
+GPUPLAN_COMMAND = re.compile(r"^\$ (?:[A-Z_][A-Z0-9_]*=\S*\s+)*gpuplan\b")
 COLUMNS = 100
 COMMAND_TIMEOUT_S = 120
+# Every network endpoint a command could reach, on a closed loopback port unless a page's service (console-env)
+# gives a live one: no example may reach a registry, a price list or a cloud's metadata server (tests/conftest.py
+# does the same for the rest of the suite).
+DEAD_ENDPOINT = "http://127.0.0.1:9"
+LOOPBACK_ONLY = {
+    "GPUPLAN_REGISTRY_ENDPOINT": DEAD_ENDPOINT,  # image-platform lookups (jobs/image_registry.py)
+    "GPUPLAN_AWS_PRICE_LIST_URL": DEAD_ENDPOINT,
+    "GPUPLAN_AZURE_PRICES_URL": f"{DEAD_ENDPOINT}/api/retail/prices",
+    "AWS_ENDPOINT_URL": DEAD_ENDPOINT,
+    "AWS_MAX_ATTEMPTS": "1",
+    "AWS_EC2_METADATA_DISABLED": "true",
+    "CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE": f"{DEAD_ENDPOINT}/compute/v1/",
+    "CLOUDSDK_API_ENDPOINT_OVERRIDES_STORAGE": f"{DEAD_ENDPOINT}/storage/v1/",
+    "CLOUDSDK_API_ENDPOINT_OVERRIDES_SECRETMANAGER": f"{DEAD_ENDPOINT}/",
+    "CLOUDSDK_API_ENDPOINT_OVERRIDES_CLOUDBILLING": f"{DEAD_ENDPOINT}/",
+    "NO_GCE_CHECK": "True",
+    "GCE_METADATA_HOST": "127.0.0.1:9",
+    "GCE_METADATA_IP": "127.0.0.1:9",
+}
 # Variables from the caller's environment that would point a page at real clouds, real books or a config file.
-DROPPED_PREFIXES = ("GPUPLAN_", "AWS_", "GOOGLE_", "CLOUDSDK_", "XDG_", "PYTEST_", "SLURM_", "HF_")
+DROPPED_PREFIXES = ("GPUPLAN_", "AWS_", "GOOGLE_", "CLOUDSDK_", "XDG_", "PYTEST_", "SLURM_", "HF_", "AZURE_", "GCE_")
 
 
 @dataclass(frozen=True)
@@ -99,10 +123,30 @@ def output_matches(expected: str, actual: str) -> bool:
     return checker.check_output(normalise(expected), normalise(actual), doctest.ELLIPSIS)
 
 
-def parse_blocks(page: Path) -> list[ConsoleBlock]:
-    """Every ```console block of `page` (fences may be indented, e.g. inside an admonition)."""
+@dataclass(frozen=True)
+class FencedBlock:
+    """Any fenced block of a page: its info string, the line of its opening fence and its body (dedented)."""
+
+    info: str
+    line: int
+    body: tuple[str, ...]
+    not_run_reason: str | None  # the `<!-- not-run: ... -->` line right before the fence, if any
+
+
+@dataclass(frozen=True)
+class UnexecutedExample:
+    """A `$ gpuplan` line in a block the suite does not run, and the reason the page gives (None: no reason)."""
+
+    page: Path
+    line: int
+    text: str
+    reason: str | None
+
+
+def fenced_blocks(page: Path) -> list[FencedBlock]:
+    """Every fenced block of `page` (fences may be indented, e.g. inside an admonition)."""
     lines = page.read_text().split("\n")
-    blocks: list[ConsoleBlock] = []
+    blocks: list[FencedBlock] = []
     i = 0
     while i < len(lines):
         match = FENCE.match(lines[i])
@@ -121,9 +165,28 @@ def parse_blocks(page: Path) -> list[ConsoleBlock]:
             body.append(lines[i][len(indent):] if lines[i].startswith(indent) else lines[i].lstrip())
             i += 1
         i += 1
-        if info.split()[:1] == ["console"]:
-            blocks.append(ConsoleBlock(page, start + 1, tuple(_commands(body, start + 2))))
+        marker = NOT_RUN.match(lines[start - 1]) if start else None
+        blocks.append(FencedBlock(info, start + 1, tuple(body), marker["reason"] if marker else None))
     return blocks
+
+
+def parse_blocks(page: Path) -> list[ConsoleBlock]:
+    """Every ```console block of `page`, its commands parsed."""
+    return [ConsoleBlock(page, b.line, tuple(_commands(list(b.body), b.line + 1)))
+            for b in fenced_blocks(page) if b.info.split()[:1] == ["console"]]
+
+
+def unexecuted_examples(page: Path) -> list[UnexecutedExample]:
+    """The `$ gpuplan ...` lines (an environment assignment before `gpuplan` counts too) of `page` that sit in
+    a block the suite does not execute, each with the reason its `<!-- not-run: REASON -->` marker gives."""
+    found: list[UnexecutedExample] = []
+    for block in fenced_blocks(page):
+        if block.info.split()[:1] == ["console"]:
+            continue
+        for offset, text in enumerate(block.body):
+            if GPUPLAN_COMMAND.match(text.strip()):
+                found.append(UnexecutedExample(page, block.line + 1 + offset, text.strip(), block.not_run_reason))
+    return found
 
 
 def _commands(body: list[str], first_line: int) -> Iterator[ConsoleCommand]:
@@ -194,6 +257,7 @@ class PageSession:
             "TZ": "UTC",
             "LC_ALL": "C.UTF-8",
             "PYTHONIOENCODING": "utf-8",
+            **LOOPBACK_ONLY,
         })
         env.update(self.extra_env)
         return env

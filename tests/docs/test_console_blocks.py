@@ -70,3 +70,16 @@ def test_accept_rewrites_only_the_failing_commands(tmp_path: Path) -> None:
     assert accept(page) == 2
     assert page.read_text() == "```console\n$ echo one\none\n$ echo two\n...\n$ sh -c 'echo three; exit 3'\nthree\n" \
                                "[exit 3]\n```\n"
+
+
+def test_a_gpuplan_line_outside_console_blocks_is_found_with_its_stated_reason(tmp_path: Path) -> None:
+    from console_blocks import unexecuted_examples
+
+    page = tmp_path / "page.md"
+    page.write_text("```console\n$ gpuplan --version\n```\n\n```text\n$ gpuplan launch a.yaml\n$ ls\n```\n\n"
+                    "<!-- not-run: needs a real AWS account -->\n```bash\n$ GPUPLAN_X=1 gpuplan stop r-1\n"
+                    "gpuplan runs\n```\n\n<!-- not-run: -->\n```\n$ gpuplan report\n```\n")
+    found = [(e.line, e.text, e.reason) for e in unexecuted_examples(page)]
+    assert found == [(6, "$ gpuplan launch a.yaml", None),
+                     (12, "$ GPUPLAN_X=1 gpuplan stop r-1", "needs a real AWS account"),
+                     (18, "$ gpuplan report", None)]  # an empty reason is no reason
