@@ -54,8 +54,8 @@ class ConsoleServices:
     def start(self, name: str, page_env: Mapping[str, str]) -> dict[str, str]:
         """Start service `name` for a page whose commands run with `page_env`; the variables it adds."""
         starters: dict[str, Callable[[Mapping[str, str]], dict[str, str]]] = {
-            "aws": self._aws, "azure-prices": self._azure_prices, "gcp": self._gcp, "gcp-catalog": self._gcp_catalog, "slurm": self._slurm,
-            "ledger": self._ledger}
+            "aws": self._aws, "azure-prices": self._azure_prices, "gcp": self._gcp, "gcp-catalog": self._gcp_catalog,
+            "slurm": self._slurm, "ledger": self._ledger}
         if name not in starters:
             raise KeyError(f"no console-env {name!r}; known: {', '.join(self.names())}")
         return starters[name](page_env)
