@@ -71,6 +71,10 @@ def make_engine(url: str) -> Engine:
                 create_private_file(path)
             except OSError as exc:  # /proc/self/x.db, a read-only folder, a path through a file
                 raise UserError(f"cannot create the database file {path}: {exc.strerror or exc}") from exc
+            # Left open by a process that was killed mid-write? Checked (read-only) before anything writes to it.
+            from gpuplan.store.unclean import check_after_unclean_stop
+
+            check_after_unclean_stop(path)
         kwargs["connect_args"] = {"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}
     else:
         kwargs["pool_pre_ping"] = True
