@@ -66,6 +66,9 @@ def make_engine(url: str) -> Engine:
             path = expand_user(database)
             if path.is_dir():
                 raise UserError(f"the database path {path} is a folder; name a file in it (e.g. {path / 'gpuplan.db'})")
+            if path.exists() and not path.is_file():  # a FIFO, a device, a socket: SQLite says "disk I/O error"
+                raise UserError(f"the database path {path} is not a regular file; name a file (e.g. "
+                                f"{path.parent / 'gpuplan.db'})")
             try:
                 make_private_dir(path.parent)
                 create_private_file(path)
