@@ -15,7 +15,6 @@ amount, the watch loop stops the matching live runs (state `capped`, reason reco
 from __future__ import annotations
 
 import datetime as dt
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
@@ -24,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 from gpuplan.books import ledger, periods
 from gpuplan.errors import NotFoundError, UserError
 from gpuplan.runs import cost as costing
-from gpuplan.runs.events import EventKind
+from gpuplan.runs.events import EventKind, new_event
+from gpuplan.runs.payloads import BudgetOverrideData, CappedData, ViolationData
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -288,20 +288,16 @@ def gate_launch(session: Session, *, project: str | None, cloud: str | None, est
 
 def record_override(session: Session, violations: list[Violation], run_id: str | None, now: dt.datetime) -> None:
     """The `budget_override` event of a launch forced past its budgets (which budgets, by how much)."""
-    from gpuplan.store.models import Event
 
-    session.add(Event(
-        at=now, run_id=run_id, kind=EventKind.BUDGET_OVERRIDE,
-        message="launched over budget with --force: " + "; ".join(v.message for v in violations),
-        data_json=json.dumps([_violation_json(v) for v in violations]),
-    ))
+    session.add(new_event(EventKind.BUDGET_OVERRIDE,
+                          "launched over budget with --force: " + "; ".join(v.message for v in violations),
+                          BudgetOverrideData(tuple(_violation_data(v) for v in violations)), run_id=run_id, at=now))
     session.flush()
 
 
-def _violation_json(v: Violation) -> dict[str, Any]:
-    return {"budget": v.budget, "period": v.period, "amount_usd": str(v.amount_usd), "spent_usd": str(v.spent_usd),
-            "reserved_usd": str(v.reserved_usd), "free_usd": str(v.free_usd),
-            "est_cost_usd": None if v.est_cost_usd is None else str(v.est_cost_usd)}
+def _violation_data(v: Violation) -> ViolationData:
+    return ViolationData(budget=v.budget, period=v.period, amount_usd=v.amount_usd, spent_usd=v.spent_usd,
+                         reserved_usd=v.reserved_usd, free_usd=v.free_usd, est_cost_usd=v.est_cost_usd)
 
 
 def enforce(session: Session, now: dt.datetime,
@@ -326,8 +322,8 @@ def enforce(session: Session, now: dt.datetime,
             reason = (f"budget '{budget.name}' exhausted: spent ${st.spent_usd:,.2f} of ${st.amount_usd:,.2f}"
                       + ("" if budget.period == "total" else f" this {budget.period}"))
             set_state(session, run, RunState.CAPPED, reason, at=now)
-            record_event(session, run, EventKind.CAPPED, reason, budget=budget.name, spent_usd=str(st.spent_usd),
-                         amount_usd=str(st.amount_usd))
+            record_event(session, run, EventKind.CAPPED, reason,
+                         CappedData(budget=budget.name, spent_usd=st.spent_usd, amount_usd=st.amount_usd))
             if stop_run is not None:
                 stop_run(run, reason)
             actions.append(CapAction(run.id, budget.name, reason))

@@ -15,7 +15,8 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from gpuplan.runs.events import EventKind, event_data
+from gpuplan.runs.events import EventKind, payload
+from gpuplan.runs.payloads import SpotBilledData
 from gpuplan.store.models import Event, Run
 
 
@@ -56,13 +57,13 @@ def quoted_vs_billed(session: Session, *, since: dt.datetime | None = None, unti
         query = query.where(Run.cloud.in_(clouds))
     out: dict[str, QuotedBilled] = {}
     for run, event in session.execute(query).all():
-        data = event_data(event) or {}
+        data = payload(event, SpotBilledData) or SpotBilledData()
         row = out.setdefault(run.id, QuotedBilled(run.id, run.name, run.cloud))
         row.machines += 1
-        row.quoted += Decimal(str(data.get("quoted_cost_usd", "0")))
-        row.billed += Decimal(str(data.get("billed_cost_usd", "0")))
-        if data.get("source"):
-            row.sources.add(str(data["source"]))
+        row.quoted += data.quoted_cost_usd or Decimal(0)
+        row.billed += data.billed_cost_usd or Decimal(0)
+        if data.source:
+            row.sources.add(data.source)
     return list(out.values())
 
 

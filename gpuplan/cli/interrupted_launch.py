@@ -23,12 +23,13 @@ def what_runs(store: Store, run_id: str) -> str:
                 return f"interrupted: run {run_id} may have started machines; {stop}"
             live = [i for i in run.instances if i.terminated_at is None]
             rate = sum((Decimal(i.price_per_hour or 0) for i in live), Decimal(0))
-            failsafe = recorded_failsafe(run) or {}
+            failsafe = recorded_failsafe(run)
             provider = run.provider
     except Exception:  # the message must come out whatever the database does now
         return f"interrupted: run {run_id} may have started machines; {stop}"
     if not live:
         return (f"interrupted: run {run_id} was recorded on {provider} and its machines may be starting; {stop}")
-    timer = f", until its fail-safe at {duration(failsafe['hours'])}" if failsafe.get("hours") is not None else ""
+    hours = failsafe.hours if failsafe is not None else None
+    timer = f", until its fail-safe at {duration(hours)}" if hours is not None else ""
     return (f"interrupted: run {run_id} keeps running: {len(live)} machine(s) on {provider} at {money(rate)}/h in "
             f"all{timer}\n{stop}")

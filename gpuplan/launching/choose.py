@@ -161,8 +161,8 @@ def planned_offer(spec: JobSpec, provider_name: str, cloud: str, *, db_url: str 
 def spot_model_for(spec: JobSpec, db_url: str | None = None) -> Any:
     """The planner's spot interruption model with the spec's checkpoint interval (plan and launch share it), and
     the work past relaunches lost per interruption where the store at `db_url` has any."""
-    from gpuplan.calibration.interruption_loss import measured_loss
     from gpuplan.planning.planner import DEFAULT_CHECKPOINT_HOURS, SpotModel
+    from gpuplan.runs.interruption_loss import measured_loss
 
     interval = spec.checkpoint.interval if spec.checkpoint and spec.checkpoint.interval else None
     measured = measured_loss(db_url)

@@ -39,6 +39,7 @@ from gpuplan.providers.base import (
     QuotaError,
     Scope,
 )
+from gpuplan.runs.payloads import AttemptData
 
 
 @dataclass(frozen=True)
@@ -72,21 +73,13 @@ class Attempt:
     instance_ids: list[str] = field(default_factory=list)
     blocked: str | None = None
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "attempt": self.number,
-            "provider": self.placement.provider,
-            "region": self.placement.region,
-            "zone": self.placement.zone,
-            "instance_type": self.placement.instance_type,
-            "spot": self.placement.spot,
-            "outcome": self.outcome,
-            "code": self.code,
-            "message": self.message,
-            "seconds": round(self.seconds, 3),
-            "instance_ids": list(self.instance_ids),
-            "blocked": self.blocked,
-        }
+    def as_payload(self, generation: int | None = None) -> AttemptData:
+        """The `launch_attempt` event's data (`generation`: a spot relaunch's)."""
+        p = self.placement
+        return AttemptData(attempt=self.number, provider=p.provider, region=p.region, zone=p.zone,
+                           instance_type=p.instance_type, spot=p.spot, outcome=self.outcome, code=self.code,
+                           why=self.message, seconds=round(self.seconds, 3), instance_ids=tuple(self.instance_ids),
+                           blocked=self.blocked, generation=generation)
 
 
 @dataclass

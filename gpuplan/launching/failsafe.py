@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from gpuplan.runs.payloads import FailSafeData, TimerData
+
 MAX_HOURS_AT = "max_hours_at"  # LaunchRequest option: price per node -> the fail-safe hours at that price
 MAX_HOURS = "max_hours"
 BUDGET_USD = "budget_usd"
@@ -109,6 +111,14 @@ class FailSafe:
                 "burn_usd_per_hour": None if self.burn_usd_per_hour is None else str(self.burn_usd_per_hour),
                 "budgets_skipped": self.budgets_skipped, "notes": list(self.notes),
                 "bounds": [b.as_dict() for b in self.bounds]}
+
+    def as_payload(self, generation: int | None = None) -> FailSafeData:
+        """The `failsafe` event's data (and a launch plan's planned timer); `generation`: a spot relaunch's."""
+        return FailSafeData(hours=self.hours, cap=self.cap, detail=self.detail,
+                            burn_usd_per_hour=self.burn_usd_per_hour, budgets_skipped=self.budgets_skipped,
+                            notes=self.notes,
+                            bounds=tuple(TimerData(b.cap, b.hours, b.detail) for b in self.bounds),
+                            generation=generation)
 
 
 def _money(value: Decimal) -> str:

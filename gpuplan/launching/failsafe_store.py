@@ -16,13 +16,14 @@ import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gpuplan.errors import UserError
 from gpuplan.launching.failover import Placement
 from gpuplan.launching.failsafe import MAX_HOURS_AT, CoveringBudget, FailSafe, FailSafeInputs, at_price, failsafe
 from gpuplan.providers.base import LaunchRequest
 from gpuplan.runs.events import EventKind
+from gpuplan.runs.payloads import FailSafeData, LaunchPlanData, PlannedPlacement
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -139,15 +140,15 @@ def check_placed(placed_fs: PlacedFailSafe) -> PlacedFailSafe:
     return placed_fs
 
 
-def record_failsafe(session: Session, run: Run, fs: FailSafe, **extra: Any) -> None:
+def record_failsafe(session: Session, run: Run, fs: FailSafe, generation: int | None = None) -> None:
     """The `failsafe` event: the hours the machines carry, the cap that set them, and every input."""
     from gpuplan.runs.events import record_event
 
     message = f"machine fail-safe: {fs.summary()}" + "".join(f"; {n}" for n in fs.notes)
-    record_event(session, run, EventKind.FAILSAFE, message, **fs.as_dict(), **extra)
+    record_event(session, run, EventKind.FAILSAFE, message, fs.as_payload(generation))
 
 
-def recorded_failsafe(run: Run) -> dict[str, Any] | None:
+def recorded_failsafe(run: Run) -> FailSafeData | None:
     """The fail-safe the run's current machines carry (the latest launch's or relaunch's), or None.
 
     The `failsafe` event, recorded once the machines started, is the authority. A launch or relaunch whose
@@ -155,52 +156,51 @@ def recorded_failsafe(run: Run) -> dict[str, Any] | None:
     carries the planned fail-safe (gpuplan.launching.start): it stands in when no `failsafe` event is newer, no
     failed start closed that plan, and the run has machines (adopted from the dead launch).
     """
-    from gpuplan.runs.events import event_data, events_of
+    from gpuplan.runs.events import events_of, payload
 
-    latest: dict[str, Any] | None = None
-    planned: dict[str, Any] | None = None
+    latest: FailSafeData | None = None
+    planned: LaunchPlanData | None = None
     for event in events_of(run, (*EventKind.FAILED_STARTS, EventKind.FAILSAFE, EventKind.LAUNCH_PLAN)):
         if event.kind in EventKind.FAILED_STARTS:
             planned = None
             continue
-        data = event_data(event)
-        if event.kind == EventKind.FAILSAFE:
-            if data is not None:
-                latest, planned = data, None
-        else:
-            planned = data if data is not None and isinstance(data.get("failsafe"), dict) else None
+        recorded = payload(event, FailSafeData)
+        if recorded is not None:
+            latest, planned = recorded, None
+        elif event.kind == EventKind.LAUNCH_PLAN:
+            plan = payload(event, LaunchPlanData)
+            planned = plan if plan is not None and plan.failsafe is not None else None
     if planned is not None and run.instances:
         return _planned_failsafe(run, planned)
     return latest
 
 
-def _planned_failsafe(run: Run, plan: dict[str, Any]) -> dict[str, Any]:
+def _planned_failsafe(run: Run, plan: LaunchPlanData) -> FailSafeData | None:
     """The launch plan's fail-safe; at the price of the placement the run's current machines are in, when the
     plan priced it (failover may have started them on a dearer or cheaper offer than the chosen one)."""
     from gpuplan.runs.machines import SUPERSEDED
 
-    chosen = dict(plan["failsafe"])
+    chosen = plan.failsafe
     places = {(i.region, i.zone, i.instance_type) for i in run.instances if i.state != SUPERSEDED}
-    for placement in plan.get("placements") or ():
-        at = placement.get("failsafe") if isinstance(placement, dict) else None
-        if isinstance(at, dict) and any(_is_in(placement, place) for place in places):
-            return {**chosen, "hours": at.get("hours"), "cap": at.get("cap"), "detail": at.get("detail")}
+    for placement in plan.placements:
+        at = placement.failsafe
+        if chosen is not None and at is not None and any(_is_in(placement, place) for place in places):
+            return dataclasses.replace(chosen, hours=at.hours, cap=at.cap, detail=at.detail)
     return chosen
 
 
-def _is_in(placement: dict[str, Any], place: tuple[Any, Any, Any]) -> bool:
+def _is_in(placement: PlannedPlacement, place: tuple[str | None, str | None, str | None]) -> bool:
     """A machine at (region, zone, instance type) was started on this placement (a placement without a zone
     lets the cloud choose it)."""
     region, zone, instance_type = place
-    return (placement.get("region") == region and placement.get("instance_type") == instance_type
-            and placement.get("zone") in (None, zone))
+    return (placement.region == region and placement.instance_type == instance_type
+            and placement.zone in (None, zone))
 
 
 def fired_reason(run: Run) -> str:
     """Why the run is capped when a machine's own timer stopped it, naming the cap that set the timer:
     `budget_usd: the machine's own fail-safe stopped the job at 0.5 h ($50.00 at $100.00/h)`."""
     data = recorded_failsafe(run)
-    cap = data.get("cap") if data else None
-    if not data or not cap or data.get("hours") is None:
+    if data is None or not data.cap or data.hours is None:
         return "max_hours: the machine's own fail-safe stopped the job"
-    return f"{cap}: the machine's own fail-safe stopped the job at {float(data['hours']):.4g} h ({data.get('detail')})"
+    return f"{data.cap}: the machine's own fail-safe stopped the job at {data.hours:.4g} h ({data.detail})"

@@ -14,6 +14,7 @@ from gpuplan.jobs.spec import JobSpec, spec_hash
 from gpuplan.launching.estimate import spec_params
 from gpuplan.launching.offer import LaunchPlan
 from gpuplan.runs.events import EventKind
+from gpuplan.runs.payloads import CreatedData
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -79,8 +80,8 @@ def add_run(session: Session, run: Run, plan: LaunchPlan) -> None:
     session.add(run)
     session.flush()
     record_event(session, run, EventKind.CREATED, f"launch of {spec.name} on {offer.provider} recorded",
-                 provider=offer.provider, instance_type=offer.instance_type, region=offer.region,
-                 nodes=offer.nodes, est_hours=est.hours if est else None)
+                 CreatedData(provider=offer.provider, instance_type=offer.instance_type, region=offer.region,
+                             nodes=offer.nodes, est_hours=est.hours if est else None))
 
 
 def _user() -> str | None:

@@ -43,6 +43,7 @@ from gpuplan.launching.run_storage import storage_options
 from gpuplan.providers.base import Instance, LaunchRequest, Provider
 from gpuplan.runs.events import EventKind
 from gpuplan.runs.machines import SUPERSEDED, record_instances
+from gpuplan.runs.payloads import LaunchFailedData, MachinesData
 from gpuplan.testpoint import pause_point
 
 if TYPE_CHECKING:
@@ -107,9 +108,10 @@ class Generation:
         return dataclasses.replace(request, env={**request.env, "GPUPLAN_RELAUNCH": str(self.number)},
                                    options={**request.options, "generation": self.number})
 
-    def extra(self) -> dict[str, int]:
-        """What the launch plan, attempt and fail-safe events of this start add to their data."""
-        return {"generation": self.number} if self.number else {}
+    @property
+    def recorded(self) -> int | None:
+        """The generation the launch plan, attempt and fail-safe events of this start carry (None: the launch)."""
+        return self.number or None
 
 
 class FailSafeRefused(UserError):
@@ -137,12 +139,12 @@ def start_machines(session: Session, run: Run, provider: Provider, request: Laun
         session, run, price_per_hour=price, nodes=request.nodes, min_billed_seconds=provider.min_billed_seconds,
         now=now), placements)
     if placed.refused:
-        failsafe_store.record_failsafe(session, run, placed.chosen, **generation.extra())
+        failsafe_store.record_failsafe(session, run, placed.chosen, generation.recorded)
         raise FailSafeRefused(failsafe_store.refusal(placed.chosen))
     request = generation.apply(placed.request(request))
     if before_call is not None:
         before_call(request)
-    add_launch_plan(session, run, provider, placed.placements, placed, **generation.extra())
+    add_launch_plan(session, run, provider, placed.placements, placed, generation.recorded)
     session.commit()
     pause_point("relaunch_planned" if generation.number else "recorded")
 
@@ -152,8 +154,7 @@ def start_machines(session: Session, run: Run, provider: Provider, request: Laun
                      f"attempt {attempt.number}: {p.provider} {p.where} {p.instance_type or ''}: "
                      f"{attempt.outcome}" + (f" ({attempt.code})" if attempt.code else "")
                      + (f"; blocks {attempt.blocked}" if attempt.blocked else ""),
-                     **{("why" if k == "message" else k): v for k, v in attempt.as_dict().items()},
-                     **generation.extra())
+                     attempt.as_payload(generation.recorded))
         session.commit()
 
     instances = start_instances(provider, request, on_attempt, placements=placed.placements)
@@ -170,7 +171,7 @@ def start_machines(session: Session, run: Run, provider: Provider, request: Laun
             run.region = instances[0].region or run.region
             run.instance_type = instances[0].instance_type or run.instance_type
         started_at = next((i.price_per_hour for i in instances if i.price_per_hour is not None), price)
-        failsafe_store.record_failsafe(session, run, placed.started(started_at), **generation.extra())
+        failsafe_store.record_failsafe(session, run, placed.started(started_at), generation.recorded)
         session.flush()  # a full disk shows here, while the machines can still be ended (below)
     except Exception as exc:
         _end_unrecorded(provider, instances, exc)
@@ -212,14 +213,14 @@ def launch_recorded_run(store: Store, run_id: str, plan: LaunchPlan, provider: P
                 session.commit()
                 raise
             except ProviderError as exc:
-                record_event(session, run, EventKind.LAUNCH_FAILED, str(exc), error=type(exc).__name__,
-                             code=exc.code)
+                record_event(session, run, EventKind.LAUNCH_FAILED, str(exc),
+                             LaunchFailedData(error=type(exc).__name__, code=exc.code))
                 set_state(session, run, RunState.FAILED, f"launch failed: {exc}")
                 session.commit()
                 raise
             now = utcnow()
             record_event(session, run, EventKind.LAUNCHED, f"{len(instances)} instance(s) started",
-                         instances=[i.instance_id for i in instances])
+                         MachinesData(tuple(i.instance_id for i in instances)))
             set_state(session, run, RunState.RUNNING, at=min((i.launched_at for i in instances if i.launched_at),
                                                              default=now))
             if run.state in RunState.FINAL and any(row.terminated_at is None for row in run.instances):

@@ -44,7 +44,7 @@ MAX_USEFUL_FRACTION_LOST = 0.9  # beyond this an interrupted job makes no useful
 @dataclass(frozen=True)
 class SpotModel:
     """Expected interruption overhead: each interruption loses half a checkpoint interval plus a restart, or,
-    where past relaunches measured it (gpuplan.calibration.interruption_loss), the mean work they lost."""
+    where past relaunches measured it (gpuplan.runs.interruption_loss), the mean work they lost."""
 
     interruptions_per_hour: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_INTERRUPTIONS_PER_HOUR))
     restart_hours: float = DEFAULT_RESTART_HOURS

@@ -13,6 +13,7 @@ from gpuplan.providers.base import Instance as ProviderInstance
 from gpuplan.providers.base import InstanceState, Provider
 from gpuplan.providers.outputs import node_dir, read_exit_record
 from gpuplan.runs.events import EventKind, record_event
+from gpuplan.runs.payloads import MachinesData
 from gpuplan.store.models import InstanceRow, Run
 from gpuplan.store.types import utcnow
 from gpuplan.testpoint import pause_point
@@ -136,7 +137,7 @@ def stop_instances(session: Session, run: Run, provider: Provider, now: dt.datet
         else:
             row.state = inst.state
     record_event(session, run, EventKind.TERMINATED, f"{len(open_rows)} instance(s) terminated",
-                 instances=[i.provider_instance_id for i in open_rows])
+                 MachinesData(tuple(i.provider_instance_id for i in open_rows)))
 
 
 log = logging.getLogger(__name__)

@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 
 from gpuplan.errors import NotFoundError, UserError
 from gpuplan.runs.events import EventKind, record_event
+from gpuplan.runs.payloads import StateData
 from gpuplan.store.models import Run, RunState
 from gpuplan.store.types import utcnow
 
@@ -38,7 +39,7 @@ def set_state(session: Session, run: Run, state: str, reason: str | None = None,
     if state in RunState.FINAL:
         run.ended_at = now
     record_event(session, run, EventKind.STATE, f"{previous} -> {state}" + (f": {reason}" if reason else ""),
-                 previous=previous, state=state, reason=reason, exit_code=exit_code)
+                 StateData(previous=previous, state=state, reason=reason, exit_code=exit_code))
     return True
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,9 +23,10 @@ from sqlalchemy.orm import Session
 
 from gpuplan.cronspec import due_slot, in_window, next_fire, parse_tz, validate_cron
 from gpuplan.errors import NotFoundError, UserError
-from gpuplan.runs.events import EventKind
+from gpuplan.runs.events import EventKind, new_event
+from gpuplan.runs.payloads import ScheduleData, ScheduleFireData
 from gpuplan.store.db import Store
-from gpuplan.store.models import Event, Schedule, ScheduleFire
+from gpuplan.store.models import Schedule, ScheduleFire
 
 log = logging.getLogger(__name__)
 
@@ -84,8 +84,9 @@ def add_schedule(session: Session, *, name: str, spec_text: str, spec_path: str 
                         spec_path=spec_path, created_at=now, updated_at=now)
     session.add(schedule)
     session.flush()
-    session.add(Event(schedule_id=schedule.id, kind=EventKind.SCHEDULE_ADDED, at=now,
-                      message=f"{name}: {cron} ({tz})", data_json=json.dumps({"spec_hash": schedule.spec_hash})))
+    session.add(new_event(EventKind.SCHEDULE_ADDED, f"{name}: {cron} ({tz})",
+                          ScheduleData(cron=cron, tz=tz, spec_hash=schedule.spec_hash),
+                          schedule_id=schedule.id, at=now))
     return schedule
 
 
@@ -93,24 +94,23 @@ def update_schedule(session: Session, name: str, *, now: dt.datetime, spec_text:
                     spec_path: str | None = None, cron: str | None = None, tz: str | None = None) -> Schedule:
     """Deliberately replace a schedule's spec copy, cron or time zone (recorded as an event)."""
     schedule = get_schedule(session, name)
-    changes: dict[str, str] = {}
     if cron is not None:
         schedule.cron = _checked_cron(cron)
-        changes["cron"] = schedule.cron
     if tz is not None:
         _checked_tz(tz)
         schedule.tz = tz
-        changes["tz"] = tz
     if spec_text is not None:
         schedule.spec_text = spec_text
         schedule.spec_hash = spec_hash(spec_text)
         schedule.spec_path = spec_path
-        changes["spec_hash"] = schedule.spec_hash
-    if not changes:
+    changes = ScheduleData(cron=schedule.cron if cron is not None else None, tz=tz,
+                           spec_hash=schedule.spec_hash if spec_text is not None else None)
+    changed = [name for name, value in (("cron", changes.cron), ("tz", changes.tz), ("spec_hash", changes.spec_hash))
+               if value is not None]
+    if not changed:
         raise UserError("nothing to update: give a spec file, --cron or --tz")
     schedule.updated_at = now
-    session.add(Event(schedule_id=schedule.id, kind=EventKind.SCHEDULE_UPDATED, at=now, message=", ".join(changes),
-                      data_json=json.dumps(changes)))
+    session.add(new_event(EventKind.SCHEDULE_UPDATED, ", ".join(changed), changes, schedule_id=schedule.id, at=now))
     return schedule
 
 
@@ -126,7 +126,7 @@ def set_paused(session: Session, name: str, paused: bool, now: dt.datetime) -> S
     schedule.paused = paused
     schedule.updated_at = now
     kind = EventKind.SCHEDULE_PAUSED if paused else EventKind.SCHEDULE_RESUMED
-    session.add(Event(schedule_id=schedule.id, kind=kind, at=now))
+    session.add(new_event(kind, schedule_id=schedule.id, at=now))
     return schedule
 
 
@@ -179,9 +179,8 @@ def _fire_if_due(store: Store, schedule_id: int, at: dt.datetime, launcher: Laun
         fire = session.get(ScheduleFire, fire_id)
         assert fire is not None
         fire.outcome, fire.reason, fire.run_id = outcome, reason, run_id
-        session.add(Event(schedule_id=schedule_id, run_id=run_id, kind=EventKind.schedule_fire(outcome), at=at,
-                          message=reason or f"fired slot {slot.isoformat()}",
-                          data_json=json.dumps({"fire_at": slot.isoformat()})))
+        session.add(new_event(EventKind.schedule_fire(outcome), reason or f"fired slot {slot.isoformat()}",
+                              ScheduleFireData(slot), run_id=run_id, schedule_id=schedule_id, at=at))
     return FireResult(name, slot, outcome, reason, run_id)
 
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import json
 import logging
 import os
 import socket
@@ -32,8 +31,9 @@ from typing import TYPE_CHECKING, Any
 from gpuplan.jobs.processes import command_line, pid_alive, same_process
 from gpuplan.launching.launch_plan import launch_plans
 from gpuplan.providers.base import Instance, InstanceState, Provider
-from gpuplan.runs.events import EventKind
+from gpuplan.runs.events import EventKind, payload
 from gpuplan.runs.machines import record_instances
+from gpuplan.runs.payloads import AdoptedData, LaunchPlanData
 from gpuplan.store.types import as_utc
 
 if TYPE_CHECKING:
@@ -53,8 +53,8 @@ LAUNCHING = frozenset({"pending", "provisioning"})
 def search_regions(run: Run) -> list[str]:
     """Every region the run's machines may be in: its own, its rows', and those of its launch plans."""
     regions = [run.region, *(i.region for i in run.instances)]
-    for _, data in launch_plans(run):
-        regions.extend(data.get("regions") or ())
+    for _, plan in launch_plans(run):
+        regions.extend(plan.regions)
     return list(dict.fromkeys(r for r in regions if r))
 
 
@@ -75,8 +75,8 @@ def launcher_alive(run: Run) -> bool | None:
     at once rather than after ORPHAN_AFTER; the start time tells a reused pid from the launcher."""
     plans = launch_plans(run)
     if plans:
-        data = plans[-1][1]
-        host, pid = data.get("host"), data.get("pid")
+        plan = plans[-1][1]
+        host, pid = plan.host, plan.pid
         ticks = run.launcher_started if pid == run.launcher_pid else None
     else:
         host, pid, ticks = run.launcher_host, run.launcher_pid, run.launcher_started
@@ -142,9 +142,9 @@ def adopt(session: Session, run: Run, provider: Provider, now: dt.datetime,
                  f"{len(added)} machine(s) carrying the run's tag recorded (the launch that started them did not)"
                  + (f"; priced from the catalog: {', '.join(from_catalog)}" if from_catalog else "")
                  + (f"; no known price for {', '.join(unpriced)}: billed at 0" if unpriced else ""),
-                 instances=[row.provider_instance_id for row, _ in added],
-                 launched_at=[row.launched_at.isoformat() for row, _ in added], unpriced=unpriced,
-                 prices={row.provider_instance_id: quote.as_data() for row, quote in added})
+                 AdoptedData(instances=tuple(row.provider_instance_id for row, _ in added),
+                             launched_at=tuple(row.launched_at for row, _ in added), unpriced=tuple(unpriced),
+                             prices={row.provider_instance_id: quote.as_payload() for row, quote in added}))
     if run.state in LAUNCHING:
         set_state(session, run, "running", "adopted after the launching gpuplan died",
                   at=min(row.launched_at for row, _ in added))
@@ -170,14 +170,12 @@ def planned_regions(session: Session, now: dt.datetime) -> dict[str, set[str]]:
 
     from gpuplan.store.models import Event, Run, RunState
 
-    query = (select(Run.provider, Event.data_json).join(Event, Event.run_id == Run.id)
+    query = (select(Run.provider, Event).join(Event, Event.run_id == Run.id)
              .where(Event.kind == EventKind.LAUNCH_PLAN,
                     or_(Run.state.in_(RunState.LIVE), Run.ended_at.is_(None), Run.ended_at >= now - RECENT)))
     found: dict[str, set[str]] = {}
-    for provider, data_json in session.execute(query):
-        try:
-            regions = json.loads(data_json or "{}").get("regions") or ()
-        except (ValueError, AttributeError):
-            continue
-        found.setdefault(provider, set()).update(r for r in regions if isinstance(r, str))
+    for provider, event in session.execute(query):
+        plan = payload(event, LaunchPlanData)
+        if plan is not None:
+            found.setdefault(provider, set()).update(plan.regions)
     return found

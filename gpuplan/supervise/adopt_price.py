@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from gpuplan.catalog import KNOWN_CLOUDS, Catalog, Offer
 from gpuplan.launching.launch_plan import launch_plans
 from gpuplan.providers.base import Instance
+from gpuplan.runs.payloads import QuoteData
 
 if TYPE_CHECKING:
     from gpuplan.store.models import Run
@@ -40,20 +41,19 @@ class PriceQuote:
     source: str  # cloud | launch_plan | run | catalog | none
     detail: str | None = None
 
-    def as_data(self) -> dict[str, str | None]:
+    def as_payload(self) -> QuoteData:
         """The form recorded in the `adopted` event's data."""
-        return {"source": self.source, "price_per_hour": None if self.price is None else str(self.price),
-                "detail": self.detail}
+        return QuoteData(source=self.source, price_per_hour=self.price, detail=self.detail)
 
 
 def planned_price(run: Run, inst: Instance) -> Decimal | None:
     """The price the newest launch plan quoted for the machine's region and type; None when nothing matches."""
-    for _, data in reversed(launch_plans(run)):
-        for p in data.get("placements") or ():
-            if p.get("price_per_hour") is None:
+    for _, plan in reversed(launch_plans(run)):
+        for p in plan.placements:
+            if p.price_per_hour is None:
                 continue
-            if p.get("instance_type") in (None, inst.instance_type) and p.get("region") in (None, inst.region):
-                return Decimal(str(p["price_per_hour"]))
+            if p.instance_type in (None, inst.instance_type) and p.region in (None, inst.region):
+                return p.price_per_hour
     return None
 
 

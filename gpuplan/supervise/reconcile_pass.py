@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import datetime as dt
 import fnmatch
-import json
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gpuplan.errors import GpuplanError, UserError
-from gpuplan.runs.events import EventKind
+from gpuplan.runs.events import EventKind, new_event
+from gpuplan.runs.payloads import OrphanTerminatedData, SecretDeletedData
 from gpuplan.supervise.reconcile import Finding, OpenRow, Policy, Report
 
 if TYPE_CHECKING:
@@ -167,7 +167,7 @@ def _record_terminations(store: Store, findings: Sequence[Finding]) -> None:
     """Close the rows of terminated orphans that have one, and write an event per orphan of a known run."""
     from sqlalchemy import select
 
-    from gpuplan.store.models import Event, InstanceRow, Run
+    from gpuplan.store.models import InstanceRow, Run
     from gpuplan.store.types import utcnow
 
     now = utcnow()
@@ -178,9 +178,9 @@ def _record_terminations(store: Store, findings: Sequence[Finding]) -> None:
                 row.terminated_at = now
                 row.state = "terminated"
             run_id = f.run_id if f.run_id and s.get(Run, f.run_id) is not None else None
-            s.add(Event(run_id=run_id, kind=EventKind.RECONCILE_TERMINATED,
-                        message=f"orphan {f.instance_id} ({f.cloud} {f.region}) terminated by reconcile",
-                        data_json=json.dumps(f.as_dict())))
+            s.add(new_event(EventKind.RECONCILE_TERMINATED,
+                            f"orphan {f.instance_id} ({f.cloud} {f.region}) terminated by reconcile",
+                            OrphanTerminatedData(**f.as_dict()), run_id=run_id))
         s.commit()
 
 
@@ -216,15 +216,15 @@ def _secrets(store: Store, checked: list[str], regions_of: Callable[[str], list[
 
 def _record_secret_deletions(store: Store, findings: Sequence[SecretFinding]) -> None:
     """An event per deleted secret (its name, never its value), on its run when the database has it."""
-    from gpuplan.store.models import Event, Run
+    from gpuplan.store.models import Run
 
     with store.session() as s:
         for f in findings:
             run_id = f.secret.run_id if f.secret.run_id and s.get(Run, f.secret.run_id) is not None else None
             where = f" in {f.secret.region}" if f.secret.region else ""
-            s.add(Event(run_id=run_id, kind=EventKind.RECONCILE_SECRET_DELETED,
-                        message=f"orphan secret {f.secret.name} ({f.secret.provider}{where}) deleted by reconcile",
-                        data_json=json.dumps(f.as_dict("deleted"), default=str)))
+            s.add(new_event(EventKind.RECONCILE_SECRET_DELETED,
+                            f"orphan secret {f.secret.name} ({f.secret.provider}{where}) deleted by reconcile",
+                            SecretDeletedData(**f.as_dict("deleted")), run_id=run_id))
         s.commit()
 
 

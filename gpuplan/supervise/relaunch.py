@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING
 from gpuplan.providers.base import InstanceState, Provider, ProviderError
 from gpuplan.runs.events import EventKind
 from gpuplan.runs.machines import SUPERSEDED, current_instances
-from gpuplan.supervise.resume import interruption_notice, relaunch_resume, resume_words
+from gpuplan.runs.payloads import LaunchPlanData, RelaunchData
+from gpuplan.supervise.resume import interruption_notice, relaunch_data, relaunch_resume, resume_words
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -105,15 +106,14 @@ def relaunch_after_preemption(session: Session, run: Run, provider: Provider, no
         record_event(session, run, EventKind.RELAUNCH_SKIPPED, str(exc).removeprefix("refused: "))
         return False
     except ProviderError as exc:
-        record_event(session, run, EventKind.RELAUNCH_FAILED, str(exc), generation=generation, code=exc.code)
+        record_event(session, run, EventKind.RELAUNCH_FAILED, str(exc), RelaunchData(generation, code=exc.code))
         return False
     resume, notice = relaunch_resume(run, spec, provider), interruption_notice(run)
     checkpoint_dir = spec.checkpoint.dir if spec.checkpoint else None  # why_not_relaunch required one
     record_event(session, run, EventKind.RELAUNCH,
                  f"spot interruption{' (notice seen by the machine)' if notice else ''}: relaunch {generation} of at "
                  f"most {MAX_RELAUNCHES} from checkpoint {checkpoint_dir}{resume_words(resume)}",
-                 generation=generation, instances=[i.instance_id for i in instances],
-                 **(resume.as_data() if resume else {}), **({"notice": notice} if notice else {}))
+                 relaunch_data(generation, tuple(i.instance_id for i in instances), resume, notice))
     session.flush()
     session.expire(run, ["events"])  # the summary of this same watch step reads the relaunch it just recorded
     return True
@@ -122,7 +122,7 @@ def relaunch_after_preemption(session: Session, run: Run, provider: Provider, no
 def pending_relaunch(run: Run) -> int | None:
     """The generation of a relaunch whose launch plan is recorded but whose outcome (`relaunch` or
     `relaunch_failed`) is not: its gpuplan is still starting the machines, or died doing it. None otherwise."""
-    from gpuplan.runs.events import LaunchPlanData, RelaunchData, events_of, payload
+    from gpuplan.runs.events import events_of, payload
 
     pending = None
     for event in events_of(run, (EventKind.LAUNCH_PLAN, *EventKind.RELAUNCH_OUTCOMES)):
@@ -147,12 +147,12 @@ def recover_relaunch(session: Session, run: Run, provider: Provider, now: dt.dat
     adopted = adopt(session, run, provider, now)
     if not adopted:
         record_event(session, run, EventKind.RELAUNCH_FAILED, "the gpuplan relaunching the run died before any machine "
-                     "started", generation=generation)
+                     "started", RelaunchData(generation))
         return relaunch_after_preemption(session, run, provider, now)
     for row in previous:
         row.state = SUPERSEDED
     record_event(session, run, EventKind.RELAUNCH,
                  f"spot interruption: relaunch {generation} of at most {MAX_RELAUNCHES}, "
-                 "recorded after the gpuplan that started it died", generation=generation,
-                 instances=[row.provider_instance_id for row in adopted], recovered=True)
+                 "recorded after the gpuplan that started it died",
+                 RelaunchData(generation, tuple(row.provider_instance_id for row in adopted), recovered=True))
     return True

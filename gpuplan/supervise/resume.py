@@ -14,11 +14,12 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpuplan.runs.events import EventKind, RelaunchData, events_of, payload
+from gpuplan.runs.events import EventKind, events_of, payload
+from gpuplan.runs.payloads import NoticeData, RelaunchData
 from gpuplan.supervise.progress import METRICS_FILE
 
 
@@ -30,9 +31,6 @@ class ResumePoint:
     checkpoint_at: str | None  # ISO time (UTC) of the checkpoint's metrics record
     lost_steps: int
     lost_seconds: float
-
-    def as_data(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def _records(path: Path) -> list[dict[str, Any]]:
@@ -88,7 +86,7 @@ def relaunch_resume(run: Any, spec: Any, provider: Any) -> ResumePoint | None:
                        lost_seconds=round(max(times) - min(times), 3) if times else 0.0)
 
 
-def interruption_notice(run: Any) -> dict[str, Any] | None:
+def interruption_notice(run: Any) -> NoticeData | None:
     """The interruption notice a node's boot script recorded and shipped (node-<rank>/interruption.json)."""
     if not run.run_dir:
         return None
@@ -98,9 +96,19 @@ def interruption_notice(run: Any) -> dict[str, Any] | None:
         except (OSError, ValueError):
             continue
         if isinstance(notice, dict):
-            return {"node_rank": rank, **{k: str(v) for k, v in notice.items() if k in ("cloud", "action",
-                                                                                        "noticed_at")}}
+            said = {k: str(notice[k]) for k in ("cloud", "action", "noticed_at") if notice.get(k) is not None}
+            return NoticeData(node_rank=rank, **said)
     return None
+
+
+def relaunch_data(generation: int, instances: tuple[str, ...], point: ResumePoint | None,
+                  notice: NoticeData | None) -> RelaunchData:
+    """The `relaunch` event's data: the new machines, where the job resumes and what the interruption cost."""
+    return RelaunchData(generation=generation, instances=instances, notice=notice,
+                        resumed_from_step=point.resumed_from_step if point else None,
+                        checkpoint_at=point.checkpoint_at if point else None,
+                        lost_steps=point.lost_steps if point else None,
+                        lost_seconds=point.lost_seconds if point else None)
 
 
 def resume_words(point: ResumePoint | None) -> str:

@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 from gpuplan.calibration.run_mfu import record_run
 from gpuplan.providers.base import Provider
 from gpuplan.runs.events import EventKind, record_event
+from gpuplan.runs.payloads import CalibratedData
 from gpuplan.store.models import Calibration, Run, RunState
 from gpuplan.supervise.spot_bill import bill_spot
 
@@ -50,5 +51,5 @@ def settle(session: Session, run: Run, provider: Provider | None = None) -> Cali
         return None
     if learned is not None:
         record_event(session, run, EventKind.CALIBRATED, f"MFU for {learned.gpu} {learned.params_bucket} now "
-                     f"{learned.mfu:.1%} over {learned.samples} run(s)", calibration_id=learned.id)
+                     f"{learned.mfu:.1%} over {learned.samples} run(s)", CalibratedData(learned.id))
     return learned

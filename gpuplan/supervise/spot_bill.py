@@ -24,7 +24,8 @@ from sqlalchemy.orm import Session
 
 from gpuplan.providers.base import Provider, ProviderError, SpotPricePoint
 from gpuplan.runs.cost import instance_cost
-from gpuplan.runs.events import EventKind, SpotBilledData, payload, record_event
+from gpuplan.runs.events import EventKind, payload, record_event
+from gpuplan.runs.payloads import SpotBilledData
 from gpuplan.runs.spot_billing import integrate
 from gpuplan.store.models import Event, InstanceRow, Run
 
@@ -75,14 +76,14 @@ def _spot_priced_by_catalog(row: InstanceRow, provider: Provider | None) -> bool
 
 
 def bill_spot(session: Session, run: Run, provider: Provider | None, *,
-              catalog_price: Any = None) -> list[dict[str, Any]]:
+              catalog_price: Any = None) -> list[SpotBilledData]:
     """Re-price the run's ended, not yet billed spot machines (see the module doc); returns the events' data.
 
     `catalog_price(row) -> (price, source) | None` answers for GCP (default: the newest catalog).
     """
     lookup = catalog_price or CatalogSpotPrices(session)
     done = billed_instance_ids(session, run)
-    out: list[dict[str, Any]] = []
+    out: list[SpotBilledData] = []
     for row in run.instances:
         if not row.spot or row.terminated_at is None or row.provider_instance_id in done:
             continue
@@ -103,14 +104,13 @@ def bill_spot(session: Session, run: Run, provider: Provider | None, *,
         quoted_price = Decimal(row.price_per_hour)
         quoted_cost = instance_cost(row, row.terminated_at)
         row.price_per_hour = bill.average_price_per_hour
-        data = {"instance": row.provider_instance_id, "zone": row.zone, "instance_type": row.instance_type,
-                "quoted_price_per_hour": str(quoted_price), "billed_price_per_hour": str(bill.average_price_per_hour),
-                "quoted_cost_usd": str(quoted_cost), "billed_cost_usd": str(bill.cost),
-                "billed_seconds": str(bill.seconds), "price_steps": bill.steps, "source": source,
-                "history_starts_late": bill.history_starts_late}
+        data = SpotBilledData(instance=row.provider_instance_id, zone=row.zone, instance_type=row.instance_type,
+                              quoted_price_per_hour=quoted_price, billed_price_per_hour=bill.average_price_per_hour,
+                              quoted_cost_usd=quoted_cost, billed_cost_usd=bill.cost, billed_seconds=bill.seconds,
+                              price_steps=bill.steps, source=source, history_starts_late=bill.history_starts_late)
         record_event(session, run, EventKind.SPOT_BILLED,
                      f"{row.provider_instance_id}: billed ${bill.cost} at the spot prices of {row.zone or row.region} "
-                     f"(quoted ${quoted_cost})", **data)
+                     f"(quoted ${quoted_cost})", data)
         out.append(data)
     return out
 

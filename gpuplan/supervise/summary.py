@@ -33,8 +33,7 @@ def _failsafe(run: Run) -> dict[str, Any] | None:
     data = recorded_failsafe(run)
     if data is None:
         return None
-    return {"hours": data.get("hours"), "cap": data.get("cap"), "detail": data.get("detail"),
-            "budgets_skipped": bool(data.get("budgets_skipped"))}
+    return {"hours": data.hours, "cap": data.cap, "detail": data.detail, "budgets_skipped": data.budgets_skipped}
 
 
 def summary(run: Run, now: dt.datetime | None = None, progress: Progress | None = None) -> dict[str, Any]:

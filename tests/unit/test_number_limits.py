@@ -7,10 +7,13 @@ writes: nonsense numbers there must not break the progress/ETA line.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -34,7 +37,7 @@ FLAGS = [
     (EST + WORK, "--lora", "99999999999999999999999", "100000"),
     (EST + WORK, "--gpus", "1000000000000", "1000000"),
     (EST + WORK, "--nodes", "99999999999999999999999", "100000"),
-    (EST + WORK, "--gpus-per-node", "65", "64"),
+    ((*EST, *WORK, "--gpus", "64"), "--gpus-per-node", "65", "64"),
     (EST + WORK, "--network-gbps", "1e300", "100000"),
     (EST + WORK, "--throughput", "1e30", "1e10"),
     (EST + WORK, "--mfu", "1.5", "1"),
@@ -69,15 +72,92 @@ def test_flag_out_of_range_is_one_line_exit_2(before: tuple[str, ...], flag: str
     assert "Traceback" not in result.stderr and result.stdout == ""
 
 
+def _json(*args: str) -> Any:
+    result = run_cli(*args, "--json")
+    assert result.exit_code == 0, result.stderr
+    return result.json()
+
+
+def _same_as_without(out: Any, before: tuple[str, ...]) -> bool:
+    """A filter at its limit filters nothing out: the answer is the one without the flag (and not empty)."""
+    return bool(out) and out == _json(*before)
+
+
+def _no_spot(out: Any, before: tuple[str, ...]) -> bool:
+    """So many interruptions (or so much work lost to each) that a spot machine never pays: on-demand only."""
+    return bool(out) and [row["spot"] for row in out] == [False] * len(out)
+
+
+def _all_prices(out: Any, before: tuple[str, ...]) -> bool:
+    """The limit is past the catalog's size: every row, more than the default page of 20."""
+    return len(out) > 20 and out == _json(*before, "--limit", "0")
+
+
+# What each command answers with the flag at its limit (the JSON it prints, and the command without the flag).
+AT_LIMIT: dict[str, Callable[[Any, tuple[str, ...]], bool]] = {
+    "estimate--params": lambda out, _: out["params"] == 10**15,
+    "estimate--tokens": lambda out, _: out["tokens"] == 10**18,
+    "estimate--samples": lambda out, _: out["tokens"] == 10**15 * 128,  # samples x seq-len x 1 epoch
+    "estimate--epochs": lambda out, _: out["tokens"] == 1000 * 128 * 10**6,
+    "estimate--seq-len": lambda out, _: out["seq_len"] == 10**8,
+    "estimate--global-batch": lambda out, _: out["global_batch"] == 10**9,
+    "estimate--micro-batch": lambda out, _: out["micro_batch"] == 10**6 and out["parallel"]["micro_batch"] == 10**6,
+    # the adapters' parameters grow with the rank: 10^5 times those of rank 1
+    "estimate--lora": lambda out, before: out["trainable_params"] == 10**5 * _json(*before, "--lora", "1")[
+        "trainable_params"],
+    "estimate--gpus": lambda out, _: (out["gpus"], out["nodes"]) == (10**6, 125000),  # 8 per node
+    "estimate--nodes": lambda out, _: out["nodes"] == 10**5 and {c["nodes"] for c in out["cost"]} == {10**5},
+    "estimate--gpus-per-node": lambda out, _: (out["gpus"], out["gpus_per_node"], out["nodes"]) == (64, 64, 1),
+    "estimate--network-gbps": lambda out, _: out["parallel"]["network_gbps"] == 100000,
+    "estimate--throughput": lambda out, _: out["tokens_per_s_per_gpu"] == 1e10,
+    "estimate--mfu": lambda out, _: (out["mfu"], out["mfu_source"]) == (1.0, "user"),
+    "plan--budget": _same_as_without,
+    "plan--max-price": _same_as_without,
+    "plan--max-nodes": _same_as_without,
+    # a century of deadline rules nothing out: the cheapest option stands, and every option meets it
+    "plan--deadline": lambda out, before: out[0] == _json(*before)[0] and max(r["est_hours"] for r in out) < 876600,
+    "plan--checkpoint-interval": _no_spot,
+    "plan--interruption-rate": _no_spot,
+    "prices--max-price": _same_as_without,
+    "prices--min-gpu-memory": lambda out, before: out == [] and len(_json(*before)) == 20,  # no GPU has 100 TB
+    "prices--limit": _all_prices,
+    "runs--limit": lambda out, _: [r["run_id"] for r in out] == [f"r-{i:03d}" for i in reversed(range(51))],
+    "bench--limit": lambda out, _: out == {"benchmarks": []},
+    "reconcile--grace": lambda out, _: out == [],  # nothing runs on this machine and no run is recorded
+    "watch--interval": lambda out, _: out == [],  # no live run to watch
+}
+
+
+def _seed_runs(count: int) -> None:
+    """More runs than `runs` shows by default (50), one a minute, so `--limit` at its limit shows them all."""
+    from gpuplan.store.db import Store
+    from gpuplan.store.models import Run
+
+    start = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
+    store = Store.open()
+    try:
+        with store.session() as s:
+            s.add_all([Run(id=f"r-{i:03d}", name=f"run {i}", provider="local", spec_text="", spec_hash="",
+                           created_at=start + dt.timedelta(minutes=i)) for i in range(count)])
+            s.commit()
+    finally:
+        store.close()
+
+
 @pytest.mark.parametrize("before,flag,too_big,at_limit", FLAGS, ids=[_ids(c) for c in FLAGS])
 def test_flag_at_its_limit_is_accepted(before: tuple[str, ...], flag: str, too_big: str, at_limit: str) -> None:
-    result = run_cli(*before, flag, at_limit, *(("--json",) if before[0] in ("estimate", "plan") else ()))
+    if before[0] == "runs":
+        _seed_runs(51)
+    result = run_cli(*before, flag, at_limit, "--json")
     assert "Invalid value" not in result.stderr and "must be" not in result.stderr, result.stderr
     assert result.exit_code == 0, (result.stdout, result.stderr)
-    if before[0] in ("estimate", "plan"):
-        text = result.stdout
-        assert "Infinity" not in text and "NaN" not in text
-        json.loads(text)
+    assert "Infinity" not in result.stdout and "NaN" not in result.stdout
+    out = json.loads(result.stdout)
+    assert AT_LIMIT[_ids((before, flag))](out, before), out
+
+
+def test_every_flag_has_its_value_check() -> None:
+    assert set(AT_LIMIT) == {_ids(c) for c in FLAGS}
 
 
 @pytest.mark.parametrize("args", [

@@ -97,10 +97,10 @@ def plan_answer(app: AppContext, spec_path: Path | None, *, gpu_text: str | None
                 checkpoint_interval: str | None, **workload_flags: Any) -> PlanAnswer:
     """Plan the job the options describe (the parsed parameters of `plan_command`): one function for every caller,
     so the dashboard's options are `gpuplan plan --json`'s options."""
-    from gpuplan.calibration.interruption_loss import measured_loss
     from gpuplan.catalog.catalog import Catalog
     from gpuplan.catalog.gpu_names import compile_region_patterns, resolve_clouds, resolve_gpus
     from gpuplan.planning.planner import Constraints, plan
+    from gpuplan.runs.interruption_loss import measured_loss
 
     workload, own_throughput, spec_limits = _workload(spec_path, workload_flags)
     gpus = resolve_gpus(gpu_text) if gpu_text else spec_limits.get("gpus")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 from decimal import Decimal
 
@@ -11,7 +10,8 @@ import pytest
 
 from gpuplan.books import budgets
 from gpuplan.runs import cost as costing
-from gpuplan.runs.events import EventKind
+from gpuplan.runs.events import EventKind, payload
+from gpuplan.runs.payloads import BudgetOverrideData
 from gpuplan.store.db import Store
 from gpuplan.store.models import Event, Run
 
@@ -91,7 +91,9 @@ def test_launch_gate_refuses_then_force_records_an_event(db_url: str) -> None:
         with store.session() as s:
             [event] = s.query(Event).all()
             assert event.kind == EventKind.BUDGET_OVERRIDE and event.run_id == run.id and "nlp-month" in event.message
-            assert json.loads(event.data_json)[0]["est_cost_usd"] == "150"
+            data = payload(event, BudgetOverrideData)
+            assert data is not None and [(v.budget, v.est_cost_usd) for v in data.violations] == \
+                [("nlp-month", Decimal("150"))]
     finally:
         store.close()
 

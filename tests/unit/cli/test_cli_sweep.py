@@ -14,6 +14,7 @@ Promises checked:
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 from collections.abc import Iterator
@@ -220,15 +221,37 @@ def test_json_through_a_budget_and_a_schedule_lifecycle(files: dict[str, str]) -
 
 
 def test_json_for_a_recorded_run(files: dict[str, str]) -> None:
-    """launch (as a user runs it, in a child process), then status, stop, runs and report on that run."""
+    """launch (as a user runs it, in a child process), then status, stop, runs and report on that run: each
+    names the same run, with the same state, machines and cost."""
     launched = run_subprocess("launch", files["good"], "-y", "--json")
     run = assert_json_only(launched, ["launch"])
-    assert run["state"] == "succeeded"
-    for argv in (("status", run["run_id"], "--json"), ("stop", run["run_id"], "--json"), ("runs", "--json"),
-                 ("report", "--by", "run", "--json")):
-        assert_json_only(run_cli(*argv), list(argv))
-    logs = run_cli("logs", run["run_id"])
-    assert logs.exit_code == 0 and "sweep" in logs.stdout
+    run_id = run["run_id"]
+    same = {"run_id": run_id, "name": "sweep-job", "provider": "local", "state": "succeeded", "exit_code": 0,
+            "nodes": 1, "cost_usd": 0.0}
+    assert {key: run[key] for key in same} == same
+    [machine] = run["instances"]
+    assert (machine["instance_id"], machine["state"]) == (f"{run_id}/node-0", "succeeded")
+
+    status = assert_json_only(run_cli("status", run_id, "--json"), ["status"])
+    assert {key: status[key] for key in same} == same and status["instances"] == run["instances"]
+    kinds = [e["kind"] for e in status["events"]]
+    assert kinds[0] == "created" and "launch_plan" in kinds and "launched" in kinds, kinds
+    assert kinds.index("launch_plan") < kinds.index("launched")  # the plan is recorded before the machines start
+    assert status["events"][0]["data"] == {"provider": "local", "instance_type": "localhost", "region": "local",
+                                           "nodes": 1, "est_hours": None}
+    # stopping a run that already ended changes nothing
+    stopped = assert_json_only(run_cli("stop", run_id, "--json"), ["stop"])
+    assert {key: stopped[key] for key in same} == same and stopped["ended_at"] == status["ended_at"]
+    [listed] = assert_json_only(run_cli("runs", "--json"), ["runs"])
+    assert {key: listed[key] for key in same} == same
+    report = assert_json_only(run_cli("report", "--by", "run", "--json"), ["report"])
+    [row] = report["rows"]
+    assert (row["keys"], row["instances"], row["cost_usd"]) == ({"run": run_id}, 1, 0.0)
+    assert report["total"] == {"cost_usd": 0.0, "billed_hours": row["billed_hours"], "instances": 1}
+    span = dt.datetime.fromisoformat(machine["terminated_at"]) - dt.datetime.fromisoformat(machine["launched_at"])
+    assert row["billed_hours"] == pytest.approx(span.total_seconds() / 3600, abs=1e-6)  # the machine's own span
+    logs = run_cli("logs", run_id)
+    assert logs.exit_code == 0 and "sweep" in logs.stdout.splitlines()
 
 
 def test_json_for_bench(files: dict[str, str]) -> None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from gpuplan.runs.events import EventKind, LaunchPlanData, RelaunchData, SpotBilledData, payload
+from gpuplan.runs.events import EventKind, payload
+from gpuplan.runs.payloads import LaunchPlanData, NoticeData, RelaunchData, SpotBilledData
 from gpuplan.store.models import Event
 
 
@@ -21,10 +22,10 @@ def test_kinds_are_an_enum_of_the_stored_words() -> None:
 
 def test_a_payload_reads_its_fields_and_nothing_else() -> None:
     read = payload(event("relaunch", {"generation": 2, "instances": ["i-1"], "resumed_from_step": 40,
-                                      "notice": {"cloud": "aws"}}), RelaunchData)
-    assert read == RelaunchData(generation=2, instances=["i-1"], resumed_from_step=40)
+                                      "notice": {"cloud": "aws"}, "unknown": 1}), RelaunchData)
+    assert read == RelaunchData(generation=2, instances=("i-1",), resumed_from_step=40, notice=NoticeData(cloud="aws"))
     plan = payload(event("launch_plan", {"provider": "aws", "regions": ["us-east-1"], "pid": 7}), LaunchPlanData)
-    assert plan is not None and (plan.provider, plan.regions, plan.pid, plan.generation) == ("aws", ["us-east-1"],
+    assert plan is not None and (plan.provider, plan.regions, plan.pid, plan.generation) == ("aws", ("us-east-1",),
                                                                                              7, None)
 
 

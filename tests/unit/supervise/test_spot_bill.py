@@ -15,7 +15,8 @@ import pytest
 
 from gpuplan.providers.aws.spot_history import spot_price_history
 from gpuplan.runs.cost import run_cost
-from gpuplan.runs.events import EventKind, event_data, events_of
+from gpuplan.runs.events import EventKind, events_of, payload
+from gpuplan.runs.payloads import SpotBilledData
 from gpuplan.runs.spot_billing import integrate
 from gpuplan.store.db import Store
 from gpuplan.store.models import Run
@@ -60,10 +61,10 @@ def test_a_settled_aws_spot_run_costs_the_integral_of_its_zones_history() -> Non
             # 64 / 3.5 h = 18.285714 $/h in Money's 6 places; the event keeps the exact integral).
             assert abs(run_cost(run, END) - INTEGRAL) <= Decimal("0.000001") * 4
             [event] = events_of(run, [EventKind.SPOT_BILLED])
-            data = event_data(event)
-            assert data is not None and data["quoted_cost_usd"] == "61.701150"
-            assert data["billed_cost_usd"] == "64.000000"
-            assert data["source"] == "aws: DescribeSpotPriceHistory" and data["price_steps"] == 3
+            data = payload(event, SpotBilledData)
+            assert data is not None and data.quoted_cost_usd == Decimal("61.701150")
+            assert data.billed_cost_usd == Decimal("64.000000") and str(data.billed_cost_usd) == "64.000000"
+            assert data.source == "aws: DescribeSpotPriceHistory" and data.price_steps == 3
             settle(s, run, provider)  # a second settle bills nothing twice (and asks nothing: the stub is empty)
             assert len(events_of(run, [EventKind.SPOT_BILLED])) == 1
     finally:
@@ -84,9 +85,10 @@ def test_a_gcp_spot_machine_is_billed_at_the_regions_spot_price() -> None:
             run = s.get(Run, "r-sp0t")
             assert run is not None
             [event] = events_of(run, [EventKind.SPOT_BILLED])
-            data = event_data(event) or {}
+            data = payload(event, SpotBilledData)
             # the shipped snapshot: n1-standard-4 (4/16 x 0.20892) + T4 spot 0.175 = 0.22723 $/h in us-central1
-            assert data["billed_price_per_hour"] == "0.227230" and data["source"].startswith("gcp: region spot price")
+            assert data is not None and data.billed_price_per_hour == Decimal("0.227230")
+            assert data.source is not None and data.source.startswith("gcp: region spot price")
             assert run_cost(run, END) == Decimal("0.795305")  # 0.22723 x 3.5 h
     finally:
         store.close()

@@ -9,13 +9,13 @@ once there are any.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 from gpuplan.calibration.throughput import _query
+from gpuplan.runs.events import LATEST_OF_KIND_SQL, EventKind, read_payload
+from gpuplan.runs.payloads import RelaunchData
 
 HISTORY_RELAUNCHES = 50
-RELAUNCH_SQL = "SELECT data_json FROM events WHERE kind = 'relaunch' ORDER BY at DESC, id DESC LIMIT ?"
 
 
 @dataclass(frozen=True)
@@ -31,14 +31,11 @@ def measured_loss(db_url: str | None) -> MeasuredLoss | None:
     if db_url is None:
         return None
     lost = []
-    for (text,) in _query(db_url, RELAUNCH_SQL, (HISTORY_RELAUNCHES,)):
-        try:
-            data = json.loads(str(text)) if text else None
-        except ValueError:
-            continue
-        seconds = data.get("lost_seconds") if isinstance(data, dict) else None
-        if isinstance(seconds, (int, float)) and seconds >= 0:
-            lost.append(float(seconds))
+    for kind, text in _query(db_url, LATEST_OF_KIND_SQL, (EventKind.RELAUNCH.value, HISTORY_RELAUNCHES)):
+        data = read_payload(str(kind), str(text) if text else None, RelaunchData)
+        seconds = data.lost_seconds if data is not None else None
+        if seconds is not None and seconds >= 0:
+            lost.append(seconds)
     if not lost:
         return None
     return MeasuredLoss(hours=sum(lost) / len(lost) / 3600, relaunches=len(lost))

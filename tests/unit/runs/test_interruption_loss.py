@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from gpuplan.calibration.interruption_loss import measured_loss
 from gpuplan.runs.events import EventKind, record_event
+from gpuplan.runs.interruption_loss import measured_loss
+from gpuplan.runs.payloads import RelaunchData
 from gpuplan.store.db import Store
 from gpuplan.store.models import Run
 
@@ -17,9 +18,9 @@ def test_the_mean_lost_work_of_recorded_relaunches(db_url: str) -> None:
         run = Run(id="r-spot", name="spot", provider="aws", state="running", spec_text="", spec_hash="")
         s.add(run)
         s.flush()
-        record_event(s, run, EventKind.RELAUNCH, "old relaunch, nothing measured", generation=1)
-        record_event(s, run, EventKind.RELAUNCH, "saved on the notice", generation=2, lost_seconds=0.0)
-        record_event(s, run, EventKind.RELAUNCH, "killed without notice", generation=3, lost_seconds=1800.0)
+        record_event(s, run, EventKind.RELAUNCH, "old relaunch, nothing measured", RelaunchData(1))
+        record_event(s, run, EventKind.RELAUNCH, "saved on the notice", RelaunchData(2, lost_seconds=0.0))
+        record_event(s, run, EventKind.RELAUNCH, "killed without notice", RelaunchData(3, lost_seconds=1800.0))
         s.commit()
     store.close()
     loss = measured_loss(db_url)
