@@ -152,12 +152,15 @@ class Store:
     def _full_disk(self) -> str | None:
         """Why a SQLite file cannot be opened when its disk is full (its -wal/-shm files cannot be made), else
         None: the user's disk, not our failure (exit 2)."""
-        from gpuplan.store.space import free_bytes
+        from gpuplan.store.space import free_bytes, holds_no_files
 
         parsed = make_url(self.url)
         if parsed.get_backend_name() != "sqlite" or not parsed.database or parsed.database == ":memory:":
             return None
-        free = free_bytes(Path(parsed.database).expanduser().parent)
+        folder = Path(parsed.database).expanduser().parent
+        if holds_no_files(folder):
+            return f"{folder} is a pseudo filesystem (like /proc) that holds no database; name a file elsewhere"
+        free = free_bytes(folder)
         return None if free is None or free > 64 * 1024 else f"the disk holding it is full ({free // 1024} KiB free)"
 
     @property

@@ -73,7 +73,12 @@ FILE_USES: dict[str, tuple[list[str], dict[str, str]]] = {
     "GPUPLAN_CONFIG": (["runs"], {"GPUPLAN_CONFIG": "{f}"}),
     "GPUPLAN_CONFIG launch": (["launch", "{spec}", "--dry-run"], {"GPUPLAN_CONFIG": "{f}"}),
     "GPUPLAN_DB": (["runs"], {"GPUPLAN_DB": "sqlite:///{f}"}),
+    "GPUPLAN_CONFIG config set": (["config", "set", "defaults.provider", "local"], {"GPUPLAN_CONFIG": "{f}"}),
+    # Files gpuplan writes: an existing regular file may be the user's choice, so only the contract holds.
+    "report --plot": (["report", "--plot", "{f}"], {}),
+    "convert -o": (["convert", "{task}", "-o", "{f}"], {}),
 }
+WRITES = {"report --plot", "convert -o"}
 SPECIAL_NAMES = ["fifo", "dir", "loop", "sparse", "comments", "garbage", "zero", "urandom", "kmsg", "environ", "null",
                  "missing"]
 
@@ -85,17 +90,21 @@ def test_a_special_file_anywhere_a_file_goes_is_refused_or_bounded(use: str, spe
     hangs or eats memory fails here (the bounded reader answers in well under a second)."""
     spec = tmp_path / "job.yaml"
     spec.write_text(SPEC)
+    task = tmp_path / "task.yaml"
+    task.write_text("name: sky\nrun: echo hi\nnum_nodes: 1\n")
     argv_t, env_t = FILE_USES[use]
     names = SPECIAL_NAMES if os.environ.get("GPUPLAN_FUZZ") == "1" else ["fifo", "zero", "dir", "sparse"]
     for name in names:
+        if use in WRITES and name in ("sparse", "comments", "garbage"):
+            continue  # regular files: writing over them is the user's choice (and would spoil them for the rest)
         path = specials[name]
-        argv = [a.replace("{f}", path).replace("{spec}", str(spec)) for a in argv_t]
+        argv = [a.replace("{f}", path).replace("{spec}", str(spec)).replace("{task}", str(task)) for a in argv_t]
         env = {k: v.replace("{f}", path) for k, v in env_t.items()}
         proc = subprocess.run([sys.executable, "-m", "gpuplan", *argv], capture_output=True, text=True, timeout=60,
                               stdin=subprocess.DEVNULL, cwd=tmp_path, env={**os.environ, **env})
         result = Result(proc.returncode, proc.stdout, proc.stderr)
         check((use, name), result)
-        if name in ("fifo", "zero", "urandom", "kmsg", "sparse", "dir", "loop", "garbage"):
+        if use not in WRITES and name in ("fifo", "zero", "urandom", "kmsg", "sparse", "dir", "loop", "garbage"):
             assert result.exit_code == 2, (use, name, result.exit_code, result.stderr)
 
 
