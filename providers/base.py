@@ -298,6 +298,9 @@ class Provider(abc.ABC):
     storage_schemes: ClassVar[tuple[str, ...]] = ()
     # How the user gives this provider credentials, for the error that says none were found.
     credential_hint: ClassVar[str] = ""
+    # Constructor parameters that take live objects from code (a boto3 session, Google credentials), never a value
+    # from the config file: not settings (`[providers.aws] session = 0.0` crashed the constructor).
+    code_only_parameters: ClassVar[tuple[str, ...]] = ()
 
     # When set, every node of a multi-node launch boots the *same* script and reads its node rank and the master's
     # address from these instance tags at boot: the provider starts all nodes in one call (so a cluster placement

@@ -66,6 +66,10 @@ def make_engine(url: str) -> Engine:
             path = expand_user(database)
             if path.is_dir():
                 raise UserError(f"the database path {path} is a folder; name a file in it (e.g. {path / 'gpuplan.db'})")
+            if path.is_symlink() and _symlink_loop(path):  # SQLite says "unable to open database file", exit 1
+                raise UserError(f"the database path {path} is a symbolic link loop; name the file itself")
+            if path.is_symlink() and not path.resolve().parent.is_dir():
+                raise UserError(f"the database path {path} links to {path.resolve()}, whose folder does not exist")
             if path.exists() and not path.is_file():  # a FIFO, a device, a socket: SQLite says "disk I/O error"
                 raise UserError(f"the database path {path} is not a regular file; name a file (e.g. "
                                 f"{path.parent / 'gpuplan.db'})")
@@ -88,6 +92,14 @@ def make_engine(url: str) -> Engine:
     if parsed.get_backend_name() == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
     return engine
+
+
+def _symlink_loop(path: Path) -> bool:
+    try:
+        path.resolve(strict=False)
+    except (RuntimeError, OSError):  # Python 3.11: RuntimeError("Symlink loop"); later: OSError(ELOOP)
+        return True
+    return False
 
 
 @dataclass

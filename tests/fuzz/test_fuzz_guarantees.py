@@ -110,7 +110,7 @@ def test_a_config_that_config_show_accepts_is_one_a_launch_can_use(tmp_path_fact
 
 NUMBER_FIELDS = ["limits: {max_hours: %s}", "workload: {tp: %s}", "workload: {lora: %s}", "resources: {nodes: %s}",
                  "workload: {tokens: %s}", "limits: {budget_usd: %s}", "resources: {spot: %s}"]
-SURPRISES = ["1:30:00", "1:30", "0777", "010", "yes", "no", "on", "off", "Yes", "OFF", "y", "n", "2026-02-30",
+SURPRISES = ["1:30:00", "1:30", "0777", "010", "0b101", "yes", "no", "on", "off", "Yes", "OFF", "y", "n", "2026-02-30",
              "!!timestamp garbage", "9" * 5000, "true"]
 
 
@@ -124,7 +124,7 @@ def test_yaml_1_1_surprises_are_refused_with_how_to_write_them(tmp_path_factory:
     if value in ("true", "y", "n") and "spot" in field:
         return  # a yes/no field takes true (and pydantic reads the text y/n as one; YAML 1.1's yes/on are refused)
     assert result.exit_code == 2, (field % value, result.stderr)
-    if value in ("1:30:00", "1:30", "0777", "010", "yes", "no", "on", "off", "Yes", "OFF"):
+    if value in ("1:30:00", "1:30", "0777", "010", "0b101", "yes", "no", "on", "off", "Yes", "OFF"):
         assert "quote it" in result.stderr, result.stderr
 
 
