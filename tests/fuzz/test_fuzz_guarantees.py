@@ -165,6 +165,14 @@ RECORDED: dict[str, tuple[list[str], dict[str, str], str]] = {
     "--module sys:exit": (["estimate", "--module", "sys:exit", "--gpu", "H100", "--tokens", "1B"], {}, ""),
     "schedule rm nosuch": (["schedule", "rm", "nosuch"], {}, ""),
     "db path a folder": (["runs"], {"GPUPLAN_DB": "sqlite:///{tmp}"}, ""),
+    # Found by this session's fuzz (tests/fuzz/test_fuzz_inputs.py), kept as recorded cases:
+    "db path a symlink loop": (["runs"], {"GPUPLAN_DB": "sqlite:///{loop}"}, ""),
+    "config set into a folder": (["config", "set", "defaults.provider", "local"], {"GPUPLAN_CONFIG": "{tmp}"}, ""),
+    "aws session in config": (["config", "show"], {"GPUPLAN_CONFIG": "{config:[providers.aws]\nsession = 0.0}"}, ""),
+    "dstack nodes .inf": (["launch", "{task:type: task\nname: d\ncommands: [echo hi]\nnodes: .inf}", "--dry-run"],
+                          {}, ""),
+    "skypilot num_nodes 1.5": (["launch", "{task:name: s\nrun: echo hi\nnum_nodes: 1.5}", "--dry-run"], {}, ""),
+    "nodes 0b101": (["launch", "{spec:resources: {nodes: 0b101}}", "--dry-run"], {}, ""),
 }
 
 
@@ -176,6 +184,13 @@ def _expand(text: str, folder: Path) -> str:
         path = folder / "job.yaml"
         path.write_text(SPEC + text[6:-1] + "\n")
         return str(path)
+    if text.startswith("{task:"):
+        path = folder / "task.yaml"
+        path.write_text(text[6:-1] + "\n")
+        return str(path)
+    if "{loop}" in text:
+        (folder / "loop.db").symlink_to(folder / "loop.db")
+        return text.replace("{loop}", str(folder / "loop.db"))
     if text.startswith("{config:"):
         path = folder / "config.toml"
         path.write_text(text[8:-1] + "\n")
