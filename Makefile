@@ -64,8 +64,11 @@ test: install-test
 
 # The property fuzz of the job spec and of every command's options, long: thousands of random examples (minutes).
 # `make test` runs the same properties on a small derandomized slice (tests/support/fuzzing.py).
+# Each long property runs for minutes on a shared machine: past the suite's 300 s per test (pyproject), so the
+# per-test timeout is an hour here (every child process still has its own timeout). GPUPLAN_FUZZ_OUTCOMES=FILE
+# records each refusal and failure for counting (tests/support/fuzzing.py).
 fuzz: install-test
-	GPUPLAN_FUZZ=1 $(PY) -m pytest tests/fuzz -p no:cacheprovider $(PYTEST_ARGS)
+	GPUPLAN_FUZZ=1 $(PY) -m pytest tests/fuzz -p no:cacheprovider --timeout 3600 $(PYTEST_ARGS)
 
 bench: install-test
 	$(PY) bench/run_all.py

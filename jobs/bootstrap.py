@@ -52,6 +52,12 @@ from gpuplan.jobs.boot_identity import (
     RANK_VARIABLES,
     identity_assignments,
 )
+from gpuplan.jobs.boot_node_ips import (
+    NODE_IPS_FUNCTIONS,
+    NODE_IPS_STEP,
+    RESOLVE_WAIT_SECONDS,
+    node_ips_assignments,
+)
 from gpuplan.jobs.boot_peers import (
     PEER_FUNCTIONS,
     PEER_POLL_SECONDS,
@@ -65,6 +71,8 @@ from gpuplan.jobs.runner import CONTAINER_RUN_DIR, NodeLaunch, job_environment, 
 SHIP_INTERVAL_SECONDS = 60
 # The contract's names for rank 0's address: set once the script knows it (torchrun reads PET_MASTER_ADDR).
 MASTER_VARIABLES = ("MASTER_ADDR", "GPUPLAN_MASTER_ADDR", "PET_MASTER_ADDR")
+# Every node's address, rank 0 first (gpuplan.jobs.boot_node_ips): set once the script knows them.
+NODE_IPS_VARIABLE = "GPUPLAN_NODE_IPS"
 
 
 @dataclass(frozen=True)
@@ -101,6 +109,11 @@ class BootPlan:
     # (both, or neither).
     rank_tag: str | None = None
     master_tag: str | None = None
+    # Every node's address in rank order, for GPUPLAN_NODE_IPS (gpuplan.jobs.boot_node_ips): known before boot
+    # (GCP's internal DNS names: `node_addrs`), or read from an instance tag at boot (AWS: `node_ips_tag`).
+    node_addrs: Sequence[str] = ()
+    node_ips_tag: str | None = None
+    resolve_wait_seconds: int = RESOLVE_WAIT_SECONDS
     identity_wait_seconds: int = IDENTITY_WAIT_SECONDS
     identity_poll_seconds: int = IDENTITY_POLL_SECONDS
     # Durable checkpoints (gpuplan.jobs.boot_checkpoints): the run's checkpoint storage, how often to copy there,
@@ -142,14 +155,14 @@ def render_boot_script(plan: BootPlan) -> str:
         run_dir=CONTAINER_RUN_DIR,
     )
     # The master address may only be known on the machine itself (rank 0): filled in at boot, below.
-    contract = {k: v for k, v in contract.items() if k not in MASTER_VARIABLES}
+    contract = {k: v for k, v in contract.items() if k not in (*MASTER_VARIABLES, NODE_IPS_VARIABLE)}
     user_env = {k: v for k, v in plan.env.items() if k not in contract}
     max_seconds = int(plan.max_hours * 3600) if plan.max_hours else ""
     by_reference = {k: v for k, v in plan.secret_params.items() if k not in plan.secrets}
     bad = [k for k in [*plan.secrets, *by_reference] if not _ENV_NAME.fullmatch(k)]
     if bad:
         raise ValueError(f"secret names must be environment variable names: {bad!r}")
-    names = [*user_env, *contract, *MASTER_VARIABLES, *plan.secrets, *by_reference]
+    names = [*user_env, *contract, *MASTER_VARIABLES, NODE_IPS_VARIABLE, *plan.secrets, *by_reference]
     if bool(plan.rank_tag) != bool(plan.master_tag):
         raise ValueError("rank_tag and master_tag go together: a node needs both its rank and the master's address")
     from_tags = bool(plan.rank_tag)
@@ -194,6 +207,7 @@ def render_boot_script(plan: BootPlan) -> str:
                                 plan.notice_poll_seconds),
         _assign("CODE_URL", plan.code_url or ""),
         *peer_assignments(plan.peer_poll_seconds, plan.peer_stale_seconds),
+        *node_ips_assignments(plan.node_addrs, plan.node_ips_tag, plan.resolve_wait_seconds),
         *(identity_assignments(plan.rank_tag, plan.master_tag, plan.identity_wait_seconds,
                                plan.identity_poll_seconds, rank_names) if from_tags else []),
         "",
@@ -208,7 +222,8 @@ def render_boot_script(plan: BootPlan) -> str:
         .replace("@SHIP_INTERVAL@", str(SHIP_INTERVAL_SECONDS)).replace("@RUN_DIR@", CONTAINER_RUN_DIR)
         .replace("@IDENTITY_FUNCTIONS@\n", IDENTITY_FUNCTIONS + "\n" if from_tags else "")
         .replace("@IDENTITY_STEP@", IDENTITY_STEP if from_tags else "")
-        .replace("@PEER_FUNCTIONS@\n", PEER_FUNCTIONS).replace("@PEER_STEP@\n", PEER_STEP),
+        .replace("@PEER_FUNCTIONS@\n", PEER_FUNCTIONS).replace("@PEER_STEP@\n", PEER_STEP)
+        .replace("@NODE_IPS_FUNCTIONS@\n", NODE_IPS_FUNCTIONS).replace("@NODE_IPS_STEP@\n", NODE_IPS_STEP),
     ]
     return "\n".join(lines).rstrip() + "\n"
 
@@ -217,7 +232,8 @@ def boot_plan_for(launch: NodeLaunch, *, secrets: Mapping[str, str], storage_url
                   master_addr: str | None = None, poweroff: bool = True,
                   base_dir: str = "/var/lib/gpuplan", secret_params: Mapping[str, str] | None = None,
                   cloud: BootCloud | None = None, rank_tag: str | None = None, master_tag: str | None = None,
-                  interruption_watch: bool = False) -> BootPlan:
+                  interruption_watch: bool = False, node_addrs: Sequence[str] = (),
+                  node_ips_tag: str | None = None) -> BootPlan:
     """A BootPlan from the same NodeLaunch the local runner uses, so clouds and local share one contract."""
     return BootPlan(run_id=launch.run_id, name=launch.name, argv=list(launch.argv), image=launch.image,
                     runtime=launch.runtime, workdir=launch.workdir, env=dict(launch.env), secrets=dict(secrets),
@@ -227,7 +243,8 @@ def boot_plan_for(launch: NodeLaunch, *, secrets: Mapping[str, str], storage_url
                     poweroff=poweroff, base_dir=base_dir, secret_params=dict(secret_params or {}),
                     cloud=cloud or BootCloud(), rank_tag=rank_tag, master_tag=master_tag,
                     checkpoint_url=launch.checkpoint_url, checkpoint_sync_seconds=launch.checkpoint_sync_seconds,
-                    interruption_watch=interruption_watch, code_url=launch.code_url)
+                    interruption_watch=interruption_watch, code_url=launch.code_url,
+                    node_addrs=tuple(node_addrs), node_ips_tag=node_ips_tag)
 
 
 # The fixed part: refers to the variables above only inside double quotes; contains no user text.
@@ -262,6 +279,7 @@ ship() {
 @IDENTITY_FUNCTIONS@
 @CHECKPOINT_FUNCTIONS@
 @PEER_FUNCTIONS@
+@NODE_IPS_FUNCTIONS@
 fetch_secrets() {
   # Secret values live in the cloud's secret store; the script only knows their names (the cloud's
   # `store_secret` reads one). Values are exported to the job's environment, never printed or written.
@@ -391,6 +409,7 @@ if [ -z "$MASTER_ADDR_" ]; then
   MASTER_ADDR_=${MASTER_ADDR_:-127.0.0.1}
 fi
 export MASTER_ADDR="$MASTER_ADDR_" GPUPLAN_MASTER_ADDR="$MASTER_ADDR_" PET_MASTER_ADDR="$MASTER_ADDR_"
+@NODE_IPS_STEP@
 
 # --- the container runtime
 RUNTIME=process

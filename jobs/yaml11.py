@@ -6,7 +6,7 @@ booleans (then taken as 1 by a number field), and `deadline: 2026-02-30` is a ti
 (ValueError; `!!timestamp garbage` an AttributeError). Each is refused here with the line and how to write the
 value instead (quoted, when it is text), as a MarkedYAMLError that the spec loader turns into one line, exit 2:
 
-- base-60 and octal numbers: refused (write the number, or quote the text);
+- base-60, octal and binary (0b) numbers: refused (write the number, or quote the text);
 - YAML 1.1 booleans other than true/false (yes, no, on, off, y, n): refused (write true or false, or quote);
 - integers of more digits than Python converts (4,300) and timestamps that are no date: refused;
 - timestamps that are dates stay text, so the spec's own validation reads them (with the field's name).
@@ -23,6 +23,7 @@ from yaml.constructor import ConstructorError
 MAX_DIGITS = 4000  # below Python's int/str conversion limit (4,300 digits); no spec number has more than 30
 _SEXAGESIMAL = re.compile(r"^[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?$")
 _OCTAL = re.compile(r"^[-+]?0[0-7_]+$")
+_BINARY = re.compile(r"^[-+]?0b[01_]+$")  # YAML 1.1 only (https://yaml.org/type/int.html); 1.2's core has no 0b
 
 
 def _refuse(node: yaml.Node, problem: str) -> ConstructorError:
@@ -41,6 +42,9 @@ class SpecLoader(yaml.SafeLoader):
         if _OCTAL.match(value):
             raise _refuse(node, f"{value} is a YAML 1.1 octal number ({super().construct_yaml_int(node)}); write it "
                                 f"without the leading 0, or quote it ('{value}') if it is text")
+        if _BINARY.match(value):
+            raise _refuse(node, f"{value} is a YAML 1.1 binary number ({super().construct_yaml_int(node)}); write "
+                                f"it in decimal, or quote it ('{value}') if it is text")
         if sum(c.isdigit() for c in value) > MAX_DIGITS:
             raise _refuse(node, f"a number of {len(value):,} digits is out of any range")
         return int(super().construct_yaml_int(node))

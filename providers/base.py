@@ -126,10 +126,12 @@ class LaunchCheck:
 @dataclass(frozen=True)
 class NodeIdentityTags:
     """The instance tags from which each node of a multi-node run reads its rank and the master's address at boot
-    (`Provider.node_identity_tags`)."""
+    (`Provider.node_identity_tags`), and every node's address (`node_ips`, rank order: GPUPLAN_NODE_IPS; empty:
+    the provider does not tag them)."""
 
     rank: str
     master_addr: str
+    node_ips: str = ""
 
 
 class InstanceState:
@@ -306,11 +308,15 @@ class Provider(abc.ABC):
     startup_why: ClassVar[str] = ""
     # True when `report --bill` can read this cloud's bill per run tag (AWS Cost Explorer: gpuplan.books.cloud_bill).
     bill_by_run_tag: ClassVar[bool] = False
+    # Constructor parameters that take live objects from code (a boto3 session, Google credentials), never a value
+    # from the config file: not settings (`[providers.aws] session = 0.0` crashed the constructor).
+    code_only_parameters: ClassVar[tuple[str, ...]] = ()
 
     # When set, every node of a multi-node launch boots the *same* script and reads its node rank and the master's
     # address from these instance tags at boot: the provider starts all nodes in one call (so a cluster placement
     # group gets them in one request) and tags them once it knows rank 0's address. None (default): orchestration
-    # renders one script per node (`options["boot_script_for"](rank, master_addr)`).
+    # renders one script per node (`options["boot_script_for"](rank, master_addr)`, with `node_addrs=` every node's
+    # address in rank order where the provider knows them before boot).
     node_identity_tags: ClassVar[NodeIdentityTags | None] = None
 
     def check_launch(self, request: LaunchRequest) -> LaunchCheck:
@@ -479,6 +485,9 @@ class PublishesPrices(abc.ABC):
     # True when the public source is the whole refresh (Azure's Retail Prices API has Spot too): `--source auto`
     # reads it whether or not credentials are found, and nothing is kept from the previous snapshot.
     public_source_complete: ClassVar[bool] = False
+    # What the public source itself needs, for the stale-prices hint (GCP's Billing Catalog: an API key); empty:
+    # nothing at all.
+    public_source_needs: ClassVar[str] = ""
 
     @classmethod
     @abc.abstractmethod

@@ -100,7 +100,8 @@ def setting_names(cls: type[Provider]) -> list[str]:
     import inspect
 
     params = inspect.signature(cls.__init__).parameters.values()
-    return [p.name for p in params if p.name != "self" and not p.name.startswith("_")
+    code_only = getattr(cls, "code_only_parameters", ())
+    return [p.name for p in params if p.name != "self" and not p.name.startswith("_") and p.name not in code_only
             and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
 
 

@@ -84,7 +84,11 @@ def write_setting(path: Path, table: str, key: str, value: Any | None) -> dict[s
 
     The file is replaced atomically (a crash leaves the old one), and only when the edit reads back exactly.
     """
-    old = path.read_text() if path.exists() else ""
+    from gpuplan.config import MAX_CONFIG_BYTES
+    from gpuplan.readfile import read_text
+
+    # Read as every config read is: regular files only, bounded (a FIFO would hang, a folder crashed here).
+    old = read_text(path, "the config file", MAX_CONFIG_BYTES) if os.path.lexists(path) else ""
     new = edit_text(old, table, key, value)
     data = parse_toml(new, path)
     node: Any = data
@@ -93,8 +97,11 @@ def write_setting(path: Path, table: str, key: str, value: Any | None) -> dict[s
     if (node.get(key) if isinstance(node, dict) else None) != value:
         raise UserError(f"cannot change {table}.{key} in {path} line by line (a value over several lines?); "
                         "edit the file by hand")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".config.", suffix=".toml")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".config.", suffix=".toml")
+    except OSError as exc:  # a parent that is a file, a read-only folder: where the user pointed GPUPLAN_CONFIG
+        raise UserError(f"cannot write the config file {path}: {exc.strerror or exc}") from exc
     try:
         with os.fdopen(fd, "w") as out:
             out.write(new)

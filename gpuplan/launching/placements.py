@@ -176,7 +176,7 @@ def boot_script_renderer(request: LaunchRequest,
 
     tags = provider.node_identity_tags if provider is not None and request.nodes > 1 else None
 
-    def render(rank: int, master_addr: str | None) -> str:
+    def render(rank: int, master_addr: str | None, node_addrs: Sequence[str] = ()) -> str:
         if tags:  # one script for every node: it reads its rank and the master's address at boot
             rank, master_addr = 0, None
         node = NodeLaunch(run_id=request.run_id, name=request.name, argv=argv, run_dir=request.run_dir,
@@ -191,6 +191,8 @@ def boot_script_renderer(request: LaunchRequest,
                                                 master_addr=master_addr, secret_params=params, cloud=cloud,
                                                 rank_tag=tags.rank if tags else None,
                                                 master_tag=tags.master_addr if tags else None,
+                                                node_ips_tag=(tags.node_ips or None) if tags else None,
+                                                node_addrs=node_addrs,
                                                 interruption_watch=bool(request.options.get("interruption_watch"))))
 
     return render

@@ -66,11 +66,22 @@ def make_engine(url: str) -> Engine:
             path = expand_user(database)
             if path.is_dir():
                 raise UserError(f"the database path {path} is a folder; name a file in it (e.g. {path / 'gpuplan.db'})")
+            if path.is_symlink() and _symlink_loop(path):  # SQLite says "unable to open database file", exit 1
+                raise UserError(f"the database path {path} is a symbolic link loop; name the file itself")
+            if path.is_symlink() and not path.resolve().parent.is_dir():
+                raise UserError(f"the database path {path} links to {path.resolve()}, whose folder does not exist")
+            if path.exists() and not path.is_file():  # a FIFO, a device, a socket: SQLite says "disk I/O error"
+                raise UserError(f"the database path {path} is not a regular file; name a file (e.g. "
+                                f"{path.parent / 'gpuplan.db'})")
             try:
                 make_private_dir(path.parent)
                 create_private_file(path)
             except OSError as exc:  # /proc/self/x.db, a read-only folder, a path through a file
                 raise UserError(f"cannot create the database file {path}: {exc.strerror or exc}") from exc
+            # Left open by a process that was killed mid-write? Checked (read-only) before anything writes to it.
+            from gpuplan.store.unclean import check_after_unclean_stop
+
+            check_after_unclean_stop(path)
         kwargs["connect_args"] = {"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}
     else:
         kwargs["pool_pre_ping"] = True
@@ -81,6 +92,14 @@ def make_engine(url: str) -> Engine:
     if parsed.get_backend_name() == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
     return engine
+
+
+def _symlink_loop(path: Path) -> bool:
+    try:
+        path.resolve(strict=False)
+    except (RuntimeError, OSError):  # Python 3.11: RuntimeError("Symlink loop"); later: OSError(ELOOP)
+        return True
+    return False
 
 
 @dataclass
@@ -145,12 +164,15 @@ class Store:
     def _full_disk(self) -> str | None:
         """Why a SQLite file cannot be opened when its disk is full (its -wal/-shm files cannot be made), else
         None: the user's disk, not our failure (exit 2)."""
-        from gpuplan.store.space import free_bytes
+        from gpuplan.store.space import free_bytes, holds_no_files
 
         parsed = make_url(self.url)
         if parsed.get_backend_name() != "sqlite" or not parsed.database or parsed.database == ":memory:":
             return None
-        free = free_bytes(Path(parsed.database).expanduser().parent)
+        folder = Path(parsed.database).expanduser().parent
+        if holds_no_files(folder):
+            return f"{folder} is a pseudo filesystem (like /proc) that holds no database; name a file elsewhere"
+        free = free_bytes(folder)
         return None if free is None or free > 64 * 1024 else f"the disk holding it is full ({free // 1024} KiB free)"
 
     @property

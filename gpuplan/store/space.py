@@ -18,3 +18,12 @@ def free_bytes(folder: Path) -> int | None:
     except OSError:
         return None
     return stat.f_bavail * stat.f_frsize
+
+
+def holds_no_files(folder: Path) -> bool:
+    """A pseudo filesystem (/proc, /sys): it reports no blocks at all, so nothing can be stored there (not a full
+    disk, which has blocks and none free)."""
+    try:
+        return os.statvfs(folder).f_blocks == 0
+    except OSError:
+        return False

@@ -97,7 +97,7 @@ def translate(data: Mapping[str, Any], *, default_name: str) -> Any:
     for key in sorted(set(res_in) - {"gpu"}) if isinstance(res_in, dict) else []:
         unmapped.append(f"resources.{key}")
     if data.get("nodes"):
-        res["nodes"] = int(data["nodes"])
+        res["nodes"] = data["nodes"]  # as written: the spec refuses 1.5, true, .inf
     policy = data.get("spot_policy")
     if policy == "spot":
         res["spot"] = True

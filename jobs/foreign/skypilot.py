@@ -90,7 +90,7 @@ def translate(data: Mapping[str, Any], *, default_name: str) -> Any:
     elif gpus:
         res["gpu"] = gpus  # candidates: plan and failover weigh each by the whole job's cost
     if data.get("num_nodes") is not None:
-        res["nodes"] = int(data["num_nodes"])
+        res["nodes"] = data["num_nodes"]  # as written: the spec refuses 1.5, true, .inf
     if res_in.get("use_spot"):
         res["spot"] = True
     infra = str(res_in["infra"]).split("/") if res_in.get("infra") else []

@@ -113,6 +113,7 @@ class AwsProvider(AccountPlaces, RunStorage, AwsCapabilities, Provider):
     node_identity_tags = ranks.IDENTITY_TAGS  # multi-node: one script, rank and master address from tags
     storage_schemes: ClassVar[tuple[str, ...]] = ("s3",)
     credential_hint: ClassVar[str] = "configure them with `aws configure` or AWS_PROFILE / AWS_ACCESS_KEY_ID"
+    code_only_parameters: ClassVar[tuple[str, ...]] = ("session",)
     secrets_by_reference: ClassVar[bool] = True
 
     def __init__(

@@ -9,6 +9,12 @@ them with rank 0's private address (CreateTags). The launch enables instance tag
 (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/work-with-tags-in-IMDS.html). Tag keys there may hold only
 letters, digits and `+ - = . , _ : @` (no `/`, no spaces): `gpuplan:node-rank` and `gpuplan:master-addr` fit.
 No IAM is needed on the machine for this.
+
+Every node's private address, rank order, goes the same way (`gpuplan:node-ips`: GPUPLAN_NODE_IPS, SkyPilot's
+SKYPILOT_NODE_IPS; gpuplan.jobs.boot_node_ips), comma-separated; a tag value holds at most 256 characters
+(https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/Using_Tags.html#tag-restrictions), so a longer list continues in
+`gpuplan:node-ips-1`, `-2`, ... All of a machine's tags go in one CreateTags call, so a node that sees its rank tag
+also sees the list.
 """
 
 from __future__ import annotations
@@ -20,7 +26,21 @@ from gpuplan.providers.aws.rules import TAG_NODE_RANK, map_client_error
 from gpuplan.providers.base import Instance, NodeIdentityTags, ProviderError
 
 TAG_MASTER_ADDR = "gpuplan:master-addr"
-IDENTITY_TAGS = NodeIdentityTags(rank=TAG_NODE_RANK, master_addr=TAG_MASTER_ADDR)
+TAG_NODE_IPS = "gpuplan:node-ips"
+TAG_VALUE_MAX = 256
+IDENTITY_TAGS = NodeIdentityTags(rank=TAG_NODE_RANK, master_addr=TAG_MASTER_ADDR, node_ips=TAG_NODE_IPS)
+
+
+def node_ips_tags(addresses: Sequence[str]) -> dict[str, str]:
+    """The addresses, comma-separated, in as many tags as 256-character values need: `gpuplan:node-ips`, then
+    `gpuplan:node-ips-1`, ..."""
+    chunks: list[str] = []
+    for addr in addresses:
+        if chunks and len(chunks[-1]) + 1 + len(addr) <= TAG_VALUE_MAX:
+            chunks[-1] += f",{addr}"
+        else:
+            chunks.append(addr)
+    return {(TAG_NODE_IPS if i == 0 else f"{TAG_NODE_IPS}-{i}"): chunk for i, chunk in enumerate(chunks)}
 
 
 def tag_ranks(ec2: Any, instances: Sequence[Instance], private_ip: Mapping[str, str], region: str) -> list[Instance]:
@@ -33,8 +53,11 @@ def tag_ranks(ec2: Any, instances: Sequence[Instance], private_ip: Mapping[str, 
     if not master:
         raise ProviderError(f"node 0 ({ordered[0].instance_id}) has no private address to give the other nodes",
                             code="NoMasterAddress", region=region)
+    addresses = [private_ip.get(i.instance_id) or "" for i in ordered]
+    # Every address known (a retried launch in a new process may not have them: then the tags already there stay).
+    ips = node_ips_tags(addresses) if all(addresses) else {}
     for inst in ordered:
-        wanted = {TAG_NODE_RANK: str(inst.node_rank), TAG_MASTER_ADDR: master}
+        wanted = {TAG_NODE_RANK: str(inst.node_rank), TAG_MASTER_ADDR: master, **ips}
         if all(inst.tags.get(k) == v for k, v in wanted.items()):
             continue
         try:

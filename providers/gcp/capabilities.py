@@ -68,6 +68,9 @@ class GcpCapabilities(Attachable, RefreshesPrices, PublishesPrices):
         return PriceRefresh(offers=fetched.offers, source=SOURCE, notes=fetched.notes)
 
     account_needed_for: ClassVar[str] = "machine types and zones (Compute Engine machineTypes, acceleratorTypes)"
+    # The Cloud Billing Catalog API answers an API key (no account on the project, no credentials):
+    # https://cloud.google.com/billing/docs/how-to/get-pricing-information-api ("API key" authentication).
+    public_source_needs: ClassVar[str] = "an API key in GPUPLAN_GCP_API_KEY"
 
     @classmethod
     def has_price_credentials(cls) -> bool:

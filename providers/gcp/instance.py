@@ -183,10 +183,15 @@ def startup_script(provider: VmSettings, request: LaunchRequest, zone: str, rank
     so every rank knows the master's address before rank 0 has booted.
     """
     generation = int(option(request, "generation", 0))
-    master = f"{instance_name(request.run_id, 0, generation)}.{zone}.c.{provider.project}.internal"
+    names = [f"{instance_name(request.run_id, r, generation)}.{zone}.c.{provider.project}.internal"
+             for r in range(max(request.nodes, 1))]
+    master = names[0]
+    # Every node's name, for GPUPLAN_NODE_IPS (gpuplan.jobs.boot_node_ips resolves them at boot); one node: its own
+    # address, as the script finds it.
+    node_addrs = names if request.nodes > 1 else []
     per_node = request.options.get("boot_script_for")
     if callable(per_node):  # orchestration's renderer: (rank, master address or None on rank 0) -> script
-        return str(per_node(rank, master if rank else None))
+        return str(per_node(rank, master if rank else None, node_addrs=node_addrs))
     if request.boot_script is not None:
         return request.boot_script
     from gpuplan.jobs.bootstrap import boot_plan_for, render_boot_script
@@ -209,7 +214,7 @@ def startup_script(provider: VmSettings, request: LaunchRequest, zone: str, rank
     params = {name: provider.secret_parameter(request.run_id, name) for name in sorted(request.secrets)}
     plan = boot_plan_for(node, secrets={}, storage_url=storage_url, master_addr=master if rank else None,
                          secret_params=params, cloud=provider.boot_cloud(),
-                         interruption_watch=bool(request.options.get("interruption_watch")))
+                         interruption_watch=bool(request.options.get("interruption_watch")), node_addrs=node_addrs)
     return render_boot_script(plan)
 
 

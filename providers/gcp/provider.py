@@ -111,6 +111,7 @@ class GcpProvider(GcpCapabilities, Provider):
     spot_priced_by_catalog: ClassVar[bool] = True
     credential_hint: ClassVar[str] = ("run `gcloud auth application-default login` or set "
                                       "GOOGLE_APPLICATION_CREDENTIALS")
+    code_only_parameters: ClassVar[tuple[str, ...]] = ("credentials",)
 
     def __init__(
         self,

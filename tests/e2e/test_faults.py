@@ -180,3 +180,65 @@ def test_a_command_execve_would_refuse_is_refused_before_anything_is_recorded(tm
     assert out.exit_code == 2, out.stderr
     assert "Argument list too long" in one_error_line(out.stderr)
     assert run_subprocess("runs", "--json").json() == []
+
+
+def _killed_mid_write(tmp_path: Path, marker: str, env: dict[str, str]) -> None:
+    """A `gpuplan launch` SIGKILLed with its run written and not yet closed (pause point `recorded`): the
+    database is left as a process that never closed it leaves it."""
+    paused = tmp_path / "paused"
+    full = {**os.environ, **PRICE, **env, "GPUPLAN_TEST_PAUSE_AT": "recorded", "GPUPLAN_TEST_PAUSE_FILE": str(paused)}
+    proc = subprocess.Popen([sys.executable, "-m", "gpuplan", "launch", str(job(tmp_path, marker)), "-y",
+                             "--detach"], env=full, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not paused.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
+            time.sleep(0.05)
+    finally:
+        proc.kill()
+        proc.communicate(timeout=30)
+
+
+def test_a_database_left_damaged_by_a_killed_process_is_refused_at_open_untouched(tmp_path: Path,
+                                                                                  marker: str) -> None:
+    """Issue 38, class 4, at open: a process killed mid-write leaves the -wal; a page of the file is damaged (a bad
+    sector, the crash): the next command of any kind refuses in one line naming the file, exit 2, and writes
+    nothing into it (before, `runs` exited 0 and a later write landed in the damaged file)."""
+    db = Path(os.environ["GPUPLAN_DB"].removeprefix("sqlite:///"))
+    wal = db.with_name(db.name + "-wal")
+    assert run_subprocess("budget", "set", "m", "--amount", "100", "--period", "month").exit_code == 0
+    _killed_mid_write(tmp_path, marker, {})
+    assert wal.exists() and wal.stat().st_size > 0  # the killed process never closed the database
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
+        page = conn.execute("PRAGMA page_size").fetchone()[0]
+        root = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = 'schedule_fires'").fetchone()[0]
+    with open(db, "r+b") as fh:
+        fh.seek(page * (root - 1))
+        fh.write(random.Random(7).randbytes(page))
+    before = (db.read_bytes(), wal.read_bytes())
+    for argv in (["runs"], ["budget", "list"], ["launch", str(job(tmp_path, marker)), "-y", "--detach"]):
+        out = run_subprocess(*argv, env=PRICE)
+        assert out.exit_code == 2, (argv, out.stderr)
+        line = one_error_line(out.stderr)
+        assert str(db) in line and "damaged" in line and "restore it from a backup" in line, line
+        assert (db.read_bytes(), wal.read_bytes()) == before
+    time.sleep(0.5)
+    assert sleeping(marker) == []
+
+
+def test_a_sound_database_left_by_a_killed_process_is_accepted(tmp_path: Path, marker: str, db_url: str) -> None:
+    """The same kill -9 without damage: the leftover WAL is checked and accepted, the killed launch's run is
+    there, and the database is closed cleanly afterwards (no WAL left, so the next command checks nothing).
+    PostgreSQL: the server recovers its own WAL; the next command simply works."""
+    env = {"GPUPLAN_DB": db_url}
+    _killed_mid_write(tmp_path, marker, env)
+    if db_url.startswith("sqlite"):
+        wal = Path(db_url.removeprefix("sqlite:///") + "-wal")
+        assert wal.exists() and wal.stat().st_size > 0
+    out = run_subprocess("runs", "--json", env=env)
+    assert out.exit_code == 0, out.stderr
+    assert len(out.json()) == 1  # the run the killed launch recorded
+    if db_url.startswith("sqlite"):
+        assert not wal.exists()

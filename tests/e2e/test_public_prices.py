@@ -81,6 +81,19 @@ def test_stale_prices_warn_once_per_command() -> None:
     assert "aws" in warnings[0] and "gcp" in warnings[0] and "--source public" in warnings[0]
 
 
+def test_the_stale_prices_hint_says_what_gcps_public_source_needs() -> None:
+    """GCP's Billing Catalog needs an API key: the hint names it (it used to offer `--source public` as if GCP,
+    like AWS, needed nothing), and AWS's stays account-free."""
+    out = run_subprocess("prices", "--gpu", "T4", "--cloud", "gcp", "--limit", "1")
+    assert out.exit_code == 0, out.stderr
+    [warning] = [line for line in out.stderr.splitlines() if line.startswith("warning:")]
+    assert warning.endswith("(gcp: --source public with an API key in GPUPLAN_GCP_API_KEY)"), warning
+    both = run_subprocess("prices", "--gpu", "H100", "--limit", "1", "--json")
+    [warning] = [line for line in both.stderr.splitlines() if line.startswith("warning:")]
+    assert "(aws without an account: --source public; gcp: --source public with an API key in " \
+           "GPUPLAN_GCP_API_KEY)" in warning, warning
+
+
 def test_gcp_refresh_with_an_api_key_only(monkeypatch: pytest.MonkeyPatch) -> None:
     from support.fakes.gcp_catalog_server import FakeGcpCatalog
 

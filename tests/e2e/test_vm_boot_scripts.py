@@ -20,9 +20,10 @@ from pathlib import Path
 
 import pytest
 
+from gpuplan.jobs.foreign.skypilot import prelude
 from gpuplan.launching.placements import with_boot_scripts
 from gpuplan.providers.aws.provider import AwsProvider
-from gpuplan.providers.aws.ranks import TAG_MASTER_ADDR
+from gpuplan.providers.aws.ranks import TAG_MASTER_ADDR, node_ips_tags
 from gpuplan.providers.aws.rules import TAG_NODE_RANK
 from gpuplan.providers.base import LaunchRequest
 from gpuplan.providers.gcp.provider import GcpProvider
@@ -39,7 +40,8 @@ dist.init_process_group("gloo")  # torchrun's env:// rendezvous: MASTER_ADDR/POR
 value = torch.tensor([float(dist.get_rank() + 1)])
 dist.all_reduce(value)
 record = {"rank": dist.get_rank(), "world": dist.get_world_size(), "sum": value.item(),
-          "master": os.environ["MASTER_ADDR"], "group_rank": int(os.environ["GROUP_RANK"])}
+          "master": os.environ["MASTER_ADDR"], "group_rank": int(os.environ["GROUP_RANK"]),
+          "node_ips": os.environ.get("GPUPLAN_NODE_IPS", "")}
 with open(os.path.join(os.environ["GPUPLAN_RUN_DIR"], "allreduce.json"), "w") as fh:
     json.dump(record, fh)
 dist.destroy_process_group()
@@ -68,7 +70,9 @@ def test_two_aws_vms_run_a_bare_torchrun_across_their_network(lab: VmLab) -> Non
     assert script is not None and "IMDS_URL=http://169.254.169.254" in script  # the user data EC2 would get
     script = script.replace("IMDS_URL=http://169.254.169.254", "IMDS_URL=http://127.0.0.1:8169")
     master = f"{lab.subnet}.10"
-    vms = [lab.start(f"node{rank}", script, {"tags": {TAG_NODE_RANK: str(rank), TAG_MASTER_ADDR: master}},
+    # The tags gpuplan puts on the machines (tests/unit/providers/aws/test_aws_machines.py: from RunInstances).
+    ips = node_ips_tags([master, f"{lab.subnet}.11"])
+    vms = [lab.start(f"node{rank}", script, {"tags": {TAG_NODE_RANK: str(rank), TAG_MASTER_ADDR: master, **ips}},
                      host=10 + rank) for rank in (0, 1)]
     codes = [lab.wait(vm, timeout=180) for vm in vms]
     logs = "\n".join(vm.text("job.log") for vm in vms)
@@ -76,6 +80,8 @@ def test_two_aws_vms_run_a_bare_torchrun_across_their_network(lab: VmLab) -> Non
     results = [json.loads(vm.text("allreduce.json")) for vm in vms]
     assert [r["group_rank"] for r in results] == [0, 1]  # each node is its own rank, from its tags, via PET_*
     assert all(r["world"] == 2 and r["sum"] == 3.0 and r["master"] == master for r in results)
+    # Every node sees every node's address, rank order (SKYPILOT_NODE_IPS; before: the head node's only).
+    assert all(r["node_ips"].split() == [master, f"{lab.subnet}.11"] for r in results)
     for rank, vm in enumerate(vms):
         shipped = lab.folder / "shared" / "runs" / "r-vm2node0" / f"node-{rank}" / "exit.json"
         assert json.loads(shipped.read_text())["exit_code"] == 0
@@ -113,3 +119,34 @@ def test_a_gcp_vm_deletes_itself_instead_of_powering_off(lab: VmLab, gce: Runnin
     assert not (vm.folder / "powered-off").exists()
     assert ("DELETE", f"/compute/v1/projects/gpuplan-test/zones/{instance.zone}/instances/{body['name']}") in [
         (m, p) for m, p, _args in gce.state.calls]
+
+
+def test_two_gcp_vms_each_list_both_nodes_addresses(lab: VmLab, gce: RunningFake) -> None:
+    """Issue 35: a SkyPilot task's `run` on a two-node GCP run reads SKYPILOT_NODE_IPS; each VM lists both nodes,
+    rank 0 first, from the VMs' internal DNS names resolved on the VM (before: the head node's name only)."""
+    lab.create_network()
+    provider = GcpProvider(retry_initial=0.01, retry_timeout=5)
+    run = prelude(False) + '\nprintf "%s\\n" "$SKYPILOT_NODE_IPS" > "$GPUPLAN_RUN_DIR/ips.txt"'
+    request = LaunchRequest(run_id="r-vmgcp2nd", name="two-gcp", command=run, run_dir="/tmp/unused", nodes=2,
+                            project="research", instance_type="n1-standard-8", gpu="T4", gpus_per_node=1,
+                            zones=("us-central1-a",), price_per_hour=Decimal("0.73"),
+                            options={"argv": ["/bin/bash", "-c", run]})
+    request = dataclasses.replace(with_boot_scripts(request, provider), gpus_per_node=1)
+    instances = provider.launch(request)
+    bodies = sorted(gce.state.live(), key=lambda b: int(b["labels"]["gpuplan-node-rank"]))
+    assert len(bodies) == 2 == len(instances)
+    zone = instances[0].zone
+    names = [f"{b['name']}.{zone}.c.gpuplan-test.internal" for b in bodies]
+    addresses = [f"{lab.subnet}.{20 + rank}" for rank in (0, 1)]
+    hosts = tuple(arg for name, ip in zip(names, addresses, strict=True) for arg in ("--add-host", f"{name}:{ip}"))
+    vms = []
+    for rank, body in enumerate(bodies):
+        script = {i["key"]: i["value"] for i in body["metadata"]["items"]}["startup-script"]
+        script = script.replace("METADATA_URL=http://metadata.google.internal/computeMetadata/v1",
+                                "METADATA_URL=http://127.0.0.1:8169/computeMetadata/v1")
+        script = script.replace("EXPECTED_GPUS=1", "EXPECTED_GPUS=0")  # the stand-in VM has no GPU
+        vms.append(lab.start(f"gcpnode{rank}", script, {"project": "gpuplan-test", "zone": zone,
+                                                        "name": body["name"]}, host=20 + rank, extra=hosts))
+    for vm in vms:
+        assert lab.wait(vm, timeout=120) == 0, vm.text("job.log")
+        assert vm.text("ips.txt").split() == addresses, vm.text("job.log")

@@ -18,7 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from support.clihelp import Result, run_cli, run_subprocess
-from support.fuzzing import HOSTILE, examples, hostile_text
+from support.fuzzing import HOSTILE, examples, hostile_text, record_outcome
 
 SPEC = "name: fuzz\nruntime: process\ncommand: 'true'\n"
 SPECIAL_FILES = ["/dev/zero", "/dev/urandom", "/proc/kmsg", "/proc/self/environ", "/", "/dev/null"]
@@ -30,6 +30,7 @@ HUGE = ["9" * 5000, "9" * 100_000, "1e400", "-" + "9" * 4301, "1e-400"]
 def check(argv: list[str], result: Result, env: dict[str, str] | None = None) -> None:
     """No crash: exit 0, 1 (a failure it explains) or 2 (one `error:` line); never a traceback or `unexpected`."""
     where = (argv, env)
+    record_outcome(where, result.exit_code, result.stderr)
     assert "Traceback" not in result.stderr, (where, result.stderr)
     assert "error: unexpected" not in result.stderr, (where, result.stderr)
     assert result.exit_code in (0, 1, 2), (where, result.exit_code, result.stderr)
@@ -109,7 +110,7 @@ def test_a_config_that_config_show_accepts_is_one_a_launch_can_use(tmp_path_fact
 
 NUMBER_FIELDS = ["limits: {max_hours: %s}", "workload: {tp: %s}", "workload: {lora: %s}", "resources: {nodes: %s}",
                  "workload: {tokens: %s}", "limits: {budget_usd: %s}", "resources: {spot: %s}"]
-SURPRISES = ["1:30:00", "1:30", "0777", "010", "yes", "no", "on", "off", "Yes", "OFF", "y", "n", "2026-02-30",
+SURPRISES = ["1:30:00", "1:30", "0777", "010", "0b101", "yes", "no", "on", "off", "Yes", "OFF", "y", "n", "2026-02-30",
              "!!timestamp garbage", "9" * 5000, "true"]
 
 
@@ -123,7 +124,7 @@ def test_yaml_1_1_surprises_are_refused_with_how_to_write_them(tmp_path_factory:
     if value in ("true", "y", "n") and "spot" in field:
         return  # a yes/no field takes true (and pydantic reads the text y/n as one; YAML 1.1's yes/on are refused)
     assert result.exit_code == 2, (field % value, result.stderr)
-    if value in ("1:30:00", "1:30", "0777", "010", "yes", "no", "on", "off", "Yes", "OFF"):
+    if value in ("1:30:00", "1:30", "0777", "010", "0b101", "yes", "no", "on", "off", "Yes", "OFF"):
         assert "quote it" in result.stderr, result.stderr
 
 
@@ -164,6 +165,14 @@ RECORDED: dict[str, tuple[list[str], dict[str, str], str]] = {
     "--module sys:exit": (["estimate", "--module", "sys:exit", "--gpu", "H100", "--tokens", "1B"], {}, ""),
     "schedule rm nosuch": (["schedule", "rm", "nosuch"], {}, ""),
     "db path a folder": (["runs"], {"GPUPLAN_DB": "sqlite:///{tmp}"}, ""),
+    # Found by this session's fuzz (tests/fuzz/test_fuzz_inputs.py), kept as recorded cases:
+    "db path a symlink loop": (["runs"], {"GPUPLAN_DB": "sqlite:///{loop}"}, ""),
+    "config set into a folder": (["config", "set", "defaults.provider", "local"], {"GPUPLAN_CONFIG": "{tmp}"}, ""),
+    "aws session in config": (["config", "show"], {"GPUPLAN_CONFIG": "{config:[providers.aws]\nsession = 0.0}"}, ""),
+    "dstack nodes .inf": (["launch", "{task:type: task\nname: d\ncommands: [echo hi]\nnodes: .inf}", "--dry-run"],
+                          {}, ""),
+    "skypilot num_nodes 1.5": (["launch", "{task:name: s\nrun: echo hi\nnum_nodes: 1.5}", "--dry-run"], {}, ""),
+    "nodes 0b101": (["launch", "{spec:resources: {nodes: 0b101}}", "--dry-run"], {}, ""),
 }
 
 
@@ -175,6 +184,13 @@ def _expand(text: str, folder: Path) -> str:
         path = folder / "job.yaml"
         path.write_text(SPEC + text[6:-1] + "\n")
         return str(path)
+    if text.startswith("{task:"):
+        path = folder / "task.yaml"
+        path.write_text(text[6:-1] + "\n")
+        return str(path)
+    if "{loop}" in text:
+        (folder / "loop.db").symlink_to(folder / "loop.db")
+        return text.replace("{loop}", str(folder / "loop.db"))
     if text.startswith("{config:"):
         path = folder / "config.toml"
         path.write_text(text[8:-1] + "\n")

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from support.clihelp import run_cli
 from support.clitree import Path_, command_tree
-from support.fuzzing import examples, hostile_text
+from support.fuzzing import examples, hostile_text, record_outcome
 
 TREE = command_tree()
 LEFT_OUT = {("catalog", "refresh"), ("setup", "aws"), ("reconcile",), ("ui",)}
@@ -51,9 +51,12 @@ def argv_for(path: Path_, *, nul: bool) -> st.SearchStrategy[list[str]]:
 
 
 def check(argv: list[str], code: int, stderr: str) -> None:
+    record_outcome(argv, code, stderr)
     assert "Traceback" not in stderr, (argv, stderr)
     assert "error: unexpected" not in stderr, (argv, stderr)
     assert code in (0, 1, 2), (argv, code, stderr)
+    if code == 2:  # bad input: one line saying what is wrong
+        assert len([line for line in stderr.splitlines() if line.startswith("error:")]) == 1, (argv, stderr)
 
 
 @pytest.mark.parametrize("path", COMMANDS, ids=" ".join)

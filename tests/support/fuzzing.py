@@ -47,3 +47,17 @@ def alias_bomb(head: str) -> str:
         prev, name = chr(96 + i), chr(97 + i)
         lines.append(f"{name}: &{name} [" + ",".join([f"*{prev}"] * 10) + "]")
     return head + "labels:\n" + "".join(f"  {line}\n" for line in lines)
+
+
+def record_outcome(argv: object, code: int, stderr: str) -> None:
+    """With GPUPLAN_FUZZ_OUTCOMES=FILE, append each failing outcome (exit != 0) as a JSON line: how `make fuzz`'s
+    counts per class are taken (the report of issue 38's campaign)."""
+    path = os.environ.get("GPUPLAN_FUZZ_OUTCOMES")
+    if not path or code == 0:
+        return
+    import json
+
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    with open(path, "a") as fh:
+        fh.write(json.dumps({"argv": repr(argv)[:300], "code": code, "last": (lines[-1] if lines else "")[:300],
+                             "lines": len(lines)}) + "\n")

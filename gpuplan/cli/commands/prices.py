@@ -91,10 +91,9 @@ def prices(app: AppContext, gpu_text: str | None, min_gpus: float | None, min_gp
     stale = [source for source in catalog.sources.values() if source.is_stale(now)]
     if stale:  # one warning per command, whatever the number of clouds
         oldest = max(stale, key=lambda source: source.age(now))
-        public = [s.cloud for s in stale if _public_on_request(s.cloud)]
         warn(f"{', '.join(s.cloud for s in stale)} prices are up to {_age(oldest, now)} old (more than 7 days); "
              f"refresh: {' / '.join(f'gpuplan catalog refresh --cloud {s.cloud}' for s in stale)}"
-             + (f" ({', '.join(public)} without an account: --source public)" if public else ""))
+             + _public_hint([s.cloud for s in stale]))
     if as_json:
         emit_json([row.as_json() for row in shown])
         return
@@ -106,17 +105,28 @@ def prices(app: AppContext, gpu_text: str | None, min_gpus: float | None, min_gp
         note(f"{len(shown)} of {len(rows)} rows shown; --limit 0 shows all")
 
 
-def _public_on_request(cloud: str) -> bool:
-    """Does this cloud's provider have prices anyone may read (gpuplan.providers.base.PublishesPrices) that a
-    refresh with credentials would not use unasked? (Azure's public source is its whole refresh: no flag needed.)"""
+def _public_hint(clouds: list[str]) -> str:
+    """How to refresh without an account, for the clouds whose provider publishes prices
+    (gpuplan.providers.base.PublishesPrices), with what each public source still needs (GCP: an API key):
+    ` (aws without an account: --source public; gcp: --source public with an API key in GPUPLAN_GCP_API_KEY)`."""
     from gpuplan.providers.base import PublishesPrices
     from gpuplan.providers.registry import UnknownProviderError, load_provider_class
 
-    try:
-        cls = load_provider_class(cloud)
-    except UnknownProviderError:
-        return False
-    return issubclass(cls, PublishesPrices) and not cls.public_source_complete
+    free: list[str] = []
+    needing: list[str] = []
+    for cloud in clouds:
+        try:
+            cls = load_provider_class(cloud)
+        except UnknownProviderError:
+            continue
+        if not issubclass(cls, PublishesPrices) or cls.public_source_complete:
+            continue  # no public source, or it is the whole refresh (Azure): no flag to name
+        if cls.public_source_needs:
+            needing.append(f"{cloud}: --source public with {cls.public_source_needs}")
+        else:
+            free.append(cloud)
+    parts = ([f"{', '.join(free)} without an account: --source public"] if free else []) + needing
+    return f" ({'; '.join(parts)})" if parts else ""
 
 
 def _age(source: CatalogSource, now: dt.datetime) -> str:

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from gpuplan.jobs.bootstrap import BootPlan, render_boot_script
+from gpuplan.jobs.foreign.skypilot import prelude
 from gpuplan.providers.aws.boot import aws_boot_cloud
 
 RANK_TAG = "gpuplan:node-rank"
@@ -147,3 +148,52 @@ def test_without_tags_the_script_is_as_before(tmp_path: Path) -> None:
     assert "RANK_TAG" not in script and "node_identity" not in script  # single-node scripts stay as they were
     with pytest.raises(ValueError, match="together"):
         render_boot_script(plan(tmp_path, master_tag=None))
+
+
+PRELUDE = prelude(False)  # what `gpuplan launch task.yaml` puts before a SkyPilot task's run
+SKY_ARGV = ["/bin/bash", "-c", PRELUDE + '\nprintf "%s\\n" "$SKYPILOT_NODE_IPS" > "$GPUPLAN_RUN_DIR/ips.txt"']
+
+
+def test_every_node_gets_every_nodes_address_in_rank_order_from_the_tags(tmp_path: Path, shims: Path) -> None:
+    """Issue 35: SKYPILOT_NODE_IPS on a cloud run listed only the head node; now every node lists all, rank 0
+    first, from the `gpuplan:node-ips` tags (a list past 256 characters continues in `-1`)."""
+    set_tag(shims, RANK_TAG, "1")
+    set_tag(shims, MASTER_TAG, "10.0.1.17")
+    set_tag(shims, "gpuplan:node-ips", "10.0.1.17,10.0.1.18")
+    set_tag(shims, "gpuplan:node-ips-1", "10.0.1.19")
+    base = tmp_path / "base"
+    proc = run(render_boot_script(plan(base, argv=SKY_ARGV, node_ips_tag="gpuplan:node-ips")), tmp_path, shims)
+    assert proc.returncode == 0, (base / "run" / "job.log").read_text()
+    assert (base / "run" / "ips.txt").read_text().split("\n")[:3] == ["10.0.1.17", "10.0.1.18", "10.0.1.19"]
+
+
+def test_a_node_ips_tag_that_is_not_addresses_is_never_run(tmp_path: Path, shims: Path) -> None:
+    set_tag(shims, RANK_TAG, "1")
+    set_tag(shims, MASTER_TAG, "10.0.1.17")
+    set_tag(shims, "gpuplan:node-ips", "10.0.1.17,$(touch PWNED)")
+    base = tmp_path / "base"
+    proc = run(render_boot_script(plan(base, argv=SKY_ARGV, node_ips_tag="gpuplan:node-ips")), tmp_path, shims)
+    assert proc.returncode == 0
+    assert not list(tmp_path.rglob("PWNED*"))
+    assert (base / "run" / "ips.txt").read_text().split() == ["10.0.1.17"]  # the head only, said in the log
+    assert "is not a list of IPv4 addresses" in (base / "run" / "job.log").read_text()
+
+
+def test_known_node_names_are_resolved_at_boot_and_kept_where_they_do_not_resolve(tmp_path: Path,
+                                                                                   shims: Path) -> None:
+    """GCP gives the nodes' internal DNS names: each is resolved on the node (bounded wait), in rank order."""
+    base = tmp_path / "base"
+    script = render_boot_script(plan(base, argv=SKY_ARGV, rank_tag=None, master_tag=None, node_rank=1,
+                                     master_addr="localhost", node_addrs=["localhost", "no-such-node.invalid"],
+                                     resolve_wait_seconds=0, nnodes=2))
+    proc = run(script, tmp_path, shims)
+    assert proc.returncode == 0, (base / "run" / "job.log").read_text()
+    assert (base / "run" / "ips.txt").read_text().split() == ["127.0.0.1", "no-such-node.invalid"]
+
+
+def test_a_single_node_lists_its_own_address(tmp_path: Path, shims: Path) -> None:
+    base = tmp_path / "base"
+    script = render_boot_script(plan(base, argv=SKY_ARGV, rank_tag=None, master_tag=None, nnodes=1,
+                                     master_addr="10.9.8.7"))
+    assert run(script, tmp_path, shims).returncode == 0
+    assert (base / "run" / "ips.txt").read_text().split() == ["10.9.8.7"]

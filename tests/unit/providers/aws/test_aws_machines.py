@@ -21,7 +21,7 @@ import pytest
 from gpuplan.errors import UserError
 from gpuplan.providers.aws.image import DLAMI_PARAMETERS
 from gpuplan.providers.aws.provider import AwsProvider
-from gpuplan.providers.aws.ranks import TAG_MASTER_ADDR
+from gpuplan.providers.aws.ranks import TAG_MASTER_ADDR, TAG_NODE_IPS, node_ips_tags
 from gpuplan.providers.aws.rules import DEFAULT_AMI_PARAMETER, TAG_NODE_RANK
 from gpuplan.providers.aws.userdata import USER_DATA_LIMIT, compress
 from gpuplan.providers.base import TAG_RUN_ID, InstanceState, LaunchRequest, ProviderError
@@ -124,6 +124,8 @@ def test_all_nodes_start_in_one_call_into_the_cluster_group_and_learn_rank_and_m
     for index, item in by_index.items():
         assert tags(item)[TAG_NODE_RANK] == str(index)  # rank = launch index in the one request
         assert tags(item)[TAG_MASTER_ADDR] == master  # rank 0's private address, on every node
+        # Every node's private address, rank order, on every node: GPUPLAN_NODE_IPS / SKYPILOT_NODE_IPS.
+        assert tags(item)[TAG_NODE_IPS] == ",".join(by_index[i]["PrivateIpAddress"] for i in range(3))
         assert user_data_of(env.ec2(), item["InstanceId"]) == SCRIPT  # the same script everywhere
     # Retried (a crash after the call): the same machines, no second RunInstances.
     again = provider(env).launch(request(nodes=3))
@@ -366,3 +368,11 @@ def test_with_an_explicit_x86_image_planning_leaves_arm_types_out(env: Env) -> N
     by_parameter = provider(env, ami_parameter="/aws/service/deeplearning/ami/x86_64/test/latest/ami-id")
     assert by_parameter.image_id is None
     assert by_parameter.usable_instance_type("g5g.xlarge") is True
+
+
+def test_a_long_node_address_list_continues_in_more_tags_of_256_characters() -> None:
+    addresses = [f"172.31.{i}.{100 + i}" for i in range(40)]  # 13 characters each, 16 or 17 to a tag
+    chunks = node_ips_tags(addresses)
+    assert list(chunks) == [TAG_NODE_IPS, f"{TAG_NODE_IPS}-1", f"{TAG_NODE_IPS}-2"]
+    assert all(len(v) <= 256 for v in chunks.values())
+    assert ",".join(chunks.values()).split(",") == addresses

@@ -418,13 +418,17 @@ def test_relaunch_after_preemption_starts_a_fresh_vm(provider: GcpProvider, gce:
 
 def test_orchestrations_per_node_renderer_wins(provider: GcpProvider, gce: RunningFake) -> None:
     calls: list[tuple[int, str | None]] = []
+    addrs: list[list[str]] = []
 
-    def render(rank: int, master: str | None) -> str:
+    def render(rank: int, master: str | None, node_addrs: list[str] = ()) -> str:  # type: ignore[assignment]
         calls.append((rank, master))
+        addrs.append(list(node_addrs))
         return f"#!/bin/sh\necho node {rank}\n"
 
     provider.launch(req(nodes=2, boot_script="#!/bin/sh\necho one for all\n", options={"boot_script_for": render}))
-    assert calls == [(0, None), (1, f"{instance_name(RUN, 0)}.us-central1-a.c.gpuplan-test.internal")]
+    names = [f"{instance_name(RUN, r)}.us-central1-a.c.gpuplan-test.internal" for r in (0, 1)]
+    assert calls == [(0, None), (1, names[0])]
+    assert addrs == [names, names]  # every node's internal DNS name, rank order: GPUPLAN_NODE_IPS
     scripts = sorted({i["key"]: i["value"] for i in vm["metadata"]["items"]}["startup-script"] for vm in stored(gce))
     assert scripts == ["#!/bin/sh\necho node 0\n", "#!/bin/sh\necho node 1\n"]
 
