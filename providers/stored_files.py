@@ -1,5 +1,5 @@
 """Listing and downloading the files under a run's durable storage (`gpuplan checkpoints`): an s3:// prefix, a
-gs:// prefix, or a folder path (gpuplan.jobs.storage).
+gs:// prefix, an az:// prefix (Azure Blob: gpuplan.providers.azure.blob), or a folder path (gpuplan.jobs.storage).
 
 S3 through boto3 (ListObjectsV2 pages, GetObject; the client honours AWS_ENDPOINT_URL like the rest of gpuplan),
 GCS through google-cloud-storage (`list_blobs` with the prefix; the tests' loopback endpoint via
@@ -51,6 +51,8 @@ def list_files(url: str, region: str | None = None) -> list[StoredFile]:
             found = list(_s3_list(url, region))
         elif url.startswith("gs://"):
             found = list(_gcs_list(url))
+        elif url.startswith("az://"):
+            found = list(_blob_list(url))
         else:
             found = list(_folder_list(Path(url)))
     except ProviderError:
@@ -75,6 +77,9 @@ def download(url: str, name: str, dest: Path, region: str | None = None) -> Path
         elif url.startswith("gs://"):
             bucket, prefix = _split(url)
             _gcs().bucket(bucket).blob(prefix + safe).download_to_filename(str(tmp))
+        elif url.startswith("az://"):
+            where = _blob_where(url)
+            tmp.write_bytes(_blob().get(where.account, where.container, _blob_key(where.prefix, safe)))
         else:
             tmp.write_bytes((Path(url) / safe).read_bytes())
         os.replace(tmp, target)
@@ -93,6 +98,9 @@ def upload(source: Path, url: str, region: str | None = None) -> None:
         elif url.startswith("gs://"):
             bucket, key = url.removeprefix("gs://").split("/", 1)
             _gcs().bucket(bucket).blob(key).upload_from_filename(str(source))
+        elif url.startswith("az://"):
+            where = _blob_where(url)
+            _blob().put(where.account, where.container, where.prefix, source.read_bytes())
         else:
             target = Path(url)
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -139,6 +147,36 @@ def _gcs_list(url: str) -> Iterator[StoredFile]:
         name = safe_name(str(blob.name)[len(prefix):])
         if name is not None:
             yield StoredFile(name, int(blob.size or 0), blob.updated)
+
+
+def _blob_where(url: str) -> Any:
+    from gpuplan.providers.azure.blob import BlobLocation
+
+    return BlobLocation.parse(url)
+
+
+def _blob() -> Any:
+    from gpuplan.providers.azure.blob import user_blob_client
+
+    return user_blob_client()
+
+
+def _blob_key(prefix: str, name: str) -> str:
+    return f"{prefix}/{name}" if prefix else name
+
+
+def _blob_list(url: str) -> Iterator[StoredFile]:
+    where = _blob_where(url)
+    prefix = f"{where.prefix}/" if where.prefix else ""
+    for item in _blob().list(where.account, where.container, prefix):
+        name = safe_name(item.name[len(prefix):])
+        if name is not None:
+            modified = None
+            if item.modified:
+                from email.utils import parsedate_to_datetime
+
+                modified = parsedate_to_datetime(item.modified)
+            yield StoredFile(name, item.size, modified)
 
 
 def _folder_list(root: Path) -> Iterator[StoredFile]:

@@ -50,6 +50,9 @@ log = logging.getLogger(__name__)
 # The tag the VM puts on its run's resource group when it got the Spot eviction notice (providers/azure/boot.py).
 TAG_EVICTED_PREFIX = "gpuplan:evicted-"
 TAG_EXIT_PREFIX = "gpuplan:exit-code-"
+# The run's storage folder (`az://ACCOUNT/CONTAINER/PREFIX/<run id>`), on its resource group: where
+# providers/azure/outputs.py fetches the shipped outputs from, in any later process.
+TAG_STORAGE = "gpuplan:storage"
 
 
 def _not_found(exc: BaseException) -> bool:
@@ -74,6 +77,7 @@ class AzureMachines:
         self.vault = vault
         self.group_wait_seconds = 900.0  # deleting a resource group takes minutes
         self.group_poll_seconds = 10.0
+        self._storage_of: dict[str, str] = {}
 
     # ---- launch -------------------------------------------------------------------------------------------
 
@@ -98,7 +102,8 @@ class AzureMachines:
         generation = int(request.options.get("generation") or 0)
         started: list[str] = []
         try:
-            self._ensure_group(group, region, tags)
+            storage = str(request.options.get("run_storage_url") or "")
+            self._ensure_group(group, region, {**tags, TAG_STORAGE: storage} if storage else tags)
             if request.secrets:  # before any VM: its boot script reads them
                 if self.vault is None:
                     raise ProviderError("azure: a run with secrets needs [providers.azure] key_vault",
@@ -224,6 +229,15 @@ class AzureMachines:
         except Exception as exc:  # reconcile and stop try again
             if not _not_found(exc):
                 log.warning("could not delete the resource group %s of an ended run: %s", group, exc)
+
+    def run_storage(self, run_id: str) -> str | None:
+        """The run's storage folder, from its resource group's tag (remembered once read)."""
+        if run_id not in self._storage_of:
+            found = self._group_tags(resource_group_name(run_id)).get(TAG_STORAGE)
+            if not found:
+                return None  # not remembered: the group may not carry it yet
+            self._storage_of[run_id] = found
+        return self._storage_of[run_id]
 
     def _group_tags(self, group: str) -> dict[str, str]:
         try:

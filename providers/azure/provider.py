@@ -35,13 +35,20 @@ class AzureProvider(Attachable, AzurePricing, Provider):
     user-assigned managed identity the VMs get: what they read secrets and write storage with, and delete
     themselves with: providers/azure/boot.py), `ssh_public_key`, `ssh_from` (an address to open port 22 to),
     `public_ip` (default on: the VMs' way out), `spot_max_price` (USD/hour; default -1, up to the on-demand
-    price), `os_disk_gb`, `key_vault` and `storage_account` (providers/azure/boot.py), `credential` (tests).
+    price), `os_disk_gb`, `key_vault` (providers/azure/boot.py), `blob_endpoint` (else
+    GPUPLAN_AZURE_BLOB_ENDPOINT: Blob storage moved, path style; tests), `credential` (tests).
+
+    Run storage is a spec's `storage:` (or `[defaults] storage`) of the form `az://ACCOUNT/CONTAINER/PREFIX`
+    (providers/azure/blob.py says why that form): the machines write `<storage>/<run id>/` with their managed
+    identity (checkpoints/, node-N/ outputs, code.tar.gz), and the run's resource group carries the URL as a tag
+    (`gpuplan:storage`), so `fetch_outputs` finds it again from any process, with the user's credential.
     """
 
     name: ClassVar[str] = "azure"
     cloud: ClassVar[str] = "azure"
     boots_from_script: ClassVar[bool] = True  # each node runs jobs.bootstrap's script from its custom data
     secrets_by_reference: ClassVar[bool] = True  # Key Vault: the custom data names secrets, holds no value
+    storage_schemes: ClassVar[tuple[str, ...]] = ("az",)  # Blob: az://ACCOUNT/CONTAINER/PREFIX (blob.py)
     # Pay-as-you-go and Spot VMs are billed per second with a one-minute minimum (Azure's VM pricing FAQ,
     # https://azure.microsoft.com/pricing/details/virtual-machines/linux/; restated with the Spot details in
     # https://vunvulearadu.blogspot.com/2025/12/azure-spot-vm-billing-pricing-and.html).
@@ -77,7 +84,7 @@ class AzureProvider(Attachable, AzurePricing, Provider):
                  arm_endpoint: str | None = None, image: str | None = None, identity: str | None = None,
                  ssh_public_key: str | None = None, ssh_from: str | None = None, public_ip: bool = True,
                  spot_max_price: Decimal | None = None, os_disk_gb: int | None = None,
-                 key_vault: str | None = None, storage_account: str | None = None,
+                 key_vault: str | None = None, blob_endpoint: str | None = None,
                  credential: Any = None) -> None:
         from gpuplan.providers.azure.arm import ArmSession
         from gpuplan.providers.azure.compute import DEFAULT_IMAGE, DEFAULT_OS_DISK_GB, image_reference
@@ -93,8 +100,9 @@ class AzureProvider(Attachable, AzurePricing, Provider):
         self.spot_max_price = Decimal(str(spot_max_price)) if spot_max_price is not None else None
         self.os_disk_gb = os_disk_gb or DEFAULT_OS_DISK_GB
         self.key_vault = key_vault
-        self.storage_account = storage_account
+        self.blob_endpoint = blob_endpoint
         self._machines: Any = None
+        self._outputs: Any = None
 
     @property
     def machines(self) -> Any:
@@ -133,6 +141,12 @@ class AzureProvider(Attachable, AzurePricing, Provider):
         """Refuse, before anything is recorded, a boot script bigger than Azure's custom data limit."""
         from gpuplan.providers.azure.compute import MAX_CUSTOM_DATA_BYTES
 
+        storage = request.options.get("run_storage_url")
+        if storage and len(str(storage)) > 256:  # it rides as a tag value (Azure: at most 256 characters)
+            raise UserError(f"the run's storage folder {storage} is over 256 characters; Azure tags hold 256")
+        if storage and not self.identity:
+            raise UserError(f"the run keeps its storage in {storage}, which the VMs write with their managed "
+                            "identity: set [providers.azure] identity (docs/providers/azure.md)")
         if request.secrets and not self.key_vault:
             raise UserError("the job has secrets, and the azure provider keeps them in Key Vault: set "
                             "[providers.azure] key_vault (the vault's name) in the config file")
@@ -170,7 +184,28 @@ class AzureProvider(Attachable, AzurePricing, Provider):
     def boot_cloud(self) -> BootCloud:
         from gpuplan.providers.azure.boot import azure_boot_cloud
 
-        return azure_boot_cloud(arm_endpoint=self.session.endpoint)
+        return azure_boot_cloud(arm_endpoint=self.session.endpoint, blob_endpoint=self.outputs.blob.endpoint)
+
+    @property
+    def outputs(self) -> Any:
+        """The run outputs in Blob storage (providers/azure/outputs.py), built on first use."""
+        if self._outputs is None:
+            from gpuplan.providers.azure.blob import BlobClient
+            from gpuplan.providers.azure.outputs import BlobOutputs
+
+            self._outputs = BlobOutputs(BlobClient(_LazyCredential(self.session), self.blob_endpoint),
+                                        self.machines.run_storage)
+        return self._outputs
+
+    def fetch_outputs(self, instance: Instance, run_dir: str) -> None:
+        """Copy what the node shipped to `<storage>/<run id>/node-<rank>/` into the run folder."""
+        if run_dir:
+            self.outputs.fetch(instance, run_dir)
+
+    def outcome_hint(self) -> str | None:
+        from gpuplan.providers.azure.outputs import HINT
+
+        return HINT
 
     def attach(self, target: AttachTarget, command: Sequence[str] | None, *, interactive: bool,
                via: str | None = None, prepare: bool = True) -> Attach:
@@ -183,3 +218,13 @@ class AzureProvider(Attachable, AzurePricing, Provider):
         from gpuplan.providers.azure.attach import azure_ssh_host
 
         return azure_ssh_host(self.session, target)
+
+
+class _LazyCredential:
+    """The session's credential, built when Blob first asks for a token (not when the provider is built)."""
+
+    def __init__(self, session: Any) -> None:
+        self._session = session
+
+    def get_token(self, *scopes: str, **kwargs: Any) -> Any:
+        return self._session.credential().get_token(*scopes, **kwargs)

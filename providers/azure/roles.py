@@ -5,8 +5,12 @@
   group, its NSG/VNet/public IP/NIC, the VM and its OS disk, polling their operations, attaching the machines'
   managed identity) and the Key Vault data actions for the run's secrets.
 - `gpuplan machine`, for the user-assigned managed identity the VMs get (`[providers.azure] identity`): delete
-  its own VM (and the NIC and disk that go with it), tag its run's group with its exit code, read secrets, write
-  outputs to Blob.
+  its own VM (and the NIC and disk that go with it), tag its run's group with its exit code, read secrets.
+- `gpuplan machine storage`, for the same identity, assigned on the run storage's container only
+  (`.../storageAccounts/ACCOUNT/blobServices/default/containers/CONTAINER`): read and write blobs there (Put Blob
+  replaces a blob with write alone; List Blobs needs read), nothing in any other container, no delete. It is a
+  role of its own because a role assignment has one scope: folded into `gpuplan machine` (assigned on the
+  subscription) it would reach every storage account of the subscription.
 
 The JSON is a custom role definition as `az role definition create --role-definition @FILE` takes it
 (https://learn.microsoft.com/azure/role-based-access-control/custom-roles); `{subscriptionId}` is filled in.
@@ -21,7 +25,8 @@ from typing import Any
 
 
 def custom_roles(subscription_id: str | None = None) -> dict[str, dict[str, Any]]:
-    """{"launcher": ROLE, "machine": ROLE}, with the subscription in AssignableScopes when given."""
+    """{"launcher": ROLE, "machine": ROLE, "machine-storage": ROLE}, with the subscription in AssignableScopes
+    when given."""
     text = resources.files("gpuplan.providers.azure").joinpath("roles.json").read_text()
     if subscription_id:
         text = text.replace("{subscriptionId}", subscription_id)

@@ -184,17 +184,19 @@ def setup_gcp(print_policy: bool, as_json: bool) -> None:
 
 @setup.command("azure")
 @click.option("--print-policy", "print_policy", is_flag=True,
-              help="Print the two custom role definitions (launcher, machine) as JSON for `az role definition "
-                   "create --role-definition @FILE`, with the subscription filled in. Nothing is called.")
+              help="Print the custom role definitions (launcher, machine, machine-storage) as JSON for "
+                   "`az role definition create --role-definition @FILE`, with the subscription filled in. "
+                   "Nothing is called.")
 @click.option("--subscription", default=None, metavar="ID",
               help="The subscription the roles are assignable in (default: AZURE_SUBSCRIPTION_ID).")
 @click.option("--json", "as_json", is_flag=True, help="Print both roles as JSON on stdout.")
 def setup_azure(print_policy: bool, subscription: str | None, as_json: bool) -> None:
-    """What an Azure subscription needs before gpuplan can launch there: two least-privilege custom roles.
+    """What an Azure subscription needs before gpuplan can launch there: three least-privilege custom roles.
 
-    `gpuplan launcher` for you (a run's resource group, network, VMs, Key Vault secrets), and `gpuplan machine`
-    for the user-assigned managed identity the VMs run as (delete itself, tag its run, read secrets, write
-    outputs). Without --print-policy this lists what each may do, in short.
+    `gpuplan launcher` for you (a run's resource group, network, VMs, Key Vault secrets, run storage), `gpuplan
+    machine` for the user-assigned managed identity the VMs run as (delete itself, tag its run, read secrets),
+    and `gpuplan machine storage` for that identity on the run storage's container only (read and write blobs).
+    Without --print-policy this lists what each may do, in short.
     """
     from gpuplan.providers.azure.roles import custom_roles
 

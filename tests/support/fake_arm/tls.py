@@ -17,15 +17,16 @@ class SelfSigned:
     key: Path
 
 
-def make_certificate(folder: Path) -> SelfSigned:
-    """A fresh key and a one-day certificate for 127.0.0.1 (its own CA), written into `folder`."""
+def make_certificate(folder: Path, common_name: str = "gpuplan fake arm") -> SelfSigned:
+    """A fresh key and a one-day certificate for 127.0.0.1 (its own CA), written into `folder`. Two fakes trusted
+    through one bundle need two names: OpenSSL looks an issuer up by its name and tries only the first match."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import NameOID
 
     key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "gpuplan fake arm")])
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     now = dt.datetime.now(dt.timezone.utc)
     cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
             .serial_number(x509.random_serial_number())

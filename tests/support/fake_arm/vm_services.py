@@ -8,7 +8,10 @@
   (https://learn.microsoft.com/azure/virtual-machines/linux/scheduled-events), a `Preempt` once `preempt()` is called.
 - Key Vault (`/secrets/<name>?api-version=7.4`, GET: https://learn.microsoft.com/rest/api/keyvault/secrets/get-secret/get-secret)
   and Blob storage, path style `/<account>/<container>/<blob>` (Put Blob, Get Blob, List Blobs with a
-  `maxresults` page size and NextMarker), both over TLS, both needing the bearer token IMDS gave for their audience.
+  `maxresults` page size and NextMarker, each blob's ETag: https://learn.microsoft.com/rest/api/storageservices/list-blobs),
+  both over TLS, both needing the bearer token IMDS gave for their audience. Blob also takes the token of the
+  user's credential (the fake ARM's, `USER_TOKEN`): `gpuplan` on this computer reads outputs and writes the
+  packed code with it; `state.blob_callers` records which token each Blob call carried.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from support.fakes.wsgi import QuietHandler
 VAULT_TOKEN = "vault-token-$(touch PWNED)"
 STORAGE_TOKEN = "storage-token-`id`"
 ARM_TOKEN = "fake-arm-token"
+USER_TOKEN = ARM_TOKEN  # what DefaultAzureCredential gets from the fake ARM's identity endpoint (and StaticToken)
 AUDIENCES = {"https://vault.azure.net": VAULT_TOKEN, "https://storage.azure.com/": STORAGE_TOKEN,
              "https://management.azure.com/": ARM_TOKEN}
 
@@ -42,6 +46,7 @@ class VmServices:
     blobs: dict[tuple[str, str, str], bytes] = field(default_factory=dict)  # (account, container, name) -> data
     events: list[dict[str, Any]] = field(default_factory=list)
     page_size: int = 2
+    blob_callers: list[tuple[str, str]] = field(default_factory=list)  # (method, "machine" | "user")
     log: list[tuple[str, str]] = field(default_factory=list)
 
     def preempt(self, vm: str) -> None:
@@ -78,8 +83,10 @@ def _storage(state: VmServices, request: Request) -> Response:
         if value is None:
             return Response('{"error": {"code": "SecretNotFound"}}', 404)
         return Response(json.dumps({"value": value, "contentType": "application/base64"}), 200)
-    if auth != f"Bearer {STORAGE_TOKEN}" or not request.headers.get("x-ms-version"):
+    callers = {f"Bearer {STORAGE_TOKEN}": "machine", f"Bearer {USER_TOKEN}": "user"}
+    if auth not in callers or not request.headers.get("x-ms-version"):
         return Response("<Error><Code>AuthenticationFailed</Code></Error>", 403)
+    state.blob_callers.append((request.method, callers[auth]))
     parts = request.path.lstrip("/").split("/", 2)
     if request.args.get("comp") == "list" and request.args.get("restype") == "container" and len(parts) >= 2:
         account, container = parts[0], parts[1]
@@ -88,7 +95,10 @@ def _storage(state: VmServices, request: Request) -> Response:
         marker = request.args.get("marker", "")
         start = names.index(marker) if marker in names else 0
         page, rest = names[start:start + state.page_size], names[start + state.page_size:]
-        body = "".join(f"<Blob><Name>{escape(n)}</Name></Blob>" for n in page)
+        body = "".join(f"<Blob><Name>{escape(n)}</Name><Properties><Last-Modified>Fri, 27 Nov 2026 09:00:00 GMT"
+                       f"</Last-Modified><Etag>{_etag(state.blobs[(account, container, n)])}</Etag>"
+                       f"<Content-Length>{len(state.blobs[(account, container, n)])}</Content-Length>"
+                       "</Properties></Blob>" for n in page)
         nxt = f"<NextMarker>{escape(rest[0])}</NextMarker>" if rest else "<NextMarker />"
         return Response(f'<?xml version="1.0" encoding="utf-8"?><EnumerationResults><Blobs>{body}</Blobs>'
                         f"{nxt}</EnumerationResults>", 200, content_type="application/xml")
@@ -99,11 +109,19 @@ def _storage(state: VmServices, request: Request) -> Response:
         if request.headers.get("x-ms-blob-type") != "BlockBlob":
             return Response("<Error><Code>MissingRequiredHeader</Code></Error>", 400)
         state.blobs[key] = request.get_data()
-        return Response("", 201)
+        return Response("", 201, headers={"ETag": _etag(state.blobs[key])})
     if request.method == "GET":
         data = state.blobs.get(key)
-        return Response(data, 200) if data is not None else Response("<Error><Code>BlobNotFound</Code></Error>", 404)
+        if data is None:
+            return Response("<Error><Code>BlobNotFound</Code></Error>", 404)
+        return Response(data, 200, headers={"ETag": _etag(data)})
     return Response("", 405)
+
+
+def _etag(data: bytes) -> str:
+    import hashlib
+
+    return f'"0x{hashlib.md5(data).hexdigest()[:16].upper()}"'
 
 
 @dataclass
@@ -125,7 +143,7 @@ def serve_vm_services(folder: Path, state: VmServices | None = None) -> Iterator
             return handler(state, request)(environ, start_response)
         return wsgi
 
-    cert = make_certificate(folder)
+    cert = make_certificate(folder, "gpuplan fake vm services")
     imds = make_server("127.0.0.1", 0, app(_imds), threaded=True, request_handler=QuietHandler)
     storage = make_server("127.0.0.1", 0, app(_storage), threaded=True, request_handler=QuietHandler,
                           ssl_context=(str(cert.cert), str(cert.key)))

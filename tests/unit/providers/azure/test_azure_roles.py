@@ -46,7 +46,18 @@ def test_setup_azure_prints_both_roles_for_the_subscription() -> None:
     result = run_subprocess("setup", "azure", "--json", "--subscription", "1234")
     assert result.exit_code == 0, result.stderr
     roles = result.json()
-    assert set(roles) == {"launcher", "machine"}
+    assert set(roles) == {"launcher", "machine", "machine-storage"}
     assert roles["machine"]["AssignableScopes"] == ["/subscriptions/1234"]
     assert "Microsoft.Compute/virtualMachines/delete" in roles["machine"]["Actions"]
     assert not any(a.endswith("/write") and "virtualMachines" in a for a in roles["machine"]["Actions"])
+
+
+def test_the_machine_reaches_blob_only_through_the_container_scoped_role() -> None:
+    """Blob data access is its own role, assigned on the run storage's container: the subscription-wide machine
+    role grants none (it would reach every storage account), and the storage role grants read and write only."""
+    roles = custom_roles("sub")
+    assert not [a for a in roles["machine"]["DataActions"] if "Microsoft.Storage" in a]
+    storage = roles["machine-storage"]
+    assert storage["Actions"] == [] and sorted(storage["DataActions"]) == [
+        "Microsoft.Storage/storageAccounts/blobServices/containers/blobs/read",
+        "Microsoft.Storage/storageAccounts/blobServices/containers/blobs/write"]
