@@ -186,8 +186,9 @@ def test_a_job_that_ignores_the_notice_still_gets_its_checkpoints_copied_before_
         tmp_path: Path) -> None:
     storage = tmp_path / "shared"
     machine = tmp_path / "m1"
-    job = ["/bin/bash", "-c", 'trap "" TERM; mkdir -p "$GPUPLAN_CHECKPOINT_DIR"; i=0; while :; do i=$((i + 1)); '
-           'echo "$i" > "$GPUPLAN_CHECKPOINT_DIR/step"; sleep 0.2; done']
+    # The job saves as a careful job does (write, then rename): a copy caught mid-write would read an empty file.
+    job = ["/bin/bash", "-c", 'trap "" TERM; d="$GPUPLAN_CHECKPOINT_DIR"; mkdir -p "$d"; i=0; while :; do '
+           'i=$((i + 1)); echo "$i" > "$d/.step"; mv "$d/.step" "$d/step"; sleep 0.2; done']
     with serve_interruption_metadata() as metadata:
         proc = run_script(plan(machine, storage, 0, argv=job, checkpoint_sync_seconds=3600, interruption_watch=True,
                                notice_poll_seconds=1, cloud=gcp_boot_cloud(metadata_url=metadata.metadata_url)),
@@ -196,7 +197,7 @@ def test_a_job_that_ignores_the_notice_still_gets_its_checkpoints_copied_before_
             wait_for(lambda: (machine / "run" / "ckpt" / "step").exists())
             metadata.state.announce()
             stored = storage / "r-ckpt" / "checkpoints" / "step"
-            wait_for(stored.exists, timeout=40)  # the GCE budget is 15 s after the notice
+            wait_for(lambda: stored.exists() and stored.read_text().strip() != "", timeout=40)  # GCE: 15 s
             assert int(stored.read_text()) > 0
             assert "still running 15 s after the notice" in (machine / "run" / "job.log").read_text()
         finally:
