@@ -39,7 +39,7 @@ class AzureProvider(Attachable, AzurePricing, Provider):
     GPUPLAN_AZURE_BLOB_ENDPOINT: Blob storage moved, path style; tests), `credential` (tests).
 
     Run storage is a spec's `storage:` (or `[defaults] storage`) of the form `az://ACCOUNT/CONTAINER/PREFIX`
-    (providers/azure/blob.py says why that form): the machines write `<storage>/<run id>/` with their managed
+    (providers/azure_blob.py says why that form): the machines write `<storage>/<run id>/` with their managed
     identity (checkpoints/, node-N/ outputs, code.tar.gz), and the run's resource group carries the URL as a tag
     (`gpuplan:storage`), so `fetch_outputs` finds it again from any process, with the user's credential.
     """
@@ -48,7 +48,8 @@ class AzureProvider(Attachable, AzurePricing, Provider):
     cloud: ClassVar[str] = "azure"
     boots_from_script: ClassVar[bool] = True  # each node runs jobs.bootstrap's script from its custom data
     secrets_by_reference: ClassVar[bool] = True  # Key Vault: the custom data names secrets, holds no value
-    storage_schemes: ClassVar[tuple[str, ...]] = ("az",)  # Blob: az://ACCOUNT/CONTAINER/PREFIX (blob.py)
+    storage_schemes: ClassVar[tuple[str, ...]] = ("az",)  # Blob, az://ACCOUNT/CONTAINER/PREFIX: azure_blob.py
+    fetches_run_storage: ClassVar[bool] = True  # outputs come back from the run's storage (outputs.py)
     # Pay-as-you-go and Spot VMs are billed per second with a one-minute minimum (Azure's VM pricing FAQ,
     # https://azure.microsoft.com/pricing/details/virtual-machines/linux/; restated with the Spot details in
     # https://vunvulearadu.blogspot.com/2025/12/azure-spot-vm-billing-pricing-and.html).
@@ -190,8 +191,8 @@ class AzureProvider(Attachable, AzurePricing, Provider):
     def outputs(self) -> Any:
         """The run outputs in Blob storage (providers/azure/outputs.py), built on first use."""
         if self._outputs is None:
-            from gpuplan.providers.azure.blob import BlobClient
             from gpuplan.providers.azure.outputs import BlobOutputs
+            from gpuplan.providers.azure_blob import BlobClient
 
             self._outputs = BlobOutputs(BlobClient(_LazyCredential(self.session), self.blob_endpoint),
                                         self.machines.run_storage)

@@ -9,6 +9,7 @@ fake's token endpoint; in-process tests pass `StaticToken`, a credential double 
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Iterator
@@ -43,6 +44,14 @@ class RunningArm:
     rules: StrictArmRules
     endpoint: str
     ca_bundle: Path
+    app: FakeArmApp
+
+    def fresh(self) -> RunningArm:
+        """The same server (port, certificate) over a new, empty ArmState and fresh rules: what one test sees when
+        a module shares the server (starting one costs a certificate, a TLS listener and a thread per test)."""
+        self.app.state = ArmState()
+        self.app.rules = StrictArmRules()
+        return dataclasses.replace(self, state=self.app.state, rules=self.app.rules)
 
     def env(self) -> dict[str, str]:
         """The environment a CLI under test needs to reach this fake (and nothing else)."""
@@ -65,16 +74,24 @@ def serve_arm(folder: Path, state: ArmState | None = None,
                               daemon=True)
     thread.start()
     try:
-        yield RunningArm(state=state, rules=rules, endpoint=app.base, ca_bundle=cert.cert)
+        yield RunningArm(state=state, rules=rules, endpoint=app.base, ca_bundle=cert.cert, app=app)
     finally:
         server.shutdown()
         thread.join(timeout=5)
 
 
-@pytest.fixture
-def arm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RunningArm]:
-    """The fake ARM behind its strict layer, found through the environment like a moved endpoint."""
-    with serve_arm(tmp_path / "fake-arm") as running:
-        for key, value in running.env().items():
-            monkeypatch.setenv(key, value)
+@pytest.fixture(scope="module")
+def arm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningArm]:
+    """One fake ARM server per test module; each test gets it with empty state (`arm`)."""
+    with serve_arm(tmp_path_factory.mktemp("fake-arm")) as running:
         yield running
+
+
+@pytest.fixture
+def arm(arm_server: RunningArm, monkeypatch: pytest.MonkeyPatch) -> Iterator[RunningArm]:
+    """The fake ARM behind its strict layer, found through the environment like a moved endpoint; its state and
+    rules are new for each test."""
+    running = arm_server.fresh()
+    for key, value in running.env().items():
+        monkeypatch.setenv(key, value)
+    yield running
