@@ -94,14 +94,12 @@ def test_reconcile_finds_an_orphan_by_its_tags_and_terminates_it(arm: RunningArm
     [vm] = arm.state.vms()
     vm["properties"]["timeCreated"] = "2026-01-01T00:00:00.000000Z"
 
-    found = run_subprocess("reconcile", "--cloud", "azure", "--json")
-    assert found.exit_code == 0, found.stderr
-    [row] = found.json()
-    assert (row["kind"], row["instance_id"], row["run_id"], row["region"]) == \
-        ("orphan", orphan.instance_id, orphan_run, "westeurope")
+    # One child process: `--terminate` reports what it found (kind, machine, run, region) and what it did.
     ended = run_subprocess("reconcile", "--cloud", "azure", "--terminate", "-y", "--json")
     assert ended.exit_code == 0, ended.stderr
-    assert [(r["kind"], r["action"]) for r in ended.json()] == [("orphan", "terminated")]
+    [row] = ended.json()
+    assert (row["kind"], row["instance_id"], row["run_id"], row["region"], row["action"]) == \
+        ("orphan", orphan.instance_id, orphan_run, "westeurope", "terminated")
     assert arm.state.leftovers() == []
 
 
