@@ -28,6 +28,13 @@ from support.fake_arm.tls import make_certificate
 from support.fakes.wsgi import QuietHandler
 
 
+class KeepAliveHandler(QuietHandler):
+    """HTTP/1.1, so azure-core's requests session keeps its TLS connection across the dozens of calls a launch
+    makes (PUT, operation polls, GET per resource) instead of a handshake per request, as a real ARM allows."""
+
+    protocol_version = "HTTP/1.1"
+
+
 class StaticToken:
     """A credential double: azure-core's TokenCredential protocol, one fixed token (the fake checks only that a
     bearer token is sent)."""
@@ -67,7 +74,7 @@ def serve_arm(folder: Path, state: ArmState | None = None,
     rules = rules or StrictArmRules()
     app = FakeArmApp(state, rules)
     cert = make_certificate(folder)
-    server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=QuietHandler,
+    server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=KeepAliveHandler,
                          ssl_context=(str(cert.cert), str(cert.key)))
     app.base = f"https://127.0.0.1:{server.server_port}"
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-arm",
