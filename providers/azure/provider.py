@@ -33,7 +33,8 @@ class AzureProvider(Attachable, AzurePricing, Provider):
     none), `arm_endpoint` (else GPUPLAN_AZURE_ARM_ENDPOINT, else Azure Resource Manager), `image` (a marketplace
     URN or an image id; default Ubuntu-HPC 22.04: providers/azure/compute.py), `identity` (the resource id of the
     user-assigned managed identity the VMs get: what they read secrets and write storage with, and delete
-    themselves with: providers/azure/boot.py), `ssh_public_key`, `ssh_from` (an address to open port 22 to),
+    themselves with: providers/azure/boot.py), `ssh_public_key` (else GPUPLAN_AZURE_SSH_PUBLIC_KEY), `ssh_from`
+    (an address to open port 22 to),
     `public_ip` (default on: the VMs' way out), `spot_max_price` (USD/hour; default -1, up to the on-demand
     price), `os_disk_gb`, `key_vault` (providers/azure/boot.py), `blob_endpoint` (else
     GPUPLAN_AZURE_BLOB_ENDPOINT: Blob storage moved, path style; tests), `credential` (tests).

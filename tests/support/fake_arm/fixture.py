@@ -87,6 +87,17 @@ def serve_arm(folder: Path, state: ArmState | None = None,
         thread.join(timeout=5)
 
 
+@pytest.fixture(scope="session")
+def ssh_key_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One public key for every launch of the session (a user's ~/.ssh key, as the provider finds one): without
+    it each launch makes a throwaway 3072-bit RSA key, ~0.2 s of CPU each (more on a loaded machine)."""
+    from gpuplan.providers.azure.settings import throwaway_key
+
+    path = tmp_path_factory.mktemp("ssh") / "id_rsa.pub"
+    path.write_text(throwaway_key() + "\n")
+    return path
+
+
 @pytest.fixture(scope="module")
 def arm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningArm]:
     """One fake ARM server per test module; each test gets it with empty state (`arm`)."""
@@ -95,9 +106,10 @@ def arm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningArm]
 
 
 @pytest.fixture
-def arm(arm_server: RunningArm, monkeypatch: pytest.MonkeyPatch) -> Iterator[RunningArm]:
+def arm(arm_server: RunningArm, ssh_key_file: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RunningArm]:
     """The fake ARM behind its strict layer, found through the environment like a moved endpoint; its state and
-    rules are new for each test."""
+    rules are new for each test. Launches take the session's ssh key (GPUPLAN_AZURE_SSH_PUBLIC_KEY)."""
+    monkeypatch.setenv("GPUPLAN_AZURE_SSH_PUBLIC_KEY", str(ssh_key_file))
     running = arm_server.fresh()
     for key, value in running.env().items():
         monkeypatch.setenv(key, value)
