@@ -296,6 +296,9 @@ class Provider(abc.ABC):
     # The run storage schemes this provider's machines reach (`s3`, `gs`, `path` for a shared folder; jobs.storage):
     # a spec's `storage:` of another scheme is refused before anything starts. Empty: any.
     storage_schemes: ClassVar[tuple[str, ...]] = ()
+    # True when `fetch_outputs` copies a run's outputs from its `storage:` folder (`<storage>/<run id>/node-<r>/`)
+    # when `outputs_url` names none, so `gpuplan logs` names that copy (gpuplan.cli.log_source).
+    fetches_run_storage: ClassVar[bool] = False
     # How the user gives this provider credentials, for the error that says none were found.
     credential_hint: ClassVar[str] = ""
     # Spot interruptions per node-hour the planner assumes for this cloud (gpuplan.planning.planner.SpotModel;

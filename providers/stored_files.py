@@ -1,5 +1,5 @@
 """Listing and downloading the files under a run's durable storage (`gpuplan checkpoints`): an s3:// prefix, a
-gs:// prefix, an az:// prefix (Azure Blob: gpuplan.providers.azure.blob), or a folder path (gpuplan.jobs.storage).
+gs:// prefix, an az:// prefix (Azure Blob: gpuplan.providers.azure_blob), or a folder path (gpuplan.jobs.storage).
 
 S3 through boto3 (ListObjectsV2 pages, GetObject; the client honours AWS_ENDPOINT_URL like the rest of gpuplan),
 GCS through google-cloud-storage (`list_blobs` with the prefix; the tests' loopback endpoint via
@@ -150,13 +150,13 @@ def _gcs_list(url: str) -> Iterator[StoredFile]:
 
 
 def _blob_where(url: str) -> Any:
-    from gpuplan.providers.azure.blob import BlobLocation
+    from gpuplan.providers.azure_blob import BlobLocation
 
     return BlobLocation.parse(url)
 
 
 def _blob() -> Any:
-    from gpuplan.providers.azure.blob import user_blob_client
+    from gpuplan.providers.azure_blob import user_blob_client
 
     return user_blob_client()
 

@@ -55,12 +55,16 @@ def _mtime(path: Path | None) -> dt.datetime | None:
         return None
 
 
-def log_source(provider_name: str, run_id: str, node: int) -> LogSource:
-    """Ask the run's provider where its nodes ship (no cloud call: the provider's configured storage)."""
+def log_source(provider_name: str, run_id: str, node: int, storage: str | None = None) -> LogSource:
+    """Ask the run's provider where its nodes ship (no cloud call: the provider's configured storage, else the
+    run's own `storage:` when the provider fetches outputs from there)."""
+    from gpuplan.jobs.storage import run_storage_url
     from gpuplan.providers.registry import make_provider
 
     provider = make_provider(provider_name)
     url = provider.outputs_url(run_id)
+    if not url and storage and provider.fetches_run_storage:
+        url = run_storage_url(storage, run_id)
     if url:
         return LogSource(f"{url.rstrip('/')}/node-{int(node)}/job.log", None)
     if provider.runs_here:

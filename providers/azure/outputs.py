@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from gpuplan.providers.azure.blob import BlobClient, BlobLocation
+from gpuplan.providers.azure_blob import BlobClient, BlobLocation
 from gpuplan.providers.base import Instance
 from gpuplan.providers.outputs import StoredObject, sync_node_outputs
 

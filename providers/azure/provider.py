@@ -33,13 +33,14 @@ class AzureProvider(Attachable, AzurePricing, Provider):
     none), `arm_endpoint` (else GPUPLAN_AZURE_ARM_ENDPOINT, else Azure Resource Manager), `image` (a marketplace
     URN or an image id; default Ubuntu-HPC 22.04: providers/azure/compute.py), `identity` (the resource id of the
     user-assigned managed identity the VMs get: what they read secrets and write storage with, and delete
-    themselves with: providers/azure/boot.py), `ssh_public_key`, `ssh_from` (an address to open port 22 to),
+    themselves with: providers/azure/boot.py), `ssh_public_key` (else GPUPLAN_AZURE_SSH_PUBLIC_KEY), `ssh_from`
+    (an address to open port 22 to),
     `public_ip` (default on: the VMs' way out), `spot_max_price` (USD/hour; default -1, up to the on-demand
     price), `os_disk_gb`, `key_vault` (providers/azure/boot.py), `blob_endpoint` (else
     GPUPLAN_AZURE_BLOB_ENDPOINT: Blob storage moved, path style; tests), `credential` (tests).
 
     Run storage is a spec's `storage:` (or `[defaults] storage`) of the form `az://ACCOUNT/CONTAINER/PREFIX`
-    (providers/azure/blob.py says why that form): the machines write `<storage>/<run id>/` with their managed
+    (providers/azure_blob.py says why that form): the machines write `<storage>/<run id>/` with their managed
     identity (checkpoints/, node-N/ outputs, code.tar.gz), and the run's resource group carries the URL as a tag
     (`gpuplan:storage`), so `fetch_outputs` finds it again from any process, with the user's credential.
     """
@@ -48,7 +49,8 @@ class AzureProvider(Attachable, AzurePricing, Provider):
     cloud: ClassVar[str] = "azure"
     boots_from_script: ClassVar[bool] = True  # each node runs jobs.bootstrap's script from its custom data
     secrets_by_reference: ClassVar[bool] = True  # Key Vault: the custom data names secrets, holds no value
-    storage_schemes: ClassVar[tuple[str, ...]] = ("az",)  # Blob: az://ACCOUNT/CONTAINER/PREFIX (blob.py)
+    storage_schemes: ClassVar[tuple[str, ...]] = ("az",)  # Blob, az://ACCOUNT/CONTAINER/PREFIX: azure_blob.py
+    fetches_run_storage: ClassVar[bool] = True  # outputs come back from the run's storage (outputs.py)
     # Pay-as-you-go and Spot VMs are billed per second with a one-minute minimum (Azure's VM pricing FAQ,
     # https://azure.microsoft.com/pricing/details/virtual-machines/linux/; restated with the Spot details in
     # https://vunvulearadu.blogspot.com/2025/12/azure-spot-vm-billing-pricing-and.html).
@@ -190,8 +192,8 @@ class AzureProvider(Attachable, AzurePricing, Provider):
     def outputs(self) -> Any:
         """The run outputs in Blob storage (providers/azure/outputs.py), built on first use."""
         if self._outputs is None:
-            from gpuplan.providers.azure.blob import BlobClient
             from gpuplan.providers.azure.outputs import BlobOutputs
+            from gpuplan.providers.azure_blob import BlobClient
 
             self._outputs = BlobOutputs(BlobClient(_LazyCredential(self.session), self.blob_endpoint),
                                         self.machines.run_storage)

@@ -2,8 +2,10 @@
 opened to.
 
 Azure's Linux VMs need an ssh public key when password login is off (gpuplan turns it off): the `ssh_public_key`
-setting (a path), else the user's ~/.ssh/id_ed25519.pub or id_rsa.pub; with none, a throwaway RSA key whose
-private half is never kept, so nobody can log in (ssh was not asked for).
+setting (a path; else GPUPLAN_AZURE_SSH_PUBLIC_KEY), else the user's ~/.ssh/id_ed25519.pub or id_rsa.pub; with none,
+a throwaway RSA key whose private half is never kept, so nobody can log in (ssh was not asked for). RSA because
+Azure's VM ssh keys have long been RSA only
+(https://learn.microsoft.com/troubleshoot/azure/virtual-machines/ed25519-ssh-keys); making one costs ~0.2 s.
 https://learn.microsoft.com/azure/virtual-machines/linux/create-ssh-keys-detailed
 """
 
@@ -15,11 +17,13 @@ from pathlib import Path
 from gpuplan.errors import UserError
 
 SSH_FROM_ENV = "GPUPLAN_AZURE_SSH_FROM"
+SSH_KEY_ENV = "GPUPLAN_AZURE_SSH_PUBLIC_KEY"
 DEFAULT_KEYS = ("~/.ssh/id_ed25519.pub", "~/.ssh/id_rsa.pub")
 
 
 def ssh_public_key(path: str | None) -> str:
     """The public key text the VMs accept for the `gpuplan` admin user."""
+    path = path or os.environ.get(SSH_KEY_ENV) or None
     if path:
         file = Path(path).expanduser()
         try:

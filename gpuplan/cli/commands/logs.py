@@ -35,12 +35,13 @@ def logs(app: AppContext, run_ref: str, keep_following: bool, node: int) -> None
         run = get_run(session, run_ref)
         run_id, run_dir, nodes, live = run.id, run.run_dir, run.nodes, run.state in RunState.LIVE
         provider_name = run.provider
+        storage = _spec_storage(run.spec_text, run_id)
     if node >= nodes:
         raise UserError(f"run {run_id} has {nodes} node(s); --node must be below {nodes}")
     if live and not keep_following:
         # One watch step first: a cloud run's log is whatever its machines shipped, fetched by that step.
         live = watch_run(app.store, run_id).state not in RunState.FINAL
-    source = log_source(provider_name, run_id, node)
+    source = log_source(provider_name, run_id, node, storage)
     said = source.describe(log_path(run_dir, node), live=live)
     if said:
         note(said)
@@ -68,3 +69,16 @@ def logs(app: AppContext, run_ref: str, keep_following: bool, node: int) -> None
         sys.exit(EXIT_INTERRUPTED)  # Ctrl-C: 130, as a shell reports it (the run keeps going)
     tail.drain(out, partial=True)
     out.flush()
+
+
+def _spec_storage(spec_text: str | None, run_id: str) -> str | None:
+    """The run's `storage:` (or the config's default) from its recorded spec; None when it cannot be read."""
+    from gpuplan.jobs.spec import parse_spec
+    from gpuplan.jobs.storage import run_storage
+
+    if not spec_text:
+        return None
+    try:
+        return run_storage(parse_spec(spec_text, source=f"run {run_id}"))
+    except (UserError, ValueError):
+        return None

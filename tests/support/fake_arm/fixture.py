@@ -9,6 +9,7 @@ fake's token endpoint; in-process tests pass `StaticToken`, a credential double 
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Iterator
@@ -27,6 +28,13 @@ from support.fake_arm.tls import make_certificate
 from support.fakes.wsgi import QuietHandler
 
 
+class KeepAliveHandler(QuietHandler):
+    """HTTP/1.1, so azure-core's requests session keeps its TLS connection across the dozens of calls a launch
+    makes (PUT, operation polls, GET per resource) instead of a handshake per request, as a real ARM allows."""
+
+    protocol_version = "HTTP/1.1"
+
+
 class StaticToken:
     """A credential double: azure-core's TokenCredential protocol, one fixed token (the fake checks only that a
     bearer token is sent)."""
@@ -43,6 +51,14 @@ class RunningArm:
     rules: StrictArmRules
     endpoint: str
     ca_bundle: Path
+    app: FakeArmApp
+
+    def fresh(self) -> RunningArm:
+        """The same server (port, certificate) over a new, empty ArmState and fresh rules: what one test sees when
+        a module shares the server (starting one costs a certificate, a TLS listener and a thread per test)."""
+        self.app.state = ArmState()
+        self.app.rules = StrictArmRules()
+        return dataclasses.replace(self, state=self.app.state, rules=self.app.rules)
 
     def env(self) -> dict[str, str]:
         """The environment a CLI under test needs to reach this fake (and nothing else)."""
@@ -58,23 +74,43 @@ def serve_arm(folder: Path, state: ArmState | None = None,
     rules = rules or StrictArmRules()
     app = FakeArmApp(state, rules)
     cert = make_certificate(folder)
-    server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=QuietHandler,
+    server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=KeepAliveHandler,
                          ssl_context=(str(cert.cert), str(cert.key)))
     app.base = f"https://127.0.0.1:{server.server_port}"
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-arm",
                               daemon=True)
     thread.start()
     try:
-        yield RunningArm(state=state, rules=rules, endpoint=app.base, ca_bundle=cert.cert)
+        yield RunningArm(state=state, rules=rules, endpoint=app.base, ca_bundle=cert.cert, app=app)
     finally:
         server.shutdown()
         thread.join(timeout=5)
 
 
-@pytest.fixture
-def arm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RunningArm]:
-    """The fake ARM behind its strict layer, found through the environment like a moved endpoint."""
-    with serve_arm(tmp_path / "fake-arm") as running:
-        for key, value in running.env().items():
-            monkeypatch.setenv(key, value)
+@pytest.fixture(scope="session")
+def ssh_key_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One public key for every launch of the session (a user's ~/.ssh key, as the provider finds one): without
+    it each launch makes a throwaway 3072-bit RSA key, ~0.2 s of CPU each (more on a loaded machine)."""
+    from gpuplan.providers.azure.settings import throwaway_key
+
+    path = tmp_path_factory.mktemp("ssh") / "id_rsa.pub"
+    path.write_text(throwaway_key() + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def arm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningArm]:
+    """One fake ARM server per test module; each test gets it with empty state (`arm`)."""
+    with serve_arm(tmp_path_factory.mktemp("fake-arm")) as running:
         yield running
+
+
+@pytest.fixture
+def arm(arm_server: RunningArm, ssh_key_file: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RunningArm]:
+    """The fake ARM behind its strict layer, found through the environment like a moved endpoint; its state and
+    rules are new for each test. Launches take the session's ssh key (GPUPLAN_AZURE_SSH_PUBLIC_KEY)."""
+    monkeypatch.setenv("GPUPLAN_AZURE_SSH_PUBLIC_KEY", str(ssh_key_file))
+    running = arm_server.fresh()
+    for key, value in running.env().items():
+        monkeypatch.setenv(key, value)
+    yield running

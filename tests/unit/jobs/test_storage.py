@@ -94,8 +94,8 @@ def test_a_default_storage_no_provider_reaches_is_one_line_exit_2() -> None:
     path.write_text('[defaults]\nstorage = "ftp://runs-bucket/x"\n')
     shown = run_cli("config", "show")
     assert shown.exit_code == 2 and len(shown.stderr.strip().splitlines()) == 1, shown.stderr
-    assert ("storage ftp://runs-bucket/x: no provider keeps runs in ftp:// storage; they take a gs:// prefix, "
-            "a shared folder path, an s3:// prefix") in shown.stderr
+    assert ("storage ftp://runs-bucket/x: no provider keeps runs in ftp:// storage; they take an az:// prefix, "
+            "a gs:// prefix, a shared folder path, an s3:// prefix") in shown.stderr
 
 
 def test_a_spec_storage_its_provider_does_not_reach_is_refused_before_launch(tmp_path: Path) -> None:

@@ -30,7 +30,10 @@ def request(run_id: str = "r-az1", **kw: object) -> LaunchRequest:
     return LaunchRequest(**values)
 
 
-def test_launch_makes_a_tagged_group_network_and_spot_vm_then_terminate_leaves_nothing(arm: RunningArm) -> None:
+def test_launch_makes_a_tagged_group_network_and_spot_vm_then_terminate_leaves_nothing(
+        arm: RunningArm, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GPUPLAN_AZURE_SSH_PUBLIC_KEY")  # no key anywhere (~/.ssh has none here): a throwaway one
+    monkeypatch.setenv("HOME", str(arm.ca_bundle.parent))
     p = provider()
     [inst] = p.launch(request())
     assert inst.instance_id == "gpuplan-r-az1/gpuplan-r-az1-0"
@@ -43,6 +46,8 @@ def test_launch_makes_a_tagged_group_network_and_spot_vm_then_terminate_leaves_n
     props = vm["properties"]
     assert (props["priority"], props["evictionPolicy"], props["billingProfile"]["maxPrice"]) == ("Spot", "Delete", -1)
     assert base64.b64decode(props["osProfile"]["customData"]).decode().startswith("#!/bin/bash")
+    [key] = props["osProfile"]["linuxConfiguration"]["ssh"]["publicKeys"]
+    assert key["keyData"].startswith("ssh-rsa ") and key["keyData"].endswith(" gpuplan-no-login")
     assert props["storageProfile"]["imageReference"] == {"publisher": "microsoft-dsvm", "offer": "ubuntu-hpc",
                                                          "sku": "2204", "version": "latest"}
     # Tags on everything the run made.

@@ -1,5 +1,6 @@
 """A run's Blob storage from this computer: the user's side of `az://ACCOUNT/CONTAINER/PREFIX` (the machines'
-side is curl in boot_blob.py).
+side is curl in providers/azure/boot_blob.py). Beside stored_files.py, not in providers/azure/, because both
+`gpuplan checkpoints` (stored_files) and the Azure provider's outputs use it.
 
 Why `az://ACCOUNT/CONTAINER/PREFIX`: it names the three things a Blob location is made of, in the order of the
 https URL Azure users copy from the portal, `az storage` and AzCopy (`https://ACCOUNT.blob.core.windows.net/
@@ -133,12 +134,10 @@ class BlobClient:
 
 def user_blob_client() -> BlobClient:
     """A client with the user's DefaultAzureCredential (as the provider's ARM session builds it)."""
-    from gpuplan.providers.azure.arm import EXTRA_HINT
-
     try:
         from azure.identity import DefaultAzureCredential
     except ImportError as exc:
         from gpuplan.errors import UserError
 
-        raise UserError(EXTRA_HINT) from exc
+        raise UserError("az:// storage needs the Azure SDK: pip install 'gpuplan[azure]'") from exc
     return BlobClient(DefaultAzureCredential())
