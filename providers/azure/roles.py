@@ -28,7 +28,9 @@ def custom_roles(subscription_id: str | None = None) -> dict[str, dict[str, Any]
     """{"launcher": ROLE, "machine": ROLE, "machine-storage": ROLE}, with the subscription in AssignableScopes
     when given."""
     text = resources.files("gpuplan.providers.azure").joinpath("roles.json").read_text()
-    if subscription_id:
-        text = text.replace("{subscriptionId}", subscription_id)
     roles: dict[str, dict[str, Any]] = json.loads(text)
+    if subscription_id:  # into the parsed values, never the JSON text: the ID stays one string whatever it holds
+        for role in roles.values():
+            role["AssignableScopes"] = [scope.replace("{subscriptionId}", subscription_id)
+                                        for scope in role.get("AssignableScopes", [])]
     return roles

@@ -182,6 +182,9 @@ def setup_gcp(print_policy: bool, as_json: bool) -> None:
         click.echo("custom role permissions: " + ",".join(roles["permissions"]))
 
 
+_GUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
+
 @setup.command("azure")
 @click.option("--print-policy", "print_policy", is_flag=True,
               help="Print the custom role definitions (launcher, machine, machine-storage) as JSON for "
@@ -200,7 +203,13 @@ def setup_azure(print_policy: bool, subscription: str | None, as_json: bool) -> 
     """
     from gpuplan.providers.azure.roles import custom_roles
 
-    roles = custom_roles(subscription or os.environ.get("AZURE_SUBSCRIPTION_ID"))
+    subscription_id = subscription or os.environ.get("AZURE_SUBSCRIPTION_ID")
+    # A subscription ID is a GUID (https://learn.microsoft.com/azure/azure-portal/get-subscription-tenant-id).
+    if subscription_id and not _GUID.fullmatch(subscription_id):
+        where = "--subscription" if subscription else "AZURE_SUBSCRIPTION_ID"
+        raise UserError(f"{where} {subscription_id!r} is not a subscription ID (a GUID such as "
+                        "00000000-0000-0000-0000-000000000000; `az account show --query id` prints yours)")
+    roles = custom_roles(subscription_id)
     if as_json or print_policy:
         emit_json(roles)
         return

@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 
+import pytest
+
 from gpuplan.providers.azure.provider import AzureProvider
 from gpuplan.providers.azure.roles import custom_roles
 from gpuplan.providers.base import LaunchRequest
@@ -43,11 +45,12 @@ def test_the_launcher_role_covers_a_launch_and_teardown(arm: RunningArm) -> None
 
 
 def test_setup_azure_prints_the_roles_for_the_subscription() -> None:
-    result = run_cli("setup", "azure", "--json", "--subscription", "1234")  # a unit test: in-process
+    sub = "0b1f6471-1bf0-4dda-aec3-cb9272f09590"
+    result = run_cli("setup", "azure", "--json", "--subscription", sub)  # a unit test: in-process
     assert result.exit_code == 0, result.stderr
     roles = result.json()
     assert set(roles) == {"launcher", "machine", "machine-storage"}
-    assert roles["machine"]["AssignableScopes"] == ["/subscriptions/1234"]
+    assert roles["machine"]["AssignableScopes"] == [f"/subscriptions/{sub}"]
     assert "Microsoft.Compute/virtualMachines/delete" in roles["machine"]["Actions"]
     assert not any(a.endswith("/write") and "virtualMachines" in a for a in roles["machine"]["Actions"])
 
@@ -61,3 +64,13 @@ def test_the_machine_reaches_blob_only_through_the_container_scoped_role() -> No
     assert storage["Actions"] == [] and sorted(storage["DataActions"]) == [
         "Microsoft.Storage/storageAccounts/blobServices/containers/blobs/read",
         "Microsoft.Storage/storageAccounts/blobServices/containers/blobs/write"]
+
+
+@pytest.mark.parametrize("value", ["1234", '"], "Actions": ["*"', "\x1b[2J\x1b]0;t\x07"])
+def test_a_subscription_that_is_not_a_guid_is_one_line_exit_2(value: str) -> None:
+    """The ID lands in the role's AssignableScopes: a quote or a control character once broke the JSON (an
+    "unexpected JSONDecodeError", exit 1); anything but a GUID is refused before a role is printed."""
+    result = run_cli("setup", "azure", "--json", "--subscription", value)
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert "is not a subscription ID" in result.stderr and len(result.stderr.strip().splitlines()) == 1
