@@ -33,6 +33,7 @@ from typing import Any
 
 from gpuplan.providers.aws.instance_types import TypeInfo
 from gpuplan.providers.aws.rules import map_client_error, tag_list
+from gpuplan.providers.base import PlacementError, Scope
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +78,22 @@ def _has_self(permissions: list[Mapping[str, Any]], group_id: str) -> bool:
     return any(p.get("IpProtocol") == "-1" and any(pair.get("GroupId") == group_id
                                                    for pair in p.get("UserIdGroupPairs") or ())
                for p in permissions)
+
+
+def find_subnet(ec2: Any, region: str, zone: str | None, subnet_id: str | None) -> dict[str, Any]:
+    """The explicit subnet, else the default VPC's default subnet of the zone (or of any zone)."""
+    if subnet_id:
+        subnets = ec2.describe_subnets(SubnetIds=[subnet_id])["Subnets"]
+    else:
+        filters = [{"Name": "default-for-az", "Values": ["true"]}]
+        if zone:
+            filters.append({"Name": "availability-zone", "Values": [zone]})
+        subnets = ec2.describe_subnets(Filters=filters)["Subnets"]
+    if not subnets:
+        where = zone or region
+        raise PlacementError(f"no default subnet in {where}; pass a subnet id (options.subnet_id)",
+                             code="NoSubnet", scope=Scope(region=region, zone=zone), region=region, zone=zone)
+    return dict(sorted(subnets, key=lambda s: s["AvailabilityZone"])[0])
 
 
 def ensure_group(ec2: Any, vpc_id: str, name: str, description: str, *, self_rules: bool = False,

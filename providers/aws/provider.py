@@ -79,7 +79,6 @@ from gpuplan.providers.base import (
     PlacementError,
     Provider,
     ProviderError,
-    Scope,
 )
 
 log = logging.getLogger(__name__)
@@ -327,7 +326,8 @@ class AwsProvider(AccountPlaces, RunStorage, AwsCapabilities, Provider):
             tags[TAG_NODE_RANK] = "0"  # several nodes get theirs after the call (gpuplan.providers.aws.ranks)
         if request.price_per_hour is not None:
             tags[TAG_PRICE] = str(request.price_per_hour)
-        subnet = self._subnet(region, zone, self._option(request, "subnet_id", None))
+        subnet = network.find_subnet(self.client("ec2", region), region, zone,
+                                     self._option(request, "subnet_id", None))
         zone = zone or subnet["AvailabilityZone"]
         image_id = self._image(request, region).image_id
         token = client_token(request.run_id, generation=int(self._option(request, "generation", 0)),
@@ -420,22 +420,6 @@ class AwsProvider(AccountPlaces, RunStorage, AwsCapabilities, Provider):
     def _root_device(self, region: str, image_id: str) -> str:
         images = self.client("ec2", region).describe_images(ImageIds=[image_id]).get("Images", [])
         return str(images[0].get("RootDeviceName") or "/dev/sda1") if images else "/dev/sda1"
-
-    def _subnet(self, region: str, zone: str | None, subnet_id: str | None) -> dict[str, Any]:
-        """The explicit subnet, else the default VPC's default subnet of the zone (or of any zone)."""
-        ec2 = self.client("ec2", region)
-        if subnet_id:
-            subnets = ec2.describe_subnets(SubnetIds=[subnet_id])["Subnets"]
-        else:
-            filters = [{"Name": "default-for-az", "Values": ["true"]}]
-            if zone:
-                filters.append({"Name": "availability-zone", "Values": [zone]})
-            subnets = ec2.describe_subnets(Filters=filters)["Subnets"]
-        if not subnets:
-            where = zone or region
-            raise PlacementError(f"no default subnet in {where}; pass a subnet id (options.subnet_id)",
-                                 code="NoSubnet", scope=Scope(region=region, zone=zone), region=region, zone=zone)
-        return dict(sorted(subnets, key=lambda s: s["AvailabilityZone"])[0])
 
     def _security_groups(self, region: str, vpc_id: str, request: LaunchRequest) -> list[str]:
         """gpuplan's group in this VPC (open only between its members), plus an SSH group for one address when
