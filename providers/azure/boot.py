@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from gpuplan.jobs.boot_cloud import BootCloud
 from gpuplan.providers.azure.boot_blob import BLOB_FUNCTIONS
+from gpuplan.providers.boot_token import ACCESS_TOKEN_FUNCTION
 
 DEFAULT_METADATA_URL = "http://169.254.169.254/metadata"
 DEFAULT_ARM_ENDPOINT = "https://management.azure.com"
@@ -45,15 +46,7 @@ AZURE_HOOKS = r"""azure_token() {
   local body
   body=$(curl -fsS -m 10 -G -H 'Metadata: true' --data-urlencode 'api-version=2018-02-01' \
     --data-urlencode "resource=$1" "$METADATA_URL/identity/oauth2/token" 2>/dev/null) || return 1
-  case "$body" in
-    *'"access_token"'*) ;;
-    *) return 1 ;;
-  esac
-  body=${body#*\"access_token\"}
-  body=${body#*\"}
-  body=${body%%\"*}
-  [ -n "$body" ] || return 1
-  printf '%s' "$body"
+  access_token_of "$body"
 }
 
 imds_compute() {
@@ -141,7 +134,7 @@ def azure_boot_cloud(*, arm_endpoint: str | None = None, metadata_url: str | Non
                      blob_endpoint: str | None = None) -> BootCloud:
     """The hooks of an Azure VM; the endpoints move ARM, IMDS and Blob storage (the tests' loopback fakes; a
     blob endpoint is path style: `ENDPOINT/ACCOUNT/CONTAINER/BLOB`)."""
-    functions = "\n".join([AZURE_HOOKS, BLOB_FUNCTIONS.strip("\n")])
+    functions = "\n".join([ACCESS_TOKEN_FUNCTION.strip("\n"), AZURE_HOOKS, BLOB_FUNCTIONS.strip("\n")])
     # A Spot VM gets at least thirty seconds: the job has fifteen to save before its checkpoints are copied.
     return BootCloud(functions=functions, notice_source="azure", assignments={
         "METADATA_URL": (metadata_url or DEFAULT_METADATA_URL).rstrip("/"),

@@ -15,6 +15,7 @@ command line): no Cloud SDK needed on the image.
 from __future__ import annotations
 
 from gpuplan.jobs.boot_cloud import BootCloud
+from gpuplan.providers.boot_token import ACCESS_TOKEN_FUNCTION
 from gpuplan.providers.gcp.boot_fabric import GCP_FABRIC_HOOKS
 from gpuplan.providers.gcp.boot_gcs import GCS_FUNCTIONS
 from gpuplan.providers.gcp.boot_gcs_sync import GCS_SYNC_FUNCTIONS
@@ -91,7 +92,8 @@ def gcp_boot_cloud(*, gcs_endpoint: str | None = None, metadata_url: str | None 
     """The hooks of a GCE VM; the endpoints move the APIs (the tests' loopback fakes). Without
     `guest_attributes` the exit code is not reported through the metadata server."""
     # The VM deletes itself at its end instead of powering off (providers/gcp/self_delete.py).
-    parts = [GCS_FUNCTIONS.strip("\n"), GCS_SYNC_FUNCTIONS.strip("\n"), GCP_HOOKS, GCP_FABRIC_HOOKS, GCP_MACHINE_END]
+    parts = [ACCESS_TOKEN_FUNCTION.strip("\n"), GCS_FUNCTIONS.strip("\n"), GCS_SYNC_FUNCTIONS.strip("\n"), GCP_HOOKS,
+             GCP_FABRIC_HOOKS, GCP_MACHINE_END]
     functions = "\n".join(parts + ([GUEST_ATTRIBUTES_HOOK] if guest_attributes else []))
     # A Spot VM gets about thirty seconds: the job has fifteen to save before its checkpoints are copied as they are.
     return BootCloud(functions=functions, notice_source="gce", assignments={

@@ -16,15 +16,7 @@ GCS_FUNCTIONS = r"""gcs_token() {
   local body
   body=$(curl -fsS -m 10 -H 'Metadata-Flavor: Google' \
     "$METADATA_URL/instance/service-accounts/default/token" 2>/dev/null) || return 1
-  case "$body" in
-    *'"access_token"'*) ;;
-    *) return 1 ;;
-  esac
-  body=${body#*\"access_token\"}
-  body=${body#*\"}
-  body=${body%%\"*}
-  [ -n "$body" ] || return 1
-  printf '%s' "$body"
+  access_token_of "$body"
 }
 
 urlencode() {
