@@ -26,6 +26,22 @@ DEFAULT_ARM_ENDPOINT = "https://management.azure.com"
 ENDPOINT_ENV = "GPUPLAN_AZURE_ARM_ENDPOINT"
 SUBSCRIPTION_ENV = "AZURE_SUBSCRIPTION_ID"
 EXTRA_HINT = "the azure provider needs the Azure SDK: pip install 'gpuplan[azure]'"
+SDK_MODULES = ("azure.identity", "azure.mgmt.resource", "azure.mgmt.network", "azure.mgmt.compute")
+
+
+def require_sdk() -> None:
+    """UserError (one line, exit 2) when the `azure` extra is not installed: asked before a launch records
+    anything, where the lazy imports below would only fail mid-launch, as a provider error. Finds the modules
+    without importing them (seconds)."""
+    import importlib.util
+
+    for name in SDK_MODULES:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):  # a parent package missing, or a half-installed one
+            found = False
+        if not found:
+            raise UserError(EXTRA_HINT)
 
 
 class ArmSession:

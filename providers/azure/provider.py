@@ -140,8 +140,12 @@ class AzureProvider(Attachable, AzurePricing, Provider):
         return f"{vault_url(self.key_vault or 'no-key-vault')}/secrets/{secret_name(run_id, name)}"
 
     def check_launch(self, request: LaunchRequest) -> LaunchCheck:
-        """Refuse, before anything is recorded, a boot script bigger than Azure's custom data limit."""
+        """Refuse, before anything is recorded, what cannot work on Azure: no SDK installed, storage or secrets
+        without the identity or vault they need, a boot script bigger than Azure's custom data limit."""
+        from gpuplan.providers.azure.arm import require_sdk
         from gpuplan.providers.azure.compute import MAX_CUSTOM_DATA_BYTES
+
+        require_sdk()
 
         storage = request.options.get("run_storage_url")
         if storage and len(str(storage)) > 256:  # it rides as a tag value (Azure: at most 256 characters)

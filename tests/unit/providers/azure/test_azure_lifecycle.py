@@ -5,6 +5,8 @@ its network and VMs, describe/list_tagged read them back, terminate leaves nothi
 from __future__ import annotations
 
 import base64
+import re
+import sys
 from decimal import Decimal
 
 import pytest
@@ -147,6 +149,18 @@ def test_a_run_with_secrets_needs_a_key_vault(arm: RunningArm) -> None:
 
     with pytest.raises(UserError, match="key_vault"):
         provider().check_launch(request(secrets={"HF_TOKEN": ""}))
+
+
+@pytest.mark.parametrize("missing", ["azure.mgmt.compute", "azure.identity"])
+def test_without_the_azure_extra_a_launch_is_refused_before_anything_is_recorded(
+        missing: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the SDK a launch used to record its run and fail mid-start ("Azure request failed: UserError",
+    exit 1); check_launch now says what to install, before anything is recorded."""
+    from gpuplan.errors import UserError
+
+    monkeypatch.setitem(sys.modules, missing, None)  # what importlib finds when the package is absent
+    with pytest.raises(UserError, match=re.escape("pip install 'gpuplan[azure]'")):
+        provider().check_launch(request())
 
 
 def test_two_nodes_share_the_network_and_rank_1_gets_rank_0s_private_address(arm: RunningArm) -> None:
