@@ -8,14 +8,11 @@ as separate processes; every leftover is found by a unique sleep length in its c
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import json
 import os
-import random
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,6 +21,7 @@ from gpuplan.jobs.containment import cgroup2_mounts
 from gpuplan.jobs.processes import pid_alive
 
 from support.clihelp import run_subprocess
+from support.sleepers import sleeping
 
 PRICE = {"GPUPLAN_LOCAL_PRICE_PER_HOUR": "3600"}  # a dollar a second
 
@@ -37,28 +35,6 @@ def containment(request: pytest.FixtureRequest) -> dict[str, str]:
     if request.param == "cgroup" and not _cgroup_possible():
         pytest.skip("no writable cgroup2 mount here (the group fallback is tested instead)")
     return {**PRICE, "GPUPLAN_CONTAINMENT": request.param}
-
-
-@pytest.fixture
-def marker() -> Iterator[str]:
-    """A sleep length no other process uses; whatever still sleeps it at the end is killed (old code leaks)."""
-    seconds = str(random.randint(100_000, 999_999))
-    yield seconds
-    for pid in with_marker(seconds):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-
-
-def with_marker(seconds: str) -> list[int]:
-    found = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            argv = cmdline.read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if argv[:2] == [b"sleep", seconds.encode()] and pid_alive(int(cmdline.parent.name)):
-            found.append(int(cmdline.parent.name))
-    return found
 
 
 def escaping_command(seconds: str, then: str) -> str:
@@ -93,7 +69,7 @@ def test_what_a_finished_job_left_running_ends_with_it(tmp_path: Path, containme
                                                         marker: str) -> None:
     run_id, node = launch(tmp_path, escaping_command(marker, "sleep 1"), containment)
     wait_for(lambda: (node / "exit.json").exists())
-    assert with_marker(marker) == [], "a process of the job outlived its recorded end"
+    assert sleeping(marker) == [], "a process of the job outlived its recorded end"
     final = run_subprocess("status", run_id, "--json", env=containment).json()
     assert final["state"] == "succeeded"
     assert json.loads((node / "containment.json").read_text())["kind"] == containment["GPUPLAN_CONTAINMENT"]
@@ -102,11 +78,11 @@ def test_what_a_finished_job_left_running_ends_with_it(tmp_path: Path, containme
 @pytest.mark.timeout(120)
 def test_stop_ends_what_left_the_group(tmp_path: Path, containment: dict[str, str], marker: str) -> None:
     run_id, _node = launch(tmp_path, escaping_command(marker, "sleep 300"), containment)
-    wait_for(lambda: len(with_marker(marker)) == 3)
+    wait_for(lambda: len(sleeping(marker)) == 3)
     time.sleep(0.6)  # the group fallback's snapshot
     out = run_subprocess("stop", run_id, env=containment)
     assert out.exit_code == 0, out.stderr
-    assert with_marker(marker) == []
+    assert sleeping(marker) == []
     assert run_subprocess("status", run_id, "--json", env=containment).json()["state"] not in ("running", "pending")
 
 
@@ -114,16 +90,16 @@ def test_stop_ends_what_left_the_group(tmp_path: Path, containment: dict[str, st
 def test_kill_9_of_the_wrapper_then_status_ends_the_leftovers_and_bills_them(
         tmp_path: Path, containment: dict[str, str], marker: str) -> None:
     run_id, node = launch(tmp_path, escaping_command(marker, "sleep 300"), containment)
-    wait_for(lambda: len(with_marker(marker)) == 3)
+    wait_for(lambda: len(sleeping(marker)) == 3)
     time.sleep(0.6)  # the group fallback's snapshot
     wrapper = int((node / "wrapper.pid").read_text())
     os.kill(wrapper, signal.SIGKILL)
     wait_for(lambda: not pid_alive(wrapper))
     time.sleep(1.5)
-    assert len(with_marker(marker)) == 3, "the leftovers run on until someone looks"
+    assert len(sleeping(marker)) == 3, "the leftovers run on until someone looks"
     looked_at = time.time()
     final = run_subprocess("status", run_id, "--json", env=containment).json()
-    assert with_marker(marker) == []
+    assert sleeping(marker) == []
     assert final["state"] not in ("pending", "provisioning", "running"), final
     ended = dt.datetime.fromisoformat(json.loads((node / "exit.json").read_text())["ended_at"]).timestamp()
     assert ended >= looked_at - 0.5, "billed until the last process ended, not until the wrapper died"

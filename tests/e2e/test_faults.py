@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import os
 import random
-import signal
 import subprocess
 import sys
 import time
@@ -16,9 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuplan.jobs.processes import pid_alive
-
 from support.clihelp import run_subprocess
+from support.sleepers import sleeping
 
 PRICE = {"GPUPLAN_LOCAL_PRICE_PER_HOUR": "3600"}
 
@@ -49,27 +47,6 @@ def fill(folder: Path) -> Path:
     finally:
         os.close(fd)
     return filler
-
-
-@pytest.fixture
-def marker() -> Iterator[str]:
-    seconds = str(random.randint(100_000, 999_999))
-    yield seconds
-    for pid in sleeping(seconds):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-
-
-def sleeping(seconds: str) -> list[int]:
-    found = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            argv = cmdline.read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if argv[:2] == [b"sleep", seconds.encode()] and pid_alive(int(cmdline.parent.name)):
-            found.append(int(cmdline.parent.name))
-    return found
 
 
 def job(tmp_path: Path, seconds: str) -> Path:
