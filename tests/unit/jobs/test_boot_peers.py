@@ -10,8 +10,6 @@ import json
 import os
 import signal
 import subprocess
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,6 +19,7 @@ from gpuplan.providers.aws.boot import aws_boot_cloud
 
 from support.fakes.interruption_metadata import serve_interruption_metadata
 from support.reaper import reap
+from support.waiting import wait_for
 
 # Trains until stopped; saves its step on SIGTERM (as a torch job saves its state_dict), then exits 143.
 JOB = r"""
@@ -34,13 +33,6 @@ while :; do step=$((step + 1)); sleep 0.1; done
 def no_job_outlives_its_test(tmp_path: Path) -> object:
     yield
     reap(tmp_path)
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.1)
 
 
 def node(tmp_path: Path, rank: int, imds_url: str) -> tuple[subprocess.Popen[bytes], Path]:

@@ -13,7 +13,6 @@ import os
 import subprocess
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -26,6 +25,7 @@ from gpuplan.providers.aws.boot import aws_boot_cloud
 from support.fakes.interruption_metadata import serve_interruption_metadata
 from support.hostimage import host_userland_env, host_userland_image
 from support.reaper import reap
+from support.waiting import wait_for
 
 # A training loop that saves where it is when SIGTERM comes (as a torch job saves its state_dict), then exits 143.
 TRAIN = r"""
@@ -50,13 +50,6 @@ while True:
 def no_job_outlives_its_test(tmp_path: Path) -> object:
     yield
     reap(tmp_path)
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.1)
 
 
 def test_exec_form_of_commands() -> None:
