@@ -112,6 +112,7 @@ def test_a_gcp_vm_deletes_itself_instead_of_powering_off(lab: VmLab, gce: Runnin
                                      "token": "ya29.vm-token"}, metadata_port=port)
     assert lab.wait(vm, timeout=120) == 0, vm.text("job.log")
     log = vm.text("job.log")
+    assert "the machine booted 1 s ago" in log, log  # the stand-in's own uptime, not the host's
     assert "deleting this VM through the Compute API" in log, log
     [delete] = gce.state.operations_of("delete")  # the VM's own instances.delete (old code: none, powered off)
     gce.state.get_operation(instance.zone, delete, wait=True)  # GCE carries it out

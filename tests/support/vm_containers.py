@@ -93,6 +93,9 @@ class VmLab:
         folder.mkdir()
         (folder / "metadata.json").write_text(json.dumps(metadata))
         (folder / "boot.sh").write_text(script.replace("BASE_DIR=/var/lib/gpuplan", "BASE_DIR=/vm/base", 1))
+        # A container sees the host's /proc/uptime (hours on a CI machine), but a VM's boot script reads its own
+        # boot time from it (the fail-safe counts from the boot): the stand-in VM has just booted.
+        (folder / "uptime").write_text("1.00 1.00\n")
         ip = f"{self.subnet}.{host}" if host is not None and self.subnet else None
         site = sysconfig.get_paths()["purelib"]
         net = ["--network", self.network, "--ip", ip, "--hostname", name] if ip and self.network else \
@@ -104,6 +107,7 @@ class VmLab:
         self.podman("run", "-d", "--init", "--name", f"gpuplan-vmlab-{os.getpid()}-{name}", *net,
                     "-v", f"{folder}:/vm", "-v", f"{self.folder / 'vm-bin'}:/opt/vm-bin:ro",
                     "-v", f"{site}:/opt/site:ro", "-v", f"{self.folder / 'shared'}:/shared",
+                    "-v", f"{folder / 'uptime'}:/proc/uptime:ro",
                     "-e", "PYTHONPATH=/opt/site", "-e", f"PATH={VM_PATH}", *extra,
                     self.image, "/bin/bash", "-c", boot)
         vm = Vm(name, folder, ip)
