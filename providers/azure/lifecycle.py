@@ -1,8 +1,10 @@
 """Launch, describe, terminate and list a run's Azure VMs (AzureProvider's lifecycle, through the Azure SDK).
 
-- Launch: the run's resource group (tagged), the region's NSG and VNet, then per node a NIC (and public IP) and
-  the VM, each a PUT of a fixed name awaited through ARM's long-running operation (azure-core polls the
+- Launch: the run's resource group (tagged), the region's NSG and VNet, then every node's NIC (and public IP),
+  then the VMs, each a PUT of a fixed name awaited through ARM's long-running operation (azure-core polls the
   Azure-AsyncOperation URL: https://learn.microsoft.com/azure/azure-resource-manager/management/async-operations).
+  The NICs come first because a NIC has its private address from its create on: every node's boot script gets
+  every node's address in rank order (GPUPLAN_NODE_IPS, rank 0's as MASTER_ADDR) before any VM boots.
   All or nothing: a node that fails deletes the VMs this attempt started, so failover moves on clean.
   Idempotent per run: the VMs tagged with the run id are looked up first and returned if every rank is there.
 - Describe: a VM read with its instance view. A VM that is *stopped* is still allocated and billed
@@ -34,7 +36,7 @@ from gpuplan.providers.azure.naming import (
     resource_group_name,
     vm_name,
 )
-from gpuplan.providers.azure.network import ensure_network, ensure_nic, ensure_resource_group
+from gpuplan.providers.azure.network import NodeNic, ensure_network, ensure_nic, ensure_resource_group
 from gpuplan.providers.azure.secrets import KeyVault
 from gpuplan.providers.base import (
     CREATED_BY,
@@ -110,17 +112,23 @@ class AzureMachines:
                                         code="NoKeyVault")
                 self.vault.put(request.run_id, request.secrets, tags)
             subnet = ensure_network(self.session, group, region, tags, self.ssh_from())
-            master: str | None = None
-            for rank in sorted(have | set(missing)):
-                name = vm_name(request.run_id, rank, generation)
-                if rank in have:
-                    continue
-                node_tags = {**tags, TAG_NODE_RANK: str(rank), TAG_SPOT: str(request.spot).lower()}
-                if request.price_per_hour is not None:
-                    node_tags[TAG_PRICE] = str(request.price_per_hour)
-                nic = ensure_nic(self.session, group, region, name, subnet, node_tags, public_ip=self.public_ip)
-                script = self._script(request, rank, master)
-                spec = VmSpec(name=name, region=region, zone=zone_number, size=size, nic_id=nic,
+            # Every node's NIC first: their private addresses, in rank order, go into every node's boot script
+            # (GPUPLAN_NODE_IPS / SKYPILOT_NODE_IPS, and rank 0's is MASTER_ADDR) before any VM boots.
+            names = {i.node_rank: split_instance_id(i.instance_id)[1] for i in existing}
+            nics: dict[int, NodeNic] = {}
+            for rank in missing:
+                names[rank] = vm_name(request.run_id, rank, generation)
+                nics[rank] = ensure_nic(self.session, group, region, names[rank], subnet,
+                                        self._node_tags(request, tags, rank), public_ip=self.public_ip)
+            addrs = self._node_addresses(group, names, nics, request.nodes)
+            for rank in missing:
+                name = names[rank]
+                node_tags = self._node_tags(request, tags, rank)
+                # Rank 0 too gets its own NIC's address as MASTER_ADDR: `hostname -I` on the machine may list
+                # another interface first (docker0, InfiniBand's ib0 on the HPC image).
+                script = self._script(request, rank, addrs[0] if request.nodes > 1 else None,
+                                      addrs if request.nodes > 1 else [])
+                spec = VmSpec(name=name, region=region, zone=zone_number, size=size, nic_id=nics[rank].nic_id,
                               boot_script=script, ssh_public_key=self.ssh_key(), spot=request.spot,
                               max_price=self.spot_max_price, image=self.image, identity_id=self.identity_id,
                               os_disk_gb=self.os_disk_gb)
@@ -128,8 +136,6 @@ class AzureMachines:
                     group, name, vm_body(spec, node_tags))
                 started.append(name)
                 poller.result()
-                if rank == 0:
-                    master = self._private_address(group, name)
         except Exception as exc:
             error = from_exception(exc, region=region, zone=zone, instance_type=size, family=quota_family(size),
                                    spot=request.spot)
@@ -161,23 +167,37 @@ class AzureMachines:
                 log.info("resource group %s is still being deleted; waiting", group)
                 time.sleep(self.group_poll_seconds)
 
-    def _script(self, request: LaunchRequest, rank: int, master: str | None) -> str:
+    @staticmethod
+    def _node_tags(request: LaunchRequest, tags: dict[str, str], rank: int) -> dict[str, str]:
+        node_tags = {**tags, TAG_NODE_RANK: str(rank), TAG_SPOT: str(request.spot).lower()}
+        if request.price_per_hour is not None:
+            node_tags[TAG_PRICE] = str(request.price_per_hour)
+        return node_tags
+
+    def _script(self, request: LaunchRequest, rank: int, master: str | None, node_addrs: Sequence[str]) -> str:
         per_node = request.options.get("boot_script_for")
-        if callable(per_node):
-            return str(per_node(rank, master))
+        if callable(per_node):  # orchestration's renderer (gpuplan.launching.placements.boot_script_renderer)
+            return str(per_node(rank, master, node_addrs=node_addrs))
         return request.boot_script or "#!/bin/bash\n"
 
-    def _private_address(self, group: str, name: str) -> str | None:
-        from gpuplan.providers.azure.naming import nic_name
+    def _node_addresses(self, group: str, names: dict[int, str], nics: dict[int, NodeNic],
+                        nodes: int) -> list[str]:
+        """Every node's private address, rank 0 first: from the NICs this launch made (their create answers), and
+        for the nodes already running, read back from their NICs.
+
+        A NIC without an address (never seen: Azure assigns one when the NIC is created) is listed by its VM's
+        name, which Azure-provided DNS resolves for every VM of the same virtual network ("Azure-provided name
+        resolution ... between VMs that live in the same virtual network ... by host name": the VM's name is its
+        host name, https://learn.microsoft.com/azure/virtual-network/virtual-networks-name-resolution-for-vms-and-role-instances);
+        the boot script resolves names at boot (gpuplan.jobs.boot_node_ips)."""
         from gpuplan.providers.azure.network import nic_addresses
 
-        try:
-            nic = self.session.network.network_interfaces.get(group, nic_name(name))
-            configs = list(nic.ip_configurations or [])
-            return configs[0].private_ip_address if configs else None
-        except Exception:
-            private, _ = nic_addresses(self.session, group, name)
-            return private
+        out = []
+        for rank in range(nodes):
+            name = names.get(rank) or ""
+            address = nics[rank].private_ip if rank in nics else nic_addresses(self.session, group, name)[0]
+            out.append(address or name)
+        return out
 
     # ---- describe ------------------------------------------------------------------------------------------
 

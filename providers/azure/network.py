@@ -20,6 +20,7 @@ of a second one (ARM's PUT is an idempotent create-or-update).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from gpuplan.providers.azure.naming import (
@@ -81,10 +82,26 @@ def ensure_network(clients: ArmClients, group: str, region: str, tags: Mapping[s
             f"virtualNetworks/{vnet}/subnets/{SUBNET}")
 
 
+@dataclass(frozen=True)
+class NodeNic:
+    """A node's NIC as ARM answered its create: its id, and the private address Azure gave it (None if absent)."""
+
+    nic_id: str
+    private_ip: str | None
+
+
 def ensure_nic(clients: ArmClients, group: str, region: str, vm: str, subnet_id: str, tags: Mapping[str, str],
-               *, public_ip: bool) -> str:
+               *, public_ip: bool) -> NodeNic:
     """The node's NIC (with a Standard static public IP when asked: the VM's way out to pull its image and ship
-    its outputs, and in for ssh); returns the NIC's id."""
+    its outputs, and in for ssh), with its private address.
+
+    The address is there as soon as the NIC is: with dynamic allocation "Azure assigns the next available
+    unassigned or unreserved IP address in the subnet's address range" when the NIC is created, and it stays the
+    NIC's until the NIC is deleted, moved to another subnet or switched to static
+    (https://learn.microsoft.com/azure/virtual-network/ip-services/private-ip-addresses,
+    https://learn.microsoft.com/training/modules/configure-virtual-networks/8-associate-private-ip-addresses).
+    So a launch that makes every node's NIC before any VM knows every node's address before any boot script is
+    rendered (providers/azure/lifecycle.py: GPUPLAN_NODE_IPS)."""
     ip_config: dict[str, Any] = {"subnet": {"id": subnet_id}, "privateIPAllocationMethod": "Dynamic"}
     if public_ip:
         # Basic public IPs are retired; Standard ones are static and closed to inbound traffic until an NSG opens
@@ -96,7 +113,8 @@ def ensure_nic(clients: ArmClients, group: str, region: str, vm: str, subnet_id:
     nic = clients.network.network_interfaces.begin_create_or_update(group, nic_name(vm), {
         "location": region, "tags": dict(tags),
         "properties": {"ipConfigurations": [{"name": "primary", "properties": ip_config}]}}).result()
-    return str(nic.id)
+    configs = list(nic.ip_configurations or [])
+    return NodeNic(str(nic.id), configs[0].private_ip_address if configs else None)
 
 
 def nic_addresses(clients: ArmClients, group: str, vm: str) -> tuple[str | None, str | None]:

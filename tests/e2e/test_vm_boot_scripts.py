@@ -7,10 +7,13 @@
 - GCP, one node: the startup script gpuplan put in the VM's metadata (through the real Compute client against the
   fake API) runs; at its end the VM deletes itself through instances.delete with its metadata-server token instead
   of powering off (item 5: before the fix it powered off, and a stopped VM bills its disk).
+- GCP and Azure, two nodes: each VM's SKYPILOT_NODE_IPS lists both nodes, rank 0 first (GCP: internal DNS names
+  resolved on the VM; Azure: the NICs' private addresses, launched through the real SDK against the fake ARM).
 """
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import json
 import socket
@@ -25,9 +28,11 @@ from gpuplan.launching.placements import with_boot_scripts
 from gpuplan.providers.aws.provider import AwsProvider
 from gpuplan.providers.aws.ranks import TAG_MASTER_ADDR, node_ips_tags
 from gpuplan.providers.aws.rules import TAG_NODE_RANK
+from gpuplan.providers.azure.provider import AzureProvider
 from gpuplan.providers.base import LaunchRequest
 from gpuplan.providers.gcp.provider import GcpProvider
 
+from support.fake_arm.fixture import RunningArm, StaticToken
 from support.fakes.gce_server import RunningFake
 from support.vm_containers import VmLab
 
@@ -151,3 +156,34 @@ def test_two_gcp_vms_each_list_both_nodes_addresses(lab: VmLab, gce: RunningFake
     for vm in vms:
         assert lab.wait(vm, timeout=120) == 0, vm.text("job.log")
         assert vm.text("ips.txt").split() == addresses, vm.text("job.log")
+
+
+def test_two_azure_vms_each_list_both_nodes_addresses(lab: VmLab, arm: RunningArm) -> None:
+    """A SkyPilot task's `run` on a two-node Azure run reads SKYPILOT_NODE_IPS: each VM lists both nodes' private
+    addresses, rank 0 first, as the NICs got them from the run's VNet (before: rank 0's address only, on both).
+    The stand-in VMs sit on those very addresses, so rank 1's MASTER_ADDR is rank 0's machine."""
+    lab.create_network(prefix="10.64.0")  # gpuplan's VNet subnet (providers/azure/naming.py): 10.64.0.4 onwards
+    provider = AzureProvider(credential=StaticToken(), ssh_public_key=None)  # type: ignore[arg-type]
+    run = prelude(False) + ('\nprintf "%s\\n" "$SKYPILOT_NODE_IPS" > "$GPUPLAN_RUN_DIR/ips.txt"'
+                            '\nprintf "%s\\n" "$MASTER_ADDR" > "$GPUPLAN_RUN_DIR/master.txt"')
+    request = LaunchRequest(run_id="r-vmaz2node", name="two-azure", command=run, run_dir="/tmp/unused", nodes=2,
+                            instance_type="Standard_NC24ads_A100_v4", region="eastus", gpus_per_node=1,
+                            price_per_hour=Decimal("3.67"), options={"argv": ["/bin/bash", "-c", run]})
+    instances = provider.launch(with_boot_scripts(request, provider))
+    assert [i.node_rank for i in instances] == [0, 1]
+    nics = {n["name"]: n["properties"]["ipConfigurations"][0]["properties"]["privateIPAddress"]
+            for n in arm.state.of_type("Microsoft.Network/networkInterfaces")}
+    addresses = [nics[f"gpuplan-r-vmaz2node-{rank}-nic"] for rank in (0, 1)]
+    assert addresses == [f"{lab.subnet}.4", f"{lab.subnet}.5"]  # Azure's first free addresses of the subnet
+    vms = []
+    for rank in (0, 1):
+        vm = arm.state.resources[arm.state.rid("gpuplan-r-vmaz2node", "Microsoft.Compute/virtualMachines",
+                                               f"gpuplan-r-vmaz2node-{rank}").lower()]
+        script = base64.b64decode(vm["properties"]["osProfile"]["customData"]).decode()  # what cloud-init runs
+        script = script.replace("METADATA_URL=http://169.254.169.254/metadata", "METADATA_URL=http://127.0.0.1:8169/metadata")
+        script = script.replace("EXPECTED_GPUS=1", "EXPECTED_GPUS=0")  # the stand-in VM has no GPU
+        vms.append(lab.start(f"aznode{rank}", script, {}, host=4 + rank))
+    for vm in vms:
+        assert lab.wait(vm, timeout=120) == 0, vm.text("job.log")
+        assert vm.text("ips.txt").split() == addresses, vm.text("job.log")
+        assert vm.text("master.txt").split() == addresses[:1], vm.text("job.log")

@@ -17,6 +17,7 @@ import random
 import shutil
 import subprocess
 import sysconfig
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -74,15 +75,19 @@ class VmLab:
         return subprocess.run(["podman", *args], env=self.env, capture_output=True, text=True, check=check,
                               timeout=timeout)
 
-    def create_network(self) -> None:
-        """A bridge network of this test's own, on a free 10.89.x.0/24."""
-        for _ in range(20):
-            third = random.randint(20, 250)
-            name = f"gpuplan-vmlab-{os.getpid()}-{third}"
-            made = self.podman("network", "create", "--subnet", f"10.89.{third}.0/24", name, check=False)
+    def create_network(self, prefix: str | None = None) -> None:
+        """A bridge network of this test's own, on a free 10.89.x.0/24; or on `prefix`.0/24 when the cloud
+        decides the addresses (an Azure NIC's, from the run's own VNet), waiting a while for another test's lab
+        to free it."""
+        candidates = [prefix] * 30 if prefix else [f"10.89.{random.randint(20, 250)}" for _ in range(20)]
+        for subnet in candidates:
+            name = f"gpuplan-vmlab-{os.getpid()}-{subnet.replace('.', '-')}"
+            made = self.podman("network", "create", "--subnet", f"{subnet}.0/24", name, check=False)
             if made.returncode == 0:
-                self.network, self.subnet = name, f"10.89.{third}"
+                self.network, self.subnet = name, subnet
                 return
+            if prefix:
+                time.sleep(2)
         raise RuntimeError(f"no free podman subnet: {made.stderr}")
 
     def start(self, name: str, script: str, metadata: dict[str, object], *, host: int | None = None,

@@ -19,7 +19,7 @@ from typing import Any
 from werkzeug.wrappers import Request, Response
 
 from support.fake_arm.model import ArmError, ArmState, Json, now_iso
-from support.fake_arm.strict import StrictArmRules, check_tags, check_vm
+from support.fake_arm.strict import StrictArmRules, check_tags, check_vm, private_ip
 
 _GROUPS = re.compile(r"^/subscriptions/([^/]+)/resourcegroups/?$", re.I)
 _GROUP = re.compile(r"^/subscriptions/([^/]+)/resourcegroups/([^/]+)$", re.I)
@@ -258,7 +258,7 @@ class FakeArmApp:
         if lkind == VM:
             finish = self._prepare_vm(resource, existing)
         elif lkind == NIC:
-            self._prepare_nic(resource)
+            self._prepare_nic(resource, existing)
         elif lkind == PIP:
             props["ipAddress"] = (existing or {}).get("properties", {}).get("ipAddress") or \
                 f"203.0.113.{len(self.state.of_type(PIP)) + 10}"
@@ -324,15 +324,18 @@ class FakeArmApp:
 
         return finish
 
-    def _prepare_nic(self, nic: Json) -> None:
+    def _prepare_nic(self, nic: Json, existing: Json | None) -> None:
+        before = {c["name"]: c.get("properties", {}) for c in (existing or {}).get("properties", {})
+                  .get("ipConfigurations", [])}
         for config in nic["properties"].get("ipConfigurations", []):
             cprops = config.setdefault("properties", {})
             config["id"] = f"{nic['id']}/ipConfigurations/{config['name']}"
             subnet = cprops.get("subnet", {}).get("id", "")
             vnet_id = subnet.rsplit("/subnets/", 1)[0].lower()
             vnet = self.state.resources.get(vnet_id)
-            if vnet is None or not any(s.get("id", "").lower() == subnet.lower()
-                                       for s in vnet["properties"].get("subnets", [])):
+            found = [s for s in (vnet or {}).get("properties", {}).get("subnets", [])
+                     if s.get("id", "").lower() == subnet.lower()]
+            if vnet is None or not found:
                 raise ArmError(400, "InvalidResourceReference", f"Resource {subnet} referenced by resource "
                                f"{nic['id']} was not found.")
             if vnet["location"] != nic["location"]:
@@ -342,7 +345,8 @@ class FakeArmApp:
             if ip_ref and ip_ref.lower() not in self.state.resources:
                 raise ArmError(400, "InvalidResourceReference", f"Resource {ip_ref} referenced by resource "
                                f"{nic['id']} was not found.")
-            cprops["privateIPAddress"] = self.state.next_private_ip()
+            cprops["privateIPAddress"] = private_ip(self.rules, self.state, nic["id"], found[0], cprops,
+                                                    before.get(config["name"]))
 
     def delete(self, resource: Json) -> Response:
         lkind = resource["type"].lower()

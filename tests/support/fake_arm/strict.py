@@ -31,6 +31,16 @@ each switchable (`StrictArmRules`) so a test can show the plain fake accepting w
   VM first, or delete the whole resource group.
 - `group_deleting`: a PUT into a resource group being deleted is HTTP 409 `ResourceGroupBeingDeleted`
   (https://learn.microsoft.com/azure/azure-resource-manager/troubleshooting/common-deployment-errors).
+- `private_ips`: a NIC's private address comes from its subnet's range, whose first four addresses and last one
+  Azure reserves (https://learn.microsoft.com/azure/virtual-network/virtual-networks-faq#are-there-any-restrictions-on-using-ip-addresses-within-these-subnets).
+  Dynamic allocation: "Azure assigns the next available unassigned or unreserved IP address in the subnet's
+  address range" when the NIC is created (10.64.0.4 for a run's first NIC), and the NIC keeps it until it is
+  deleted, moved to another subnet or switched to static; Static: the address asked for, if it is in the subnet,
+  not reserved and not another NIC's (HTTP 400 `PrivateIPAddressNotInSubnet`, `PrivateIPAddressInReservedRange`,
+  `PrivateIPAddressInUse`: the codes Azure answers, messages ours).
+  https://learn.microsoft.com/azure/virtual-network/ip-services/private-ip-addresses
+  (https://learn.microsoft.com/training/modules/configure-virtual-networks/8-associate-private-ip-addresses).
+  Off: every NIC takes the next address of one counter across all subnets (the plain fake).
 - Capacity (`SkuNotAvailable` 409 at PUT; `AllocationFailed` / `ZonalAllocationFailed` as the operation's failed
   status, the VM left in provisioningState Failed) are injected by tests (`ArmState.fail_vm_create`): the sources
   are in providers/azure/errors.py.
@@ -40,6 +50,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import ipaddress
 import re
 from dataclasses import dataclass, field
 
@@ -68,6 +79,7 @@ class StrictArmRules:
     spot: bool = True
     in_use: bool = True
     group_deleting: bool = True
+    private_ips: bool = True
     # (region, quota name) -> vCPU limit; quota names: a family (`standardNCADSA100v4Family`), TOTAL_REGIONAL,
     # LOW_PRIORITY. Unset: unlimited.
     quotas: dict[tuple[str, str], int] = field(default_factory=dict)
@@ -157,3 +169,35 @@ def check_quota(rules: StrictArmRules, state: ArmState, body: Json) -> None:
                            "for Quota increase at https://aka.ms/ProdportalCRP/#blade/Microsoft_Azure_Capacity/"
                            "UsageAndQuota.ReactView/Parameters/ ... by specifying parameters listed in the "
                            "'Details' section for deployment to succeed.")
+
+
+def private_ip(rules: StrictArmRules, state: ArmState, nic_id: str, subnet: Json, asked: Json,
+               before: Json | None) -> str:
+    """The private address of NIC `nic_id`'s IP configuration `asked` in `subnet` (`before`: the configuration's
+    properties as they were, on an update)."""
+    if not rules.private_ips:
+        return state.next_private_ip()
+    network = ipaddress.ip_network(subnet["properties"]["addressPrefix"])
+    reserved = {*list(network)[:4], network[-1]}
+    used = {c["properties"].get("privateIPAddress") for n in state.of_type("Microsoft.Network/networkInterfaces")
+            if n["id"].lower() != nic_id.lower() for c in n["properties"].get("ipConfigurations", [])
+            if c.get("properties", {}).get("subnet", {}).get("id", "").lower() == subnet["id"].lower()}
+    if asked.get("privateIPAllocationMethod") == "Static":
+        address = ipaddress.ip_address(asked.get("privateIPAddress") or "0.0.0.0")
+        if address not in network:
+            raise ArmError(400, "PrivateIPAddressNotInSubnet", f"IP configuration of {nic_id} asks for private IP "
+                           f"address {address}, which is not in subnet {subnet['id']}.")
+        if address in reserved:
+            raise ArmError(400, "PrivateIPAddressInReservedRange", f"Private IP address {address} is in the "
+                           f"reserved range of subnet {subnet['id']}.")
+        if str(address) in used:
+            raise ArmError(400, "PrivateIPAddressInUse", f"IP configuration of {nic_id} is using the private IP "
+                           f"address {address} which is already allocated to another resource.")
+        return str(address)
+    kept = (before or {}).get("privateIPAddress")
+    if kept and kept not in used and (before or {}).get("subnet", {}).get("id", "").lower() == subnet["id"].lower():
+        return str(kept)
+    for address in network.hosts():
+        if address not in reserved and str(address) not in used:
+            return str(address)
+    raise ArmError(400, "SubnetIsFull", f"Subnet {subnet['id']} has no free private IP address.")

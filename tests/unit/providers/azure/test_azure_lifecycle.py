@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import re
 import sys
+from collections.abc import Sequence
 from decimal import Decimal
 
 import pytest
@@ -163,18 +164,30 @@ def test_without_the_azure_extra_a_launch_is_refused_before_anything_is_recorded
         provider().check_launch(request())
 
 
-def test_two_nodes_share_the_network_and_rank_1_gets_rank_0s_private_address(arm: RunningArm) -> None:
-    rendered: list[tuple[int, str | None]] = []
+def _nic_ips(arm: RunningArm) -> dict[str, str]:
+    return {n["name"]: n["properties"]["ipConfigurations"][0]["properties"]["privateIPAddress"]
+            for n in arm.state.of_type("Microsoft.Network/networkInterfaces")}
 
-    def script_for(rank: int, master: str | None) -> str:
-        rendered.append((rank, master))
+
+def _custom_data(arm: RunningArm, group: str, name: str) -> str:
+    vm = arm.state.resources[arm.state.rid(group, "Microsoft.Compute/virtualMachines", name).lower()]
+    return base64.b64decode(vm["properties"]["osProfile"]["customData"]).decode()
+
+
+def test_two_nodes_share_the_network_and_every_rank_gets_every_nodes_private_address(arm: RunningArm) -> None:
+    rendered: list[tuple[int, str | None, list[str]]] = []
+
+    def script_for(rank: int, master: str | None, node_addrs: Sequence[str] = ()) -> str:
+        rendered.append((rank, master, list(node_addrs)))
         return f"#!/bin/bash\necho rank {rank}\n"
 
     nodes = provider().launch(request(nodes=2, options={"boot_script_for": script_for}))
     assert [i.node_rank for i in nodes] == [0, 1]
+    ips = _nic_ips(arm)
+    both = [ips["gpuplan-r-az1-0-nic"], ips["gpuplan-r-az1-1-nic"]]
+    assert both == ["10.64.0.4", "10.64.0.5"]  # the subnet's first free addresses (strict layer: private_ips)
+    assert rendered == [(0, both[0], both), (1, both[0], both)]
     nics = {n["name"]: n for n in arm.state.of_type("Microsoft.Network/networkInterfaces")}
-    rank0_ip = nics["gpuplan-r-az1-0-nic"]["properties"]["ipConfigurations"][0]["properties"]["privateIPAddress"]
-    assert rendered == [(0, None), (1, rank0_ip)]
     subnets = {n["properties"]["ipConfigurations"][0]["properties"]["subnet"]["id"] for n in nics.values()}
     assert len(subnets) == 1  # one subnet: the NSG's default AllowVnetInBound lets the ranks reach each other
     assert len(arm.state.of_type("Microsoft.Network/virtualNetworks")) == 1
@@ -244,3 +257,40 @@ def test_a_relaunch_waits_for_the_previous_group_to_finish_deleting(arm: Running
     assert again.state == InstanceState.RUNNING and again.instance_id.endswith("-g1-0")
     group_puts = [r for r in arm.state.requests if r[0] == "PUT" and r[1].lower().endswith("/gpuplan-r-az1")]
     assert len(group_puts) >= 3  # the first launch's, at least one refused (409) while deleting, the last
+
+
+def test_every_nodes_custom_data_lists_every_nodes_address_in_rank_order(arm: RunningArm) -> None:
+    """GPUPLAN_NODE_IPS (SkyPilot's SKYPILOT_NODE_IPS) on Azure: orchestration's real renderer, a three-node launch
+    through the SDK, and each VM's custom data names the three NICs' addresses, rank 0 first (before: none, so a
+    node listed rank 0's address only)."""
+    from gpuplan.launching.placements import with_boot_scripts
+
+    p = provider()
+    req = request(run_id="r-az3", nodes=3, boot_script=None, options={"argv": ["/bin/sh", "-c", "true"]})
+    p.launch(with_boot_scripts(req, p))
+    ips = _nic_ips(arm)
+    ordered = [ips[f"gpuplan-r-az3-{rank}-nic"] for rank in range(3)]
+    assert len(set(ordered)) == 3
+    for rank in range(3):
+        script = _custom_data(arm, "gpuplan-r-az3", f"gpuplan-r-az3-{rank}")
+        assert f"NODE_ADDRS=({' '.join(ordered)})" in script.splitlines()
+        assert f"MASTER_ADDR_={ordered[0]}" in script.splitlines()
+
+
+def test_a_relaunched_node_lists_the_running_nodes_addresses_read_back_from_their_nics(arm: RunningArm) -> None:
+    """A Spot eviction relaunches only the evicted rank (next generation): its script lists the surviving rank 0's
+    address, read back from rank 0's NIC, and its own new NIC's."""
+    rendered: list[tuple[int, list[str]]] = []
+
+    def script_for(rank: int, master: str | None, node_addrs: Sequence[str] = ()) -> str:
+        rendered.append((rank, list(node_addrs)))
+        return "#!/bin/bash\n"
+
+    p = provider()
+    p.launch(request(nodes=2, options={"boot_script_for": script_for}))
+    arm.state.evict("gpuplan-r-az1", "gpuplan-r-az1-1")
+    rendered.clear()
+    again = p.launch(request(nodes=2, options={"boot_script_for": script_for, "generation": 1}))
+    assert [i.instance_id.split("/")[1] for i in again] == ["gpuplan-r-az1-0", "gpuplan-r-az1-g1-1"]
+    ips = _nic_ips(arm)
+    assert rendered == [(1, [ips["gpuplan-r-az1-0-nic"], ips["gpuplan-r-az1-g1-1-nic"]])]
