@@ -13,6 +13,9 @@ same way it learns rank 0's address:
 - GCP (`node_addrs`): every VM has the internal DNS name `NAME.ZONE.c.PROJECT.internal` and the names are known
   before any VM boots (https://cloud.google.com/compute/docs/internal-dns); the script resolves each (getent,
   bounded wait) and keeps the name where it does not resolve in time.
+- Azure (`node_addrs`): gpuplan makes every node's NIC before any VM, and a NIC has its private address from its
+  create on (https://learn.microsoft.com/azure/virtual-network/ip-services/private-ip-addresses): the addresses
+  themselves go into every script (gpuplan.providers.azure.lifecycle).
 - One node: its own address (rank 0's), as SkyPilot gives a one-node cluster.
 
 A tag value is never run: it must be dotted IPv4 addresses and commas, or the list is left out (with a log line).

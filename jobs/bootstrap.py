@@ -110,7 +110,8 @@ class BootPlan:
     rank_tag: str | None = None
     master_tag: str | None = None
     # Every node's address in rank order, for GPUPLAN_NODE_IPS (gpuplan.jobs.boot_node_ips): known before boot
-    # (GCP's internal DNS names: `node_addrs`), or read from an instance tag at boot (AWS: `node_ips_tag`).
+    # (GCP's internal DNS names, Azure's NIC addresses: `node_addrs`), or read from an instance tag at boot (AWS:
+    # `node_ips_tag`).
     node_addrs: Sequence[str] = ()
     node_ips_tag: str | None = None
     resolve_wait_seconds: int = RESOLVE_WAIT_SECONDS

@@ -156,11 +156,24 @@ class AzureProvider(Attachable, AzurePricing, Provider):
         if request.secrets and not self.key_vault:
             raise UserError("the job has secrets, and the azure provider keeps them in Key Vault: set "
                             "[providers.azure] key_vault (the vault's name) in the config file")
-        script = request.boot_script or ""
+        script = self._largest_script(request)
         if len(script.encode()) > MAX_CUSTOM_DATA_BYTES:
             raise UserError(f"the boot script is {len(script.encode())} bytes; Azure's custom data holds at most "
                             f"{MAX_CUSTOM_DATA_BYTES} (ship the code through storage instead of inline)")
         return LaunchCheck(notes=(f"image {self.image}",), details={"image": self.image})
+
+    @staticmethod
+    def _largest_script(request: LaunchRequest) -> str:
+        """The boot script as a node of a multi-node run gets it: with every node's address (a NIC's, at most
+        15 characters, or the VM's name: providers/azure/lifecycle.py), which the planned script has not."""
+        from gpuplan.providers.azure.naming import vm_name
+
+        per_node = request.options.get("boot_script_for")
+        if request.nodes > 1 and callable(per_node):
+            addrs = [max(vm_name(request.run_id, rank, int(request.options.get("generation") or 0)),
+                         "255.255.255.255", key=len) for rank in range(request.nodes)]
+            return str(per_node(request.nodes - 1, addrs[0], node_addrs=addrs))
+        return request.boot_script or ""
 
     def named_zones(self, region: str, named: Sequence[str]) -> list[str]:
         """Azure's zones are numbers inside a region; a spec names them `<region>-<n>` (`eastus-2`)."""

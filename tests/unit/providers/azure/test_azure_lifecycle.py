@@ -294,3 +294,46 @@ def test_a_relaunched_node_lists_the_running_nodes_addresses_read_back_from_thei
     assert [i.instance_id.split("/")[1] for i in again] == ["gpuplan-r-az1-0", "gpuplan-r-az1-g1-1"]
     ips = _nic_ips(arm)
     assert rendered == [(1, [ips["gpuplan-r-az1-0-nic"], ips["gpuplan-r-az1-g1-1-nic"]])]
+
+
+def test_the_size_check_counts_every_nodes_address_a_multi_node_script_carries() -> None:
+    """The planned script (rank 0, no addresses) just fits Azure's custom data; with two nodes each VM's script
+    also names both addresses, so the launch is refused before anything (before: it passed the check and Azure
+    refused the VM)."""
+    from gpuplan.errors import UserError
+    from gpuplan.launching.placements import with_boot_scripts
+    from gpuplan.providers.azure.compute import MAX_CUSTOM_DATA_BYTES
+
+    def planned(nodes: int, pad: int) -> LaunchRequest:
+        req = request(run_id="r-azbig", nodes=nodes, boot_script=None, env={"PAD": "x" * pad},
+                      options={"argv": ["/bin/sh", "-c", "true"]})
+        return with_boot_scripts(req, provider())
+
+    pad = 1 + MAX_CUSTOM_DATA_BYTES - len((planned(2, 1).boot_script or "").encode())
+    fitting = planned(2, pad)
+    assert len((fitting.boot_script or "").encode()) == MAX_CUSTOM_DATA_BYTES
+    provider().check_launch(planned(1, pad))  # one node: the planned script is all
+    with pytest.raises(UserError, match="65535"):
+        provider().check_launch(fitting)
+
+
+def test_a_nic_keeps_its_private_address_when_put_again_and_a_taken_static_one_is_refused(arm: RunningArm) -> None:
+    """The fake's `private_ips` rule, as a retried launch meets it: ensure_nic PUTs the same NIC again and gets the
+    same address (Azure keeps a dynamic address until the NIC is deleted); a static address another NIC holds is
+    refused. Without the rule, every PUT took a new address."""
+    from azure.core.exceptions import HttpResponseError
+
+    from gpuplan.providers.azure.network import ensure_network, ensure_nic, ensure_resource_group
+
+    session = provider().session
+    ensure_resource_group(session, "gpuplan-r-nic", "eastus", {})
+    subnet = ensure_network(session, "gpuplan-r-nic", "eastus", {}, None)
+    first = ensure_nic(session, "gpuplan-r-nic", "eastus", "vm-0", subnet, {}, public_ip=False)
+    second = ensure_nic(session, "gpuplan-r-nic", "eastus", "vm-1", subnet, {}, public_ip=False)
+    again = ensure_nic(session, "gpuplan-r-nic", "eastus", "vm-0", subnet, {}, public_ip=False)
+    assert (first.private_ip, second.private_ip, again.private_ip) == ("10.64.0.4", "10.64.0.5", "10.64.0.4")
+    with pytest.raises(HttpResponseError, match="PrivateIPAddressInUse"):
+        session.network.network_interfaces.begin_create_or_update("gpuplan-r-nic", "static-nic", {
+            "location": "eastus", "properties": {"ipConfigurations": [{"name": "primary", "properties": {
+                "subnet": {"id": subnet}, "privateIPAllocationMethod": "Static",
+                "privateIPAddress": "10.64.0.5"}}]}}).result()
