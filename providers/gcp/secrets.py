@@ -47,6 +47,10 @@ SECRET_PREFIX = "gpuplan-"
 LABEL_SECRETS = "gpuplan-secrets"
 LABEL_SECRETS_VALUE = "secret-manager"
 _SECRET_ID = re.compile(r"[A-Za-z0-9_-]{1,255}")
+# After a failed delete of a run's secrets, how long the same process leaves them alone: one `gpuplan stop` asks
+# more than once (terminate, then the gone VM's outputs fetch), and asking an unreachable API again within the
+# same command only doubles the wait (and used to repeat the warning); a long watch still tries again later.
+RETRY_FORGET_SECONDS = 60.0
 
 
 def secret_id(run_id: str, name: str) -> str:
@@ -74,6 +78,9 @@ class SecretStore:
         self._credentials = credentials
         self._client: Any = None
         self.known: set[str] = set()  # runs known to keep secrets here (put by this process, or VM labels)
+        # Runs whose secrets this store failed to delete, and when (time.monotonic); those warned about.
+        self._failed_at: dict[str, float] = {}
+        self._warned: set[str] = set()
 
     @classmethod
     def configure(cls, endpoint: str | None, project: Callable[[], str], **kwargs: Any) -> SecretStore:
@@ -150,12 +157,20 @@ class SecretStore:
     def forget(self, run_id: str) -> bool:
         """Delete every secret of the run (found by name prefix, checked against gpuplan's labels).
 
-        Best effort: a failure is logged (a warning; debug for a run not known to have secrets) and False is
-        returned, never raised.
+        Best effort: a failure is logged and False is returned, never raised. The warning (with what to delete by
+        hand) comes once per run and process: a later failure, or a call within RETRY_FORGET_SECONDS of the last
+        one (not sent at all), is a debug line; a run not known to have secrets only ever gets debug lines.
         """
+        import time
+
         from google.api_core import exceptions as gexc
 
         prefix = run_prefix(run_id)
+        failed_at = self._failed_at.get(run_id)
+        if failed_at is not None and time.monotonic() - failed_at < RETRY_FORGET_SECONDS:
+            log.debug("not asking again to delete the secrets of run %s: it failed %.0f s ago", run_id,
+                      time.monotonic() - failed_at)
+            return False
         try:
             client = self.client()
             listing = client.list_secrets(request={"parent": f"projects/{self._project()}",
@@ -169,9 +184,14 @@ class SecretStore:
             if names:
                 log.info("deleted %d secret(s) of run %s from Secret Manager", len(names), run_id)
             self.known.discard(run_id)
+            self._failed_at.pop(run_id, None)
             return True
         except Exception as exc:
-            say = log.warning if run_id in self.known else log.debug
+            self._failed_at[run_id] = time.monotonic()
+            warn = run_id in self.known and run_id not in self._warned
+            if warn:
+                self._warned.add(run_id)
+            say = log.warning if warn else log.debug
             say("could not delete the secrets of run %s from Secret Manager: %s (delete the secrets named %s* by "
                 "hand)", run_id, map_api_error(exc), prefix)
             return False
