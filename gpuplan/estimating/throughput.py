@@ -138,11 +138,6 @@ def _layer_times(shape: Shape, gpu: GpuSpec, *, tokens: float, seq_len: int, tp:
     return forward, backward, attention_fwd, elementwise
 
 
-def forget_layer_times() -> None:
-    """Empty the layer-time memo (a benchmark measuring one cold `plan` call; nothing in the product needs it)."""
-    _layer_times.cache_clear()
-
-
 def step_breakdown(shape: Shape, gpu: GpuSpec, config: ParallelConfig, *, params: int, seq_len: int,
                    precision: str = "bf16", attention: str = "flash", sustained: float | None = None) -> StepBreakdown:
     """The step of `config` for a model of this shape and `params` parameters on `gpu` in `precision`.

@@ -1,0 +1,18 @@
+"""The estimator's memos in one list, so that a benchmark can start each repeat as cold as a new process.
+
+Each memo is a bounded functools.lru_cache of a pure function of frozen values (its docstring says why it pays):
+the model's shape, the fewest GPUs of a memory size, the recomputation a split needs, a layer's kernel times and a
+memory breakdown. A `gpuplan plan` process starts with all of them empty and fills them during its one plan;
+bench/plan_speed.py empties them before each repeat so that it times that, not a warm second call. Nothing in the
+product needs to empty them: the answers never change within a process.
+"""
+
+from __future__ import annotations
+
+from gpuplan.estimating import estimate, shape, throughput
+
+
+def forget() -> None:
+    """Empty every estimator memo."""
+    for memo in (shape.shape_of, estimate._min_gpus, estimate._fitting, throughput._layer_times):
+        memo.cache_clear()
