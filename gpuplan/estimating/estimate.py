@@ -107,14 +107,15 @@ def _min_gpus(workload: Workload, memory_gb: float, gpus_per_node: int, max_gpus
     overrides = {"sharding": sharding} if sharding else {}
     if workload.mode == "train" and workload.recompute is None:
         # The default layout may recompute when memory needs it (layout.py): the fewest GPUs are counted with it.
-        workload = replace(workload, recompute="full")
+        workload = _with_layout(workload, workload.tp, workload.pp, "full", workload.schedule)
     if workload.mode == "train" and workload.tp is None and workload.pp is None:
         # ... and split a replica over tensor and pipeline ranks: the fewest over the layouts it may choose.
         best: int | None = None
         for tp, pp in _splits(shape, gpus_per_node):
             if best is not None and tp * pp >= best:
                 continue  # a replica of tp x pp GPUs cannot fit on fewer than the best found
-            n = _min_gpus(replace(workload, tp=tp, pp=pp), memory_gb, gpus_per_node, max_gpus, sharding)
+            n = _min_gpus(_with_layout(workload, tp, pp, workload.recompute, workload.schedule), memory_gb,
+                          gpus_per_node, max_gpus, sharding)
             if n is not None and (best is None or n < best):
                 best = n
         return best
@@ -197,6 +198,15 @@ def _splits(shape: Shape, gpus_per_node: int, tp: int | None = None, pp: int | N
     return out
 
 
+@functools.lru_cache(maxsize=1024)
+def _with_layout(workload: Workload, tp: int | None, pp: int | None, recompute: str | None,
+                 schedule: str | None) -> Workload:
+    """`workload` with these layout fields. Memoised, a pure function of frozen values: building a Workload
+    validates every field again (~10 us), and the searches over splits and recomputation ask for the same few
+    layouts of one workload for every GPU shape and node count a plan prices."""
+    return replace(workload, tp=tp, pp=pp, recompute=recompute, schedule=schedule)
+
+
 @functools.lru_cache(maxsize=4096)
 def _fitting(workload: Workload, gpus: int, memory_gb: float, tp: int, pp: int) -> Workload | None:
     """`workload` at tp x pp on `gpus` GPUs of `memory_gb` GB with the least recomputation that fits (none,
@@ -211,8 +221,8 @@ def _fitting(workload: Workload, gpus: int, memory_gb: float, tp: int, pp: int) 
     for recompute in recomputes:
         parts = _training_memory(workload, shape, dp, checkpointing=recompute == "full", split=tp * pp)
         if configured.split_model_parallel(parts, tp, pp).total <= memory_gb:
-            return replace(workload, tp=tp, pp=pp, recompute=recompute,
-                           schedule=workload.schedule or ("interleaved" if pp > 1 else "1f1b"))
+            return _with_layout(workload, tp, pp, recompute,
+                                workload.schedule or ("interleaved" if pp > 1 else "1f1b"))
     return None
 
 

@@ -14,5 +14,6 @@ from gpuplan.estimating import estimate, shape, throughput
 
 def forget() -> None:
     """Empty every estimator memo."""
-    for memo in (shape.shape_of, estimate._min_gpus, estimate._fitting, throughput._layer_times):
+    for memo in (shape.shape_of, estimate._with_layout, estimate._min_gpus, estimate._fitting,
+                 throughput._layer_times):
         memo.cache_clear()
