@@ -9,11 +9,11 @@ product needs to empty them: the answers never change within a process.
 
 from __future__ import annotations
 
-from gpuplan.estimating import estimate, shape, throughput
+from gpuplan.estimating import estimate, memory, shape, throughput
 
 
 def forget() -> None:
     """Empty every estimator memo."""
     for memo in (shape.shape_of, estimate._with_layout, estimate._min_gpus, estimate._fitting,
-                 throughput._layer_times):
+                 memory.training_memory, throughput._layer_times):
         memo.cache_clear()
