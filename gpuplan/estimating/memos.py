@@ -9,11 +9,12 @@ product needs to empty them: the answers never change within a process.
 
 from __future__ import annotations
 
-from gpuplan.estimating import estimate, memory, shape, throughput
+from gpuplan.estimating import estimate, flops, memory, shape, throughput
 
 
 def forget() -> None:
     """Empty every estimator memo."""
     for memo in (shape.shape_of, estimate._with_layout, estimate._min_gpus, estimate._fitting,
-                 memory.training_memory, throughput._layer_times):
+                 memory.training_memory, flops.training_flops_per_token, throughput._layer_times,
+                 throughput._head_seconds):
         memo.cache_clear()

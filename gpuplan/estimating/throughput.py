@@ -138,6 +138,14 @@ def _layer_times(shape: Shape, gpu: GpuSpec, *, tokens: float, seq_len: int, tp:
     return forward, backward, attention_fwd, elementwise
 
 
+@functools.lru_cache(maxsize=1024)
+def _head_seconds(shape: Shape, gpu: GpuSpec, tokens: int, tp: int, peak: float) -> float:
+    """The output head's three GEMMs and its cross-entropy for one micro-batch on one GPU. Memoised like
+    _layer_times: the same for every data-parallel size, pipeline split and network a plan times."""
+    return 3 * kernels.gemm_seconds(tokens, shape.vocab / tp, shape.hidden, gpu=gpu, peak_flops=peak) + \
+        kernels.memory_seconds(tokens * shape.vocab / tp * kernels.LOGIT_BYTES, gpu)
+
+
 def step_breakdown(shape: Shape, gpu: GpuSpec, config: ParallelConfig, *, params: int, seq_len: int,
                    precision: str = "bf16", attention: str = "flash", sustained: float | None = None) -> StepBreakdown:
     """The step of `config` for a model of this shape and `params` parameters on `gpu` in `precision`.
@@ -179,8 +187,7 @@ def step_breakdown(shape: Shape, gpu: GpuSpec, config: ParallelConfig, *, params
         layer_gemms = 3 * (forward - attention_core - elementwise)
         tp_layer = max(EXPOSED_TAIL * tp_layer, tp_layer - layer_gemms)
     layers = math.ceil(shape.layers / pp)
-    head = 3 * kernels.gemm_seconds(tokens, shape.vocab / tp, shape.hidden, gpu=gpu, peak_flops=attention_peak) + \
-        kernels.memory_seconds(tokens * shape.vocab / tp * kernels.LOGIT_BYTES, gpu)
+    head = _head_seconds(shape, gpu, tokens, tp, attention_peak)
     p2p = parallel.pp_p2p_seconds(config, tokens=tokens, hidden=shape.hidden, act_bytes=act_bytes,
                                   network_gbps=network)
     micro_compute = layers * (forward + backward) + head
