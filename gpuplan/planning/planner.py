@@ -230,8 +230,9 @@ def plan(
             last_rejected: tuple[int, CountTiming, str] | None = None  # built as an Option once, at the end
             passed = False
             last = len(shape.counts) - 1
+            row = timings.row(offer, shape, spot)
             for index, nodes in enumerate(shape.counts):
-                timing = timings.of(offer, shape, spot, nodes)
+                timing = row[index] or timings.fill(row, index, offer, shape, spot)
                 total_price = price * nodes
                 if index < last and deadline is not None and timing.misses_deadline_only(deadline) and \
                         (max_price is None or total_price <= max_price):
@@ -336,20 +337,29 @@ class _Timings:
         self.startup_s = startup_s
         self.min_billed_seconds = min_billed_seconds
         self.estimates: dict[tuple[str, int, int, str, float | None], Estimate | str] = {}
-        self.timings: dict[tuple[str, str, str, float, bool, int], CountTiming] = {}
+        self.rows: dict[tuple[str, str, str, float, bool], list[CountTiming | None]] = {}
 
-    def of(self, offer: Offer, shape: _Shape, spot: bool, nodes: int) -> CountTiming:
-        key = (offer.cloud, offer.instance_type, offer.gpu, offer.gpu_count, spot, nodes)
-        found = self.timings.get(key)
+    def row(self, offer: Offer, shape: _Shape, spot: bool) -> list[CountTiming | None]:
+        """The timings of this offer's instance type in this market, one per node count of its shape (None: not
+        timed yet; fill times it)."""
+        key = (offer.cloud, offer.instance_type, offer.gpu, offer.gpu_count, spot)
+        found = self.rows.get(key)
         if found is None:
-            network = inter_node_gbps(offer.instance_type, nodes)  # the network this type's nodes really have
-            found = count_timing(
-                self._estimate(shape, nodes, network), spot=spot, nodes=nodes,
-                stretch=self.spot_model.stretch(offer.cloud, nodes) if spot else None,
-                startup_s=self.startup_s.get(offer.cloud, 0.0),
-                min_billed_seconds=self.min_billed_seconds.get(offer.cloud, 0))
-            self.timings[key] = found
+            found = self.rows[key] = [None] * len(shape.counts)
         return found
+
+    def fill(self, row: list[CountTiming | None], index: int, offer: Offer, shape: _Shape, spot: bool
+             ) -> CountTiming:
+        """Time the `index`th node count of the shape for this offer's type and market, into `row`."""
+        nodes = shape.counts[index]
+        network = inter_node_gbps(offer.instance_type, nodes)  # the network this type's nodes really have
+        timing = count_timing(
+            self._estimate(shape, nodes, network), spot=spot, nodes=nodes,
+            stretch=self.spot_model.stretch(offer.cloud, nodes) if spot else None,
+            startup_s=self.startup_s.get(offer.cloud, 0.0),
+            min_billed_seconds=self.min_billed_seconds.get(offer.cloud, 0))
+        row[index] = timing
+        return timing
 
     def _estimate(self, shape: _Shape, nodes: int, network: float | None) -> Estimate | str:
         """The estimate for `nodes` nodes of this GPU shape (or why there is none). plan found the fewest GPUs
