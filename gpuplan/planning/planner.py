@@ -231,8 +231,12 @@ def plan(
             passed = False
             last = len(shape.counts) - 1
             row = timings.row(offer, shape, spot)
-            for index, nodes in enumerate(shape.counts):
-                timing = row[index] or timings.fill(row, index, offer, shape, spot)
+            # Without a price limit the counts that only miss the deadline are the same for every offer of the type.
+            start = timings.leading_misses(row, offer, shape, spot, deadline) \
+                if deadline is not None and max_price is None else 0
+            for index in range(start, last + 1):
+                nodes = shape.counts[index]
+                timing = row.timings[index] or timings.fill(row, index, offer, shape, spot)
                 total_price = price * nodes
                 if index < last and deadline is not None and timing.misses_deadline_only(deadline) and \
                         (max_price is None or total_price <= max_price):
@@ -325,6 +329,15 @@ class _Shapes:
         return _Shape(gpu, per_node, need, self.sharded[sharding], tuple(counts))
 
 
+@dataclass
+class _Row:
+    """One instance type in one market within one plan: its timing at each node count of its shape (None: not
+    timed yet) and, with a deadline, how many of the first counts only miss it (None: not counted yet)."""
+
+    timings: list[CountTiming | None]
+    leading_misses: int | None = None
+
+
 class _Timings:
     """Each (instance type, market, node count) estimated and timed once per plan (gpuplan.planning.count_timing),
     and each (GPU shape, node count, sharding, network) estimated once: the estimate is the same for every type
@@ -337,19 +350,28 @@ class _Timings:
         self.startup_s = startup_s
         self.min_billed_seconds = min_billed_seconds
         self.estimates: dict[tuple[str, int, int, str, float | None], Estimate | str] = {}
-        self.rows: dict[tuple[str, str, str, float, bool], list[CountTiming | None]] = {}
+        self.rows: dict[tuple[str, str, str, float, bool], _Row] = {}
 
-    def row(self, offer: Offer, shape: _Shape, spot: bool) -> list[CountTiming | None]:
-        """The timings of this offer's instance type in this market, one per node count of its shape (None: not
-        timed yet; fill times it)."""
+    def row(self, offer: Offer, shape: _Shape, spot: bool) -> _Row:
+        """The timings of this offer's instance type in this market."""
         key = (offer.cloud, offer.instance_type, offer.gpu, offer.gpu_count, spot)
         found = self.rows.get(key)
         if found is None:
-            found = self.rows[key] = [None] * len(shape.counts)
+            found = self.rows[key] = _Row([None] * len(shape.counts))
         return found
 
-    def fill(self, row: list[CountTiming | None], index: int, offer: Offer, shape: _Shape, spot: bool
-             ) -> CountTiming:
+    def leading_misses(self, row: _Row, offer: Offer, shape: _Shape, spot: bool, deadline: float) -> int:
+        """How many counts before the last, from the fewest, only miss `deadline` (CountTiming.misses_deadline_only):
+        without a price limit the planner skips them for every offer of this type and market."""
+        if row.leading_misses is None:
+            count = 0
+            while count < len(row.timings) - 1 and (row.timings[count] or self.fill(row, count, offer, shape, spot)
+                                                    ).misses_deadline_only(deadline):
+                count += 1
+            row.leading_misses = count
+        return row.leading_misses
+
+    def fill(self, row: _Row, index: int, offer: Offer, shape: _Shape, spot: bool) -> CountTiming:
         """Time the `index`th node count of the shape for this offer's type and market, into `row`."""
         nodes = shape.counts[index]
         network = inter_node_gbps(offer.instance_type, nodes)  # the network this type's nodes really have
@@ -358,7 +380,7 @@ class _Timings:
             stretch=self.spot_model.stretch(offer.cloud, nodes) if spot else None,
             startup_s=self.startup_s.get(offer.cloud, 0.0),
             min_billed_seconds=self.min_billed_seconds.get(offer.cloud, 0))
-        row[index] = timing
+        row.timings[index] = timing
         return timing
 
     def _estimate(self, shape: _Shape, nodes: int, network: float | None) -> Estimate | str:
