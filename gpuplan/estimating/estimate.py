@@ -187,15 +187,18 @@ def _global_batch(workload: Workload, gpus: int, tp: int, pp: int) -> int:
                                                          micro_batch=workload.micro_batch)
 
 
-def _splits(shape: Shape, gpus_per_node: int, tp: int | None = None, pp: int | None = None) -> list[tuple[int, int]]:
+@functools.lru_cache(maxsize=256)
+def _splits(shape: Shape, gpus_per_node: int, tp: int | None = None, pp: int | None = None
+            ) -> tuple[tuple[int, int], ...]:
     """(tp, pp) the defaults may choose, in Megatron's order (Narayanan et al. 2021 sec. 3.3): tensor parallel inside
     a node first (1, 2, 4, 8, dividing the heads), then pipeline stages (powers of two up to the layers) at the
-    largest tensor-parallel size; a stated size stays fixed."""
+    largest tensor-parallel size; a stated size stays fixed. Memoised (a pure function of frozen values), as a
+    tuple: every estimate of a plan asks it again."""
     tps = [tp] if tp is not None else [t for t in (1, 2, 4, 8) if t <= gpus_per_node and shape.heads % t == 0]
     pps = [pp] if pp is not None else [p for p in (1, 2, 4, 8, 16, 32, 64) if p <= shape.layers]
     out = [(t, pps[0]) for t in tps]
     out += [(tps[-1], p) for p in pps[1:]]
-    return out
+    return tuple(out)
 
 
 @functools.lru_cache(maxsize=1024)
