@@ -241,9 +241,11 @@ def plan(
                 if index < last and deadline is not None and timing.misses_deadline_only(deadline) and \
                         (max_price is None or total_price <= max_price):
                     continue  # a deadline miss before the last count: rejected, and never the one explained
-                cost = None if timing.billed is None else cost_of_billed(total_price, 1, timing.billed)
-                hours = timing.hours.total if timing.hours is not None else None
-                reason = timing.reason or _constraint_violation(total_price, hours, cost, constraints)
+                reason = timing.reason
+                if reason is None:  # it runs: priced, then held against the limits
+                    assert timing.billed is not None and timing.hours is not None
+                    cost = cost_of_billed(total_price, 1, timing.billed)
+                    reason = _constraint_violation(total_price, timing.hours.total, cost, constraints)
                 if reason is None:
                     kept.append(_option(offer, spot, nodes, total_price, cost, timing, shape.workload.sharding))
                     passed = True
@@ -256,9 +258,10 @@ def plan(
             if not passed and last_rejected is not None:
                 nodes, timing, reason = last_rejected
                 total_price = price * nodes
-                cost = None if timing.billed is None else cost_of_billed(total_price, 1, timing.billed)
-                rejected.append(_option(offer, spot, nodes, total_price, cost, timing, shape.workload.sharding,
-                                        reason))
+                rejected.append(_option(offer, spot, nodes, total_price,
+                                        None if timing.billed is None else cost_of_billed(total_price, 1,
+                                                                                          timing.billed),
+                                        timing, shape.workload.sharding, reason))
 
     kept.sort(key=lambda o: (o.est_cost_usd or Decimal(0), o.est_hours or 0.0, o.cloud, o.region, o.instance_type))
     rejected.sort(key=lambda o: (o.cloud, o.instance_type, o.region, o.spot, o.nodes))
