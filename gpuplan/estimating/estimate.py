@@ -288,12 +288,14 @@ def estimate(workload: Workload, hardware: Hardware, throughput: Throughput | No
     Raises ValueError for a precision the GPU cannot run (e.g. bf16 on a V100).
     """
     precision, fallback = configured.precision_for(hardware.gpu, workload.precision)
-    if fallback:
+    if fallback and workload.mode == "inference":
         result = estimate(replace(workload, precision=precision), hardware, throughput,
                           known_min_gpus=known_min_gpus)
         return replace(result, assumptions=[fallback, *result.assumptions])
     if workload.mode == "inference":
         return _inference_estimate(workload, hardware, throughput)
+    if fallback:  # the estimate in the precision the GPU runs, the note first (built once, not copied)
+        workload = replace(workload, precision=precision)
     gpu, gpus = hardware.gpu, hardware.gpus
     shape = shape_of(workload.params, workload.architecture)
     peak = _peak(gpu, workload.precision)
@@ -313,7 +315,7 @@ def estimate(workload: Workload, hardware: Hardware, throughput: Throughput | No
     mem = configured.split_model_parallel(_training_memory(workload, shape, dp), tp, pp)
     total = mem.total
     fits = total <= gpu.memory_gb
-    assumptions: list[str] = []
+    assumptions: list[str] = [fallback] if fallback else []
     if shape.inferred:
         assumptions.append(f"shape inferred from N: {shape.layers} layers x hidden {shape.hidden}")
     if stated.global_batch is None:
