@@ -15,6 +15,5 @@ from gpuplan.estimating import estimate, flops, memory, shape, throughput
 def forget() -> None:
     """Empty every estimator memo."""
     for memo in (shape.shape_of, estimate._splits, estimate._with_layout, estimate._min_gpus, estimate._fitting,
-                 memory.training_memory, flops.training_flops_per_token, throughput._layer_times,
-                 throughput._head_seconds):
+                 memory.training_memory, flops.training_flops_per_token, throughput._layer_times):
         memo.cache_clear()
