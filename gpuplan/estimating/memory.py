@@ -65,7 +65,7 @@ def activation_bytes(precision: str) -> float:
     return 4.0 if precision in ("fp32", "tf32") else 2.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class MemoryParts:
     weights: float
     gradients: float

@@ -49,7 +49,7 @@ SUSTAINED_FALLBACK = 0.75  # generations without a published table: between the 
 OVERLAP_CONTENTION = 0.189
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StepBreakdown:
     """Seconds per optimizer step by part, and the throughput they give."""
 

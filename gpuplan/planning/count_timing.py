@@ -18,7 +18,7 @@ from gpuplan.limits import within
 from gpuplan.planning.job_cost import billed_hours
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CountTiming:
     """One node count of one instance type in one market: its estimate (or why there is none), the spot stretch,
     the hours, the reason an option there cannot run (None: it can) and the hours the cloud bills (None: no cost,

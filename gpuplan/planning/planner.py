@@ -87,7 +87,7 @@ class Constraints:
     nodes: int | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Option:
     """One way to run the job: an instance type in a region, a node count, a market — and what it costs."""
 
@@ -332,7 +332,7 @@ class _Shapes:
         return _Shape(gpu, per_node, need, self.sharded[sharding], tuple(counts))
 
 
-@dataclass
+@dataclass(slots=True)
 class _Row:
     """One instance type in one market within one plan: its timing at each node count of its shape (None: not
     timed yet) and, with a deadline, how many of the first counts only miss it (None: not counted yet)."""
