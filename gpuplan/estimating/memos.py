@@ -1,8 +1,9 @@
 """The estimator's memos in one list, so that a benchmark can start each repeat as cold as a new process.
 
 Each memo is a bounded functools.lru_cache of a pure function of frozen values (its docstring says why it pays):
-the model's shape, the fewest GPUs of a memory size, the recomputation a split needs, a layer's kernel times and a
-memory breakdown. A `gpuplan plan` process starts with all of them empty and fills them during its one plan;
+the model's shape, the splits a layout search tries, a workload's layouts, the fewest GPUs of a memory size, the
+recomputation a split needs, a memory breakdown, the FLOPs per token and a layer's (and the output head's) kernel
+times. A `gpuplan plan` process starts with all of them empty and fills them during its one plan;
 bench/plan_speed.py empties them before each repeat so that it times that, not a warm second call. Nothing in the
 product needs to empty them: the answers never change within a process.
 """
