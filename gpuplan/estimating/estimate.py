@@ -216,6 +216,8 @@ def resolve_layout(workload: Workload, hardware: Hardware) -> tuple[Workload, in
     """
     shape = shape_of(workload.params, workload.architecture)
     gpus = hardware.gpus
+    stated = workload
+    workload = replace(workload, kernels=workload.kernels or layout.DEFAULT_KERNELS)
     chosen: Workload | None = None
     if workload.tp is not None and workload.pp is not None and workload.recompute is not None:
         chosen = replace(workload, schedule=workload.schedule or "1f1b")
@@ -240,7 +242,7 @@ def resolve_layout(workload: Workload, hardware: Hardware) -> tuple[Workload, in
                                     recompute=workload.recompute, tp_overlap=workload.tp_overlap,
                                     dp_overlap=workload.dp_overlap)
         chosen = replace(workload, tp=lay.tp, pp=lay.pp, schedule=lay.schedule, recompute=lay.recompute)
-    notes = layout.assumed_notes(workload, chosen)
+    notes = layout.assumed_notes(stated, chosen, kernels_matter=shape.gated_mlp)
     return chosen, _global_batch(chosen, gpus, chosen.tp or 1, chosen.pp or 1), notes
 
 
@@ -334,6 +336,7 @@ def estimate(workload: Workload, hardware: Hardware, throughput: Throughput | No
         nodes=hardware.node_count,
         memory_gb_per_gpu=MemoryBreakdown(mem.weights, mem.gradients, mem.optimizer, mem.activations,
                                           mem.overhead, total), attention=workload.attention,
+        kernels=workload.kernels or layout.DEFAULT_KERNELS,
         fits=fits, min_gpus=needed, mfu=mfu, mfu_source=source, tokens_per_s_per_gpu=effective_tps,
         scaling_efficiency=comm.efficiency, wall_hours=wall_s / 3600, gpu_hours=wall_s * gpus / 3600,
         wall_hours_range=wall_range, gpu_hours_range=gpu_range, mode="train", gpus_per_node=hardware.per_node,

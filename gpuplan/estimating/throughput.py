@@ -4,16 +4,16 @@ One optimizer step, in the style of Calculon (Isaev et al. 2023) and the Megatro
 al. 2021; Korthikanti et al. 2022): for one micro-batch on one pipeline stage, each of the stage's layers runs its
 four GEMMs (QKV, attention output, MLP up, MLP down: kernels.gemm_seconds at the shape tensor parallelism leaves on
 this GPU), fused causal attention (kernels.flash_attention_seconds) and its memory-bound ops
-(kernels.elementwise_bytes at the HBM bandwidth, fused or as eager PyTorch runs them); backward costs two GEMMs per forward GEMM (input and weight
-gradients). Recomputation adds the forward again (full), the attention core again (selective: Korthikanti et al.
-2022, sec. 5), or every second matmul and the memory-bound ops (op: torchtitan's selective op policy).
-Tensor-parallel all-reduces add per layer (or only what the GEMMs cannot hide, when overlapped: Megatron-Core's
---tp-comm-overlap), pipeline sends per micro-batch, the last stage the output head and cross-entropy. The pipeline
-runs m micro-batches plus its bubble (parallel.bubble_slots); the data-parallel gradient exchange is overlapped with
-the backward pass (DDP/ZeRO: with the last micro-batch only, whatever does not fit shows; ZeRO-1/2 with
---dp-overlap: the all-gather half behind the next first forward; FSDP/ZeRO-3: layer by layer each micro-batch, one
-layer's gather never hidden); the optimizer step streams its state through HBM. Tokens per step / step time / GPUs =
-tokens/s per GPU.
+(kernels.elementwise_bytes at the HBM bandwidth, fused or as eager PyTorch runs them); backward costs two GEMMs per
+forward GEMM (input and weight gradients). Recomputation adds the forward again (full), the attention core again
+(selective: Korthikanti et al. 2022, sec. 5), or every second matmul and the memory-bound ops (op: torchtitan's
+selective op policy). Tensor-parallel all-reduces add per layer (or only what the GEMMs cannot hide, when
+overlapped: Megatron-Core's --tp-comm-overlap), pipeline sends per micro-batch, the last stage the output head and
+cross-entropy. The pipeline runs m micro-batches plus its bubble (parallel.bubble_slots); the data-parallel gradient
+exchange is overlapped with the backward pass (DDP/ZeRO: with the last micro-batch only, whatever does not fit
+shows; ZeRO-1/2 with --dp-overlap: the all-gather half behind the next first forward; FSDP/ZeRO-3: layer by layer
+each micro-batch, one layer's gather never hidden); the optimizer step streams its state through HBM. Tokens per
+step / step time / GPUs = tokens/s per GPU.
 
 Every constant is a published hardware or kernel figure named in kernels.py or parallel.py except one:
 SUSTAINED_EFFICIENCY, the share of that ideal rate published runs reach, fitted per GPU generation on the
