@@ -323,10 +323,10 @@ def estimate(workload: Workload, hardware: Hardware, throughput: Throughput | No
         effective_tps = tps * comm.efficiency
     wall_s = workload.tokens / (effective_tps * gpus)
     wall_range = gpu_range = None
-    overhead = 1.0
+    factor = run_overhead.RunFactor(1.0, 1.0)
     if throughput is None:  # whole runs: restarts, evaluation and checkpoints on top of the steps (run_overhead)
-        overhead = run_overhead.run_overhead(gpu.generation, mfu)
-        wall_s *= overhead
+        factor = run_overhead.run_factor(gpu.generation, mfu)
+        wall_s *= factor.total
         low, high = run_overhead.RUN_RATIO_BAND
         wall_range = (wall_s * low / 3600, wall_s * high / 3600)
         gpu_range = (wall_range[0] * gpus, wall_range[1] * gpus)
@@ -340,7 +340,7 @@ def estimate(workload: Workload, hardware: Hardware, throughput: Throughput | No
         fits=fits, min_gpus=needed, mfu=mfu, mfu_source=source, tokens_per_s_per_gpu=effective_tps,
         scaling_efficiency=comm.efficiency, wall_hours=wall_s / 3600, gpu_hours=wall_s * gpus / 3600,
         wall_hours_range=wall_range, gpu_hours_range=gpu_range, mode="train", gpus_per_node=hardware.per_node,
-        gpu_memory_gb=gpu.memory_gb, run_overhead=overhead,
+        gpu_memory_gb=gpu.memory_gb, run_overhead=factor.total, run_mfu_pull=factor.mfu_pull,
         precision=workload.precision, peak_tflops=peak, trainable_params=trainable, model_flops=model_flops,
         hardware_flops=fpt.hardware * workload.tokens, flops_per_token=fpt.model, effective_mfu=mfu * comm.efficiency,
         seq_len=workload.seq_len, global_batch=global_batch, micro_batch=workload.micro_batch,

@@ -24,6 +24,8 @@ user's own whole-run rate: no overhead is added to it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 MFU_REFERENCE = 0.42
 SHRINK = 0.5
 RUN_OVERHEAD = {"ampere": 1.2, "hopper": 1.05, "volta": 3.0}
@@ -32,9 +34,29 @@ FALLBACK_GENERATION = {"ada": "ampere", "turing": "ampere", "pascal": "volta", "
 RUN_RATIO_BAND = (0.58, 1.94)
 
 
-def run_overhead(generation: str, step_mfu: float, *, constants: dict[str, float] | None = None) -> float:
-    """Whole-run hours / step-model hours for a run on `generation` whose steps reach `step_mfu` (model FLOPs
-    utilisation of the step model); `constants` (the bench's fit) overrides RUN_OVERHEAD and SHRINK."""
+@dataclass(frozen=True)
+class RunFactor:
+    """Whole-run hours / step-model hours, in its two parts, so the estimate can say what each one is: `overhead`
+    (K[generation], at least 1 for every fitted generation: restarts, evaluation, checkpoints, the stack) and
+    `mfu_pull` ((step MFU / MFU_REFERENCE) ^ SHRINK: below 1 when the step model rates a step less efficient than
+    the typical published run, above 1 when more — published runs spread about half as far)."""
+
+    overhead: float
+    mfu_pull: float
+
+    @property
+    def total(self) -> float:
+        return self.overhead * self.mfu_pull
+
+
+def run_factor(generation: str, step_mfu: float, *, constants: dict[str, float] | None = None) -> RunFactor:
+    """The run factor for a run on `generation` whose steps reach `step_mfu` (model FLOPs utilisation of the step
+    model); `constants` (the bench's fit) overrides RUN_OVERHEAD and SHRINK."""
     table = dict(RUN_OVERHEAD, shrink=SHRINK) if constants is None else constants
     key = generation if generation in table else FALLBACK_GENERATION.get(generation, "ampere")
-    return table[key] * (max(step_mfu, 1e-6) / MFU_REFERENCE) ** table["shrink"]
+    return RunFactor(table[key], (max(step_mfu, 1e-6) / MFU_REFERENCE) ** table["shrink"])
+
+
+def run_overhead(generation: str, step_mfu: float, *, constants: dict[str, float] | None = None) -> float:
+    """Whole-run hours / step-model hours (run_factor's total)."""
+    return run_factor(generation, step_mfu, constants=constants).total

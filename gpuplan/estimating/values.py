@@ -222,9 +222,10 @@ class Estimate:
     mode: str = "train"
     gpus_per_node: int = 1
     gpu_memory_gb: float = 0.0
-    # The whole run's hours over the steps' (restarts, evaluation, checkpoints: run_overhead); 1.0 for a measured
-    # or given throughput.
+    # The whole run's hours over the steps' (run_overhead.RunFactor's total); 1.0 for a measured or given
+    # throughput. run_mfu_pull is its part that pulls the step MFU toward the typical published run's.
     run_overhead: float = 1.0
+    run_mfu_pull: float = 1.0
     weight_format: str | None = None  # serving: the stored weights' format when not the precision (int4, ...)
     precision: str = "bf16"
     peak_tflops: float = 0.0

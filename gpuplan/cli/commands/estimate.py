@@ -21,6 +21,7 @@ from gpuplan.errors import UserError
 from gpuplan.estimating.configured import precision_for
 from gpuplan.estimating.defaults import auto_shard
 from gpuplan.estimating.estimate import PRECISIONS, Estimate, Hardware, estimate, min_gpus
+from gpuplan.estimating.run_overhead import MFU_REFERENCE
 from gpuplan.estimating.values import USABLE_MEMORY
 from gpuplan.hardware.gpus import GpuSpec, resolve_gpu
 from gpuplan.limits import check
@@ -135,6 +136,18 @@ def fits_text(result: Estimate) -> str:
     return text
 
 
+def run_factor_text(result: Estimate) -> str:
+    """What the whole run's hours add to the steps', in its two parts (run_overhead.RunFactor): the overhead is
+    at least 1; the pull toward the typical published MFU is what can make the product fall below 1."""
+    pull = result.run_mfu_pull
+    overhead = result.run_overhead / pull
+    text = f"the steps x {result.run_overhead:.2f}: x {overhead:.2f} run overhead (restarts, evaluation, checkpoints)"
+    if round(pull, 2) != 1.0:
+        text += (f" x {pull:.2f} pull of the step model's MFU {result.mfu:.1%} toward published runs' typical "
+                 f"{MFU_REFERENCE:.0%}")
+    return text
+
+
 def dollars(value: Any) -> str:
     from gpuplan.cli.display import dollars as shown
 
@@ -194,8 +207,7 @@ def render(result: Estimate, *, timed: bool = True) -> None:
             echo(f"  assumed    {note}")
         echo("  time       give --tokens N for the time and cost")
         return
-    overhead = (f" (the steps x {result.run_overhead:.2f} run overhead: restarts, evaluation, checkpoints)"
-                if result.run_overhead != 1.0 else "")
+    overhead = "" if result.run_overhead == 1.0 else f" ({run_factor_text(result)})"
     echo(f"  time       {_fmt_hours(result.wall_hours)} wall, {result.gpu_hours:,.0f} GPU-hours{overhead}")
     if result.wall_hours_range is not None:
         low, high = result.wall_hours_range

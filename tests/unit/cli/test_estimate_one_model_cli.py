@@ -42,8 +42,31 @@ def test_every_path_is_the_same_model_and_stating_a_default_changes_nothing() ->
         assert any(flag in note for note in notes), flag
     assert not any("set --tp, --pp" in note or "set --recompute" in note for note in stated["assumptions"])
     human = run_cli("estimate", "--params", "1.3B", "--tokens", "20B", "--gpu", "A100-80GB", "--gpus", "8").stdout
-    assert "run overhead: restarts, evaluation, checkpoints" in human
+    assert "run overhead (restarts, evaluation, checkpoints)" in human
     assert "80% of published runs fell in this band around the model" in human
+
+
+def test_a_run_factor_below_one_is_not_called_an_overhead() -> None:
+    """Eager attention on 4 x H100: the step model rates the step at ~36% MFU, and the whole run comes out below the
+    steps' hours. The printed factor used to read "x 0.51 run overhead: restarts, evaluation, checkpoints"; now the
+    overhead part is at least 1 and the rest is named for what it is: the pull toward published runs' typical MFU."""
+    import re
+
+    result = run_cli("estimate", "--params", "7B", "--tokens", "10B", "--gpu", "H100", "--gpus", "4",
+                     "--attention", "eager")
+    assert result.exit_code == 0, result.stderr
+    line = next(text for text in result.stdout.splitlines() if text.strip().startswith("time"))
+    match = re.search(r"the steps x ([0-9.]+): x ([0-9.]+) run overhead \(restarts, evaluation, checkpoints\) "
+                      r"x ([0-9.]+) pull of the step model's MFU ([0-9.]+)% toward published runs' typical 42%", line)
+    assert match, line
+    total, overhead, pull, mfu = (float(g) for g in match.groups())
+    assert total < 1.0 <= overhead and pull < 1.0
+    assert total == pytest.approx(overhead * pull, abs=0.01)
+    data = run_cli("estimate", "--params", "7B", "--tokens", "10B", "--gpu", "H100", "--gpus", "4",
+                   "--attention", "eager", "--json").json()
+    assert data["run_overhead"] == pytest.approx(total, abs=0.005)
+    assert data["run_mfu_pull"] == pytest.approx(pull, abs=0.005)
+    assert data["mfu"] * 100 == pytest.approx(mfu, abs=0.05)
 
 
 def test_default_global_batch_is_whole_micro_batches_on_every_rank() -> None:

@@ -127,3 +127,16 @@ def test_every_split_is_reported_even_empty(tmp_path: Path) -> None:
     assert "test (in-sample): 0 runs" in lines  # the shipped prior was fitted on tune, test and test2
     assert any(line.startswith("test2 (in-sample): 1 runs, median |error|") for line in lines)
     assert any(line.startswith("holdout: 1 runs, median |error|") for line in lines)
+
+
+def test_the_run_overhead_part_is_never_below_one() -> None:
+    """The factor's overhead part (restarts, evaluation, checkpoints) is at least 1 for every generation it is
+    fitted on; only the pull toward the typical published MFU may take the product below 1, and it is 1 at the
+    reference MFU."""
+    from gpuplan.estimating import run_overhead
+
+    for generation in ("ampere", "hopper", "volta", "blackwell", "ada", "cdna3", "unknown"):
+        low = run_overhead.run_factor(generation, 0.20)
+        assert low.overhead >= 1.0 and low.mfu_pull < 1.0
+        assert low.total == run_overhead.run_overhead(generation, 0.20)
+        assert run_overhead.run_factor(generation, run_overhead.MFU_REFERENCE).mfu_pull == 1.0
