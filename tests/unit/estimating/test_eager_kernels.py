@@ -197,7 +197,8 @@ def test_eager_kernels_are_slower_by_the_modelled_bytes() -> None:
 
 
 def test_kernels_flag_is_checked_and_training_only() -> None:
-    bad = run_subprocess("estimate", "--model", "llama-3-8b", "--tokens", "1B", "--gpu", "H100", "--kernels", "compiled")
+    bad = run_subprocess("estimate", "--model", "llama-3-8b", "--tokens", "1B", "--gpu", "H100", "--kernels",
+                         "compiled")
     assert bad.exit_code == 2 and "Traceback" not in bad.stderr
     serving = run_subprocess("estimate", "--model", "llama-3-8b", "--gpu", "H100", "--mode", "inference", "--kernels",
                       "eager")
