@@ -22,9 +22,11 @@ split beats the naive 6·N·D at 40% MFU by the most (session8's rule, and fit()
 from __future__ import annotations
 
 import csv
+import random
 import statistics
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -95,6 +97,48 @@ def medians(rows: list[Row], signed: dict[str, float]) -> dict[str, float]:
             for name in SETS}
 
 
+@dataclass(frozen=True)
+class Gap:
+    """The one model's median |error| minus the better old model's on one set, and how far resampling the set's
+    model families moves it: a median over 20-47 runs from a dozen families moves several points with one family,
+    so the gap is read against its interval, not alone."""
+
+    set_name: str
+    better_old: str
+    observed: float
+    low: float  # 5th percentile over the resamples
+    high: float  # 95th percentile
+    at_least_as_good: float  # share of resamples where the one model's median is <= the better old model's
+
+
+def family_bootstrap(rows: list[Row], one: dict[str, float], old: dict[str, dict[str, float]], *,
+                     draws: int = 2000, seed: int = 0) -> list[Gap]:
+    """For each set, the gap between the one model and the better (in sample) of the `old` models, with its 90%
+    interval over `draws` resamples of the set's families drawn with replacement (a family is one report or
+    series, as in the leave-one-family-out refits: runs of a family share a team and a stack, so they are not
+    independent draws). `one` and each of `old` map a run to its signed error."""
+    rng = random.Random(seed)
+    gaps = []
+    for name in SETS:
+        members = [r for r in rows if name == "all" or r["split"] == name]
+        by_family: dict[str, list[str]] = {}
+        for r in members:
+            by_family.setdefault(accuracy.family(r["run"]), []).append(r["run"])
+        runs = [r["run"] for r in members]
+        better = min(old, key=lambda label: statistics.median(abs(old[label][run]) for run in runs))
+        families = sorted(by_family)
+
+        def gap(chosen: list[str], best: dict[str, float] = old[better]) -> float:
+            return (statistics.median(abs(one[run]) for run in chosen)
+                    - statistics.median(abs(best[run]) for run in chosen))
+
+        samples = sorted(gap([run for family in rng.choices(families, k=len(families)) for run in by_family[family]])
+                         for _ in range(draws))
+        gaps.append(Gap(name, better, gap(runs), samples[int(0.05 * draws)], samples[int(0.95 * draws) - 1],
+                        sum(1 for g in samples if g <= 0) / draws))
+    return gaps
+
+
 def _refitted_prior(prior: dict[str, Row]) -> Callable[[list[Row]], Callable[[Row], float]]:
     def predictor(train: list[Row]) -> Callable[[Row], float]:
         bases = fit_prior(train, prior)
@@ -146,6 +190,17 @@ def main() -> int:
     prior_out = table["old MFU prior, leave one family out"]
     verdicts = ", ".join(f"{name} {'met' if left_out[name] <= prior_out[name] else 'NOT met'}" for name in SETS)
     print(f"one model <= old prior, both refitted leaving each family out, per set: {verdicts}")
+
+    def signed(predict: Callable[[Row], float]) -> dict[str, float]:
+        return {r["run"]: predict(r) / float(r["reported_gpu_hours"]) - 1 for r in rows}
+
+    old = {"old prior": signed(lambda r: prior_hours(r, prior)),
+           "config model": signed(lambda r: accuracy.step_answer(r).gpu_hours)}
+    print("one model in sample minus the better old model in sample, with a 90% interval over 2,000 resamples of"
+          " the set's model families:")
+    for g in family_bootstrap(rows, signed(accuracy.predict), old):
+        print(f"  {g.set_name}: {g.observed * 100:+.1f} points vs the {g.better_old} (interval {g.low * 100:+.1f} to"
+              f" {g.high * 100:+.1f}; the one model at least as good in {g.at_least_as_good:.0%} of resamples)")
     return 0
 
 

@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "bench"))
 
 import estimate_accuracy as accuracy  # noqa: E402
-from estimate_compare import fit_prior, leave_family_out, load_prior, prior_hours  # noqa: E402
+from estimate_compare import family_bootstrap, fit_prior, leave_family_out, load_prior, prior_hours  # noqa: E402
 
 
 def test_the_stored_prior_refits_to_the_bases_it_shipped_with() -> None:
@@ -39,3 +39,17 @@ def test_a_base_scales_the_prior_inversely_and_a_family_is_predicted_without_its
     assert set(errors) == {r["run"] for r in rows} and all(e == 0 for e in errors.values())
     families = {accuracy.family(r["run"]) for r in rows}
     assert len(seen) == len(families) and all(len(families - s) == 1 for s in seen)
+
+
+def test_the_family_bootstrap_reads_a_gap_against_its_interval() -> None:
+    """Errors equal to the better old model's give a zero gap every time; errors 5 points worse on every run give a
+    5-point gap whose whole interval is above zero; the better of two old models is picked per set."""
+    rows = accuracy.load_runs()
+    prior = {r["run"]: 0.20 for r in rows}
+    worse = {r["run"]: 0.40 for r in rows}
+    same = family_bootstrap(rows, dict(prior), {"old prior": prior, "config model": worse}, draws=200)
+    assert [g.set_name for g in same] == ["tune", "test", "test2", "all"]
+    assert all(g.better_old == "old prior" and g.observed == 0 and g.at_least_as_good == 1.0 for g in same)
+    behind = family_bootstrap(rows, {run: -0.25 for run in prior}, {"old prior": prior, "config model": worse},
+                              draws=200)
+    assert all(g.observed == pytest.approx(0.05) and g.low > 0 and g.at_least_as_good == 0 for g in behind)
