@@ -8,7 +8,8 @@ bench/data/throughput_tables.csv holds rows collected from public throughput tab
 benchmark README, torchtitan's performance docs and H100 benchmark, Megatron-LM 2021 Table 1, Korthikanti et al.
 2022, Megatron-Bridge's performance archive, NeMo 24.07's performance summary), each with its URL, what was checked,
 and the config the source states (model shape, GPU, count, tensor and pipeline parallel sizes, schedule, TP overlap,
-sharding, micro-batch, global batch, recomputation, attention kernel, precision, network). The model's one fitted
+sharding, micro-batch, global batch, recomputation, attention kernel, precision, network; `kernels` eager only where
+the source says it ran plain PyTorch without torch.compile, empty = fused). The model's one fitted
 constant (throughput.SUSTAINED_EFFICIENCY, per GPU generation) is refitted without each source to predict that
 source: "leave this source out" is the error on a source the model was never adjusted to. The `split` column keeps a
 held-out set (torchtitan and Korthikanti, not looked at while the model was written; the Megatron-Bridge row was
