@@ -142,5 +142,5 @@ def _estimate_with_estimator(spec: JobSpec, offer: ChosenOffer, params: int | No
     return RunEstimate(hours=float(est.wall_hours), tokens_per_s=est.tokens_per_s_per_gpu * est.gpus,
                        cost_usd=None, source=f"estimate (mfu {est.mfu:.2f}, {est.mfu_source})", params=est.params,
                        detail={"mfu": est.mfu, "mfu_source": est.mfu_source, "mfu_ref": est.mfu_ref,
-                               "fits": est.fits,
+                               "fits": est.fits, "assumptions": list(est.assumptions),
                                "memory_gb_per_gpu": est.memory_gb_per_gpu.total, "flops": est.flops})

@@ -61,6 +61,12 @@ class RunEstimate:
         value = self.detail.get("mfu_source")
         return None if value is None else str(value)
 
+    @property
+    def assumptions(self) -> tuple[str, ...]:
+        """The layout and workload defaults the step model assumed (estimate's `assumed` lines), so launch can say
+        what it timed; empty for a measured or given throughput and for runs recorded before they were kept."""
+        return tuple(str(a) for a in self.detail.get("assumptions") or ())
+
 
 @dataclass(frozen=True)
 class LaunchPlan:
@@ -94,6 +100,7 @@ class LaunchPlan:
             "est_tokens_per_s": est.tokens_per_s if est else None,
             "estimate_source": est.source if est else None,
             "mfu_source": est.mfu_source if est else None,
+            "assumed": list(est.assumptions) if est else [],
             "startup_s": round(est.startup_s, 3) if est else None,
             "startup_source": est.startup_source if est else None,
             "startup_detail": est.startup_detail if est else None,

@@ -93,6 +93,12 @@ def launch(app: AppContext, spec_path: Path, provider_name: str | None, allow_cp
         spot = f"; spot interruptions {hours_text(est.interruption_hours)} expected" if est.interruption_hours else ""
         note(f"estimate: {duration(est.hours)} ({est.source}; start-up {est.startup_s:.1f} s, "
              f"{est.startup_source}: {est.startup_detail}{spot}), {money(est.cost_usd)}")
+        if dry_run and est.assumptions:
+            note("the step model assumed (a spec states them as the workload fields of the same names):")
+            for assumed in est.assumptions:
+                note(f"  assumed: {assumed}")
+        elif est.assumptions:
+            note(f"assumed: {len(est.assumptions)} defaults the job spec does not state (--dry-run lists them)")
     else:
         note("estimate: none (add workload tokens and a model or throughput to the spec)")
     # refuses (exit 2) a job over a budget, or one the provider says cannot work (gpuplan.launching.sequence)

@@ -22,6 +22,8 @@ from gpuplan.errors import UserError
 from gpuplan.units import format_size, parse_duration_hours
 
 if TYPE_CHECKING:  # types only: the planner and the catalog load when a plan runs
+    from collections.abc import Sequence
+
     from gpuplan.planning.job_plan import PlanAnswer
     from gpuplan.planning.planner import Constraints, Option, PlanResult
 
@@ -160,6 +162,8 @@ def _render(answer: PlanAnswer, shown: list[Option], explain: bool) -> None:
     ages = ", ".join(f"{s.cloud} {'shipped snapshot' if s.shipped else 'refreshed'} {s.fetched_at:%Y-%m-%d}"
                      for s in answer.catalog.sources.values())
     note(f"prices: {ages}")
+    if result.options:
+        note(f"throughput: {_throughput_sources(result.options)}")
     if not result.options:
         warn("nothing fits these constraints" + ("" if explain else " (--explain says why)"))
     else:
@@ -186,6 +190,23 @@ def _render(answer: PlanAnswer, shown: list[Option], explain: bool) -> None:
     if explain and result.rejected:
         print_table(["cloud", "instance", "market", "nodes", "why dropped"], _grouped(result.rejected),
                     title="dropped")
+
+
+THROUGHPUT_SOURCES = {
+    "model": "the step model, with each option's layout defaulted where the job does not state it (`gpuplan "
+             "estimate` with the same flags and --gpu/--gpus lists what it assumed)",
+    "bench": "your `gpuplan bench` records",
+    "calibrated": "an MFU calibrated from your finished runs",
+    "user": "the throughput given",
+}
+
+
+def _throughput_sources(options: Sequence[Option]) -> str:
+    """Which answer timed the options (estimate's mfu_source), so a plan says what model it used."""
+    sources = sorted({o.mfu_source for o in options if o.mfu_source})
+    if not sources:
+        return "none (no option could be timed)"
+    return "; ".join(f"{THROUGHPUT_SOURCES.get(s, s)}" for s in sources)
 
 
 def _summary(result: PlanResult, constraints: Constraints) -> None:

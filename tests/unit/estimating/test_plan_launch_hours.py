@@ -90,3 +90,29 @@ def test_launch_line_names_the_spot_interruptions_its_hours_include(tmp_path: Pa
         assert lost > 0 and f"spot interruptions {format_hours(lost)} expected" in line, line
     else:
         assert "interruptions" not in line, line
+
+
+def test_plan_and_launch_say_which_model_timed_the_job_and_what_it_assumed(tmp_path: Path) -> None:
+    """Issue 33 item 1: `plan` and `launch` did not say which model they used. Plan names the step model (or the
+    bench record / calibration / given throughput) once; launch --dry-run lists the layout defaults the step model
+    assumed, as `estimate` does, and a stated field is no longer listed."""
+    spec = tmp_path / "job.yaml"
+    spec.write_text(SPEC.format(spot="false"))
+    planned = run_cli("plan", str(spec), "--cloud", "aws", "--limit", "1")
+    assert planned.exit_code == 0, planned.stderr
+    assert "throughput: the step model, with each option's layout defaulted" in planned.stderr
+    launched = run_cli("launch", str(spec), "--provider", "aws", "--dry-run")
+    assert launched.exit_code == 0, launched.stderr
+    assert "the step model assumed" in launched.stderr
+    assert "  assumed: no activation recomputation" in launched.stderr
+    data = run_cli("launch", str(spec), "--provider", "aws", "--dry-run", "--json").json()
+    assert data["mfu_source"] == "model" and any("set --recompute" in a for a in data["assumed"])
+    stated = tmp_path / "stated.yaml"
+    stated.write_text(SPEC.format(spot="false") + "  recompute: none\n  tp: 1\n  pp: 1\n")
+    data = run_cli("launch", str(stated), "--provider", "aws", "--dry-run", "--json").json()
+    assert not any("set --recompute" in a or "set --tp, --pp" in a for a in data["assumed"])
+    given = tmp_path / "given.yaml"
+    given.write_text(SPEC.format(spot="false") + "  throughput: 5000\n")
+    planned = run_cli("plan", str(given), "--cloud", "aws", "--limit", "1")
+    assert "throughput: the throughput given" in planned.stderr
+    assert run_cli("launch", str(given), "--provider", "aws", "--dry-run", "--json").json()["assumed"] == []
