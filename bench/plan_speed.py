@@ -14,7 +14,7 @@ import statistics
 import time
 
 from gpuplan.catalog.catalog import Catalog
-from gpuplan.estimating import throughput
+from gpuplan.estimating import memos
 from gpuplan.estimating.architecture import preset
 from gpuplan.estimating.estimate import Workload
 from gpuplan.planning.planner import Constraints, plan
@@ -47,9 +47,9 @@ def main() -> int:
         plan(workload, offers, constraints=constraints, shardings=AUTO)  # warm caches (GPU table, imports)
         times, cpu = [], []
         for _ in range(args.repeats):
-            # Cold: a `gpuplan plan` process starts with the step model's layer-time memo empty (issue 33 item 4
-            # measured with it cleared, so the repeats are not faster than one CLI call).
-            throughput.forget_layer_times()
+            # Cold: a `gpuplan plan` process starts with the estimator's memos empty (gpuplan.estimating.memos),
+            # so the repeats are not faster than one CLI call.
+            memos.forget()
             t0, c0 = time.perf_counter(), time.process_time()
             result = plan(workload, offers, constraints=constraints, shardings=AUTO)
             times.append((time.perf_counter() - t0) * 1000)

@@ -46,7 +46,7 @@ def precision_for(gpu: GpuSpec, precision: str) -> tuple[str, str | None]:
     return precision, None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ConfiguredSpeed:
     """The config model's answer for one estimate."""
 

@@ -10,6 +10,7 @@ throughput, layout, run_overhead, comms), each citing its sources.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 from typing import Any
 
@@ -91,21 +92,30 @@ def min_gpus(workload: Workload, gpu: GpuSpec, *, gpus_per_node: int = 8, max_gp
     """The fewest GPUs of type `gpu` the workload fits on (with its sharding, or `sharding`); None if none do.
 
     Without sharding more GPUs do not reduce per-GPU memory in training, so the answer is 1 or None; inference
-    splits weights and KV cache over the GPUs (tensor parallel).
+    splits weights and KV cache over the GPUs (tensor parallel). Only the GPU's memory matters (_min_gpus).
     """
+    return _min_gpus(workload, gpu.memory_gb, gpus_per_node, max_gpus, sharding)
+
+
+@functools.lru_cache(maxsize=4096)
+def _min_gpus(workload: Workload, memory_gb: float, gpus_per_node: int, max_gpus: int,
+              sharding: str | None) -> int | None:
+    """min_gpus on GPUs of `memory_gb` GB. Memoised, a pure function of frozen values: `plan` asks it for every GPU
+    shape and sharding, and the search over splits asks it again per split; GPUs of one memory size (A100-80GB,
+    H100, H800) share the answer."""
     shape = shape_of(workload.params, workload.architecture)
     overrides = {"sharding": sharding} if sharding else {}
     if workload.mode == "train" and workload.recompute is None:
         # The default layout may recompute when memory needs it (layout.py): the fewest GPUs are counted with it.
-        workload = replace(workload, recompute="full")
+        workload = _with_layout(workload, workload.tp, workload.pp, "full", workload.schedule)
     if workload.mode == "train" and workload.tp is None and workload.pp is None:
         # ... and split a replica over tensor and pipeline ranks: the fewest over the layouts it may choose.
         best: int | None = None
         for tp, pp in _splits(shape, gpus_per_node):
             if best is not None and tp * pp >= best:
                 continue  # a replica of tp x pp GPUs cannot fit on fewer than the best found
-            n = min_gpus(replace(workload, tp=tp, pp=pp), gpu, gpus_per_node=gpus_per_node, max_gpus=max_gpus,
-                         sharding=sharding)
+            n = _min_gpus(_with_layout(workload, tp, pp, workload.recompute, workload.schedule), memory_gb,
+                          gpus_per_node, max_gpus, sharding)
             if n is not None and (best is None or n < best):
                 best = n
         return best
@@ -114,7 +124,7 @@ def min_gpus(workload: Workload, gpu: GpuSpec, *, gpus_per_node: int = 8, max_gp
     if group > 1:  # whole tp x pp replicas: search the data-parallel count
         def fits_dp(dp: int) -> bool:
             parts = _training_memory(workload, shape, dp, sharding=sharding)
-            return configured.split_model_parallel(parts, workload.tp or 1, workload.pp or 1).total <= gpu.memory_gb
+            return configured.split_model_parallel(parts, workload.tp or 1, workload.pp or 1).total <= memory_gb
 
         top = max_gpus // group
         if top < 1 or not fits_dp(top):
@@ -126,7 +136,7 @@ def min_gpus(workload: Workload, gpu: GpuSpec, *, gpus_per_node: int = 8, max_gp
         return lo_dp * group
 
     def fits(n: int) -> bool:
-        return _memory(workload, shape, n, **overrides).total <= gpu.memory_gb
+        return _memory(workload, shape, n, **overrides).total <= memory_gb
 
     if workload.mode == "inference":  # counts an instance offers that divide the heads (no "5 x L4")
         return next((n for n in serving.tp_counts(shape, gpus_per_node=gpus_per_node, max_gpus=max_gpus)
@@ -177,30 +187,45 @@ def _global_batch(workload: Workload, gpus: int, tp: int, pp: int) -> int:
                                                          micro_batch=workload.micro_batch)
 
 
-def _splits(shape: Shape, gpus_per_node: int, tp: int | None = None, pp: int | None = None) -> list[tuple[int, int]]:
+@functools.lru_cache(maxsize=256)
+def _splits(shape: Shape, gpus_per_node: int, tp: int | None = None, pp: int | None = None
+            ) -> tuple[tuple[int, int], ...]:
     """(tp, pp) the defaults may choose, in Megatron's order (Narayanan et al. 2021 sec. 3.3): tensor parallel inside
     a node first (1, 2, 4, 8, dividing the heads), then pipeline stages (powers of two up to the layers) at the
-    largest tensor-parallel size; a stated size stays fixed."""
+    largest tensor-parallel size; a stated size stays fixed. Memoised (a pure function of frozen values), as a
+    tuple: every estimate of a plan asks it again."""
     tps = [tp] if tp is not None else [t for t in (1, 2, 4, 8) if t <= gpus_per_node and shape.heads % t == 0]
     pps = [pp] if pp is not None else [p for p in (1, 2, 4, 8, 16, 32, 64) if p <= shape.layers]
     out = [(t, pps[0]) for t in tps]
     out += [(tps[-1], p) for p in pps[1:]]
-    return out
+    return tuple(out)
 
 
-def _fitting(workload: Workload, shape: Shape, hardware: Hardware, tp: int, pp: int) -> Workload | None:
-    """`workload` at tp x pp with the least recomputation that fits (none, selective, full; a stated one only),
-    None when none fits: less recomputation is never slower, so the least that fits is the fastest at this split."""
-    gpus = hardware.gpus
+@functools.lru_cache(maxsize=1024)
+def _with_layout(workload: Workload, tp: int | None, pp: int | None, recompute: str | None,
+                 schedule: str | None) -> Workload:
+    """`workload` with these layout fields. Memoised, a pure function of frozen values: building a Workload
+    validates every field again (~10 us), and the searches over splits and recomputation ask for the same few
+    layouts of one workload for every GPU shape and node count a plan prices."""
+    return replace(workload, tp=tp, pp=pp, recompute=recompute, schedule=schedule)
+
+
+@functools.lru_cache(maxsize=4096)
+def _fitting(workload: Workload, gpus: int, memory_gb: float, tp: int, pp: int) -> Workload | None:
+    """`workload` at tp x pp on `gpus` GPUs of `memory_gb` GB with the least recomputation that fits (none,
+    selective, full; a stated one only), None when none fits: less recomputation is never slower, so the least that
+    fits is the fastest at this split. Memoised, a pure function of frozen values: `plan` asks it for every node
+    count, network and GPU of one memory size it prices, and the answer is the same for all of them."""
     if gpus % (tp * pp):
         return None
+    shape = shape_of(workload.params, workload.architecture)
     recomputes = [workload.recompute] if workload.recompute is not None else list(layout.DEFAULT_RECOMPUTES)
     dp = configured.data_parallel_ranks(gpus, tp, pp)
     for recompute in recomputes:
         parts = _training_memory(workload, shape, dp, checkpointing=recompute == "full", split=tp * pp)
-        if configured.split_model_parallel(parts, tp, pp).total <= hardware.gpu.memory_gb:
-            return replace(workload, tp=tp, pp=pp, recompute=recompute,
-                           schedule=workload.schedule or ("interleaved" if pp > 1 else "1f1b"))
+        if configured.split_model_parallel(parts, tp, pp).total <= memory_gb:
+            return _with_layout(workload, tp, pp, recompute,
+                                workload.schedule or ("interleaved" if pp > 1 else "1f1b"))
     return None
 
 
@@ -214,36 +239,45 @@ def resolve_layout(workload: Workload, hardware: Hardware) -> tuple[Workload, in
     without recomputation (layout.default_layout), so the answer says what would fit. The global batch, when not
     given, is a whole number of data-parallel ranks x micro-batches.
     """
+    chosen, global_batch, notes, _speed = _resolved_layout(workload, hardware)
+    return chosen, global_batch, notes
+
+
+def _resolved_layout(workload: Workload, hardware: Hardware
+                     ) -> tuple[Workload, int, tuple[str, ...], configured.ConfiguredSpeed | None]:
+    """resolve_layout, and the step model's timing of the chosen layout when the search timed it (None when it
+    did not): the estimate then need not time the same layout again."""
     shape = shape_of(workload.params, workload.architecture)
-    gpus = hardware.gpus
+    gpus, memory_gb = hardware.gpus, hardware.gpu.memory_gb
     stated = workload
     workload = replace(workload, kernels=workload.kernels or layout.DEFAULT_KERNELS)
     chosen: Workload | None = None
+    chosen_speed: configured.ConfiguredSpeed | None = None
     if workload.tp is not None and workload.pp is not None and workload.recompute is not None:
         chosen = replace(workload, schedule=workload.schedule or "1f1b")
     else:
         splits = _splits(shape, hardware.per_node, workload.tp, workload.pp)
-        plain = _fitting(workload, shape, hardware, *splits[0])
+        plain = _fitting(workload, gpus, memory_gb, *splits[0])
         if plain is not None and plain.recompute == (workload.recompute or "none"):
             chosen = plain
         else:
             best = 0.0
             for tp, pp in splits:
-                candidate = _fitting(workload, shape, hardware, tp, pp)
+                candidate = _fitting(workload, gpus, memory_gb, tp, pp)
                 if candidate is None:
                     continue
                 speed = configured.configured_speed(
                     candidate, shape, hardware.gpu, gpus=gpus, gpus_per_node=hardware.per_node,
                     global_batch=_global_batch(candidate, gpus, tp, pp), network_gbps=hardware.network_gbps)
                 if speed.step.tokens_per_s_per_gpu > best * (1 + layout.TIE):
-                    chosen, best = candidate, speed.step.tokens_per_s_per_gpu
+                    chosen, best, chosen_speed = candidate, speed.step.tokens_per_s_per_gpu, speed
     if chosen is None:
         lay = layout.default_layout(tp=workload.tp, pp=workload.pp, schedule=workload.schedule,
                                     recompute=workload.recompute, tp_overlap=workload.tp_overlap,
                                     dp_overlap=workload.dp_overlap)
         chosen = replace(workload, tp=lay.tp, pp=lay.pp, schedule=lay.schedule, recompute=lay.recompute)
     notes = layout.assumed_notes(stated, chosen, kernels_matter=shape.gated_mlp)
-    return chosen, _global_batch(chosen, gpus, chosen.tp or 1, chosen.pp or 1), notes
+    return chosen, _global_batch(chosen, gpus, chosen.tp or 1, chosen.pp or 1), notes, chosen_speed
 
 
 def estimate(workload: Workload, hardware: Hardware, throughput: Throughput | None = None, *,
@@ -256,12 +290,14 @@ def estimate(workload: Workload, hardware: Hardware, throughput: Throughput | No
     Raises ValueError for a precision the GPU cannot run (e.g. bf16 on a V100).
     """
     precision, fallback = configured.precision_for(hardware.gpu, workload.precision)
-    if fallback:
+    if fallback and workload.mode == "inference":
         result = estimate(replace(workload, precision=precision), hardware, throughput,
                           known_min_gpus=known_min_gpus)
         return replace(result, assumptions=[fallback, *result.assumptions])
     if workload.mode == "inference":
         return _inference_estimate(workload, hardware, throughput)
+    if fallback:  # the estimate in the precision the GPU runs, the note first (built once, not copied)
+        workload = replace(workload, precision=precision)
     gpu, gpus = hardware.gpu, hardware.gpus
     shape = shape_of(workload.params, workload.architecture)
     peak = _peak(gpu, workload.precision)
@@ -272,7 +308,7 @@ def estimate(workload: Workload, hardware: Hardware, throughput: Throughput | No
     needed = known_min_gpus if known_min_gpus is not None else \
         min_gpus(workload, gpu, gpus_per_node=hardware.per_node)
     stated = workload
-    workload, global_batch, layout_notes = resolve_layout(workload, hardware)
+    workload, global_batch, layout_notes, timed = _resolved_layout(workload, hardware)
     trainable = lora_params(shape, workload.lora_rank) if workload.lora_rank else workload.params
     fpt = flops.training_flops_per_token(shape, workload.seq_len, recompute=workload.activation_checkpointing,
                                          lora=bool(workload.lora_rank), trainable_params=trainable)
@@ -281,7 +317,7 @@ def estimate(workload: Workload, hardware: Hardware, throughput: Throughput | No
     mem = configured.split_model_parallel(_training_memory(workload, shape, dp), tp, pp)
     total = mem.total
     fits = total <= gpu.memory_gb
-    assumptions: list[str] = []
+    assumptions: list[str] = [fallback] if fallback else []
     if shape.inferred:
         assumptions.append(f"shape inferred from N: {shape.layers} layers x hidden {shape.hidden}")
     if stated.global_batch is None:
@@ -295,7 +331,7 @@ def estimate(workload: Workload, hardware: Hardware, throughput: Throughput | No
 
     config_speed = None
     if throughput is None:  # the one model: the step model with the stated or default layout
-        config_speed = configured.configured_speed(
+        config_speed = timed or configured.configured_speed(
             workload, shape, gpu, gpus=gpus, gpus_per_node=hardware.per_node, global_batch=global_batch,
             network_gbps=hardware.network_gbps)
         tps = config_speed.step.tokens_per_s_per_gpu

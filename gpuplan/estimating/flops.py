@@ -11,6 +11,7 @@ weight gradients, so a token costs 4·N + 12·L·H·Q·T (adapters add a negligi
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from gpuplan.estimating.shape import Shape
@@ -24,9 +25,11 @@ class FlopsPerToken:
     attention: float  # the 12·L·H·Q·T part
 
 
+@functools.lru_cache(maxsize=256)
 def training_flops_per_token(shape: Shape, seq_len: int, *, recompute: bool, lora: bool,
                              trainable_params: int = 0) -> FlopsPerToken:
-    """Model and hardware FLOPs per trained token."""
+    """Model and hardware FLOPs per trained token. Memoised, a pure function of frozen values: the step model asks
+    it for every layout it times."""
     n = shape.matmul_params
     attention_fwd = 4.0 * shape.layers * shape.hidden * seq_len
     dense_fwd = 2.0 * n

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class HoursBreakdown:
     """Hours of one job on one offer: compute + start-up + expected spot interruptions = total."""
 

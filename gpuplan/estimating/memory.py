@@ -36,6 +36,7 @@ Sources for the byte counts:
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from gpuplan.estimating.shape import Shape
@@ -64,7 +65,7 @@ def activation_bytes(precision: str) -> float:
     return 4.0 if precision in ("fp32", "tf32") else 2.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class MemoryParts:
     weights: float
     gradients: float
@@ -119,6 +120,7 @@ def layer_activation_bytes(shape: Shape, tokens: int, precision: str, *, seq_len
     return attn + tokens * (mlp + norms + masks)
 
 
+@functools.lru_cache(maxsize=4096)
 def training_memory(
     shape: Shape,
     *,
@@ -135,7 +137,11 @@ def training_memory(
     fused_swiglu: bool = False,
 ) -> MemoryParts:
     """Per-GPU memory of data-parallel training over `dp` ranks with the given ZeRO/FSDP `sharding`
-    (`fused_swiglu`: layer_activation_bytes)."""
+    (`fused_swiglu`: layer_activation_bytes).
+
+    Memoised, a pure function of frozen values: `plan`'s searches for the fewest GPUs and the least recomputation
+    ask for the same breakdown again for every GPU memory size, node count and network (some 2,500 times for a few
+    hundred different answers in a deadline plan)."""
     wb = weight_bytes(precision)
     mixed = wb == 2.0
     frozen = params - trainable_params

@@ -38,7 +38,7 @@ COLLECTIVE_LATENCY_S = 20e-6  # per NCCL collective launch over NVLink/IB (nccl-
 INTERLEAVED_CHUNKS = 2  # virtual stages per GPU when the schedule is interleaved (Megatron's usual setting)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ParallelConfig:
     """How one job runs. `dp` is derived: gpus / (tp x pp)."""
 

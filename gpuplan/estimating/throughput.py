@@ -52,7 +52,7 @@ SUSTAINED_FALLBACK = 0.75  # generations without a published table: between the 
 OVERLAP_CONTENTION = 0.189
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StepBreakdown:
     """Seconds per optimizer step by part, and the throughput they give."""
 
@@ -105,9 +105,9 @@ def _op_recompute_seconds(shape: Shape, gpu: GpuSpec, *, tokens: float, tp: int,
 @functools.lru_cache(maxsize=4096)
 def _layer_times(shape: Shape, gpu: GpuSpec, *, tokens: float, seq_len: int, tp: int, peak: float,
                  attention_peak: float, act_bytes: float, attention: str,
-                 fp8: bool = False, kernel_mode: str = "fused") -> tuple[float, float, float, float]:
+                 fp8: bool = False, kernel_mode: str = "fused") -> tuple[float, float, float, float, float]:
     """(forward, backward, attention-core forward, memory-bound forward) seconds of one layer for one micro-batch
-    on one GPU.
+    on one GPU, and the output head's (its three GEMMs and the cross-entropy).
 
     A pure function of frozen values, memoised: `plan` times the same layer on the same GPU for every node count,
     pipeline split and sharding it prices (only tensor parallelism and the micro-batch change a layer's kernels),
@@ -139,12 +139,9 @@ def _layer_times(shape: Shape, gpu: GpuSpec, *, tokens: float, seq_len: int, tp:
         backward_elementwise += kernels.memory_seconds(cast_bwd, gpu)
     forward = gemms + attention_fwd + elementwise
     backward = 2 * gemms + attention_bwd + backward_elementwise
-    return forward, backward, attention_fwd, elementwise
-
-
-def forget_layer_times() -> None:
-    """Empty the layer-time memo (a benchmark measuring one cold `plan` call; nothing in the product needs it)."""
-    _layer_times.cache_clear()
+    head = 3 * kernels.gemm_seconds(tokens, shape.vocab / tp, shape.hidden, gpu=gpu, peak_flops=attention_peak) + \
+        kernels.memory_seconds(tokens * shape.vocab / tp * kernels.LOGIT_BYTES, gpu)
+    return forward, backward, attention_fwd, elementwise, head
 
 
 def step_breakdown(shape: Shape, gpu: GpuSpec, config: ParallelConfig, *, params: int, seq_len: int,
@@ -169,7 +166,7 @@ def step_breakdown(shape: Shape, gpu: GpuSpec, config: ParallelConfig, *, params
     tokens = config.micro_batch * seq_len
     tp, pp = config.tp, config.pp
 
-    forward, backward, attention_core, elementwise = _layer_times(
+    forward, backward, attention_core, elementwise, head = _layer_times(
         shape, gpu, tokens=tokens, seq_len=seq_len, tp=tp, peak=peak, attention_peak=attention_peak,
         act_bytes=act_bytes, attention=attention, fp8=precision == "fp8", kernel_mode=kernel_mode)
     if config.recompute == "full":
@@ -190,8 +187,6 @@ def step_breakdown(shape: Shape, gpu: GpuSpec, config: ParallelConfig, *, params
         layer_gemms = 3 * (forward - attention_core - elementwise)
         tp_layer = max(EXPOSED_TAIL * tp_layer, tp_layer - layer_gemms)
     layers = math.ceil(shape.layers / pp)
-    head = 3 * kernels.gemm_seconds(tokens, shape.vocab / tp, shape.hidden, gpu=gpu, peak_flops=attention_peak) + \
-        kernels.memory_seconds(tokens * shape.vocab / tp * kernels.LOGIT_BYTES, gpu)
     p2p = parallel.pp_p2p_seconds(config, tokens=tokens, hidden=shape.hidden, act_bytes=act_bytes,
                                   network_gbps=network)
     micro_compute = layers * (forward + backward) + head

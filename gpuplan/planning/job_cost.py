@@ -23,7 +23,13 @@ def billed_hours(hours: float, min_billed_seconds: int = 0) -> Decimal:
 
 def job_cost(price_per_hour: Decimal, nodes: int, hours: float, *, min_billed_seconds: int = 0) -> Decimal:
     """price x nodes x billed hours, to the books' precision (a micro-dollar)."""
-    return (price_per_hour * nodes * billed_hours(hours, min_billed_seconds)).quantize(BOOK_PLACES)
+    return cost_of_billed(price_per_hour, nodes, billed_hours(hours, min_billed_seconds))
+
+
+def cost_of_billed(price_per_hour: Decimal, nodes: int, billed: Decimal) -> Decimal:
+    """job_cost from the billed hours (billed_hours), for a caller that prices the same hours at many prices: the
+    planner bills one node count of an instance type once and prices it in every region."""
+    return (price_per_hour * nodes * billed).quantize(BOOK_PLACES)
 
 
 def billing_minimums(clouds: Iterable[str]) -> Mapping[str, int]:

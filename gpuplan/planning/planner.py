@@ -21,11 +21,11 @@ from gpuplan.catalog.offer import Offer
 from gpuplan.estimating.configured import precision_for
 from gpuplan.estimating.defaults import fewest_gpus
 from gpuplan.estimating.estimate import Estimate, Hardware, Throughput, Workload, estimate
-from gpuplan.estimating.job_hours import HoursBreakdown, job_hours
+from gpuplan.estimating.job_hours import HoursBreakdown
 from gpuplan.hardware.gpus import GpuSpec, resolve_gpu
 from gpuplan.hardware.networks import inter_node_gbps
-from gpuplan.limits import within
-from gpuplan.planning.job_cost import job_cost
+from gpuplan.planning.count_timing import CountTiming, count_timing
+from gpuplan.planning.job_cost import cost_of_billed
 
 DEFAULT_RESTART_HOURS = 0.25  # provisioning a new node + pulling the image + loading the checkpoint
 DEFAULT_CHECKPOINT_HOURS = 1.0
@@ -87,7 +87,7 @@ class Constraints:
     nodes: int | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Option:
     """One way to run the job: an instance type in a region, a node count, a market — and what it costs."""
 
@@ -205,176 +205,231 @@ def plan(
     cost (gpuplan.planning.job_cost), never on a rounded one.
     """
     constraints = constraints or Constraints()
-    spot_model = spot_model or SpotModel()
-    throughput_for = throughput_for or (lambda _gpu: None)
+    shapes = _Shapes(workload, constraints, tuple(shardings or (workload.sharding,)))
+    timings = _Timings(spot_model or SpotModel(), throughput_for or (lambda _gpu: None), startup_s or {},
+                       min_billed_seconds or {})
     markets = [False, True] if constraints.spot is None else [constraints.spot]
-    estimates: dict[tuple[str, int, int, str, float | None], Estimate | str] = {}
-    needed: dict[tuple[str, int], tuple[int, str] | None] = {}
-    strategies = tuple(shardings or (workload.sharding,))
-    gpu_specs: dict[str, GpuSpec | None] = {}
-    sharded_workloads: dict[str, Workload] = {}
-    deadline_misses: dict[tuple[object, ...], bool] = {}
+    deadline = constraints.deadline_hours
+    max_price = constraints.max_price_per_hour
     kept: list[Option] = []
     rejected: list[Option] = []
-
-    def spec_of(name: str) -> GpuSpec | None:
-        if name not in gpu_specs:
-            try:
-                gpu_specs[name] = resolve_gpu(name)
-            except ValueError:
-                gpu_specs[name] = None
-        return gpu_specs[name]
-
     for spot in markets:
         for offer in _cheapest_zone(offers, spot):
-            base = Option(offer.cloud, offer.region, offer.zone, offer.instance_type, offer.gpu, offer.gpu_count,
-                          1, spot, offer.price(spot), None, None, False)
-            gpu = spec_of(offer.gpu)
-            if gpu is None:
-                rejected.append(replace(base, reason=f"no specification for GPU {offer.gpu}"))
+            price = offer.price(spot)
+            assert price is not None  # _cheapest_zone keeps only offers priced in this market
+            shape = shapes.of(offer.gpu, offer.gpu_count)
+            if isinstance(shape, _Refusal):
+                rejected.append(Option(offer.cloud, offer.region, offer.zone, offer.instance_type, offer.gpu,
+                                       offer.gpu_count, shape.nodes, spot, price, None, None, False,
+                                       reason=shape.reason))
                 continue
-            if offer.gpu_count < 1 or offer.gpu_count != int(offer.gpu_count):
-                rejected.append(replace(base, reason=f"a fraction of a GPU ({offer.gpu_count:g}) cannot train"))
-                continue
-            per_node = int(offer.gpu_count)
-            if gpu.peak_tflops(precision_for(gpu, workload.precision)[0]) is None:
-                rejected.append(replace(base, reason=f"{gpu.name} cannot run {workload.precision}"))
-                continue
-            need_key = (gpu.name, per_node)
-            most_nodes = constraints.nodes or constraints.max_nodes
-            if need_key not in needed:
-                needed[need_key] = fewest_gpus(workload, gpu, per_node, per_node * most_nodes, strategies)
-            if needed[need_key] is None:
-                rejected.append(replace(base, nodes=most_nodes, reason=f"does not fit on {most_nodes} nodes of "
-                                                                       f"{per_node} x {gpu.name}"))
-                continue
-            need, sharding = needed[need_key]  # type: ignore[misc]
-            if sharding not in sharded_workloads:  # one Workload per strategy, not one per offer (replace validates)
-                sharded_workloads[sharding] = workload if sharding == workload.sharding else \
-                    replace(workload, sharding=sharding)
-            sharded = sharded_workloads[sharding]
             # Price node counts from the fewest that fit upwards. Without a deadline the first one that passes is
             # the cheapest (scaling efficiency < 1: more nodes only cost more). With one, the first that meets it
             # is the cheapest on time and the larger ones are faster, for the Pareto front. Each offer that never
             # passes is explained once, by its last attempt (the most nodes tried, or the first limit it broke).
-            last_rejected: tuple[Option, str] | None = None  # the Option is rebuilt with its reason once, at the end
+            last_rejected: tuple[int, CountTiming, str] | None = None  # built as an Option once, at the end
             passed = False
-            counts = [constraints.nodes] if constraints.nodes else _node_counts(need, per_node,
-                                                                                constraints.max_nodes)
-            for index, nodes in enumerate(counts):
-                if index < len(counts) - 1 and _misses_deadline_only(
-                        offer, gpu, sharded, nodes, per_node, spot, estimates, throughput_for, spot_model,
-                        (startup_s or {}).get(offer.cloud, 0.0), need, constraints, deadline_misses):
+            last = len(shape.counts) - 1
+            row = timings.row(offer, shape, spot)
+            # Without a price limit the counts that only miss the deadline are the same for every offer of the type.
+            start = timings.leading_misses(row, offer, shape, spot, deadline) \
+                if deadline is not None and max_price is None else 0
+            for index in range(start, last + 1):
+                nodes = shape.counts[index]
+                timing = row.timings[index] or timings.fill(row, index, offer, shape, spot)
+                total_price = price * nodes
+                if index < last and deadline is not None and timing.misses_deadline_only(deadline) and \
+                        (max_price is None or total_price <= max_price):
                     continue  # a deadline miss before the last count: rejected, and never the one explained
-                option = _priced_option(offer, gpu, sharded, nodes, per_node, spot, estimates, throughput_for,
-                                        spot_model, (startup_s or {}).get(offer.cloud, 0.0),
-                                        (min_billed_seconds or {}).get(offer.cloud, 0), need)
-                reason = option.reason or _constraint_violation(option, constraints)
+                reason = timing.reason
+                if reason is None:  # it runs: priced, then held against the limits
+                    assert timing.billed is not None and timing.hours is not None
+                    cost = cost_of_billed(total_price, 1, timing.billed)
+                    reason = _constraint_violation(total_price, timing.hours.total, cost, constraints)
                 if reason is None:
-                    kept.append(option)
+                    kept.append(_option(offer, spot, nodes, total_price, cost, timing, shape.workload.sharding))
                     passed = True
-                    if constraints.deadline_hours is None:
+                    if deadline is None:
                         break
                     continue
-                last_rejected = (option, reason)
-                if option.reason is None and "deadline" not in reason:
+                last_rejected = (nodes, timing, reason)
+                if timing.reason is None and "deadline" not in reason:
                     break  # price and total cost only grow with more nodes
             if not passed and last_rejected is not None:
-                option, reason = last_rejected
-                rejected.append(option if option.reason == reason else replace(option, reason=reason))
+                nodes, timing, reason = last_rejected
+                total_price = price * nodes
+                rejected.append(_option(offer, spot, nodes, total_price,
+                                        None if timing.billed is None else cost_of_billed(total_price, 1,
+                                                                                          timing.billed),
+                                        timing, shape.workload.sharding, reason))
 
     kept.sort(key=lambda o: (o.est_cost_usd or Decimal(0), o.est_hours or 0.0, o.cloud, o.region, o.instance_type))
     rejected.sort(key=lambda o: (o.cloud, o.instance_type, o.region, o.spot, o.nodes))
     return _tagged(PlanResult(tuple(kept), tuple(rejected)))
 
 
-def _estimate_of(gpu: GpuSpec, workload: Workload, nodes: int, per_node: int, network: float | None,
-                 estimates: dict[tuple[str, int, int, str, float | None], Estimate | str],
-                 throughput_for: ThroughputFor, need: int | None) -> Estimate | str:
-    """The estimate for `nodes` nodes of this GPU shape, computed once per shape (or why there is none). `need`:
-    the fewest GPUs of this shape the workload fits on (plan found it once per shape; estimate need not again)."""
-    key = (gpu.name, per_node, nodes, workload.sharding, network)
-    if key not in estimates:
+@dataclass(frozen=True)
+class _Refusal:
+    """Why no option of a GPU shape can run, and the node count its explanation names."""
+
+    reason: str
+    nodes: int = 1
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """A GPU shape the workload fits on: its spec, GPUs per node, the fewest GPUs (and the sharding that fits on
+    them), the workload with that sharding and the node counts worth pricing."""
+
+    gpu: GpuSpec
+    per_node: int
+    need: int
+    workload: Workload
+    counts: tuple[int, ...]
+
+
+class _Shapes:
+    """Each GPU shape (the catalog's GPU name, GPUs per node) judged once per plan: whether it can run the workload
+    and on how many GPUs at least (fewest_gpus, once per GPU and GPUs per node), not once per offer."""
+
+    def __init__(self, workload: Workload, constraints: Constraints, strategies: tuple[str, ...]) -> None:
+        self.workload = workload
+        self.constraints = constraints
+        self.strategies = strategies
+        self.shapes: dict[tuple[str, float], _Shape | _Refusal] = {}
+        self.needed: dict[tuple[str, int], tuple[int, str] | None] = {}
+        self.sharded: dict[str, Workload] = {}
+
+    def of(self, gpu_name: str, gpu_count: float) -> _Shape | _Refusal:
+        key = (gpu_name, gpu_count)
+        if key not in self.shapes:
+            self.shapes[key] = self._judge(gpu_name, gpu_count)
+        return self.shapes[key]
+
+    def _judge(self, gpu_name: str, gpu_count: float) -> _Shape | _Refusal:
+        workload, constraints = self.workload, self.constraints
         try:
-            hardware = Hardware(gpu, gpus=per_node * nodes, nodes=nodes, gpus_per_node=per_node,
-                                network_gbps=network)
-            estimates[key] = estimate(workload, hardware, throughput_for(gpu), known_min_gpus=need)
-        except ValueError as exc:
-            estimates[key] = str(exc)
-    return estimates[key]
+            gpu = resolve_gpu(gpu_name)
+        except ValueError:
+            return _Refusal(f"no specification for GPU {gpu_name}")
+        if gpu_count < 1 or gpu_count != int(gpu_count):
+            return _Refusal(f"a fraction of a GPU ({gpu_count:g}) cannot train")
+        per_node = int(gpu_count)
+        if gpu.peak_tflops(precision_for(gpu, workload.precision)[0]) is None:
+            return _Refusal(f"{gpu.name} cannot run {workload.precision}")
+        most_nodes = constraints.nodes or constraints.max_nodes
+        need_key = (gpu.name, per_node)
+        if need_key not in self.needed:
+            self.needed[need_key] = fewest_gpus(workload, gpu, per_node, per_node * most_nodes, self.strategies)
+        found = self.needed[need_key]
+        if found is None:
+            return _Refusal(f"does not fit on {most_nodes} nodes of {per_node} x {gpu.name}", most_nodes)
+        need, sharding = found
+        if sharding not in self.sharded:  # one Workload per strategy, not one per offer (replace validates)
+            self.sharded[sharding] = workload if sharding == workload.sharding else replace(workload,
+                                                                                           sharding=sharding)
+        counts = [constraints.nodes] if constraints.nodes else _node_counts(need, per_node, constraints.max_nodes)
+        return _Shape(gpu, per_node, need, self.sharded[sharding], tuple(counts))
 
 
-def _misses_deadline_only(offer: Offer, gpu: GpuSpec, workload: Workload, nodes: int, per_node: int, spot: bool,
-                          estimates: dict[tuple[str, int, int, str, float | None], Estimate | str],
-                          throughput_for: ThroughputFor,
-                          spot_model: SpotModel, startup_s: float, need: int | None,
-                          constraints: Constraints, misses: dict[tuple[object, ...], bool]) -> bool:
-    """Whether this count fits, runs, is under the price limit and misses the deadline: the planner then tries
-    more nodes without building (and pricing) an Option for it. The same rules in the same order as
-    _priced_option and _constraint_violation, so the answer never differs; it only skips the work (most of a
-    deadline plan's attempts are such misses: 1,396 of 1,916 offers for a 7B model in 72 h)."""
-    deadline = constraints.deadline_hours
-    if deadline is None:
-        return False
-    price = offer.price(spot)
-    if price is None or (constraints.max_price_per_hour is not None and price * nodes > constraints.max_price_per_hour):
-        return False
-    # The rest depends on the GPU shape, its network, the cloud and the market, not on the region or price.
-    network = inter_node_gbps(offer.instance_type, nodes)  # the network this type's nodes really have
-    key = (gpu.name, per_node, nodes, workload.sharding, network, offer.cloud, spot, startup_s)
-    if key not in misses:
-        est = _estimate_of(gpu, workload, nodes, per_node, network, estimates, throughput_for, need)
-        stretch = spot_model.stretch(offer.cloud, nodes) if spot else None
-        if isinstance(est, str) or not est.fits or (spot and stretch is None):
-            misses[key] = False
-        else:
-            hours = job_hours(est.wall_hours, startup_s=startup_s, stretch=stretch).total
-            misses[key] = within("hours", hours) and hours > deadline
-    return misses[key]
+@dataclass(slots=True)
+class _Row:
+    """One instance type in one market within one plan: its timing at each node count of its shape (None: not
+    timed yet) and, with a deadline, how many of the first counts only miss it (None: not counted yet)."""
+
+    timings: list[CountTiming | None]
+    leading_misses: int | None = None
 
 
-def _priced_option(offer: Offer, gpu: GpuSpec, workload: Workload, nodes: int, per_node: int, spot: bool,
-                   estimates: dict[tuple[str, int, int, str, float | None], Estimate | str],
-                   throughput_for: ThroughputFor,
-                   spot_model: SpotModel, startup_s: float = 0.0, min_billed_seconds: int = 0,
-                   need: int | None = None) -> Option:
-    """The option for `nodes` of this offer: estimated (once per shape, _estimate_of), priced, spot-stretched."""
-    network = inter_node_gbps(offer.instance_type, nodes)  # the network this type's nodes really have
-    est = _estimate_of(gpu, workload, nodes, per_node, network, estimates, throughput_for, need)
-    price = offer.price(spot)
-    assert price is not None
-    total_price = price * nodes
+class _Timings:
+    """Each (instance type, market, node count) estimated and timed once per plan (gpuplan.planning.count_timing),
+    and each (GPU shape, node count, sharding, network) estimated once: the estimate is the same for every type
+    with that network."""
+
+    def __init__(self, spot_model: SpotModel, throughput_for: ThroughputFor, startup_s: Mapping[str, float],
+                 min_billed_seconds: Mapping[str, int]) -> None:
+        self.spot_model = spot_model
+        self.throughput_for = throughput_for
+        self.startup_s = startup_s
+        self.min_billed_seconds = min_billed_seconds
+        self.estimates: dict[tuple[str, int, int, str, float | None], Estimate | str] = {}
+        self.rows: dict[tuple[str, str, str, float, bool], _Row] = {}
+
+    def row(self, offer: Offer, shape: _Shape, spot: bool) -> _Row:
+        """The timings of this offer's instance type in this market."""
+        key = (offer.cloud, offer.instance_type, offer.gpu, offer.gpu_count, spot)
+        found = self.rows.get(key)
+        if found is None:
+            found = self.rows[key] = _Row([None] * len(shape.counts))
+        return found
+
+    def leading_misses(self, row: _Row, offer: Offer, shape: _Shape, spot: bool, deadline: float) -> int:
+        """How many counts before the last, from the fewest, only miss `deadline` (CountTiming.misses_deadline_only):
+        without a price limit the planner skips them for every offer of this type and market."""
+        if row.leading_misses is None:
+            count = 0
+            while count < len(row.timings) - 1 and (row.timings[count] or self.fill(row, count, offer, shape, spot)
+                                                    ).misses_deadline_only(deadline):
+                count += 1
+            row.leading_misses = count
+        return row.leading_misses
+
+    def fill(self, row: _Row, index: int, offer: Offer, shape: _Shape, spot: bool) -> CountTiming:
+        """Time the `index`th node count of the shape for this offer's type and market, into `row`."""
+        nodes = shape.counts[index]
+        network = inter_node_gbps(offer.instance_type, nodes)  # the network this type's nodes really have
+        timing = count_timing(
+            self._estimate(shape, nodes, network), spot=spot, nodes=nodes,
+            stretch=self.spot_model.stretch(offer.cloud, nodes) if spot else None,
+            startup_s=self.startup_s.get(offer.cloud, 0.0),
+            min_billed_seconds=self.min_billed_seconds.get(offer.cloud, 0))
+        row.timings[index] = timing
+        return timing
+
+    def _estimate(self, shape: _Shape, nodes: int, network: float | None) -> Estimate | str:
+        """The estimate for `nodes` nodes of this GPU shape (or why there is none). plan found the fewest GPUs
+        once per shape; estimate need not search them again (`known_min_gpus`)."""
+        gpu, per_node, workload = shape.gpu, shape.per_node, shape.workload
+        key = (gpu.name, per_node, nodes, workload.sharding, network)
+        if key not in self.estimates:
+            try:
+                hardware = Hardware(gpu, gpus=per_node * nodes, nodes=nodes, gpus_per_node=per_node,
+                                    network_gbps=network)
+                self.estimates[key] = estimate(workload, hardware, self.throughput_for(gpu),
+                                               known_min_gpus=shape.need)
+            except ValueError as exc:
+                self.estimates[key] = str(exc)
+        return self.estimates[key]
+
+
+def _option(offer: Offer, spot: bool, nodes: int, total_price: Decimal, cost: Decimal | None, timing: CountTiming,
+            sharding: str, reason: str | None = None) -> Option:
+    """The option for `nodes` of this offer from its count's timing; `reason`: why it is dropped (default: the
+    timing's own)."""
     common = (offer.cloud, offer.region, offer.zone, offer.instance_type, offer.gpu, offer.gpu_count, nodes, spot,
               total_price)
-    if isinstance(est, str):
-        return Option(*common, None, None, False, reason=est, sharding=workload.sharding)
-    stretch = None
-    reason = None if est.fits else (est.fit_hint or "does not fit in GPU memory")
-    if spot:
-        stretch = spot_model.stretch(offer.cloud, nodes)
-        if stretch is None:
-            reason = f"spot interruptions on {nodes} nodes leave no progress"
-    breakdown = job_hours(est.wall_hours, startup_s=startup_s, stretch=stretch)
-    hours = breakdown.total
-    if not within("hours", hours):  # 1e18 tokens of a 1e15-parameter model: finite, but no plan
-        return Option(*common, hours, None, False, reason=f"takes {hours:.3g} h, more than 100 years",
-                      sharding=workload.sharding, hours=breakdown)
-    cost = job_cost(total_price, 1, hours, min_billed_seconds=min_billed_seconds)  # exact: rounded for display only
-    return Option(*common, hours, cost, est.fits, reason=reason, sharding=workload.sharding,
+    why = reason or timing.reason
+    est, hours = timing.estimate, timing.hours
+    if isinstance(est, str) or hours is None:
+        return Option(*common, None, None, False, reason=why, sharding=sharding)
+    if cost is None:  # past the sane hours limit
+        return Option(*common, hours.total, None, False, reason=why, sharding=sharding, hours=hours)
+    return Option(*common, hours.total, cost, est.fits, reason=why, sharding=sharding,
                   tokens_per_s_per_gpu=est.tokens_per_s_per_gpu, mfu=est.mfu, mfu_source=est.mfu_source,
-                  scaling_efficiency=est.scaling_efficiency, interruption_stretch=stretch, hours=breakdown)
+                  scaling_efficiency=est.scaling_efficiency, interruption_stretch=timing.stretch, hours=hours)
 
 
-def _constraint_violation(option: Option, constraints: Constraints) -> str | None:
-    if constraints.max_price_per_hour is not None and option.price_per_hour is not None \
-            and option.price_per_hour > constraints.max_price_per_hour:
-        return f"${option.price_per_hour:,.2f}/h is above the limit ${constraints.max_price_per_hour:,.2f}/h"
-    if constraints.deadline_hours is not None and option.est_hours is not None \
-            and option.est_hours > constraints.deadline_hours:
-        return f"takes {option.est_hours:,.1f} h, past the {constraints.deadline_hours:g} h deadline"
-    if constraints.budget_usd is not None and option.est_cost_usd is not None \
-            and option.est_cost_usd > constraints.budget_usd:
-        return f"costs ${option.est_cost_usd:,.2f}, over the ${constraints.budget_usd:,.2f} budget"
+def _constraint_violation(price_per_hour: Decimal | None, est_hours: float | None, est_cost_usd: Decimal | None,
+                          constraints: Constraints) -> str | None:
+    if constraints.max_price_per_hour is not None and price_per_hour is not None \
+            and price_per_hour > constraints.max_price_per_hour:
+        return f"${price_per_hour:,.2f}/h is above the limit ${constraints.max_price_per_hour:,.2f}/h"
+    if constraints.deadline_hours is not None and est_hours is not None \
+            and est_hours > constraints.deadline_hours:
+        return f"takes {est_hours:,.1f} h, past the {constraints.deadline_hours:g} h deadline"
+    if constraints.budget_usd is not None and est_cost_usd is not None \
+            and est_cost_usd > constraints.budget_usd:
+        return f"costs ${est_cost_usd:,.2f}, over the ${constraints.budget_usd:,.2f} budget"
     return None
 
 

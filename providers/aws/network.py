@@ -139,8 +139,10 @@ def network_interfaces(subnet: Mapping[str, Any], group_ids: list[str],
 
     - the primary (network card 0, device 0) an ENA interface ("You can't use an EFA-only network interface as the
       primary network interface"), carrying the public address;
-    - an `efa-only` interface on card 0 at device 1, and one on every further card at device 0, up to the type's
-      MaximumEfaInterfaces (p5.48xlarge: 32, p4d.24xlarge: 4; one EFA on a p5 gives NCCL 1/32 of its fabric).
+    - "If the network card index 0 supports EFA", an `efa-only` interface on card 0 at device 1; and one at device 0
+      on each further card that offers `efa-only`, up to the type's MaximumEfaInterfaces (p5.48xlarge: 32,
+      p4d.24xlarge: 4; one EFA on a p5 gives NCCL 1/32 of its fabric). p6-b300.48xlarge's card 0 is ENA only: its
+      16 EFA devices go on cards 1-16 (DescribeInstanceTypes; its 6,400 Gbit/s are those 16 x 400).
 
     EFA-only interfaces have no IP address (create-efa.html: "You can't assign an IP address to an EFA-only network
     interface"), so the instance keeps one IP interface: the public address the machines need to pull images and
@@ -150,18 +152,17 @@ def network_interfaces(subnet: Mapping[str, Any], group_ids: list[str],
     launched without interfaces would. A type whose cards do not offer `efa-only` gets one EFA (with ENA) primary.
     """
     common = {"SubnetId": subnet["SubnetId"], "Groups": list(group_ids), "DeleteOnTermination": True}
-    efa_only = set(info.efa_only_cards) if info is not None else set()
-    wanted = min(info.network_cards, info.max_efa_interfaces) if info is not None else 0
-    if not efa_only or 0 not in efa_only or wanted < 1:
+    public = bool(subnet.get("MapPublicIpOnLaunch"))
+    cards = sorted(c for c in set(info.efa_only_cards) if c < info.network_cards)[:info.max_efa_interfaces] \
+        if info is not None else []
+    if not cards:
         return [{"DeviceIndex": 0, "NetworkCardIndex": 0, "InterfaceType": "efa", **common,
-                 "AssociatePublicIpAddress": bool(subnet.get("MapPublicIpOnLaunch"))}]
+                 "AssociatePublicIpAddress": public}]
     interfaces: list[dict[str, Any]] = [
         {"DeviceIndex": 0, "NetworkCardIndex": 0, "InterfaceType": "interface", **common,
-         "AssociatePublicIpAddress": bool(subnet.get("MapPublicIpOnLaunch"))},
-        {"DeviceIndex": 1, "NetworkCardIndex": 0, "InterfaceType": "efa-only", **common}]
-    for card in range(1, wanted):
-        if card in efa_only:
-            interfaces.append({"DeviceIndex": 0, "NetworkCardIndex": card, "InterfaceType": "efa-only", **common})
+         "AssociatePublicIpAddress": public}]
+    interfaces += [{"DeviceIndex": 1 if card == 0 else 0, "NetworkCardIndex": card, "InterfaceType": "efa-only",
+                    **common} for card in cards]
     return interfaces
 
 

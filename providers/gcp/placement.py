@@ -5,10 +5,12 @@ specify that your VMs should be physically placed close to each other, which red
 (https://cloud.google.com/compute/docs/instances/placement-policies-overview#compact). GPU machine series with it:
 "A4X Max, A4X, A4, A3 Ultra, A3 Mega, A3 High, A3 Edge, A2, G4, G2"
 (https://cloud.google.com/ai-hypercomputer/docs/placement-policy-and-workload-policy, "Supported machine types");
-not N1. At most 150 VMs per compact policy, and only VMs that TERMINATE on host maintenance
-(https://cloud.google.com/compute/docs/instances/define-instance-placement, "Restrictions": "supports up to 150 VMs
-per policy"; the current overview's per-series maxima were not retrieved): a larger run goes without one, said in
-the log.
+not N1. A policy without a maximum distance, as gpuplan makes, holds at most 1,500 VMs: "About placement policies"
+(https://cloud.google.com/compute/docs/instances/placement-policies-overview, its table of maximum distance values,
+read in the zh-CN copy: unspecified - A2, A3, C2, C3, C4, C2D, C3D, G2, H3, N2 and N2D - 1500 VMs; 150 only with
+maxDistance 2, 22 with 1) and the AI Hypercomputer page above ("Unspecified" - A4, A3 Ultra, A3 Mega, A3 High (8
+GPUs) - 1500; last updated 2026-04-06). The 150 that gpuplan used before came from the older "define-instance-
+placement" page's restrictions ("supports up to 150 VMs per policy"). A larger run goes without one, said in the log.
 
 The policy is the run's own, `gpuplan-<run id>`, regional, COLLOCATED with vmCount = the run's nodes
 (https://cloud.google.com/compute/docs/reference/rest/v1/resourcePolicies: groupPlacementPolicy.collocation,
@@ -28,7 +30,7 @@ from gpuplan.providers.gcp.rules import map_api_error
 log = logging.getLogger(__name__)
 
 COMPACT_FAMILIES = ("a2-", "a3-", "a4-", "a4x-", "g2-", "g4-")
-MAX_COMPACT_VMS = 150
+MAX_COMPACT_VMS = 1500  # no maxDistance: placement-policies-overview (see above)
 DESCRIPTION = "gpuplan: compact placement of one multi-node run; created-by gpuplan"
 
 

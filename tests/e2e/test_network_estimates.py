@@ -40,3 +40,16 @@ def test_estimate_takes_the_network_of_the_instance_type() -> None:
                              "--instance-type",
                              "x9.huge")
     assert unknown.exit_code == 2 and "x9.huge" in unknown.stderr and "Traceback" not in unknown.stderr
+
+
+def test_an_a3_edge_estimate_uses_the_per_vm_cap_google_states() -> None:
+    """a3-edgegpu-8g: Google's machine table gives 400 Gbit/s per VM outside asia-south1 and
+    northamerica-northeast2 (not the 600 once derived from the NICs' 800 line rate): the estimate for the type is
+    the estimate on a 400 Gbit/s network."""
+    def speed(*extra: str) -> float:
+        result = run_subprocess("estimate", "--params", "70e9", "--tokens", "1e11", "--gpu", "H100", "--nodes", "4",
+                                "--json", *extra)
+        assert result.exit_code == 0, result.stderr
+        return float(result.json()["tokens_per_s_per_gpu"])
+
+    assert speed("--instance-type", "a3-edgegpu-8g") == speed("--network-gbps", "400") < speed("--network-gbps", "600")

@@ -45,8 +45,10 @@ Rules (notes, GCP 10-12):
   a3-megagpu-8g 8+1 (https://cloud.google.com/compute/docs/gpus/gpu-network-bandwidth). A3 VMs use gVNIC: an
   interface of an A3 VM without nicType GVNIC is refused (same page; GCE's message was not found, ours is made up).
   A subnetwork must exist in the VM's region and belong to the interface's network (404 `notFound` / 400).
-- `placement`: compact (COLLOCATED) placement policies: at most 150 VMs per policy
-  (https://cloud.google.com/compute/docs/instances/define-instance-placement, "Restrictions"), only the series
+- `placement`: compact (COLLOCATED) placement policies without a maxDistance: at most 1,500 VMs per policy
+  (https://cloud.google.com/compute/docs/instances/placement-policies-overview, table of maximum distance values,
+  "Unspecified": 1,500; the older define-instance-placement page said 150; limits with a maxDistance, which gpuplan
+  never sets, are not modelled), only the series
   "A4X Max, A4X, A4, A3 Ultra, A3 Mega, A3 High, A3 Edge, A2, G4, G2" among GPU VMs
   (https://cloud.google.com/ai-hypercomputer/docs/placement-policy-and-workload-policy; not N1), and no more VMs
   in a policy than its vmCount (https://cloud.google.com/compute/docs/reference/rest/v1/resourcePolicies,
@@ -96,7 +98,7 @@ _POLICIES = re.compile(r"^/compute/v1/projects/([^/]+)/regions/([^/]+)/resourceP
 MAX_NICS = 8
 MORE_NICS = {"a3-highgpu-8g": 5, "a3-edgegpu-8g": 5, "a3-edgegpu-8g-nolssd": 5, "a3-megagpu-8g": 9}
 COMPACT_SERIES = ("a4x-", "a4-", "a3-", "a2-", "g4-", "g2-")  # GPU series only: the CPU ones are not used here
-MAX_COMPACT_VMS = 150
+MAX_COMPACT_VMS = 1500
 _SOURCE_FAMILY = re.compile(r"^(?:https?://[^/]+/compute/v1/)?projects/([^/]+)/global/images/family/([^/]+)$")
 
 
@@ -349,7 +351,7 @@ class StrictGceApp:
 
     def _check_policy(self, body: dict[str, Any]) -> None:
         group = body.get("groupPlacementPolicy") or {}
-        if self.rules.placement and group.get("collocation") == "COLLOCATED" \
+        if self.rules.placement and group.get("collocation") == "COLLOCATED" and not group.get("maxDistance") \
                 and int(group.get("vmCount") or 0) > MAX_COMPACT_VMS:
             self._refuse("placement", ApiError(
                 400, f"Invalid value for field 'resource.groupPlacementPolicy.vmCount': '{group['vmCount']}'. A "

@@ -158,3 +158,19 @@ def test_multi_node_gets_an_efa_device_per_network_card(strict_aws: StrictAwsSer
     assert sorted(int(n["NetworkCardIndex"]) for n in nics if n["InterfaceType"] == "efa-only") == list(
         range(efa_devices))
     assert all(strict_aws.efa_ready(n.instance_id) for n in nodes)
+
+
+def test_p6_b300_gets_its_16_efa_devices_on_cards_1_to_16(strict_aws: StrictAwsServer) -> None:
+    """p6-b300.48xlarge: card 0 is ENA only (InterfaceTypes ["interface"]), cards 1-16 offer EFA at 400 Gbit/s each
+    (the 6,400 its network row counts). EC2 refuses an EFA on card 0 (the strict layer's rule 15); gpuplan asked for
+    exactly that, so a multi-node p6-b300 run could not launch."""
+    from support.strict_aws.efa import efa_devices as count
+    from support.strict_aws.efa import interfaces_of
+
+    nodes = AwsProvider(waiter_delay=0.01).launch(request("r-efa-b300", instance_type="p6-b300.48xlarge", nodes=2))
+    assert len(nodes) == 2
+    [sent] = [c for c in strict_aws.layer.calls("RunInstances") if c.status == 200]
+    nics = interfaces_of(sent.params)
+    assert (nics[0]["NetworkCardIndex"], nics[0]["DeviceIndex"], nics[0]["InterfaceType"]) == ("0", "0", "interface")
+    assert count(sent.params) == 16 and [(int(n["NetworkCardIndex"]), n["DeviceIndex"]) for n in nics[1:]] == [
+        (card, "0") for card in range(1, 17)]

@@ -132,7 +132,7 @@ def test_placement_rule_a_compact_policy_on_n1(gce: RunningFake) -> None:
 @pytest.mark.parametrize(("rule", "call"), [
     ("placement", lambda c, p: c(compute_v1.ResourcePolicy(
         name="huge", region="us-central1", group_placement_policy=compute_v1.ResourcePolicyGroupPlacementPolicy(
-            collocation="COLLOCATED", vm_count=151)))),
+            collocation="COLLOCATED", vm_count=1501)))),
     ("network_mtu", lambda c, p: c(compute_v1.Network(name="jumbo", auto_create_subnetworks=False, mtu=9000))),
 ])
 def test_policy_and_network_limits(gce: RunningFake, rule: str, call: Any) -> None:

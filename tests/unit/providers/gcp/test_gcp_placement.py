@@ -59,3 +59,25 @@ def test_every_gcp_launch_path_needs_only_the_documented_permissions(gce: Runnin
     with pytest.raises(AuthError):
         provider.launch(req("r-perm000003"))
     assert gce.strict.denied == ["compute.firewalls.create"]
+
+
+def test_a_compact_policy_takes_up_to_1500_vms() -> None:
+    """A policy without maxDistance holds 1,500 VMs (placement-policies-overview; 150 was the older page's figure):
+    a 200-node A3 run is placed compactly, a 1,501-node one goes without, and GCE (the strict fake) takes 1,500."""
+    from gpuplan.providers.gcp.placement import MAX_COMPACT_VMS, wants_compact
+
+    from support.strict_gce import MAX_COMPACT_VMS as GCE_LIMIT
+
+    assert MAX_COMPACT_VMS == GCE_LIMIT == 1500
+    assert wants_compact("a3-highgpu-8g", 200) and wants_compact("a2-highgpu-8g", 1500)
+    assert not wants_compact("a3-highgpu-8g", 1501) and not wants_compact("n1-standard-8", 2)
+
+
+def test_gce_accepts_a_1500_vm_compact_policy(gce: RunningFake) -> None:
+    from google.cloud import compute_v1
+
+    policies = GcpProvider(retry_initial=0.01, retry_timeout=5).client("ResourcePoliciesClient")
+    policies.insert(project=gce.state.project, region="us-west1", resource_policy_resource=compute_v1.ResourcePolicy(
+        name="wide", region="us-west1", group_placement_policy=compute_v1.ResourcePolicyGroupPlacementPolicy(
+            collocation="COLLOCATED", vm_count=1500))).result()
+    assert gce.strict.refused == [] and ("us-west1", "wide") in gce.state.resource_policies
