@@ -8,7 +8,8 @@ bench/data/throughput_tables.csv holds rows collected from public throughput tab
 benchmark README, torchtitan's performance docs and H100 benchmark, Megatron-LM 2021 Table 1, Korthikanti et al.
 2022, Megatron-Bridge's performance archive, NeMo 24.07's performance summary), each with its URL, what was checked,
 and the config the source states (model shape, GPU, count, tensor and pipeline parallel sizes, schedule, TP overlap,
-sharding, micro-batch, global batch, recomputation, attention kernel, precision, network). The model's one fitted
+sharding, micro-batch, global batch, recomputation, attention kernel, precision, network; `kernels` eager only where
+the source says it ran plain PyTorch without torch.compile, empty = fused). The model's one fitted
 constant (throughput.SUSTAINED_EFFICIENCY, per GPU generation) is refitted without each source to predict that
 source: "leave this source out" is the error on a source the model was never adjusted to. The `split` column keeps a
 held-out set (torchtitan and Korthikanti, not looked at while the model was written; the Megatron-Bridge row was
@@ -63,6 +64,13 @@ PRIOR_BEFORE = {"llm-foundry": 0.223, "torchtitan-a100": 0.348, "torchtitan-h100
                 "megatron-lm-llama-readme-2025": 0.257}
 
 
+# The same runs with torch.compile: torchtitan's H100 benchmark (Tables 1 and 3, "FSDP + torch.compile", TPS/GPU) next
+# to the eager "FSDP" rows the table scores (kernels eager), keyed by (source, GPUs): a paired measurement of what
+# eager PyTorch costs, printed as a check of the eager kernel count (not scored, not fitted).
+# https://github.com/pytorch/torchtitan/blob/31a17bfdb70bab6f62a13d21816a5339b911d6e3/benchmarks/llama3_h100_202412_torchtitan.md
+COMPILED_PAIRS = {("torchtitan-h100", "8"): 6667.0, ("torchtitan-h100", "128"): 6514.0}
+
+
 def predict(row: dict[str, str], sustained: dict[str, float] | None = None) -> float:
     """Predicted tokens/s per GPU for one published row (`sustained`: factors per generation instead of the
     shipped throughput.SUSTAINED_EFFICIENCY)."""
@@ -87,7 +95,8 @@ def predict(row: dict[str, str], sustained: dict[str, float] | None = None) -> f
     gpu = gpu_of(row["gpu"])
     step = step_breakdown(shape, gpu, config, params=arch.param_count(), seq_len=int(row["seq_len"]),
                           precision=row["precision"], attention=row.get("attention") or "flash",
-                          sustained=None if sustained is None else sustained.get(gpu.generation, 1.0))
+                          sustained=None if sustained is None else sustained.get(gpu.generation, 1.0),
+                          kernel_mode=row.get("kernels") or "fused")
     return step.tokens_per_s_per_gpu
 
 
@@ -120,6 +129,20 @@ def fit_sustained(rows: list[dict[str, str]]) -> dict[str, float]:
         ratios.setdefault(generation, {}).setdefault(row["source"], []).append(ratio)
     return {gen: round(statistics.median(statistics.median(r) for r in by_source.values()), 3)
             for gen, by_source in ratios.items()}
+
+
+def print_compiled_pairs(rows: list[dict[str, str]]) -> None:
+    """The eager rows whose source also ran torch.compile: published compiled / eager against the model's fused /
+    eager, and the compiled runs predicted with kernels fused."""
+    for row in rows:
+        compiled = COMPILED_PAIRS.get((row["source"], row["gpus"]))
+        if compiled is None or row.get("kernels") != "eager":
+            continue
+        eager, published = predict(row), float(row["tokens_per_s_per_gpu"])
+        fused = predict({**row, "kernels": "fused"})
+        print(f"eager vs torch.compile, {row['source']} {row['gpus']} GPUs: published {compiled / published:.3f}x, "
+              f"model {fused / eager:.3f}x; the compiled run predicted (kernels fused) {fused:,.0f} vs "
+              f"{compiled:,.0f} ({fused / compiled - 1:+.1%})")
 
 
 def _verdict(value: float) -> str:
@@ -190,6 +213,7 @@ def main() -> None:
           f"|error| {pooled_defaults:.1%} over the same rows (the MFU prior it replaced: 20.9%)")
     shipped = statistics.median(e for errs in errors.values() for e in errs)
     print(f"shipped constants, in sample: pooled {shipped:.1%} ({_verdict(shipped)})")
+    print_compiled_pairs(rows)
     if held:
         flat = [e for errs in held.values() for e in errs]
         med = statistics.median(flat)

@@ -243,13 +243,14 @@ class WorkloadSpec(_Model):
                                      "FlashAttention-1's speed; eager: scores materialised")
     # How the training code lays the job out, when it says (the config-aware estimate then times a step; gpuplan
     # does not configure the framework): the same choices as estimate's --tp/--pp/--pp-schedule/--recompute/
-    # --tp-overlap/--dp-overlap/--interconnect.
+    # --tp-overlap/--dp-overlap/--kernels/--interconnect.
     tp: Annotated[int, _within("model_parallel")] | None = None  # None: the estimate's default (layout.py)
     pp: Annotated[int, _within("model_parallel")] | None = None
     pp_schedule: Literal["1f1b", "interleaved"] | None = None
     recompute: Literal["none", "selective", "op", "full"] | None = None
     tp_overlap: bool = False
     dp_overlap: bool = False
+    kernels: Literal["fused", "eager"] | None = None  # None: the estimate's default (fused)
     interconnect: str | None = Field(default=None, description="inter-node network: a fabric name or Gbit/s")
     throughput: Annotated[float, _within("throughput")] | None = Field(default=None,
                                                                         description="measured tokens/s per GPU")

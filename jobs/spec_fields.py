@@ -49,6 +49,8 @@ FIELD_DOCS: dict[str, dict[str, str]] = {
         "pp": 'Pipeline-parallel stages your training code uses.',
         "pp_schedule": 'Pipeline schedule.',
         "recompute": "Recomputation policy: selective (attention core), op (torchtitan's), full.",
+        "kernels": ("How norms, rotary and activations run: fused (default; Megatron/NeMo/TE, torch.compile) or eager "
+                    "(plain PyTorch without torch.compile)."),
         "tp_overlap": "Tensor-parallel communication overlapped with the GEMMs (Megatron's --tp-comm-overlap).",
         "dp_overlap": "The sharded optimizer's all-gather overlapped with the next forward (--overlap-param-gather).",
         "mfu": 'Model FLOPs utilisation to assume (0-1) instead of the prior.',

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from gpuplan.estimating import memory
+from gpuplan.estimating import layout, memory
 from gpuplan.estimating.parallel import ParallelConfig
 from gpuplan.estimating.shape import Shape
 from gpuplan.estimating.throughput import StepBreakdown, step_breakdown
@@ -52,6 +52,7 @@ class ConfiguredSpeed:
 
     step: StepBreakdown
     config: ParallelConfig
+    kernels: str = layout.DEFAULT_KERNELS
 
 
 def configured_speed(workload: Workload, shape: Shape, gpu: GpuSpec, *, gpus: int, gpus_per_node: int,
@@ -65,8 +66,9 @@ def configured_speed(workload: Workload, shape: Shape, gpu: GpuSpec, *, gpus: in
         tp_overlap=workload.tp_overlap, dp_overlap=workload.dp_overlap,
     )
     step = step_breakdown(shape, gpu, config, params=workload.params, seq_len=workload.seq_len,
-                          precision=workload.precision, attention=workload.attention)
-    return ConfiguredSpeed(step, config)
+                          precision=workload.precision, attention=workload.attention,
+                          kernel_mode=workload.kernels or layout.DEFAULT_KERNELS)
+    return ConfiguredSpeed(step, config, workload.kernels or layout.DEFAULT_KERNELS)
 
 
 def step_summary(speed: ConfiguredSpeed) -> dict[str, Any]:
@@ -75,7 +77,7 @@ def step_summary(speed: ConfiguredSpeed) -> dict[str, Any]:
     return {
         "tp": c.tp, "pp": c.pp, "dp": c.dp, "sharding": c.sharding, "micro_batch": c.micro_batch,
         "micro_batches": step.micro_batches, "schedule": c.schedule, "recompute": c.recompute,
-        "tp_overlap": c.tp_overlap, "dp_overlap": c.dp_overlap,
+        "tp_overlap": c.tp_overlap, "dp_overlap": c.dp_overlap, "kernels": speed.kernels,
         "network_gbps": c.network_gbps,
         "step_s": step.step_s, "seconds": {
             "compute": step.compute_s, "recompute": step.recompute_s, "tensor_parallel": step.tensor_parallel_s,

@@ -249,6 +249,8 @@ def _resolved_layout(workload: Workload, hardware: Hardware
     did not): the estimate then need not time the same layout again."""
     shape = shape_of(workload.params, workload.architecture)
     gpus, memory_gb = hardware.gpus, hardware.gpu.memory_gb
+    stated = workload
+    workload = replace(workload, kernels=workload.kernels or layout.DEFAULT_KERNELS)
     chosen: Workload | None = None
     chosen_speed: configured.ConfiguredSpeed | None = None
     if workload.tp is not None and workload.pp is not None and workload.recompute is not None:
@@ -274,7 +276,7 @@ def _resolved_layout(workload: Workload, hardware: Hardware
                                     recompute=workload.recompute, tp_overlap=workload.tp_overlap,
                                     dp_overlap=workload.dp_overlap)
         chosen = replace(workload, tp=lay.tp, pp=lay.pp, schedule=lay.schedule, recompute=lay.recompute)
-    notes = layout.assumed_notes(workload, chosen)
+    notes = layout.assumed_notes(stated, chosen, kernels_matter=shape.gated_mlp)
     return chosen, _global_batch(chosen, gpus, chosen.tp or 1, chosen.pp or 1), notes, chosen_speed
 
 
@@ -370,6 +372,7 @@ def estimate(workload: Workload, hardware: Hardware, throughput: Throughput | No
         nodes=hardware.node_count,
         memory_gb_per_gpu=MemoryBreakdown(mem.weights, mem.gradients, mem.optimizer, mem.activations,
                                           mem.overhead, total), attention=workload.attention,
+        kernels=workload.kernels or layout.DEFAULT_KERNELS,
         fits=fits, min_gpus=needed, mfu=mfu, mfu_source=source, tokens_per_s_per_gpu=effective_tps,
         scaling_efficiency=comm.efficiency, wall_hours=wall_s / 3600, gpu_hours=wall_s * gpus / 3600,
         wall_hours_range=wall_range, gpu_hours_range=gpu_range, mode="train", gpus_per_node=hardware.per_node,

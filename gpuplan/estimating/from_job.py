@@ -59,6 +59,8 @@ class SpecWorkload(Protocol):
     @property
     def dp_overlap(self) -> bool: ...
     @property
+    def kernels(self) -> str | None: ...
+    @property
     def interconnect(self) -> str | None: ...
     @property
     def throughput(self) -> float | None: ...
@@ -98,6 +100,7 @@ def workload_from_job(job_workload: SpecWorkload) -> tuple[Workload, Throughput 
         schedule=job_workload.pp_schedule,
         tp_overlap=job_workload.tp_overlap,
         dp_overlap=job_workload.dp_overlap,
+        kernels=job_workload.kernels,
         interconnect_gbps=parse_interconnect(interconnect) if interconnect else None,
     )
     throughput = None

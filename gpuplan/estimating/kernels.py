@@ -25,6 +25,11 @@ Each constant names where its number comes from:
   the optimizer step) move bytes, not FLOPs: their element passes are counted per token below and timed at 70% of
   the HBM bandwidth (STREAM-like copy kernels reach 80-90% of the datasheet bandwidth; PyTorch eager element-wise
   kernels ~70%).
+- Those passes depend on how the layer's small ops run (`kernels`). "fused": each norm, the rotary embedding and the
+  activation is one kernel (Megatron-Core/NeMo/Transformer Engine, torch.compile, fused RMSNorm/rotary kernels):
+  ELEMENTWISE_PASSES_H. "eager": plain PyTorch without torch.compile runs every aten op of a Llama layer as its own
+  kernel, with fp32 up-casts (torchtitan's RMSNorm: float, pow, mean, add, rsqrt, mul, type_as, mul weight;
+  rotary as a complex multiply in fp32; SwiGLU as silu then mul): EAGER_PASSES, measured, not fitted (below).
 """
 
 from __future__ import annotations
@@ -52,6 +57,24 @@ EAGER_SCORE_BYTES = 10.0
 # intermediate size (GELU: read + write = 2i; SwiGLU: read 2i, write i = 3i). The backward pass moves about twice.
 ELEMENTWISE_PASSES_H = 12.0
 BACKWARD_ELEMENTWISE_RATIO = 2.0
+KERNELS = ("fused", "eager")
+# Eager PyTorch, a Llama layer (gated MLP): element passes per token of 2 bytes, in units of (h, kv, i), forward and
+# backward. MEASURED, not fitted, by tests/unit/estimating/test_eager_kernels.py, which measures them again: a
+# TorchDispatchMode sums the bytes of every aten op of torchtitan's Llama TransformerBlock (torchtitan 9dec370, the
+# commit of its H100 benchmark: RMSNorm `_norm(x.float()).type_as(x) * weight`, apply_rotary_emb's complex multiply,
+# SwiGLU `w2(silu(w1(x)) * w3(x))`, two residual adds) run forward and backward in bf16 on CPU (the same aten ops and
+# autograd formulas as on a GPU), leaving out the matmuls (mm, addmm, bmm: timed as GEMMs) and the attention kernel
+# (SDPA forward and backward: timed as fused attention). An op counts the bytes of its tensor inputs and of the
+# outputs it writes (a broadcast input at most its storage: re-reads of it hit the cache); an op whose outputs all
+# alias an input (view, transpose, view_as_complex, detach, ...) moves nothing and counts nothing. Per token,
+# forward: two RMSNorms 2 x 36h bytes (cast 6h, pow 8h, mean 4h, mul 8h, type_as 6h, weight 4h), rotary 20h + 20kv
+# (cast 6, complex multiply 8, cast back 6), residual adds 12h, SwiGLU 10i = 104h + 20kv + 10i bytes, i.e.
+# (52, 10, 5) passes; backward (117, 10, 9). The fused count of the same layer is (12, 0, 3), twice that backward.
+# A GPT layer (LayerNorm, GELU, no rotary) runs each norm and its activation as one aten kernel even in eager mode:
+# measured (10, 0, 2) forward and (18, 0, 3) backward, within the fused count, so eager changes nothing there.
+# torchtitan's repeat_kv copy of K and V to every head (before SDPA) is left out, as in the fused count: a compiled
+# run writes the repeated K and V too.
+EAGER_PASSES = ((52.0, 10.0, 5.0), (117.0, 10.0, 9.0))
 # Cross-entropy over the vocabulary per token: bf16 logits written and read, fp32 up-cast, softmax and its
 # gradient (~16 bytes per logit over forward and backward).
 LOGIT_BYTES = 16.0
@@ -132,7 +155,14 @@ def fp8_cast_bytes(tokens: float, hidden: float, kv_dim: float, intermediate: fl
     return forward, backward
 
 
-def elementwise_bytes(tokens: float, hidden: float, intermediate: float, *, gated: bool, act_bytes: float) -> float:
-    """Forward bytes of one layer's memory-bound ops for `tokens` tokens (this GPU's share of h and i)."""
-    passes = ELEMENTWISE_PASSES_H * hidden + (3.0 if gated else 2.0) * intermediate
-    return tokens * passes * act_bytes
+def elementwise_bytes(tokens: float, hidden: float, intermediate: float, *, gated: bool, act_bytes: float,
+                      kv_dim: float = 0.0, kernels: str = "fused") -> tuple[float, float]:
+    """(forward, backward) bytes of one layer's memory-bound ops for `tokens` tokens (this GPU's share of h, kv
+    and i). `kernels` "eager" counts a gated (Llama) layer's measured eager passes (EAGER_PASSES); a GPT layer's
+    eager kernels are the fused count already."""
+    if kernels == "eager" and gated:
+        forward, backward = ((h * hidden + kv * kv_dim + i * intermediate) * tokens * act_bytes
+                             for h, kv, i in EAGER_PASSES)
+        return forward, backward
+    forward = tokens * (ELEMENTWISE_PASSES_H * hidden + (3.0 if gated else 2.0) * intermediate) * act_bytes
+    return forward, BACKWARD_ELEMENTWISE_RATIO * forward

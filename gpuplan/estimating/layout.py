@@ -17,6 +17,9 @@ each one the user leaves out gets a default, and the estimate lists it under "as
   sharded optimizer's parameter all-gather overlap do not (Megatron-LM's `--tp-comm-overlap` and
   `--overlap-param-gather` default off): `--tp-overlap`, `--dp-overlap` state them.
 - interconnect: the GPU's usual cloud instance (comms.default_network_gbps), unless `--interconnect` says.
+- kernels: fused (`--kernels`): each norm, rotary embedding and activation one kernel, as Megatron-Core, NeMo,
+  Transformer Engine and torch.compile run them (and as the step model always counted them); plain PyTorch without
+  torch.compile is `eager` (kernels.EAGER_PASSES, measured).
 - When nothing fits: data parallel only without recomputation (default_layout), so the answer says what would fit.
 
 The rules a stated layout must obey are written once (layout_problems) and worded in the caller's option names, so
@@ -30,6 +33,8 @@ from typing import Protocol
 
 RECOMPUTES = ("none", "selective", "op", "full")
 SCHEDULES = ("1f1b", "interleaved")
+KERNELS = ("fused", "eager")  # how the memory-bound ops run (kernels.elementwise_bytes)
+DEFAULT_KERNELS = "fused"
 
 DEFAULT_VIRTUAL_STAGES = 2
 DEFAULT_RECOMPUTES = ("none", "selective", "full")  # op is torchtitan's own policy: stated, never chosen
@@ -118,10 +123,15 @@ class _Stated(Protocol):
     def schedule(self) -> str | None: ...
     @property
     def recompute(self) -> str | None: ...
+    @property
+    def kernels(self) -> str | None: ...
 
 
-def assumed_notes(stated: _Stated, chosen: _Stated) -> tuple[str, ...]:
-    """The "assumed" lines for the layout fields the user left out, each with the flag that states it."""
+def assumed_notes(stated: _Stated, chosen: _Stated, *, kernels_matter: bool = True) -> tuple[str, ...]:
+    """The "assumed" lines for the layout fields the user left out, each with the flag that states it.
+
+    `kernels_matter`: whether the kernels default changes the answer (a Llama-style layer; a GPT layer's eager
+    LayerNorm and GELU are one kernel each already, kernels.EAGER_PASSES), else no line for it."""
     notes = []
     if stated.tp is None or stated.pp is None:
         tp, pp = chosen.tp or 1, chosen.pp or 1
@@ -136,6 +146,9 @@ def assumed_notes(stated: _Stated, chosen: _Stated) -> tuple[str, ...]:
                 "full": "full activation recomputation"}.get(chosen.recompute or "none", chosen.recompute or "none")
         notes.append(f"{what}: the least that fits at full speed (set --recompute none|selective|op|full; "
                      "--activation-checkpointing is --recompute full)")
+    if stated.kernels is None and kernels_matter:
+        notes.append(f"{chosen.kernels or DEFAULT_KERNELS} kernels for norms, rotary and activations "
+                     "(Megatron/NeMo/TE, torch.compile; set --kernels eager for plain PyTorch without torch.compile)")
     notes.append("overlaps: data-parallel gradients behind the backward pass (DDP/FSDP default); no TP comm overlap, "
                  "no parameter all-gather overlap (set --tp-overlap, --dp-overlap)")
     return tuple(notes)

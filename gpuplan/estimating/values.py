@@ -11,7 +11,7 @@ from typing import Any
 
 from gpuplan.estimating import serving
 from gpuplan.estimating.architecture import Architecture
-from gpuplan.estimating.layout import CLI_NAMES, SCHEDULES, layout_problems, recompute_of
+from gpuplan.estimating.layout import CLI_NAMES, KERNELS, SCHEDULES, layout_problems, recompute_of
 from gpuplan.estimating.memory import ATTENTIONS, OPTIMIZERS, SHARDINGS
 from gpuplan.estimating.shape import Shape
 from gpuplan.hardware.gpus import PRECISIONS, GpuSpec
@@ -56,6 +56,9 @@ class Workload:
     interconnect_gbps: float | None = None
     tp_overlap: bool = False
     dp_overlap: bool = False
+    # How the memory-bound ops run: "fused" (Megatron/NeMo/TE, torch.compile) or "eager" (plain PyTorch without
+    # torch.compile: kernels.EAGER_PASSES); None = layout.DEFAULT_KERNELS, listed under "assumed".
+    kernels: str | None = None
     # Serving: the stored weights' format (None = the precision) and the int4 quantization group size.
     weight_format: str | None = None
     group_size: int = serving.DEFAULT_GROUP_SIZE
@@ -72,6 +75,8 @@ class Workload:
             problems.append("group size must be greater than zero")
         if self.schedule is not None and self.schedule not in SCHEDULES:
             problems.append(f"schedule must be one of {', '.join(SCHEDULES)}")
+        if self.kernels is not None and self.kernels not in KERNELS:
+            problems.append(f"kernels must be one of {', '.join(KERNELS)}")
         for name in ("params", "tokens", "seq_len", "micro_batch", "batch", "context"):
             if getattr(self, name) <= 0:
                 problems.append(f"{name} must be greater than zero")
@@ -234,6 +239,7 @@ class Estimate:
     micro_batch: int = 1
     sharding: str = "none"
     attention: str = "flash"
+    kernels: str = "fused"  # how the step model timed the memory-bound ops (Workload.kernels, default filled)
     mfu_detail: str = ""
     fit_hint: str | None = None
     assumptions: list[str] = field(default_factory=list)

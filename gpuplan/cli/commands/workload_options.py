@@ -19,7 +19,7 @@ from gpuplan.cli.commands.params import bounded, bounded_int
 from gpuplan.errors import UserError
 from gpuplan.estimating.architecture import Architecture, load_hf_config, preset
 from gpuplan.estimating.estimate import ATTENTIONS, MODES, OPTIMIZERS, PRECISIONS, SHARDINGS, Workload
-from gpuplan.estimating.layout import RECOMPUTES, SCHEDULES
+from gpuplan.estimating.layout import KERNELS, RECOMPUTES, SCHEDULES
 from gpuplan.estimating.parallel import INTERCONNECTS, parse_interconnect
 from gpuplan.estimating.serving import DEFAULT_GROUP_SIZE, WEIGHT_FORMATS
 from gpuplan.limits import check
@@ -61,6 +61,13 @@ _OPTIONS = [
                       "are kept (a·s² per layer and sequence); pick it "
                       "for torch < 2.0, custom attention the fused kernels cannot run (your own softmax/bias, "
                       "output_attentions, attn_implementation=\"eager\") or GPUs/backends without fused kernels."),
+    click.option("--kernels", type=click.Choice(KERNELS),
+                 help="How the norms, rotary embedding and activations run, for the step's memory-bound time. "
+                      "fused (the default): one kernel each, as Megatron-LM, NeMo, Transformer Engine and "
+                      "torch.compile run them. eager: plain PyTorch without torch.compile (e.g. torchtitan with "
+                      "compile off, a hand-written training loop): every small op its own kernel with fp32 "
+                      "up-casts: about 3x the bytes of a Llama-style layer's memory-bound ops (measured with "
+                      "torch; a GPT layer's LayerNorm and GELU are single kernels either way)."),
     click.option("--tp", type=click.IntRange(1, 1024),
                  help="Tensor-parallel size (Megatron-style). Every layout flag left out gets a default, listed "
                       "under 'assumed' (tp, pp, recompute: the fastest layout that fits)."),
@@ -240,9 +247,9 @@ def build_workload(options: dict[str, Any]) -> Workload:
     recompute = options.get("recompute")
     if mode == "inference" and (recompute or (options.get("pp") or 1) > 1 or (options.get("tp") or 1) > 1
                                 or options.get("interconnect") or options.get("tp_overlap")
-                                or options.get("dp_overlap")):
-        raise UserError("--tp, --pp, --tp-overlap, --dp-overlap, --recompute and --interconnect apply to training; "
-                        "in --mode inference the GPU count (--gpus) is the tensor-parallel size")
+                                or options.get("dp_overlap") or options.get("kernels")):
+        raise UserError("--tp, --pp, --tp-overlap, --dp-overlap, --recompute, --kernels and --interconnect apply to "
+                        "training; in --mode inference the GPU count (--gpus) is the tensor-parallel size")
     try:
         return Workload(
             params=params, tokens=tokens, architecture=arch, seq_len=seq_len,
@@ -257,6 +264,7 @@ def build_workload(options: dict[str, Any]) -> Workload:
             schedule=options.get("pp_schedule"),
             interconnect_gbps=interconnect_gbps(options.get("interconnect")),
             tp_overlap=bool(options.get("tp_overlap")), dp_overlap=bool(options.get("dp_overlap")),
+            kernels=options.get("kernels"),
             weight_format=options.get("weight_format"), group_size=options.get("group_size") or DEFAULT_GROUP_SIZE,
         )
     except ValueError as exc:
