@@ -76,11 +76,13 @@ def group_members(pgid: int) -> list[int]:
     return members
 
 
-def signal_group(pgid: int, signum: int, *, sparing: int | None = None) -> list[int]:
-    """Send `signum` to every live member of group `pgid` but `sparing` (the wrapper itself); returns who got it."""
+def signal_group(pgid: int, signum: int, *, sparing: int | None = None,
+                 also_sparing: frozenset[int] = frozenset()) -> list[int]:
+    """Send `signum` to every live member of group `pgid` but `sparing` (the wrapper itself) and `also_sparing`;
+    returns who got it."""
     hit = []
     for pid in group_members(pgid):
-        if pid == sparing:
+        if pid == sparing or pid in also_sparing:
             continue
         try:
             os.kill(pid, signum)

@@ -349,11 +349,29 @@ class NodeRunner:
         write_atomic(self.node_dir / STOPPING_FILE, reason)  # the watchdog's sign that the wrapper is at it
         threading.Thread(target=self._force_after_grace, args=(grace,), daemon=True).start()
         if self.child is not None and self.child.poll() is None:
-            self.child.terminate()
-            if _leads_group():
-                signal_group(os.getpgrp(), signal.SIGTERM, sparing=os.getpid())
+            direct = self.runtime in ("podman", "docker") and self._signal_container("TERM")
+            if not direct:
+                self.child.terminate()
+            if _leads_group():  # the runtime client, signalled directly above, is spared: one SIGTERM, not two
+                signal_group(os.getpgrp(), signal.SIGTERM, sparing=os.getpid(),
+                             also_sparing=frozenset({self.child.pid}) if direct else frozenset())
             if self.runtime == "process" and self.containment is not None:  # what left the group, too
                 contained.signal_all(self.node_dir, signal.SIGTERM, self.containment)
+
+    def _signal_container(self, signal_name: str) -> bool:
+        """Send the signal to the container through the runtime (`podman kill` / `docker kill --signal`: "the main
+        process inside each container specified is sent ... any signal specified with the --signal option",
+        https://docs.podman.io/en/latest/markdown/podman-kill.1.html, https://docs.docker.com/reference/cli/docker/container/kill/),
+        whose PID 1 is the --init that forwards it to the job. Not through the runtime client's --sig-proxy: a
+        client that takes the signal before its proxy is installed drops it and the job never hears of the stop
+        (podman before 4.4 installed the proxy after starting the container: containers/podman#16901, fixed by
+        #17489; Debian 12 ships 4.3). False when the container does not exist yet (the client is then signalled)."""
+        try:
+            done = subprocess.run([self.runtime, "kill", "--signal", signal_name, container_name(self.launch)],
+                                  capture_output=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            return False
+        return done.returncode == 0
 
     def _force_after_grace(self, grace: float) -> None:
         deadline = time.monotonic() + grace

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import threading
 import time
@@ -83,6 +84,43 @@ def test_gpuplan_stop_reaches_the_job_in_a_podman_container(tmp_path: Path, monk
     assert state["signal"] == 15 and state["step"] > 0, log
     assert codes == [143] and "saved at" in log
     assert state["ppid"] == 1  # exec'd: the init (PID 1) is the program's parent, no shell in between
+
+
+def test_a_stop_reaches_the_container_when_the_runtime_client_cannot_forward_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fresh-clone CI run lost a stop: the runner signalled `podman run`, which forwards a SIGTERM only once its
+    signal proxy is installed (before podman 4.4 that came after the container started: containers/podman#16901), and
+    the job exited without saving. The stop now goes to the container through the runtime (`podman kill`), not
+    through the client. Shown deterministically with a client that cannot forward anything (SIGSTOPped): on the old
+    code nothing reaches the job until the grace period ends and the container is removed."""
+    image = host_userland_image()
+    for key, value in host_userland_env(tmp_path).items():
+        monkeypatch.setenv(key, value)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "train.py").write_text(TRAIN)
+    node_dir = tmp_path / "node"
+    node_dir.mkdir()
+    launch = NodeLaunch(run_id=f"r-sigdirect{os.getpid():x}", name="sig", run_dir=str(run_dir), runtime="podman",
+                        image=image, argv=["python3", "/gpuplan/run/train.py"], checkpoint_dir="ckpt")
+    runner = NodeRunner(node_dir, launch)
+    codes: list[int] = []
+    worker = threading.Thread(target=lambda: codes.append(runner.run()))
+    worker.start()
+    wait_for(lambda: (run_dir / "started").exists())
+    assert runner.child is not None
+    client = runner.child.pid
+    os.kill(client, signal.SIGSTOP)
+    try:
+        runner.stop("stopped", grace=30)
+        saved = run_dir / "ckpt" / "state.json"
+        wait_for(saved.exists, timeout=20)  # old code: never, while the client is stopped
+    finally:
+        os.kill(client, signal.SIGCONT)
+    worker.join(60)
+    state = json.loads(saved.read_text())
+    assert state["signal"] == 15 and state["step"] > 0
+    assert codes == [143], (node_dir / "job.log").read_text()
 
 
 def test_a_spot_notice_reaches_a_script_job_in_the_boot_scripts_container(tmp_path: Path) -> None:
