@@ -51,8 +51,19 @@ def checkpoint_assignments(checkpoint_url: str | None, sync_seconds: float | Non
 # Shell functions (defined with the others; refer to variables only inside double quotes; no user text).
 CHECKPOINT_FUNCTIONS = r"""stop_job() {
   # SIGTERM to the job: a process job leads its own process group (started with setsid), so the signal reaches
-  # the program `sh -c` started too, not only the shell; a container's runtime client forwards it (sig-proxy).
-  local pid
+  # the program `sh -c` started too, not only the shell. A container gets it through its runtime (`kill
+  # --signal`: to its PID 1, the --init that forwards it), not through the client's sig-proxy, which drops a
+  # signal that comes before its proxy is installed (containers/podman#16901); the client only when that fails.
+  # The watchers that call this started before the runtime was chosen: the job's start wrote it to job.runtime.
+  local pid runtime=
+  [ -f "$RUN_DIR/job.runtime" ] && runtime=$(cat "$RUN_DIR/job.runtime")
+  case "$runtime" in
+    docker|podman)
+      if "$runtime" kill --signal TERM "gpuplan-$RUN_ID-$NODE_RANK_" >/dev/null 2>&1; then
+        return 0
+      fi
+      ;;
+  esac
   [ -f "$RUN_DIR/job.pid" ] || return 0
   pid=$(cat "$RUN_DIR/job.pid")
   kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true

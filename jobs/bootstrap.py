@@ -476,7 +476,9 @@ else
     "$RUNTIME" pull "$IMAGE" >>"$LOG" 2>&1 || finish 125 "cannot pull the image"
   fi
   fabric_note "$RUNTIME" "$IMAGE" >>"$LOG" 2>&1 || true
-  # Not detached: the runtime client forwards a SIGTERM to the container (sig-proxy).
+  # Not detached: the client follows the container to its end; a stop goes to the container through the runtime
+  # (stop_job reads job.runtime), the client's sig-proxy only as the fallback.
+  printf '%s' "$RUNTIME" >"$RUN_DIR/job.runtime"
   "$RUNTIME" "${RUN_ARGS[@]}" "$IMAGE" "${CONTAINER_ARGV[@]}" >>"$LOG" 2>&1 &
 fi
 JOB_PID=$!

@@ -149,6 +149,37 @@ def test_a_spot_notice_reaches_a_script_job_in_the_boot_scripts_container(tmp_pa
     assert saved["signal"] == 15 and saved["step"] > 0
 
 
+def test_a_spot_notice_reaches_the_container_when_the_runtime_client_cannot_forward_it(tmp_path: Path) -> None:
+    """The boot script's stop on a VM goes to the container through the runtime too (`podman kill --signal`), not
+    only through the `podman run` client's sig-proxy: with the client frozen (as one that has not installed its
+    proxy yet), the notice still reaches the job, which saves. Old code: the SIGTERM waits at the frozen client."""
+    image = host_userland_image()
+    base = tmp_path / "machine"
+    (base / "run").mkdir(parents=True)
+    (base / "run" / "train.py").write_text(TRAIN)
+    with serve_interruption_metadata() as metadata:
+        plan = BootPlan(run_id=f"r-frozen{os.getpid():x}", name="frozen", image=image, runtime="podman",
+                        argv=["python3", "/gpuplan/run/train.py"], base_dir=str(base), poweroff=False,
+                        checkpoint_dir="ckpt", interruption_watch=True, notice_poll_seconds=1,
+                        cloud=aws_boot_cloud(metadata.imds_url))
+        (tmp_path / "boot.sh").write_text(render_boot_script(plan))
+        proc = subprocess.Popen(["bash", str(tmp_path / "boot.sh")], cwd=tmp_path, start_new_session=True,
+                                env={**os.environ, **host_userland_env(tmp_path)})
+        wait_for(lambda: (base / "run" / "started").exists() or proc.poll() is not None)
+        client = int((base / "run" / "job.pid").read_text())
+        os.kill(client, signal.SIGSTOP)
+        saved = base / "run" / "ckpt" / "state.json"
+        try:
+            metadata.state.announce("terminate")
+            wait_for(saved.exists, timeout=30)  # old code: never, while the client is frozen
+        finally:
+            os.kill(client, signal.SIGCONT)
+        code = proc.wait(timeout=90)
+    assert code == 143, (base / "run" / "job.log").read_text() + (base / "boot.log").read_text()
+    state = json.loads(saved.read_text())
+    assert state["signal"] == 15 and state["step"] > 0
+
+
 def test_a_process_job_is_the_program_itself(tmp_path: Path) -> None:
     """The boot script's process runtime: job.pid is the program (exec'd), so a stop reaches it directly."""
     base = tmp_path / "machine"
