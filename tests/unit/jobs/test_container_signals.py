@@ -14,6 +14,7 @@ import signal
 import subprocess
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -61,7 +62,27 @@ def test_exec_form_of_commands() -> None:
         assert exec_script(script) == script
 
 
-def test_gpuplan_stop_reaches_the_job_in_a_podman_container(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@dataclass
+class RunningPodmanJob:
+    """TRAIN running under a NodeRunner in a real podman container, its runner on a thread: what the stop tests
+    share."""
+
+    runner: NodeRunner
+    run_dir: Path
+    node_dir: Path
+    worker: threading.Thread
+    codes: list[int]
+
+    def finish(self) -> None:
+        self.worker.join(60)
+
+    def saved(self) -> Path:
+        return self.run_dir / "ckpt" / "state.json"
+
+
+def start_podman_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_id: str,
+                     argv: list[str]) -> RunningPodmanJob:
+    """Start TRAIN in a podman container under a NodeRunner and return once it has installed its SIGTERM handler."""
     image = host_userland_image()
     for key, value in host_userland_env(tmp_path).items():
         monkeypatch.setenv(key, value)
@@ -70,19 +91,24 @@ def test_gpuplan_stop_reaches_the_job_in_a_podman_container(tmp_path: Path, monk
     (run_dir / "train.py").write_text(TRAIN)
     node_dir = tmp_path / "node"
     node_dir.mkdir()
-    launch = NodeLaunch(run_id=f"r-sig{os.getpid():x}", name="sig", run_dir=str(run_dir), runtime="podman",
-                        image=image, argv=["/bin/sh", "-c", "python3 /gpuplan/run/train.py"], checkpoint_dir="ckpt")
+    launch = NodeLaunch(run_id=f"{run_id}{os.getpid():x}", name="sig", run_dir=str(run_dir), runtime="podman",
+                        image=image, argv=argv, checkpoint_dir="ckpt")
     runner = NodeRunner(node_dir, launch)
     codes: list[int] = []
     worker = threading.Thread(target=lambda: codes.append(runner.run()))
     worker.start()
     wait_for(lambda: (run_dir / "started").exists())
-    runner.stop("stopped", grace=20)
-    worker.join(60)
-    log = (node_dir / "job.log").read_text()
-    state = json.loads((run_dir / "ckpt" / "state.json").read_text())  # old code: never written
+    return RunningPodmanJob(runner, run_dir, node_dir, worker, codes)
+
+
+def test_gpuplan_stop_reaches_the_job_in_a_podman_container(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    job = start_podman_job(tmp_path, monkeypatch, "r-sig", ["/bin/sh", "-c", "python3 /gpuplan/run/train.py"])
+    job.runner.stop("stopped", grace=20)
+    job.finish()
+    log = (job.node_dir / "job.log").read_text()
+    state = json.loads(job.saved().read_text())  # old code: never written
     assert state["signal"] == 15 and state["step"] > 0, log
-    assert codes == [143] and "saved at" in log
+    assert job.codes == [143] and "saved at" in log
     assert state["ppid"] == 1  # exec'd: the init (PID 1) is the program's parent, no shell in between
 
 
@@ -93,34 +119,19 @@ def test_a_stop_reaches_the_container_when_the_runtime_client_cannot_forward_it(
     the job exited without saving. The stop now goes to the container through the runtime (`podman kill`), not
     through the client. Shown deterministically with a client that cannot forward anything (SIGSTOPped): on the old
     code nothing reaches the job until the grace period ends and the container is removed."""
-    image = host_userland_image()
-    for key, value in host_userland_env(tmp_path).items():
-        monkeypatch.setenv(key, value)
-    run_dir = tmp_path / "run"
-    run_dir.mkdir()
-    (run_dir / "train.py").write_text(TRAIN)
-    node_dir = tmp_path / "node"
-    node_dir.mkdir()
-    launch = NodeLaunch(run_id=f"r-sigdirect{os.getpid():x}", name="sig", run_dir=str(run_dir), runtime="podman",
-                        image=image, argv=["python3", "/gpuplan/run/train.py"], checkpoint_dir="ckpt")
-    runner = NodeRunner(node_dir, launch)
-    codes: list[int] = []
-    worker = threading.Thread(target=lambda: codes.append(runner.run()))
-    worker.start()
-    wait_for(lambda: (run_dir / "started").exists())
-    assert runner.child is not None
-    client = runner.child.pid
+    job = start_podman_job(tmp_path, monkeypatch, "r-sigdirect", ["python3", "/gpuplan/run/train.py"])
+    assert job.runner.child is not None
+    client = job.runner.child.pid
     os.kill(client, signal.SIGSTOP)
     try:
-        runner.stop("stopped", grace=30)
-        saved = run_dir / "ckpt" / "state.json"
-        wait_for(saved.exists, timeout=20)  # old code: never, while the client is stopped
+        job.runner.stop("stopped", grace=30)
+        wait_for(job.saved().exists, timeout=20)  # old code: never, while the client is stopped
     finally:
         os.kill(client, signal.SIGCONT)
-    worker.join(60)
-    state = json.loads(saved.read_text())
+    job.finish()
+    state = json.loads(job.saved().read_text())
     assert state["signal"] == 15 and state["step"] > 0
-    assert codes == [143], (node_dir / "job.log").read_text()
+    assert job.codes == [143], (job.node_dir / "job.log").read_text()
 
 
 def test_a_spot_notice_reaches_a_script_job_in_the_boot_scripts_container(tmp_path: Path) -> None:
