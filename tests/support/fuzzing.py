@@ -49,6 +49,18 @@ def alias_bomb(head: str) -> str:
     return head + "labels:\n" + "".join(f"  {line}\n" for line in lines)
 
 
+def check_outcome(where: object, code: int, stderr: str) -> None:
+    """The contract for any input: no crash, exit 0, 1 (a failure it explains) or 2 with one `error:` line; never a
+    traceback or `unexpected`. `where` names the input in the assertion and the outcomes file."""
+    record_outcome(where, code, stderr)
+    assert "Traceback" not in stderr, (where, stderr)
+    assert "error: unexpected" not in stderr, (where, stderr)
+    assert code in (0, 1, 2), (where, code, stderr)
+    if code == 2:
+        errors = [line for line in stderr.splitlines() if line.startswith("error:")]
+        assert len(errors) == 1, (where, stderr)
+
+
 def record_outcome(argv: object, code: int, stderr: str) -> None:
     """With GPUPLAN_FUZZ_OUTCOMES=FILE, append each failing outcome (exit != 0) as a JSON line: how `make fuzz`'s
     counts per class are taken (the report of issue 38's campaign)."""
