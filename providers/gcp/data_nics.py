@@ -38,6 +38,7 @@ from typing import Any
 
 from gpuplan.providers.base import AuthError, ProviderError
 from gpuplan.providers.gcp.firewall import ensure_internal_rule
+from gpuplan.providers.gcp.idempotent import create_once, read_existing
 from gpuplan.providers.gcp.rules import last_segment, map_api_error
 
 log = logging.getLogger(__name__)
@@ -113,36 +114,32 @@ def _refused(exc: Exception, what: str) -> ProviderError:
 
 
 def _ensure_network(provider: Any, index: int) -> str:
-    from google.api_core import exceptions as gexc
     from google.cloud import compute_v1
 
     name = network_name(index)
     path = f"projects/{provider.project}/global/networks/{name}"
     networks = provider.client("NetworksClient")
-    try:
-        found = networks.get(project=provider.project, network=name)
-    except gexc.NotFound:
-        found = None
-    except Exception as exc:
-        raise _refused(exc, f"network {name}") from exc
+
+    def refused(exc: Exception) -> ProviderError:
+        return _refused(exc, f"network {name}")
+
+    found = read_existing(lambda: networks.get(project=provider.project, network=name), refused)
     if found is not None:
         if found.mtu and found.mtu < DATA_MTU:
             log.warning("network %s has MTU %d; GPUDirect-TCPX wants %d (its traffic will be slower)", name,
                         found.mtu, DATA_MTU)
         return path
     body = compute_v1.Network(name=name, auto_create_subnetworks=False, mtu=DATA_MTU, description=DESCRIPTION)
-    try:
+
+    def create() -> None:  # another launch may make it meanwhile
         operation = networks.insert(project=provider.project, network_resource=body)
         provider.client("GlobalOperationsClient").wait(project=provider.project, operation=operation.name)
-    except gexc.Conflict:
-        pass  # another launch made it meanwhile
-    except Exception as exc:
-        raise _refused(exc, f"network {name}") from exc
+
+    create_once(create, refused)
     return path
 
 
 def _ensure_subnet(provider: Any, index: int, region: str, network: str) -> str:
-    from google.api_core import exceptions as gexc
     from google.cloud import compute_v1
 
     name = subnet_name(index, region)
@@ -162,12 +159,11 @@ def _ensure_subnet(provider: Any, index: int, region: str, network: str) -> str:
         raise _refused(exc, f"a subnet of {network_name(index)} in {region}") from exc
     body = compute_v1.Subnetwork(name=name, network=network, region=region, ip_cidr_range=_free_range(index, used),
                                  description=DESCRIPTION)
-    try:
+
+    def create() -> None:
         operation = subnets.insert(project=provider.project, region=region, subnetwork_resource=body)
         provider.client("RegionOperationsClient").wait(project=provider.project, region=region,
                                                        operation=operation.name)
-    except gexc.Conflict:
-        pass
-    except Exception as exc:
-        raise _refused(exc, f"subnet {name}") from exc
+
+    create_once(create, lambda exc: _refused(exc, f"subnet {name}"))
     return path

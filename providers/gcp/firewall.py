@@ -21,6 +21,7 @@ import re
 from typing import Any
 
 from gpuplan.providers.base import AuthError, ProviderError
+from gpuplan.providers.gcp.idempotent import create_once, read_existing
 from gpuplan.providers.gcp.rules import NETWORK_TAG, last_segment
 
 RULE_PREFIX = "gpuplan-internal-"
@@ -59,19 +60,17 @@ def allows_nodes(rule: Any) -> bool:
 
 def ensure_internal_rule(provider: Any, network: str) -> str | None:
     """Make sure the run's nodes can reach each other on `network`; returns the rule's name (None: `default`)."""
-    from google.api_core import exceptions as gexc
     from google.cloud import compute_v1
 
     if is_default(network):
         return None
     name = rule_name(network)
     firewalls = provider.client("FirewallsClient")
-    try:
-        found = firewalls.get(project=provider.project, firewall=name)
-    except gexc.NotFound:
-        found = None
-    except Exception as exc:
-        raise _refused(exc, network) from exc
+
+    def refused(exc: Exception) -> ProviderError:
+        return _refused(exc, network)
+
+    found = read_existing(lambda: firewalls.get(project=provider.project, firewall=name), refused)
     if found is not None:
         if not allows_nodes(found):
             raise ProviderError(f"firewall rule {name} exists but does not let gpuplan's VMs reach each other; "
@@ -81,13 +80,12 @@ def ensure_internal_rule(provider: Any, network: str) -> str | None:
         name=name, network=network_path(network, provider.project), direction="INGRESS", priority=1000,
         description=DESCRIPTION, allowed=[compute_v1.Allowed(I_p_protocol="all")], source_tags=[NETWORK_TAG],
         target_tags=[NETWORK_TAG])
-    try:
+
+    def create() -> None:
         operation = firewalls.insert(project=provider.project, firewall_resource=rule)
         provider.client("GlobalOperationsClient").wait(project=provider.project, operation=operation.name)
-    except gexc.Conflict:
-        return name  # another launch created it meanwhile
-    except Exception as exc:
-        raise _refused(exc, network) from exc
+
+    create_once(create, refused)
     return name
 
 

@@ -25,6 +25,7 @@ import logging
 import re
 from typing import Any
 
+from gpuplan.providers.gcp.idempotent import create_once
 from gpuplan.providers.gcp.rules import map_api_error
 
 log = logging.getLogger(__name__)
@@ -52,22 +53,20 @@ def policy_path(project: str, region: str, run_id: str) -> str:
 
 def ensure_compact_policy(provider: Any, region: str, run_id: str, nodes: int) -> str:
     """The run's compact placement policy in `region` (made once; a retried launch finds it); returns its path."""
-    from google.api_core import exceptions as gexc
     from google.cloud import compute_v1
 
     policy = compute_v1.ResourcePolicy(
         name=policy_name(run_id), region=region, description=DESCRIPTION,
         group_placement_policy=compute_v1.ResourcePolicyGroupPlacementPolicy(collocation="COLLOCATED",
                                                                               vm_count=nodes))
-    try:
+
+    def create() -> None:  # a retried launch of this run may have made it already
         operation = provider.client("ResourcePoliciesClient").insert(project=provider.project, region=region,
                                                                     resource_policy_resource=policy)
         provider.client("RegionOperationsClient").wait(project=provider.project, region=region,
                                                        operation=operation.name)
-    except gexc.Conflict:
-        pass  # a retried launch of this run made it already
-    except Exception as exc:
-        raise map_api_error(exc, region=region) from exc
+
+    create_once(create, lambda exc: map_api_error(exc, region=region))
     return policy_path(provider.project, region, run_id)
 
 
