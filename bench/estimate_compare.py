@@ -151,16 +151,18 @@ def _refitted_model(train: list[Row]) -> Callable[[Row], float]:
     return lambda r: accuracy.predict(r, constants)
 
 
+def signed_errors(rows: list[Row], predict: Callable[[Row], float]) -> dict[str, float]:
+    """Each run's predicted / reported GPU-hours - 1."""
+    return {r["run"]: predict(r) / float(r["reported_gpu_hours"]) - 1 for r in rows}
+
+
 def comparison(rows: list[Row], prior: dict[str, Row]) -> dict[str, dict[str, float]]:
     """Median |error| per set for each model and protocol (the rows of the printed table)."""
-    def signed(predict: Callable[[Row], float]) -> dict[str, float]:
-        return {r["run"]: predict(r) / float(r["reported_gpu_hours"]) - 1 for r in rows}
-
     return {
-        "old MFU prior, in sample (session8)": medians(rows, signed(lambda r: prior_hours(r, prior))),
+        "old MFU prior, in sample (session8)": medians(rows, signed_errors(rows, lambda r: prior_hours(r, prior))),
         "old MFU prior, leave one family out": medians(rows, leave_family_out(rows, _refitted_prior(prior))),
-        "config model alone (no fit)": medians(rows, signed(lambda r: accuracy.step_answer(r).gpu_hours)),
-        "one model, in sample (shipped)": medians(rows, signed(accuracy.predict)),
+        "config model alone (no fit)": medians(rows, signed_errors(rows, lambda r: accuracy.step_answer(r).gpu_hours)),
+        "one model, in sample (shipped)": medians(rows, signed_errors(rows, accuracy.predict)),
         "one model, leave one family out": medians(rows, leave_family_out(rows, _refitted_model)),
         "naive 6·N·D at 40% (no fit)": {name: accuracy.naive([r for r in rows if name == "all" or r["split"] == name])
                                         for name in SETS},
@@ -191,14 +193,11 @@ def main() -> int:
     verdicts = ", ".join(f"{name} {'met' if left_out[name] <= prior_out[name] else 'NOT met'}" for name in SETS)
     print(f"one model <= old prior, both refitted leaving each family out, per set: {verdicts}")
 
-    def signed(predict: Callable[[Row], float]) -> dict[str, float]:
-        return {r["run"]: predict(r) / float(r["reported_gpu_hours"]) - 1 for r in rows}
-
-    old = {"old prior": signed(lambda r: prior_hours(r, prior)),
-           "config model": signed(lambda r: accuracy.step_answer(r).gpu_hours)}
+    old = {"old prior": signed_errors(rows, lambda r: prior_hours(r, prior)),
+           "config model": signed_errors(rows, lambda r: accuracy.step_answer(r).gpu_hours)}
     print("one model in sample minus the better old model in sample, with a 90% interval over 2,000 resamples of"
           " the set's model families:")
-    for g in family_bootstrap(rows, signed(accuracy.predict), old):
+    for g in family_bootstrap(rows, signed_errors(rows, accuracy.predict), old):
         print(f"  {g.set_name}: {g.observed * 100:+.1f} points vs the {g.better_old} (interval {g.low * 100:+.1f} to"
               f" {g.high * 100:+.1f}; the one model at least as good in {g.at_least_as_good:.0%} of resamples)")
     return 0
