@@ -192,12 +192,13 @@ def _render(answer: PlanAnswer, shown: list[Option], explain: bool) -> None:
                     title="dropped")
 
 
-THROUGHPUT_SOURCES = {
+THROUGHPUT_SOURCE_TEXT = {  # estimating.values.THROUGHPUT_SOURCES, as plan says them
     "model": "the step model, with each option's layout defaulted where the job does not state it (`gpuplan "
              "estimate` with the same flags and --gpu/--gpus lists what it assumed)",
     "bench": "your `gpuplan bench` records",
     "calibrated": "an MFU calibrated from your finished runs",
     "user": "the throughput given",
+    "measured": "a measured throughput",
 }
 
 
@@ -206,7 +207,7 @@ def _throughput_sources(options: Sequence[Option]) -> str:
     sources = sorted({o.mfu_source for o in options if o.mfu_source})
     if not sources:
         return "none (no option could be timed)"
-    return "; ".join(f"{THROUGHPUT_SOURCES.get(s, s)}" for s in sources)
+    return "; ".join(THROUGHPUT_SOURCE_TEXT.get(s, s) for s in sources)
 
 
 def _summary(result: PlanResult, constraints: Constraints) -> None:
