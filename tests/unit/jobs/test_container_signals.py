@@ -131,7 +131,9 @@ def test_a_stop_reaches_the_container_when_the_runtime_client_cannot_forward_it(
     job.finish()
     state = json.loads(job.saved().read_text())
     assert state["signal"] == 15 and state["step"] > 0
-    assert job.codes == [143], (job.node_dir / "job.log").read_text()
+    # The job exited 143; a client frozen until after `--rm` removed the container cannot read that any more and
+    # exits 127 ("container has already been removed"): an artefact of freezing it, not of the stop.
+    assert job.codes in ([143], [127]), (job.node_dir / "job.log").read_text()
 
 
 def test_a_spot_notice_reaches_a_script_job_in_the_boot_scripts_container(tmp_path: Path) -> None:
@@ -186,7 +188,9 @@ def test_a_spot_notice_reaches_the_container_when_the_runtime_client_cannot_forw
         finally:
             os.kill(client, signal.SIGCONT)
         code = proc.wait(timeout=90)
-    assert code == 143, (base / "run" / "job.log").read_text() + (base / "boot.log").read_text()
+    # 143 from the job; 127 when the frozen client resumed after `--rm` removed the container (see above).
+    assert code in (143, 127), (base / "run" / "job.log").read_text() + (base / "boot.log").read_text()
+    assert json.loads((base / "run" / "exit.json").read_text())["reason"] == "interrupted"
     state = json.loads(saved.read_text())
     assert state["signal"] == 15 and state["step"] > 0
 
